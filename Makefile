@@ -1,0 +1,43 @@
+# Thin wrapper over CMake + Ninja. See README.md.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+PYTEST     := .venv/bin/pytest
+
+.PHONY: all build asan deps run test unit integration bench bench-static clean
+
+all: build
+
+deps:
+	@scripts/deps.sh build
+
+build: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+asan:
+	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRISK_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# Serves www/ on http://127.0.0.1:8080/ until Ctrl-C.
+run: build
+	$(BUILD)/bin/brisk -c conf/brisk.conf
+
+# Unit tests (ctest) and integration tests (pytest) against the optimised
+# build and against an AddressSanitizer + UndefinedBehaviorSanitizer build.
+test:
+	@scripts/deps.sh test --venv
+	@$(MAKE) --no-print-directory build asan
+	cd $(BUILD) && ctest --output-on-failure
+	cd $(ASAN_BUILD) && ctest --output-on-failure
+	BRISK_BIN=$(CURDIR)/$(BUILD)/bin/brisk $(PYTEST) -q tests/integration
+	BRISK_BIN=$(CURDIR)/$(ASAN_BUILD)/bin/brisk $(PYTEST) -q tests/integration
+
+bench-static: build
+	@scripts/deps.sh bench
+	bench/static.sh
+
+bench: bench-static
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what brisk needs that is missing: Debian packages (apt-get, via sudo
+# when not root) and, with --venv, the Python test tools in .venv.
+# Usage: scripts/deps.sh build|test|bench [--venv]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_pkgs="build-essential cmake ninja-build pkg-config libinih-dev media-types"
+test_pkgs="$build_pkgs libcmocka-dev curl python3-venv strace"
+bench_pkgs="$build_pkgs curl nginx-light wrk strace procps"
+
+case "${1:-build}" in
+  build) pkgs=$build_pkgs ;;
+  test)  pkgs=$test_pkgs ;;
+  bench) pkgs=$bench_pkgs ;;
+  *) echo "usage: $0 build|test|bench [--venv]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "${2:-}" = "--venv" ]; then
+  if [ ! -x .venv/bin/pytest ]; then
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+  fi
+fi

@@ -1,0 +1,27 @@
+/* Growable byte buffer. The owner frees it with buf_free(); data may move on
+ * growth, so never keep pointers into it across an append. */
+#ifndef BRISK_CORE_BUF_H
+#define BRISK_CORE_BUF_H
+
+#include <stddef.h>
+#include <string.h>
+
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+} buf;
+
+/* Makes room for extra more bytes. Returns 0, or -1 when out of memory. */
+int buf_reserve(buf *b, size_t extra);
+int buf_append(buf *b, const void *p, size_t n);
+void buf_free(buf *b);
+
+/* Appends without a capacity check: the caller reserved the room. */
+static inline void buf_put(buf *b, const void *p, size_t n)
+{
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+#endif

@@ -1,0 +1,56 @@
+/* Small shared definitions: (pointer, length) strings and helpers. */
+#ifndef BRISK_CORE_COMMON_H
+#define BRISK_CORE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A string slice: not NUL-terminated, binary safe, owned by someone else. */
+typedef struct {
+    const char *p;
+    size_t len;
+} str;
+
+#define STR(lit) ((str){ (lit), sizeof(lit) - 1 })
+#define STR_NULL ((str){ NULL, 0 })
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define CONTAINER_OF(ptr, type, member) \
+    ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define LIKELY(x)   __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+static inline int str_eq(str a, str b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+}
+
+static inline char ascii_lower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char)(c | 0x20) : c;
+}
+
+/* Case-insensitive ASCII comparison of a slice with a lower-case literal. */
+static inline int str_ieq_lit(str a, const char *lower, size_t n)
+{
+    if (a.len != n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (ascii_lower(a.p[i]) != lower[i])
+            return 0;
+    return 1;
+}
+#define STR_IEQ(s, lit) str_ieq_lit((s), (lit), sizeof(lit) - 1)
+
+/* Strict unsigned decimal: digits only, no sign, no spaces, no overflow past
+ * max. Returns 0 on success, -1 otherwise. Used for every number from the
+ * wire and from config files. */
+int num_parse_u64(const char *p, size_t len, uint64_t max, uint64_t *out);
+
+/* Writes v in decimal to out (at least 20 bytes); returns the length. */
+size_t num_format_u64(char *out, uint64_t v);
+
+#endif

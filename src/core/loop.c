@@ -1,0 +1,228 @@
+#include "core/loop.h"
+
+#include "core/clock.h"
+#include "core/loop_backend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+static void wake_cb(loop *l, loop_io *io, unsigned events)
+{
+    uint64_t v;
+    while (read(io->fd, &v, sizeof v) > 0) {
+    }
+    if (l->on_wake)
+        l->on_wake(l, l->udata);
+}
+
+int loop_init(loop *l, int max_events)
+{
+    *l = (loop){ .backend_fd = -1, .wake_fd = -1, .max_events = max_events };
+    l->wake_io.fd = -1;
+    int rc = backend_init(l);
+    if (rc < 0)
+        return rc;
+    l->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (l->wake_fd < 0) {
+        rc = -errno;
+        backend_free(l);
+        return rc;
+    }
+    rc = loop_io_start(l, &l->wake_io, l->wake_fd, LOOP_READ, wake_cb, NULL);
+    if (rc < 0) {
+        close(l->wake_fd);
+        backend_free(l);
+        return rc;
+    }
+    l->now_ms = clock_mono_ms();
+    return 0;
+}
+
+void loop_free(loop *l)
+{
+    if (l->wake_fd >= 0)
+        close(l->wake_fd);
+    backend_free(l);
+    free(l->heap);
+    l->heap = NULL;
+    l->heap_len = l->heap_cap = 0;
+}
+
+int loop_io_start(loop *l, loop_io *io, int fd, unsigned mask, loop_io_cb cb, void *udata)
+{
+    mask &= LOOP_READ | LOOP_WRITE;
+    *io = (loop_io){ .fd = fd, .mask = mask, .cb = cb, .udata = udata };
+    int rc = backend_ctl(l, io, BACKEND_ADD, mask);
+    if (rc < 0) {
+        io->fd = -1;
+        return rc;
+    }
+    io->registered = 1;
+    return 0;
+}
+
+int loop_io_set(loop *l, loop_io *io, unsigned mask)
+{
+    mask &= LOOP_READ | LOOP_WRITE;
+    if (mask == io->mask)
+        return 0;
+    /* An empty mask keeps the fd registered with no events, so the next
+     * change is one syscall. */
+    int rc = backend_ctl(l, io, BACKEND_MOD, mask);
+    if (rc == 0)
+        io->mask = mask;
+    return rc;
+}
+
+void loop_io_stop(loop *l, loop_io *io)
+{
+    if (io->fd < 0)
+        return;
+    if (io->registered)
+        backend_ctl(l, io, BACKEND_DEL, 0);
+    io->registered = 0;
+    io->mask = 0;
+    io->fd = -1;
+}
+
+void loop_io_forget(loop *l, loop_io *io)
+{
+    io->registered = 0;
+    io->mask = 0;
+    io->fd = -1;
+}
+
+/* ---- timers: a binary min-heap on `when` ---- */
+
+static void heap_swap(loop *l, uint32_t a, uint32_t b)
+{
+    timer *t = l->heap[a];
+    l->heap[a] = l->heap[b];
+    l->heap[b] = t;
+    l->heap[a]->idx = a + 1;
+    l->heap[b]->idx = b + 1;
+}
+
+static void sift_up(loop *l, uint32_t i)
+{
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (l->heap[p]->when <= l->heap[i]->when)
+            break;
+        heap_swap(l, i, p);
+        i = p;
+    }
+}
+
+static void sift_down(loop *l, uint32_t i)
+{
+    for (;;) {
+        uint32_t c = 2 * i + 1, m = i;
+        if (c < l->heap_len && l->heap[c]->when < l->heap[m]->when)
+            m = c;
+        if (c + 1 < l->heap_len && l->heap[c + 1]->when < l->heap[m]->when)
+            m = c + 1;
+        if (m == i)
+            break;
+        heap_swap(l, i, m);
+        i = m;
+    }
+}
+
+void timer_init(timer *t, timer_cb cb, void *udata)
+{
+    *t = (timer){ .cb = cb, .udata = udata };
+}
+
+void timer_start(loop *l, timer *t, uint64_t after_ms)
+{
+    uint64_t deadline = l->now_ms + after_ms;
+    if (t->idx) {
+        t->deadline = deadline;
+        if (deadline < t->when) {
+            t->when = deadline;
+            sift_up(l, t->idx - 1);
+        }
+        return;
+    }
+    if (l->heap_len == l->heap_cap) {
+        uint32_t cap = l->heap_cap ? l->heap_cap * 2 : 64;
+        timer **h = realloc(l->heap, cap * sizeof *h);
+        if (!h)
+            abort(); /* a server binary may stop on OOM */
+        l->heap = h;
+        l->heap_cap = cap;
+    }
+    t->when = t->deadline = deadline;
+    l->heap[l->heap_len] = t;
+    t->idx = ++l->heap_len;
+    sift_up(l, l->heap_len - 1);
+}
+
+void timer_stop(loop *l, timer *t)
+{
+    if (!t->idx)
+        return;
+    uint32_t i = t->idx - 1;
+    l->heap_len--;
+    if (i != l->heap_len) {
+        l->heap[i] = l->heap[l->heap_len];
+        l->heap[i]->idx = i + 1;
+        sift_down(l, i);
+        sift_up(l, i);
+    }
+    t->idx = 0;
+}
+
+static void run_timers(loop *l)
+{
+    while (l->heap_len && l->heap[0]->when <= l->now_ms) {
+        timer *t = l->heap[0];
+        if (t->deadline > l->now_ms) { /* extended lazily: re-key it */
+            t->when = t->deadline;
+            sift_down(l, 0);
+            continue;
+        }
+        timer_stop(l, t);
+        t->cb(l, t);
+    }
+}
+
+static int next_timeout(loop *l)
+{
+    if (!l->heap_len)
+        return -1;
+    uint64_t when = l->heap[0]->when;
+    if (when <= l->now_ms)
+        return 0;
+    uint64_t d = when - l->now_ms;
+    return d > 60000 ? 60000 : (int)d;
+}
+
+int loop_run(loop *l)
+{
+    while (!l->stopping) {
+        int rc = backend_poll(l, next_timeout(l));
+        if (rc < 0)
+            return rc;
+        l->now_ms = clock_mono_ms();
+        run_timers(l);
+        if (l->on_iteration_end)
+            l->on_iteration_end(l, l->udata);
+    }
+    return 0;
+}
+
+void loop_stop(loop *l)
+{
+    l->stopping = 1;
+}
+
+void loop_wake(loop *l)
+{
+    uint64_t one = 1;
+    ssize_t n = write(l->wake_fd, &one, sizeof one);
+    (void)n; /* EAGAIN means a wakeup is already pending */
+}

@@ -1,0 +1,87 @@
+/* The event loop: one per worker thread, never shared. I/O readiness comes
+ * from a backend behind loop_backend.h (epoll today); timers live in a
+ * binary heap owned by the loop. */
+#ifndef BRISK_CORE_LOOP_H
+#define BRISK_CORE_LOOP_H
+
+#include <stdint.h>
+
+typedef struct loop loop;
+typedef struct loop_io loop_io;
+typedef struct timer timer;
+
+enum {
+    LOOP_READ = 1u << 0,
+    LOOP_WRITE = 1u << 1,
+    LOOP_HUP = 1u << 2, /* reported only, never requested */
+    LOOP_ERR = 1u << 3, /* reported only, never requested */
+};
+
+typedef void (*loop_io_cb)(loop *l, loop_io *io, unsigned events);
+typedef void (*timer_cb)(loop *l, timer *t);
+typedef void (*loop_hook)(loop *l, void *udata);
+
+/* A watched file descriptor. Embed it in the owner's struct; it must stay
+ * at the same address while started. */
+struct loop_io {
+    int fd;         /* -1 when stopped */
+    unsigned mask;  /* LOOP_READ | LOOP_WRITE as registered */
+    int registered; /* known to the backend */
+    loop_io_cb cb;
+    void *udata;
+};
+
+/* A one-shot timer. Re-starting an active timer further in the future costs
+ * O(1): the heap key is only corrected when the timer reaches the top. */
+struct timer {
+    uint64_t when;     /* heap key, ms (monotonic) */
+    uint64_t deadline; /* when it really fires; >= when */
+    uint32_t idx;      /* position in the heap + 1; 0 = inactive */
+    timer_cb cb;
+    void *udata;
+};
+
+struct loop {
+    int backend_fd;
+    void *events;      /* backend's event array */
+    int max_events;
+    uint64_t now_ms;   /* refreshed before each dispatch */
+    int stopping;
+    timer **heap;
+    uint32_t heap_len, heap_cap;
+    int wake_fd;       /* eventfd for loop_wake() */
+    loop_io wake_io;
+    loop_hook on_wake;          /* called in the loop after loop_wake() */
+    loop_hook before_dispatch;  /* called when the wait returns, before callbacks */
+    loop_hook on_iteration_end; /* called after each batch of events and timers */
+    void *udata;
+};
+
+int loop_init(loop *l, int max_events);
+void loop_free(loop *l);
+
+/* Registers fd with the interest mask; cb gets (loop, io, events). */
+int loop_io_start(loop *l, loop_io *io, int fd, unsigned mask, loop_io_cb cb, void *udata);
+/* Changes the interest mask; a no-op (no syscall) when it is unchanged. */
+int loop_io_set(loop *l, loop_io *io, unsigned mask);
+/* Unregisters; io->fd becomes -1 and no further events are dispatched to it,
+ * even later in the current batch. Does not close the fd. The memory of io
+ * must stay valid (and not be restarted) until the batch ends: owners free
+ * from on_iteration_end. */
+void loop_io_stop(loop *l, loop_io *io);
+/* Like loop_io_stop without the syscall, for an fd the caller closes right
+ * away (close() removes it from the backend). */
+void loop_io_forget(loop *l, loop_io *io);
+
+void timer_init(timer *t, timer_cb cb, void *udata);
+void timer_start(loop *l, timer *t, uint64_t after_ms);
+void timer_stop(loop *l, timer *t);
+static inline int timer_active(const timer *t) { return t->idx != 0; }
+
+/* Runs until loop_stop(). Returns 0, or negative errno on a backend error. */
+int loop_run(loop *l);
+void loop_stop(loop *l);
+/* Thread-safe: makes the loop call l->on_wake soon. */
+void loop_wake(loop *l);
+
+#endif

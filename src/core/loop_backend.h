@@ -1,0 +1,17 @@
+/* The interface an OS readiness backend implements for loop.c. An io_uring
+ * backend would provide the same four functions. */
+#ifndef BRISK_CORE_LOOP_BACKEND_H
+#define BRISK_CORE_LOOP_BACKEND_H
+
+#include "core/loop.h"
+
+int backend_init(loop *l);
+void backend_free(loop *l);
+enum backend_op { BACKEND_ADD, BACKEND_MOD, BACKEND_DEL };
+/* Adds, changes or removes io->fd with the interest mask. Negative errno. */
+int backend_ctl(loop *l, loop_io *io, enum backend_op op, unsigned mask);
+/* Waits at most timeout_ms (-1 = forever) and dispatches ready io callbacks.
+ * Returns the number of events or negative errno. */
+int backend_poll(loop *l, int timeout_ms);
+
+#endif

@@ -1,0 +1,350 @@
+#include "http/config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    http_conf *c;
+    char dir[PATH_MAX]; /* directory of the config file, for relative paths */
+    int listen_from_file;
+} load_ctx;
+
+enum kind { K_LISTEN, K_WORKERS, K_PATH_DIR, K_PATH, K_LOGPATH, K_STR, K_BOOL, K_MSEC,
+            K_SIZE, K_UINT, K_LEVEL };
+
+#define OFF(f) offsetof(http_conf, f)
+#define FSZ(f) sizeof(((http_conf *)0)->f)
+
+static const struct key {
+    const char *name;
+    enum kind kind;
+    size_t off, size; /* field */
+    uint64_t max;     /* for K_UINT / K_SIZE */
+} keys[] = {
+    { "listen", K_LISTEN, 0, 0, 0 },
+    { "workers", K_WORKERS, 0, 0, 0 },
+    { "root", K_PATH_DIR, OFF(root), FSZ(root), 0 },
+    { "index", K_STR, OFF(index), FSZ(index), 0 },
+    { "autoindex", K_BOOL, OFF(autoindex), 0, 0 },
+    { "precompressed", K_BOOL, OFF(precompressed), 0, 0 },
+    { "default_type", K_STR, OFF(default_type), FSZ(default_type), 0 },
+    { "mime_types", K_PATH, OFF(mime_types), FSZ(mime_types), 0 },
+    { "access_log", K_LOGPATH, OFF(access_log), FSZ(access_log), 0 },
+    { "error_log", K_LOGPATH, OFF(error_log), FSZ(error_log), 0 },
+    { "log_level", K_LEVEL, OFF(log_level), 0, 0 },
+    { "keepalive_timeout", K_MSEC, OFF(keepalive_timeout), 0, 0 },
+    { "client_header_timeout", K_MSEC, OFF(header_timeout), 0, 0 },
+    { "client_body_timeout", K_MSEC, OFF(body_timeout), 0, 0 },
+    { "send_timeout", K_MSEC, OFF(send_timeout), 0, 0 },
+    { "shutdown_timeout", K_MSEC, OFF(shutdown_timeout), 0, 0 },
+    { "lingering_timeout", K_MSEC, OFF(linger_timeout), 0, 0 },
+    { "max_connections", K_UINT, OFF(max_connections), 4, 1000000 },
+    { "keepalive_requests", K_UINT, OFF(keepalive_requests), 4, 100000000 },
+    { "max_body_size", K_SIZE, OFF(max_body_size), 8, (uint64_t)1 << 40 },
+    { "max_header_size", K_SIZE, OFF(limits.max_head_size), 4, HTTP_MAX_HEAD_SIZE },
+    { "max_headers", K_UINT, OFF(limits.max_headers), 4, HTTP_MAX_HEADERS },
+    { "open_file_cache_max", K_UINT, OFF(open_file_cache_max), 4, 1000000 },
+    { "open_file_cache_valid", K_MSEC, OFF(open_file_cache_valid), 0, 0 },
+    { "memory_cache_max_file", K_SIZE, OFF(memory_cache_max_file), 4, 1024 * 1024 },
+};
+
+static void set_defaults(http_conf *c)
+{
+    memset(c, 0, sizeof *c);
+    atomic_init(&c->refs, 1);
+    c->workers = 0;
+    strcpy(c->root, "www");
+    strcpy(c->index, "index.html");
+    c->precompressed = 1;
+    strcpy(c->default_type, "application/octet-stream");
+    strcpy(c->mime_types, "/etc/mime.types");
+    strcpy(c->error_log, "stderr");
+    c->log_level = LOG_INFO;
+    c->keepalive_timeout = 75000; /* nginx's defaults */
+    c->header_timeout = 60000;
+    c->body_timeout = 60000;
+    c->send_timeout = 60000;
+    c->shutdown_timeout = 10000;
+    c->linger_timeout = 5000;
+    c->max_connections = 16384;
+    c->keepalive_requests = 10000;
+    c->max_body_size = 1024 * 1024;
+    c->limits.max_head_size = 8192;
+    c->limits.max_headers = HTTP_MAX_HEADERS;
+    c->open_file_cache_max = 4096;
+    c->open_file_cache_valid = 1000;
+    c->memory_cache_max_file = 64 * 1024;
+    c->root_fd = -1;
+    c->access_fd = -1;
+}
+
+static int copy_str(char *dst, size_t cap, const char *s, char *err, size_t errlen)
+{
+    if (strlen(s) >= cap) {
+        snprintf(err, errlen, "value too long");
+        return -1;
+    }
+    strcpy(dst, s);
+    return 0;
+}
+
+/* Relative paths in a config file are relative to the file's directory. */
+static int resolve_path(const char *dir, const char *s, char *dst, size_t cap, char *err,
+                        size_t errlen)
+{
+    int n = (s[0] == '/' || !dir[0]) ? snprintf(dst, cap, "%s", s)
+                                    : snprintf(dst, cap, "%s/%s", dir, s);
+    if (n < 0 || (size_t)n >= cap) {
+        snprintf(err, errlen, "path too long");
+        return -1;
+    }
+    return 0;
+}
+
+static int add_listen(http_conf *c, const char *v, char *err, size_t errlen)
+{
+    if (c->nlisten == HTTP_MAX_LISTEN) {
+        snprintf(err, errlen, "too many listen addresses (max %d)", HTTP_MAX_LISTEN);
+        return -1;
+    }
+    net_addr a;
+    if (net_parse_addr(v, &a, err, errlen) < 0)
+        return -1;
+    for (int i = 0; i < c->nlisten; i++)
+        if (strcmp(c->listen[i].text, a.text) == 0) {
+            snprintf(err, errlen, "duplicate listen %s", a.text);
+            return -1;
+        }
+    c->listen[c->nlisten++] = a;
+    return 0;
+}
+
+static int set_workers(http_conf *c, const char *v, char *err, size_t errlen)
+{
+    uint64_t n;
+    if (strcmp(v, "auto") == 0) {
+        c->workers = 0;
+        return 0;
+    }
+    if (conf_parse_uint(v, 1024, &n) < 0 || n == 0) {
+        snprintf(err, errlen, "invalid workers \"%s\" (auto or 1..1024)", v);
+        return -1;
+    }
+    c->workers = (int)n;
+    return 0;
+}
+
+static int set_key(load_ctx *x, const struct key *k, const char *v, char *err, size_t errlen)
+{
+    http_conf *c = x->c;
+    char *field = (char *)c + k->off;
+    uint64_t n;
+    int b;
+    struct stat st;
+
+    switch (k->kind) {
+    case K_LISTEN:
+        return add_listen(c, v, err, errlen);
+    case K_WORKERS:
+        return set_workers(c, v, err, errlen);
+    case K_PATH_DIR:
+        if (resolve_path(x->dir, v, field, k->size, err, errlen) < 0)
+            return -1;
+        if (stat(field, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s \"%s\" is not a directory", k->name, field);
+            return -1;
+        }
+        return 0;
+    case K_PATH:
+        return resolve_path(x->dir, v, field, k->size, err, errlen);
+    case K_LOGPATH:
+        if (strcmp(v, "off") == 0 || strcmp(v, "stderr") == 0)
+            return copy_str(field, k->size, strcmp(v, "off") == 0 ? "" : v, err, errlen);
+        return resolve_path(x->dir, v, field, k->size, err, errlen);
+    case K_STR:
+        if (!v[0] || (strchr(v, '/') && k->off == OFF(index))) {
+            snprintf(err, errlen, "invalid %s \"%s\"", k->name, v);
+            return -1;
+        }
+        return copy_str(field, k->size, v, err, errlen);
+    case K_BOOL:
+        if (conf_parse_bool(v, &b) < 0) {
+            snprintf(err, errlen, "invalid %s \"%s\" (on or off)", k->name, v);
+            return -1;
+        }
+        *(int *)(void *)field = b;
+        return 0;
+    case K_MSEC:
+        if (conf_parse_msec(v, &n) < 0 || n == 0 || n > 86400000ull * 365) {
+            snprintf(err, errlen, "invalid %s \"%s\" (a duration such as 60s or 500ms)",
+                     k->name, v);
+            return -1;
+        }
+        *(uint64_t *)(void *)field = n;
+        return 0;
+    case K_SIZE:
+    case K_UINT:
+        if ((k->kind == K_SIZE ? conf_parse_size(v, &n) : conf_parse_uint(v, k->max, &n)) < 0 ||
+            n > k->max) {
+            snprintf(err, errlen, "invalid %s \"%s\" (at most %llu)", k->name, v,
+                     (unsigned long long)k->max);
+            return -1;
+        }
+        if (k->size == 4)
+            *(uint32_t *)(void *)field = (uint32_t)n;
+        else
+            *(uint64_t *)(void *)field = n;
+        return 0;
+    case K_LEVEL: {
+        static const char *levels[] = { "error", "warn", "info", "debug" };
+        for (int i = 0; i < 4; i++)
+            if (strcasecmp(v, levels[i]) == 0) {
+                *(int *)(void *)field = i;
+                return 0;
+            }
+        snprintf(err, errlen, "invalid log_level \"%s\" (error, warn, info or debug)", v);
+        return -1;
+    }
+    }
+    return -1;
+}
+
+static const struct key *find_key(const char *name)
+{
+    for (size_t i = 0; i < ARRAY_LEN(keys); i++)
+        if (strcmp(keys[i].name, name) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+static int on_key(void *udata, const char *section, const char *name, const char *value,
+                  char *err, size_t errlen)
+{
+    load_ctx *x = udata;
+    if (section[0] && strcmp(section, "server") != 0) {
+        snprintf(err, errlen, "unknown section [%s]", section);
+        return -1;
+    }
+    const struct key *k = find_key(name);
+    if (!k) {
+        snprintf(err, errlen, "unknown directive \"%s\"", name);
+        return -1;
+    }
+    if (k->kind == K_LISTEN && !x->listen_from_file) { /* the file replaces the default */
+        x->listen_from_file = 1;
+        x->c->nlisten = 0;
+    }
+    return set_key(x, k, value, err, errlen);
+}
+
+static int apply_cli(http_conf *c, const http_cli *cli, char *err)
+{
+    char msg[CONF_ERR_MAX - 32];
+    load_ctx x = { .c = c };
+    if (cli->nlisten) {
+        c->nlisten = 0;
+        for (int i = 0; i < cli->nlisten; i++)
+            if (add_listen(c, cli->listen[i], msg, sizeof msg) < 0)
+                goto fail;
+    }
+    const struct { const char *key, *value; } flags[] = {
+        { "root", cli->root },
+        { "workers", cli->workers },
+        { "access_log", cli->access_log },
+        { "error_log", cli->error_log },
+    };
+    for (size_t i = 0; i < ARRAY_LEN(flags); i++)
+        if (flags[i].value && set_key(&x, find_key(flags[i].key), flags[i].value, msg,
+                                      sizeof msg) < 0)
+            goto fail;
+    return 0;
+fail:
+    snprintf(err, CONF_ERR_MAX, "command line: %s", msg);
+    return -1;
+}
+
+static int open_resources(http_conf *c, char *err)
+{
+    if (c->limits.max_head_size < 1024) {
+        snprintf(err, CONF_ERR_MAX, "%s: max_header_size must be at least 1k",
+                 c->path[0] ? c->path : "config");
+        return -1;
+    }
+    c->root_fd = open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (c->root_fd < 0) {
+        snprintf(err, CONF_ERR_MAX, "root \"%s\": %s", c->root, strerror(errno));
+        return -1;
+    }
+    if (c->access_log[0] && strcmp(c->access_log, "stderr") != 0) {
+        c->access_fd = log_open_append(c->access_log);
+        if (c->access_fd < 0) {
+            snprintf(err, CONF_ERR_MAX, "access_log \"%s\": %s", c->access_log,
+                     strerror(-c->access_fd));
+            return -1;
+        }
+    } else if (c->access_log[0]) {
+        c->access_fd = dup(2);
+    }
+    c->mime = mime_load(c->mime_types, c->default_type);
+    if (!c->mime) {
+        snprintf(err, CONF_ERR_MAX, "out of memory loading MIME types");
+        return -1;
+    }
+    return 0;
+}
+
+http_conf *http_conf_load(const http_cli *cli, char *err)
+{
+    http_conf *c = malloc(sizeof *c);
+    if (!c) {
+        snprintf(err, CONF_ERR_MAX, "out of memory");
+        return NULL;
+    }
+    set_defaults(c);
+    if (!c->nlisten)
+        net_parse_addr("127.0.0.1:8080", &c->listen[c->nlisten++], err, CONF_ERR_MAX);
+
+    if (cli->conf_path) {
+        load_ctx x = { .c = c };
+        if (copy_str(c->path, sizeof c->path, cli->conf_path, err, CONF_ERR_MAX) < 0)
+            goto fail;
+        const char *slash = strrchr(cli->conf_path, '/');
+        if (slash) {
+            size_t n = (size_t)(slash - cli->conf_path);
+            memcpy(x.dir, cli->conf_path, n ? n : 1);
+            x.dir[n ? n : 1] = '\0';
+        }
+        if (conf_load(cli->conf_path, on_key, &x, err) < 0)
+            goto fail;
+    }
+    if (apply_cli(c, cli, err) < 0 || open_resources(c, err) < 0)
+        goto fail;
+    return c;
+fail:
+    http_conf_release(c);
+    return NULL;
+}
+
+http_conf *http_conf_retain(http_conf *c)
+{
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    return c;
+}
+
+void http_conf_release(http_conf *c)
+{
+    if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (c->root_fd >= 0)
+        close(c->root_fd);
+    if (c->access_fd >= 0)
+        close(c->access_fd);
+    mime_free(c->mime);
+    free(c);
+}

@@ -1,0 +1,72 @@
+/* The brisk server's configuration: one immutable, reference-counted
+ * generation per load. Workers and connections hold references, so a reload
+ * (SIGHUP) swaps generations without stopping anyone. */
+#ifndef BRISK_HTTP_CONFIG_H
+#define BRISK_HTTP_CONFIG_H
+
+#include "core/conf.h"
+#include "core/log.h"
+#include "core/net.h"
+#include "http/mime.h"
+#include "http/parse.h"
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define HTTP_MAX_LISTEN 16
+
+typedef struct http_conf {
+    atomic_int refs;
+    char path[PATH_MAX]; /* the config file; "" when none */
+
+    net_addr listen[HTTP_MAX_LISTEN];
+    int nlisten;
+    int workers; /* 0 = auto (one per CPU) */
+
+    char root[PATH_MAX];
+    char index[256];
+    int autoindex;
+    int precompressed; /* serve FILE.br / FILE.gz siblings */
+    char default_type[128];
+    char mime_types[PATH_MAX];
+
+    char access_log[PATH_MAX]; /* "" = off */
+    char error_log[PATH_MAX];  /* "stderr" or a path */
+    int log_level;
+
+    uint64_t keepalive_timeout, header_timeout, body_timeout, send_timeout;
+    uint64_t shutdown_timeout, linger_timeout;
+    uint32_t max_connections;    /* per worker */
+    uint32_t keepalive_requests; /* per connection */
+    uint64_t max_body_size;
+    http_limits limits;          /* max_head_size, max_headers */
+    uint32_t open_file_cache_max;
+    uint64_t open_file_cache_valid;
+    uint32_t memory_cache_max_file; /* files up to this size are kept in memory */
+
+    /* resources, opened by http_conf_load */
+    int root_fd;
+    int access_fd; /* -1 when off */
+    mime_table *mime;
+} http_conf;
+
+/* Command-line settings; they override the file, also on reload. */
+typedef struct {
+    const char *conf_path;
+    const char *listen[HTTP_MAX_LISTEN];
+    int nlisten;
+    const char *root;
+    const char *workers;
+    const char *access_log;
+    const char *error_log;
+} http_cli;
+
+/* Loads a generation (refs = 1): defaults, then the file, then cli; opens
+ * root, the access log and the MIME table. NULL with a message in err
+ * (CONF_ERR_MAX bytes; "file:line: message" for errors in the file). */
+http_conf *http_conf_load(const http_cli *cli, char *err);
+http_conf *http_conf_retain(http_conf *c);
+void http_conf_release(http_conf *c);
+
+#endif

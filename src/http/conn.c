@@ -1,0 +1,655 @@
+#include "http/conn.h"
+
+#include "core/net.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define ACCEPT_BATCH 64
+#define OUT_HIGH_WATER (256 * 1024) /* stop reading pipelined requests above this */
+#define BODY_KEEP_MAX (64 * 1024)   /* larger body buffers are freed after use */
+#define FREE_CONNS_MAX 1024
+
+static void conn_io(loop *l, loop_io *io, unsigned events);
+static void conn_timeout(loop *l, timer *t);
+static void conn_process(http_conn *c);
+static void conn_after_batch(http_conn *c);
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n);
+    if (!p) {
+        log_error("out of memory (%zu bytes)", n);
+        abort();
+    }
+    return p;
+}
+
+/* ---- input buffer pool: idle connections hold no buffer ---- */
+
+static char *inbuf_get(http_worker *hw)
+{
+    return hw->nbufpool ? hw->bufpool[--hw->nbufpool] : xmalloc(hw->buf_size);
+}
+
+static void inbuf_put(http_worker *hw, char *b)
+{
+    if (hw->nbufpool < hw->bufpool_cap)
+        hw->bufpool[hw->nbufpool++] = b;
+    else
+        free(b);
+}
+
+void http_worker_release_buffers(http_worker *hw)
+{
+    while (hw->nbufpool)
+        free(hw->bufpool[--hw->nbufpool]);
+}
+
+/* ---- lifecycle ---- */
+
+static void set_accepting(http_worker *hw, int on)
+{
+    if (hw->accepting == on || hw->stopping)
+        return;
+    for (int i = 0; i < hw->nlisten; i++)
+        if (hw->listen_io[i].fd >= 0)
+            loop_io_set(&hw->w.loop, &hw->listen_io[i], on ? LOOP_READ : 0);
+    hw->accepting = on;
+}
+
+static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+{
+    http_conn *c = hw->free_conns;
+    if (c) {
+        hw->free_conns = c->free_next;
+        hw->nfree--;
+    } else {
+        c = xmalloc(sizeof *c);
+        c->body = (buf){ 0 };
+        c->out = (buf){ 0 };
+    }
+    buf body = c->body, out = c->out;
+    memset(c, 0, offsetof(http_conn, parser));
+    c->body = body;
+    c->body.len = 0;
+    c->out = out;
+    c->out.len = 0;
+    c->nsegs = c->seg_head = 0;
+    c->hw = hw;
+    c->conf = http_conf_retain(hw->conf);
+    memcpy(&c->peer, ss, sl);
+    c->peer_len = sl;
+    http_parser_reset(&c->parser);
+    timer_init(&c->tm, conn_timeout, c);
+
+    if (loop_io_start(&hw->w.loop, &c->io, fd, LOOP_READ, conn_io, c) < 0) {
+        close(fd);
+        http_conf_release(c->conf);
+        c->free_next = hw->zombies;
+        hw->zombies = c;
+        return;
+    }
+    c->next = hw->conns;
+    if (hw->conns)
+        hw->conns->prev = c;
+    hw->conns = c;
+    hw->nconns++;
+    timer_start(&hw->w.loop, &c->tm, c->conf->header_timeout);
+}
+
+static void conn_release_output(http_conn *c)
+{
+    for (uint32_t i = c->seg_head; i < c->nsegs; i++)
+        if (c->segs[i].file)
+            fcache_release(c->segs[i].file);
+    c->nsegs = c->seg_head = 0;
+    c->out.len = 0;
+}
+
+static void conn_close(http_conn *c)
+{
+    http_worker *hw = c->hw;
+    if (c->io.fd < 0)
+        return;
+    timer_stop(&hw->w.loop, &c->tm);
+    int fd = c->io.fd;
+    loop_io_forget(&hw->w.loop, &c->io);
+    close(fd);
+    conn_release_output(c);
+    if (c->in) {
+        inbuf_put(hw, c->in);
+        c->in = NULL;
+    }
+    if (c->body.cap > BODY_KEEP_MAX)
+        buf_free(&c->body);
+    if (c->out.cap > BODY_KEEP_MAX)
+        buf_free(&c->out);
+    http_conf_release(c->conf);
+    c->conf = NULL;
+
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        hw->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    hw->nconns--;
+    /* Freed at the end of the loop iteration: events for it may still be
+     * in the current batch. */
+    c->free_next = hw->zombies;
+    hw->zombies = c;
+
+    if (hw->stopping && hw->nconns == 0)
+        loop_stop(&hw->w.loop);
+    else if (!hw->accepting && hw->nconns < hw->conf->max_connections)
+        set_accepting(hw, 1);
+}
+
+void http_conn_tick(http_worker *hw)
+{
+    if (!hw->accepting && hw->nconns < hw->conf->max_connections)
+        set_accepting(hw, 1);
+}
+
+void http_conn_reap(http_worker *hw)
+{
+    while (hw->zombies) {
+        http_conn *c = hw->zombies;
+        hw->zombies = c->free_next;
+        if (hw->nfree < FREE_CONNS_MAX && !hw->stopping) {
+            c->free_next = hw->free_conns;
+            hw->free_conns = c;
+            hw->nfree++;
+        } else {
+            buf_free(&c->body);
+            buf_free(&c->out);
+            free(c);
+        }
+    }
+}
+
+static int conn_is_idle(const http_conn *c)
+{
+    return c->state == CONN_HEAD && c->in_len == c->req_start && c->nsegs == c->seg_head &&
+           !c->resp_open;
+}
+
+void http_conn_close_idle(http_worker *hw)
+{
+    http_conn *c = hw->conns, *next;
+    for (; c; c = next) {
+        next = c->next;
+        if (conn_is_idle(c) || c->state == CONN_LINGER)
+            conn_close(c);
+        else
+            c->must_close = 1; /* after the response in progress */
+    }
+}
+
+void http_conn_close_all(http_worker *hw)
+{
+    while (hw->conns)
+        conn_close(hw->conns);
+}
+
+void http_conn_accept(loop *l, loop_io *io, unsigned events)
+{
+    http_worker *hw = io->udata;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        if (hw->nconns >= hw->conf->max_connections) {
+            set_accepting(hw, 0);
+            return;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(io->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE) {
+                log_warn("accept: %s; pausing accepts for a second", strerror(errno));
+                set_accepting(hw, 0); /* the tick timer turns it back on */
+            } else if (errno == ECONNABORTED || errno == EINTR) {
+                continue;
+            }
+            return;
+        }
+        conn_new(hw, fd, &ss, sl);
+    }
+}
+
+/* ---- output ---- */
+
+/* Returns 1 when everything was sent, 0 when the socket is full, -1 on
+ * error. A short write is taken as "full": the next attempt would only
+ * return EAGAIN. */
+static int conn_flush(http_conn *c)
+{
+    int fd = c->io.fd;
+    while (c->seg_head < c->nsegs) {
+        out_seg *s = &c->segs[c->seg_head];
+        if (s->kind == OUT_FILE) {
+            off_t off = (off_t)s->off;
+            size_t want = (size_t)MIN(s->len, (uint64_t)1 << 30);
+            ssize_t n = sendfile(fd, s->file->fd, &off, want);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                return errno == EAGAIN ? 0 : -1;
+            }
+            if (n == 0)
+                return -1; /* the file shrank under us */
+            s->off += (uint64_t)n;
+            s->len -= (uint64_t)n;
+            if (s->len == 0) {
+                fcache_release(s->file);
+                s->file = NULL;
+                c->seg_head++;
+            } else if ((size_t)n < want) {
+                return 0;
+            }
+            continue;
+        }
+
+        struct iovec iov[HTTP_OUT_SEGS];
+        int cnt = 0;
+        size_t total = 0;
+        uint32_t i = c->seg_head;
+        for (; i < c->nsegs && c->segs[i].kind != OUT_FILE; i++, cnt++) {
+            out_seg *b = &c->segs[i];
+            iov[cnt].iov_base = b->kind == OUT_BUF ? c->out.data + b->off : (void *)b->mem;
+            iov[cnt].iov_len = b->len;
+            total += b->len;
+        }
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+        /* MSG_MORE keeps headers and the sendfile body in the same packets. */
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | (i < c->nsegs ? MSG_MORE : 0));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno == EAGAIN ? 0 : -1;
+        }
+        size_t left = (size_t)n;
+        while (left) {
+            out_seg *b = &c->segs[c->seg_head];
+            if (left >= b->len) {
+                left -= b->len;
+                if (b->file) {
+                    fcache_release(b->file);
+                    b->file = NULL;
+                }
+                c->seg_head++;
+            } else {
+                if (b->kind == OUT_BUF)
+                    b->off += left;
+                else
+                    b->mem += left;
+                b->len -= left;
+                left = 0;
+            }
+        }
+        if ((size_t)n < total)
+            return 0;
+    }
+    c->nsegs = c->seg_head = 0;
+    c->out.len = 0;
+    return 1;
+}
+
+char *http_conn_out_reserve(http_conn *c, size_t n)
+{
+    if (buf_reserve(&c->out, n) < 0) {
+        log_error("out of memory for a response");
+        abort();
+    }
+    return c->out.data + c->out.len;
+}
+
+void http_conn_out_commit(http_conn *c, size_t n)
+{
+    out_seg *last = c->nsegs > c->seg_head ? &c->segs[c->nsegs - 1] : NULL;
+    if (last && last->kind == OUT_BUF && last->off + last->len == c->out.len)
+        last->len += n;
+    else
+        http_conn_out_seg(c, (out_seg){ .kind = OUT_BUF, .off = c->out.len, .len = n });
+    c->out.len += n;
+}
+
+void http_conn_out_seg(http_conn *c, out_seg s)
+{
+    if (c->nsegs == HTTP_OUT_SEGS) {
+        /* Callers leave room (see conn_process); reaching here is a bug. */
+        log_error("output segment queue overflow");
+        abort();
+    }
+    c->segs[c->nsegs++] = s;
+}
+
+/* ---- timers ---- */
+
+static void conn_timeout(loop *l, timer *t)
+{
+    http_conn *c = t->udata;
+    log_debug("closing connection: %s timeout",
+              c->state == CONN_LINGER ? "lingering" : c->write_blocked ? "send"
+              : c->state == CONN_BODY ? "body" : "header/keep-alive");
+    conn_close(c);
+}
+
+static void conn_arm(http_conn *c, uint64_t ms)
+{
+    timer_start(&c->hw->w.loop, &c->tm, ms);
+}
+
+/* ---- closing ---- */
+
+/* Closes after the last response. When the client may still be sending
+ * (an error cut the request short), the write side is shut first and the
+ * input drained for a while, so the kernel does not answer the unread
+ * bytes with a reset that could destroy the response in flight. */
+static void conn_close_after_response(http_conn *c)
+{
+    if (!c->must_close || c->state == CONN_LINGER) {
+        conn_close(c);
+        return;
+    }
+    shutdown(c->io.fd, SHUT_WR);
+    c->state = CONN_LINGER;
+    if (c->in) {
+        inbuf_put(c->hw, c->in);
+        c->in = NULL;
+    }
+    c->in_len = c->req_start = 0;
+    loop_io_set(&c->hw->w.loop, &c->io, LOOP_READ);
+    conn_arm(c, c->conf->linger_timeout);
+}
+
+static void conn_linger_read(http_conn *c)
+{
+    char sink[4096];
+    ssize_t n = read(c->io.fd, sink, sizeof sink);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+        conn_close(c);
+}
+
+/* ---- requests ---- */
+
+static void conn_build_request(http_conn *c)
+{
+    http_parser *p = &c->parser;
+    http_request *r = &c->req;
+    const char *head = c->in + c->req_start;
+    r->head = head;
+    r->parser = p;
+    r->method = (enum http_method)p->method;
+    r->version_minor = p->version_minor;
+    r->method_name = http_parser_slice(head, p->line_off, p->method_len);
+    r->target = http_parser_slice(head, p->target_off, p->target_len);
+    const char *q = memchr(r->target.p, '?', r->target.len);
+    if (q) {
+        r->path = (str){ r->target.p, (size_t)(q - r->target.p) };
+        r->query = (str){ q + 1, r->target.len - r->path.len - 1 };
+    } else {
+        r->path = r->target;
+        r->query = (str){ r->target.p + r->target.len, 0 };
+    }
+    /* absolute-form: keep only the path */
+    if (r->path.len && r->path.p[0] != '/' && r->path.p[0] != '*') {
+        const char *s = memchr(r->path.p, '/', r->path.len);
+        s = s ? memchr(s + 2, '/', r->path.len - (size_t)(s + 2 - r->path.p)) : NULL;
+        r->path = s ? (str){ s, r->path.len - (size_t)(s - r->path.p) } : STR("/");
+    }
+    r->body = (str){ c->body.data, c->body.len };
+}
+
+static void conn_dispatch(http_conn *c)
+{
+    conn_build_request(c);
+    c->state = CONN_HANDLER;
+    c->head_only = c->req.method == HTTP_HEAD;
+    c->requests++;
+    timer_stop(&c->hw->w.loop, &c->tm);
+    c->hw->handler(c, &c->req, c->hw->handler_udata);
+}
+
+/* Answers a request that cannot be parsed or framed, then closes. */
+static void conn_reject(http_conn *c, int status)
+{
+    c->must_close = 1;
+    c->state = CONN_HANDLER;
+    c->head_only = 0;
+    c->req = (http_request){ .head = c->in + c->req_start, .parser = &c->parser };
+    http_resp_error(c, status, NULL);
+}
+
+static void conn_start_body(http_conn *c)
+{
+    http_parser *p = &c->parser;
+    c->body.len = 0;
+    if (p->body_kind == HTTP_BODY_LENGTH) {
+        if (p->content_length > c->conf->max_body_size) {
+            conn_reject(c, 413);
+            return;
+        }
+        c->body_left = p->content_length;
+    } else {
+        http_chunked_reset(&c->chunked);
+    }
+    c->state = CONN_BODY;
+    if (p->expect_continue && c->in_len == c->req_start + c->head_len && p->version_minor) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        memcpy(http_conn_out_reserve(c, sizeof cont - 1), cont, sizeof cont - 1);
+        http_conn_out_commit(c, sizeof cont - 1);
+    }
+    conn_arm(c, c->conf->body_timeout);
+}
+
+/* Moves body bytes from the input buffer into c->body. Returns 1 when the
+ * body is complete, 0 when more is needed, -1 after rejecting it. */
+static int conn_read_body(http_conn *c)
+{
+    uint32_t start = c->req_start + c->head_len;
+    char *p = c->in + start;
+    size_t avail = c->in_len - start, consumed, data;
+    int done;
+    if (c->parser.body_kind == HTTP_BODY_LENGTH) {
+        data = consumed = (size_t)MIN((uint64_t)avail, c->body_left);
+        c->body_left -= consumed;
+        done = c->body_left == 0;
+    } else {
+        ssize_t used = http_chunked_decode(&c->chunked, p, avail, &data, &done);
+        if (used < 0) {
+            conn_reject(c, 400);
+            return -1;
+        }
+        consumed = (size_t)used;
+        if (c->body.len + data > c->conf->max_body_size) {
+            conn_reject(c, 413);
+            return -1;
+        }
+    }
+    if (data && buf_append(&c->body, p, data) < 0) {
+        conn_reject(c, 500);
+        return -1;
+    }
+    memmove(p, p + consumed, avail - consumed);
+    c->in_len -= (uint32_t)consumed;
+    if (!done) {
+        conn_arm(c, c->conf->body_timeout);
+        return 0;
+    }
+    return 1;
+}
+
+/* Handles every complete request in the input buffer, in order. */
+static void conn_process(http_conn *c)
+{
+    while (c->io.fd >= 0 && !c->closing && !c->write_blocked && !c->must_close) {
+        if (c->nsegs + 4 > HTTP_OUT_SEGS || c->out.len > OUT_HIGH_WATER) {
+            int rc = conn_flush(c);
+            if (rc < 0) {
+                conn_close(c);
+                return;
+            }
+            if (rc == 0)
+                return; /* conn_after_batch waits for the socket */
+        }
+        if (c->state == CONN_HEAD) {
+            size_t avail = c->in_len - c->req_start;
+            if (!avail)
+                return;
+            int rc = http_parse_head(&c->parser, c->in + c->req_start, avail, &c->conf->limits);
+            if (rc == 0)
+                return;
+            if (rc < 0) {
+                conn_reject(c, -rc);
+                return;
+            }
+            c->head_len = (uint32_t)rc;
+            if (c->parser.body_kind != HTTP_BODY_NONE) {
+                conn_start_body(c);
+                continue;
+            }
+            conn_dispatch(c);
+        } else if (c->state == CONN_BODY) {
+            int rc = conn_read_body(c);
+            if (rc <= 0)
+                return;
+            conn_dispatch(c);
+        } else {
+            return; /* a handler or lingering owns the connection */
+        }
+    }
+}
+
+/* Called by http_resp_finish: the request is over, the next may start. */
+void http_conn_finish_request(http_conn *c)
+{
+    c->req_start += c->head_len;
+    c->head_len = 0;
+    c->resp_open = 0;
+    c->state = CONN_HEAD;
+    http_parser_reset(&c->parser);
+    if (c->body.cap > BODY_KEEP_MAX)
+        buf_free(&c->body);
+    c->body.len = 0;
+    if (!c->keep_alive)
+        c->closing = 1;
+    else if (c->in_len > c->req_start)
+        conn_arm(c, c->conf->header_timeout); /* a pipelined request is under way */
+}
+
+static void conn_compact(http_conn *c)
+{
+    if (c->req_start == 0)
+        return;
+    uint32_t left = c->in_len - c->req_start;
+    if (left)
+        memmove(c->in, c->in + c->req_start, left);
+    c->in_len = left;
+    c->req_start = 0;
+}
+
+static void conn_read(http_conn *c)
+{
+    http_worker *hw = c->hw;
+    if (!c->in) {
+        c->in = inbuf_get(hw);
+        c->in_cap = hw->buf_size;
+        c->in_len = c->req_start = 0;
+        if (c->state == CONN_HEAD && c->requests) /* a keep-alive request starts */
+            conn_arm(c, c->conf->header_timeout);
+    }
+    if (c->in_len == c->in_cap)
+        conn_compact(c);
+    ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+    if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        conn_close(c); /* EOF or reset: nothing more will come */
+        return;
+    }
+    c->in_len += (uint32_t)n;
+    conn_process(c);
+    if (c->io.fd >= 0)
+        conn_after_batch(c);
+}
+
+/* After a batch of requests: flush once, then decide what to wait for. */
+static void conn_after_batch(http_conn *c)
+{
+    http_worker *hw = c->hw;
+    for (;;) {
+        int rc = conn_flush(c);
+        if (rc < 0) {
+            conn_close(c);
+            return;
+        }
+        if (rc == 0) {
+            if (!c->write_blocked) {
+                c->write_blocked = 1;
+                loop_io_set(&hw->w.loop, &c->io, LOOP_WRITE);
+            }
+            conn_arm(c, c->conf->send_timeout);
+            return;
+        }
+        if (c->write_blocked) {
+            c->write_blocked = 0;
+            loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
+        }
+        if (c->closing || (c->must_close && c->state != CONN_HANDLER)) {
+            conn_close_after_response(c);
+            return;
+        }
+        if (c->state != CONN_HEAD || c->in_len == c->req_start)
+            break;
+        /* Requests left unparsed by the output limit, or one half read. */
+        size_t before = c->in_len - c->req_start;
+        conn_process(c);
+        if (c->io.fd < 0)
+            return;
+        if (c->nsegs == c->seg_head && c->in_len - c->req_start == before)
+            break; /* nothing new: need more input */
+    }
+    if (c->state == CONN_HEAD) {
+        if (c->in_len == c->req_start) {
+            /* Idle: give the buffer back and wait with the keep-alive timer. */
+            inbuf_put(hw, c->in);
+            c->in = NULL;
+            c->in_len = c->req_start = 0;
+            conn_arm(c, c->conf->keepalive_timeout);
+        } else if (c->in_len == c->in_cap) {
+            conn_compact(c);
+        } else if (c->req_start > c->in_cap / 2) {
+            conn_compact(c);
+        }
+    }
+}
+
+static void conn_io(loop *l, loop_io *io, unsigned events)
+{
+    http_conn *c = io->udata;
+    if (c->state == CONN_LINGER) {
+        conn_linger_read(c);
+        return;
+    }
+    if (c->write_blocked) {
+        if (events & (LOOP_WRITE | LOOP_ERR | LOOP_HUP))
+            conn_after_batch(c);
+        return;
+    }
+    if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR)) {
+        if (c->state == CONN_HANDLER) {
+            /* A handler is working; only notice a vanished peer. */
+            if (events & LOOP_ERR)
+                conn_close(c);
+            else
+                loop_io_set(l, io, 0);
+            return;
+        }
+        conn_read(c);
+    }
+}

@@ -1,0 +1,168 @@
+/* HTTP/1.1 connections: reading, framing, dispatching requests to a
+ * handler, queueing responses and flushing them once per read batch.
+ * Everything here runs on the connection's worker thread. */
+#ifndef BRISK_HTTP_CONN_H
+#define BRISK_HTTP_CONN_H
+
+#include "core/buf.h"
+#include "core/log.h"
+#include "core/worker.h"
+#include "http/config.h"
+#include "http/fcache.h"
+#include "http/parse.h"
+
+#include <sys/socket.h>
+
+typedef struct http_conn http_conn;
+typedef struct http_worker http_worker;
+
+/* The request a handler sees. Every pointer stays valid until the response
+ * is finished (http_resp_finish). */
+typedef struct {
+    enum http_method method;
+    int version_minor;
+    str method_name;
+    str target;   /* as sent */
+    str path;     /* target up to '?', still percent-encoded */
+    str query;    /* after '?', without it; empty when none */
+    str body;     /* decoded request body (Content-Length or chunked) */
+    const char *head; /* start of the request head */
+    const http_parser *parser;
+} http_request;
+
+static inline str http_request_header(const http_request *r, enum http_hdr_id id)
+{
+    return http_parser_known(r->parser, r->head, id);
+}
+
+/* A handler writes a response with the http_resp_* calls below and calls
+ * http_resp_finish, now or later from the same worker. */
+typedef void (*http_handler)(http_conn *c, const http_request *r, void *udata);
+
+enum out_kind { OUT_BUF, OUT_MEM, OUT_FILE };
+
+typedef struct {
+    uint8_t kind;
+    uint64_t off;          /* OUT_BUF: offset in out; OUT_FILE: file offset */
+    uint64_t len;
+    const char *mem;       /* OUT_MEM */
+    fcache_entry *file;    /* OUT_MEM / OUT_FILE: reference held */
+} out_seg;
+
+#define HTTP_OUT_SEGS 48
+
+enum conn_state {
+    CONN_HEAD,      /* reading a request head (or idle between requests) */
+    CONN_BODY,      /* reading a request body */
+    CONN_HANDLER,   /* a handler owns the request (async) */
+    CONN_LINGER,    /* response sent; draining input before close */
+};
+
+struct http_conn {
+    loop_io io;
+    timer tm;
+    http_worker *hw;
+    http_conf *conf;               /* the generation this connection started with */
+    http_conn *prev, *next;        /* worker's list of live connections */
+    http_conn *free_next;          /* free / zombie lists */
+
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+
+    char *in;                      /* from the worker's buffer pool; NULL when idle */
+    uint32_t in_len, in_cap;
+    uint32_t req_start;            /* offset of the current request's head */
+    uint32_t head_len;
+
+    uint8_t state;
+    uint8_t keep_alive;            /* decided for the current response */
+    uint8_t must_close;            /* framing lost: close after this response */
+    uint8_t head_only;             /* HEAD: drop body bytes */
+    uint8_t resp_open;             /* a response is being written */
+    uint8_t closing;
+    uint8_t sent_continue;
+    uint8_t write_blocked;
+    uint32_t requests;             /* served on this connection */
+    int status;                    /* of the current response */
+    uint64_t resp_body_len;        /* for the access log */
+
+    http_parser parser;
+    http_chunked chunked;
+    uint64_t body_left;            /* Content-Length bytes still to read */
+    buf body;
+    http_request req;
+
+    buf out;
+    out_seg segs[HTTP_OUT_SEGS];
+    uint32_t nsegs, seg_head;
+};
+
+/* Per-worker HTTP state. */
+struct http_worker {
+    worker w;
+    struct http_server *srv;
+    http_conf *conf;               /* current generation */
+    http_handler handler;
+    void *handler_udata;
+
+    int listen_fd[HTTP_MAX_LISTEN];
+    loop_io listen_io[HTTP_MAX_LISTEN];
+    int nlisten;
+    int accepting;
+
+    http_conn *conns;              /* live connections */
+    uint32_t nconns;
+    http_conn *free_conns, *zombies;
+    uint32_t nfree;
+
+    char **bufpool;                /* spare connection input buffers */
+    uint32_t nbufpool, bufpool_cap, buf_size;
+
+    fcache *files;
+    logbuf access;
+    int access_on;
+    timer tick;                    /* once a second: log flush */
+    timer deadline;                /* graceful stop deadline */
+    int stopping;
+};
+
+/* Accept handler for listening sockets; udata is the http_worker. */
+void http_conn_accept(loop *l, loop_io *io, unsigned events);
+/* Closes idle connections and marks busy ones to close after their
+ * response (graceful stop). */
+void http_conn_close_idle(http_worker *hw);
+void http_conn_close_all(http_worker *hw);
+/* Frees zombies; called at the end of each loop iteration. */
+void http_conn_reap(http_worker *hw);
+void http_worker_release_buffers(http_worker *hw);
+/* Once a second: resumes accepting after a pause for lack of descriptors. */
+void http_conn_tick(http_worker *hw);
+
+/* Internal to src/http: the output queue and request completion. */
+char *http_conn_out_reserve(http_conn *c, size_t n);
+void http_conn_out_commit(http_conn *c, size_t n);
+void http_conn_out_seg(http_conn *c, out_seg s);
+void http_conn_finish_request(http_conn *c);
+
+/* ---- responses (respond.c) ---- */
+
+/* Status line, Server and Date. */
+void http_resp_begin(http_conn *c, int status);
+/* One header line; name and value must not contain CR or LF. */
+void http_resp_header(http_conn *c, str name, str value);
+/* Pre-formatted "Name: value\r\n" lines. */
+void http_resp_raw(http_conn *c, const char *p, size_t n);
+/* Content-Length, Connection, and the blank line. */
+void http_resp_end_headers(http_conn *c, uint64_t content_length);
+/* Body bytes, copied (skipped for HEAD). */
+void http_resp_body(http_conn *c, const void *p, size_t n);
+/* Body bytes owned by a cache entry (reference taken; skipped for HEAD). */
+void http_resp_body_mem(http_conn *c, fcache_entry *e, const char *p, size_t n);
+/* File range body sent with sendfile (reference taken; skipped for HEAD). */
+void http_resp_body_file(http_conn *c, fcache_entry *e, uint64_t off, uint64_t len);
+/* Ends the response: access log, then the connection moves on. */
+void http_resp_finish(http_conn *c);
+/* A complete short HTML error page; extra is pre-formatted header lines. */
+void http_resp_error(http_conn *c, int status, const char *extra);
+
+#endif

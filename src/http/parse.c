@@ -1,0 +1,458 @@
+#include "http/parse.h"
+
+#include <string.h>
+
+/* RFC 9110 tchar, as a table: 1 for characters allowed in a token. */
+static const uint8_t tchar[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1,
+    ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
+    ['8'] = 1, ['9'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
+    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
+    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
+    ['Y'] = 1, ['Z'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
+    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
+    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
+    ['y'] = 1, ['z'] = 1,
+};
+
+/* Field values: HTAB, SP, VCHAR, obs-text. Everything else (NUL, CR, LF,
+ * other controls, DEL) is refused. */
+static inline int is_value_char(unsigned char ch)
+{
+    return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
+}
+
+/* Request targets: visible ASCII and obs-text; no controls, no spaces. */
+static inline int is_target_char(unsigned char ch)
+{
+    return ch > 0x20 && ch != 0x7f;
+}
+
+static const struct {
+    const char *name;
+    uint8_t len;
+    uint8_t id;
+} methods[] = {
+#define X(id, s) { s, sizeof(s) - 1, HTTP_##id },
+    HTTP_METHODS(X)
+#undef X
+};
+
+static const struct {
+    const char *lower;
+    uint8_t len;
+    uint8_t id;
+} known_headers[] = {
+    { "content-length", 14, HH_CONTENT_LENGTH },
+    { "transfer-encoding", 17, HH_TRANSFER_ENCODING },
+    { "connection", 10, HH_CONNECTION },
+    { "host", 4, HH_HOST },
+    { "expect", 6, HH_EXPECT },
+    { "if-none-match", 13, HH_IF_NONE_MATCH },
+    { "if-modified-since", 17, HH_IF_MODIFIED_SINCE },
+    { "range", 5, HH_RANGE },
+    { "if-range", 8, HH_IF_RANGE },
+    { "accept-encoding", 15, HH_ACCEPT_ENCODING },
+    { "user-agent", 10, HH_USER_AGENT },
+    { "referer", 7, HH_REFERER },
+};
+
+str http_status_reason(int status)
+{
+    switch (status) {
+#define X(code, s) case code: return STR(s);
+        HTTP_STATUSES(X)
+#undef X
+    }
+    return STR("Unknown");
+}
+
+str http_method_name(enum http_method m)
+{
+    for (size_t i = 0; i < ARRAY_LEN(methods); i++)
+        if (methods[i].id == m)
+            return (str){ methods[i].name, methods[i].len };
+    return STR("UNKNOWN");
+}
+
+void http_parser_reset(http_parser *p)
+{
+    /* Only the fixed part; hdr[] entries are written before they are read. */
+    memset(p, 0, offsetof(http_parser, hdr));
+}
+
+static int parse_request_line(http_parser *p, const char *line, uint32_t off, uint32_t len)
+{
+    uint32_t i = 0;
+    while (i < len && tchar[(unsigned char)line[i]])
+        i++;
+    if (i == 0 || i == len || line[i] != ' ')
+        return -400;
+    p->method_len = (uint16_t)i;
+    p->method = HTTP_METHOD_UNKNOWN;
+    for (size_t m = 0; m < ARRAY_LEN(methods); m++)
+        if (methods[m].len == i && memcmp(methods[m].name, line, i) == 0) {
+            p->method = methods[m].id;
+            break;
+        }
+
+    uint32_t t = ++i;
+    while (i < len && is_target_char((unsigned char)line[i]))
+        i++;
+    if (i == t || i == len || line[i] != ' ')
+        return -400;
+    p->target_off = (uint16_t)(off + t);
+    p->target_len = (uint16_t)(i - t);
+    i++;
+
+    /* HTTP-version = "HTTP/" DIGIT "." DIGIT */
+    if (len - i != 8 || memcmp(line + i, "HTTP/", 5) != 0 || line[i + 6] != '.')
+        return -400;
+    char major = line[i + 5], minor = line[i + 7];
+    if (major < '0' || major > '9' || minor < '0' || minor > '9')
+        return -400;
+    if (major != '1')
+        return -505;
+    p->version_minor = minor == '0' ? 0 : 1;
+
+    if (p->method == HTTP_METHOD_UNKNOWN)
+        return -501;
+    if (line[t] != '/' && !(p->method == HTTP_OPTIONS && p->target_len == 1 && line[t] == '*') &&
+        !(p->target_len > 7 && (memcmp(line + t, "http://", 7) == 0 ||
+                                memcmp(line + t, "https://", 8) == 0)))
+        return -400;
+    p->line_off = (uint16_t)off;
+    p->line_len = (uint16_t)len;
+    return 0;
+}
+
+static int trim_ows(const char *v, uint32_t *start, uint32_t *end)
+{
+    while (*start < *end && (v[*start] == ' ' || v[*start] == '\t'))
+        (*start)++;
+    while (*end > *start && (v[*end - 1] == ' ' || v[*end - 1] == '\t'))
+        (*end)--;
+    return 0;
+}
+
+/* Connection: a comma-separated token list. */
+static void parse_connection(http_parser *p, const char *v, uint32_t len)
+{
+    uint32_t i = 0;
+    while (i < len) {
+        uint32_t s = i;
+        while (i < len && v[i] != ',')
+            i++;
+        uint32_t e = i;
+        trim_ows(v, &s, &e);
+        str tok = { v + s, e - s };
+        if (STR_IEQ(tok, "close"))
+            p->conn_close = 1;
+        else if (STR_IEQ(tok, "keep-alive"))
+            p->conn_keep_alive = 1;
+        i++;
+    }
+}
+
+/* Applies the meaning of a header that affects framing or connection
+ * handling; returns 0 or a negative status. */
+static int on_known_header(http_parser *p, int id, const char *v, uint32_t len)
+{
+    str val = { v, len };
+    switch (id) {
+    case HH_CONTENT_LENGTH:
+        if (p->known[id]) /* duplicates, even equal ones, are refused */
+            return -400;
+        if (num_parse_u64(v, len, (uint64_t)1 << 62, &p->content_length) < 0)
+            return -400;
+        break;
+    case HH_TRANSFER_ENCODING:
+        if (p->known[id])
+            return -400; /* stacked codings across lines */
+        if (STR_IEQ(val, "chunked"))
+            break;
+        if (memchr(v, ',', len))
+            return -400; /* stacked codings: only "chunked" alone is accepted */
+        return len ? -501 : -400;
+    case HH_HOST:
+        if (p->known[id])
+            return -400;
+        break;
+    case HH_CONNECTION:
+        parse_connection(p, v, len);
+        break;
+    case HH_EXPECT:
+        if (STR_IEQ(val, "100-continue"))
+            p->expect_continue = 1;
+        else
+            return -417;
+        break;
+    }
+    return 0;
+}
+
+static int parse_header_line(http_parser *p, const char *line, uint32_t off, uint32_t len,
+                             const http_limits *lim)
+{
+    if (line[0] == ' ' || line[0] == '\t')
+        return -400; /* obs-fold */
+    uint32_t i = 0;
+    while (i < len && tchar[(unsigned char)line[i]])
+        i++;
+    if (i == 0 || i == len || line[i] != ':')
+        return -400; /* empty name, no colon, or whitespace before it */
+    uint32_t name_len = i;
+    uint32_t vs = i + 1, ve = len;
+    for (uint32_t k = vs; k < len; k++)
+        if (!is_value_char((unsigned char)line[k]))
+            return -400;
+    trim_ows(line, &vs, &ve);
+
+    if (p->nheaders >= lim->max_headers)
+        return -431;
+    http_hdr_off *h = &p->hdr[p->nheaders];
+    h->name_off = (uint16_t)off;
+    h->name_len = (uint16_t)name_len;
+    h->val_off = (uint16_t)(off + vs);
+    h->val_len = (uint16_t)(ve - vs);
+    p->nheaders++;
+
+    str name = { line, name_len };
+    for (size_t k = 0; k < ARRAY_LEN(known_headers); k++) {
+        if (known_headers[k].len != name_len ||
+            !str_ieq_lit(name, known_headers[k].lower, name_len))
+            continue;
+        int id = known_headers[k].id;
+        int rc = on_known_header(p, id, line + vs, ve - vs);
+        if (rc < 0)
+            return rc;
+        if (!p->known[id])
+            p->known[id] = (uint8_t)p->nheaders;
+        break;
+    }
+    return 0;
+}
+
+static int finish_head(http_parser *p)
+{
+    if (p->version_minor == 1 && !p->known[HH_HOST])
+        return -400;
+    if (p->known[HH_TRANSFER_ENCODING]) {
+        if (p->known[HH_CONTENT_LENGTH] || p->version_minor == 0)
+            return -400;
+        p->body_kind = HTTP_BODY_CHUNKED;
+    } else if (p->known[HH_CONTENT_LENGTH] && p->content_length > 0) {
+        p->body_kind = HTTP_BODY_LENGTH;
+    } else {
+        p->body_kind = HTTP_BODY_NONE;
+    }
+    if (p->version_minor == 1)
+        p->keep_alive = !p->conn_close;
+    else
+        p->keep_alive = p->conn_keep_alive && !p->conn_close;
+    if (p->body_kind == HTTP_BODY_NONE)
+        p->expect_continue = 0;
+    return 0;
+}
+
+int http_parse_head(http_parser *p, const char *buf, size_t len, const http_limits *lim)
+{
+    size_t limit = MIN(len, (size_t)lim->max_head_size);
+    for (;;) {
+        const char *nl = p->scan < limit ? memchr(buf + p->scan, '\n', limit - p->scan) : NULL;
+        if (!nl) {
+            p->scan = (uint32_t)limit;
+            if (len >= lim->max_head_size)
+                return p->in_headers ? -431 : -414;
+            return 0;
+        }
+        uint32_t end = (uint32_t)(nl - buf); /* index of LF */
+        uint32_t start = p->pos;
+        uint32_t line_end = end;
+        if (line_end > start && buf[line_end - 1] == '\r')
+            line_end--;
+        uint32_t line_len = line_end - start;
+        p->pos = p->scan = end + 1;
+
+        int rc;
+        if (!p->in_headers) {
+            if (line_len == 0 && start < 4)
+                continue; /* tolerate one leading empty line (RFC 9112 2.2) */
+            rc = parse_request_line(p, buf + start, start, line_len);
+            if (rc < 0)
+                return rc;
+            p->in_headers = 1;
+            continue;
+        }
+        if (line_len == 0) {
+            rc = finish_head(p);
+            return rc < 0 ? rc : (int)p->pos;
+        }
+        rc = parse_header_line(p, buf + start, start, line_len, lim);
+        if (rc < 0)
+            return rc;
+    }
+}
+
+str http_parser_header(const http_parser *p, const char *base, str name)
+{
+    for (uint32_t i = 0; i < p->nheaders; i++) {
+        const http_hdr_off *h = &p->hdr[i];
+        if (h->name_len != name.len)
+            continue;
+        uint32_t k = 0;
+        while (k < name.len && ascii_lower(base[h->name_off + k]) == ascii_lower(name.p[k]))
+            k++;
+        if (k == name.len)
+            return (str){ base + h->val_off, h->val_len };
+    }
+    return STR_NULL;
+}
+
+/* ---- chunked ---- */
+
+enum {
+    CH_SIZE,       /* hex digits */
+    CH_EXT,        /* after ';' until CR */
+    CH_SIZE_LF,    /* CR seen after the size line */
+    CH_DATA,
+    CH_DATA_CR,
+    CH_DATA_LF,
+    CH_TRAILER,    /* at the start of a trailer line */
+    CH_TRAILER_LINE,
+    CH_TRAILER_LF, /* CR seen in the trailer */
+    CH_DONE,
+};
+
+#define CHUNK_MAX_DIGITS 15  /* < 2^60: no overflow, far above any limit */
+#define CHUNK_MAX_TRAILER 8192
+
+void http_chunked_reset(http_chunked *c)
+{
+    memset(c, 0, sizeof *c);
+}
+
+static int hexval(unsigned char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    ch |= 0x20;
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    return -1;
+}
+
+ssize_t http_chunked_decode(http_chunked *c, char *buf, size_t len, size_t *out_len, int *done)
+{
+    size_t i = 0, out = 0;
+    *done = 0;
+    while (i < len) {
+        unsigned char ch = (unsigned char)buf[i];
+        switch (c->state) {
+        case CH_SIZE: {
+            int h = hexval(ch);
+            if (h >= 0) {
+                if (++c->digits > CHUNK_MAX_DIGITS)
+                    return -400;
+                c->remaining = c->remaining * 16 + (uint64_t)h;
+                i++;
+                break;
+            }
+            if (c->digits == 0)
+                return -400; /* no digits: "-1", "x10", "" */
+            if (ch == ';') {
+                c->state = CH_EXT;
+            } else if (ch == '\r') {
+                c->state = CH_SIZE_LF;
+            } else if (ch == ' ' || ch == '\t') {
+                c->state = CH_EXT; /* BWS before ';' */
+            } else {
+                return -400; /* "1_0", "0x10" */
+            }
+            i++;
+            break;
+        }
+        case CH_EXT:
+            if (ch == '\r')
+                c->state = CH_SIZE_LF;
+            else if (!is_value_char(ch))
+                return -400;
+            i++;
+            break;
+        case CH_SIZE_LF:
+            if (ch != '\n')
+                return -400;
+            i++;
+            c->digits = 0;
+            c->state = c->remaining ? CH_DATA : CH_TRAILER;
+            break;
+        case CH_DATA: {
+            size_t n = MIN((uint64_t)(len - i), c->remaining);
+            if (out != i)
+                memmove(buf + out, buf + i, n);
+            out += n;
+            i += n;
+            c->remaining -= n;
+            if (!c->remaining)
+                c->state = CH_DATA_CR;
+            break;
+        }
+        case CH_DATA_CR:
+            if (ch != '\r')
+                return -400;
+            c->state = CH_DATA_LF;
+            i++;
+            break;
+        case CH_DATA_LF:
+            if (ch != '\n')
+                return -400;
+            c->state = CH_SIZE;
+            i++;
+            break;
+        case CH_TRAILER:
+            if (ch == '\r') {
+                c->state = CH_TRAILER_LF;
+                c->remaining = 1; /* marks the final CRLF */
+                i++;
+                break;
+            }
+            if (!tchar[ch])
+                return -400; /* obs-fold or junk */
+            c->state = CH_TRAILER_LINE;
+            break;
+        case CH_TRAILER_LINE:
+            if (++c->trailer_len > CHUNK_MAX_TRAILER)
+                return -400;
+            if (ch == '\r') {
+                c->state = CH_TRAILER_LF;
+                c->remaining = 0;
+            } else if (!is_value_char(ch)) {
+                return -400;
+            }
+            i++;
+            break;
+        case CH_TRAILER_LF:
+            if (ch != '\n')
+                return -400;
+            i++;
+            if (c->remaining) {
+                c->state = CH_DONE;
+                *done = 1;
+                *out_len = out;
+                return (ssize_t)i;
+            }
+            c->state = CH_TRAILER;
+            break;
+        case CH_DONE:
+            *done = 1;
+            *out_len = out;
+            return (ssize_t)i;
+        }
+    }
+    *out_len = out;
+    *done = c->state == CH_DONE;
+    return (ssize_t)i;
+}

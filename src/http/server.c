@@ -1,0 +1,287 @@
+#include "http/server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+enum { MSG_STOP, MSG_CONF };
+
+#define ACCESS_LOG_BUF (64 * 1024)
+#define BUFPOOL_MAX 1024
+
+static http_worker *worker_of(loop *l)
+{
+    return CONTAINER_OF((worker *)l->udata, http_worker, w);
+}
+
+static void refresh_clock(loop *l, void *udata)
+{
+    clock_cache_update(&worker_of(l)->w.clock);
+}
+
+static void end_iteration(loop *l, void *udata)
+{
+    http_conn_reap(worker_of(l));
+}
+
+static void on_tick(loop *l, timer *t)
+{
+    http_worker *hw = t->udata;
+    if (hw->access_on && hw->access.len)
+        logbuf_flush(&hw->access);
+    http_conn_tick(hw);
+    timer_start(l, t, 1000);
+}
+
+static void on_deadline(loop *l, timer *t)
+{
+    http_worker *hw = t->udata;
+    log_warn("worker %d: shutdown_timeout reached, closing %u connections", hw->w.id,
+             hw->nconns);
+    http_conn_close_all(hw);
+    loop_stop(l);
+}
+
+static void use_conf(http_worker *hw, http_conf *conf)
+{
+    if (hw->access_on)
+        logbuf_flush(&hw->access);
+    if (hw->conf)
+        http_conf_release(hw->conf);
+    hw->conf = conf;
+    if (hw->files)
+        fcache_clear(hw->files); /* entries name files under the old root */
+    hw->access_on = conf->access_fd >= 0 && hw->access.data;
+    hw->access.fd = conf->access_fd;
+}
+
+static void stop_worker(http_worker *hw)
+{
+    for (int i = 0; i < hw->nlisten; i++) {
+        if (hw->listen_io[i].fd >= 0)
+            loop_io_stop(&hw->w.loop, &hw->listen_io[i]);
+        if (hw->listen_fd[i] >= 0)
+            close(hw->listen_fd[i]);
+        hw->listen_fd[i] = -1;
+    }
+    hw->stopping = 1;
+    http_conn_close_idle(hw);
+    if (hw->nconns == 0)
+        loop_stop(&hw->w.loop);
+    else
+        timer_start(&hw->w.loop, &hw->deadline, hw->conf->shutdown_timeout);
+}
+
+static void on_msg(worker *w, int type, void *arg)
+{
+    http_worker *hw = CONTAINER_OF(w, http_worker, w);
+    if (type == MSG_STOP && !hw->stopping)
+        stop_worker(hw);
+    else if (type == MSG_CONF)
+        use_conf(hw, arg);
+}
+
+static void worker_run(worker *w)
+{
+    http_worker *hw = CONTAINER_OF(w, http_worker, w);
+    loop *l = &w->loop;
+    l->before_dispatch = refresh_clock;
+    l->on_iteration_end = end_iteration;
+
+    hw->files = fcache_new(hw->conf->open_file_cache_max);
+    hw->bufpool_cap = BUFPOOL_MAX;
+    hw->bufpool = calloc(hw->bufpool_cap, sizeof *hw->bufpool);
+    if (!hw->files || !hw->bufpool || logbuf_init(&hw->access, -1, ACCESS_LOG_BUF) < 0) {
+        log_error("worker %d: out of memory", w->id);
+        abort();
+    }
+    use_conf(hw, hw->conf);
+    timer_init(&hw->tick, on_tick, hw);
+    timer_init(&hw->deadline, on_deadline, hw);
+    timer_start(l, &hw->tick, 1000);
+    for (int i = 0; i < hw->nlisten; i++)
+        if (loop_io_start(l, &hw->listen_io[i], hw->listen_fd[i], LOOP_READ, http_conn_accept,
+                          hw) < 0)
+            log_error("worker %d: cannot watch listener: %s", w->id, strerror(errno));
+    hw->accepting = 1;
+
+    int rc = loop_run(l);
+    if (rc < 0)
+        log_error("worker %d: event loop failed: %s", w->id, strerror(-rc));
+
+    http_conn_close_all(hw);
+    http_conn_reap(hw);
+    while (hw->free_conns) {
+        http_conn *c = hw->free_conns;
+        hw->free_conns = c->free_next;
+        buf_free(&c->body);
+        buf_free(&c->out);
+        free(c);
+    }
+    for (int i = 0; i < hw->nlisten; i++)
+        if (hw->listen_fd[i] >= 0)
+            close(hw->listen_fd[i]);
+    logbuf_free(&hw->access);
+    fcache_free(hw->files);
+    http_worker_release_buffers(hw);
+    free(hw->bufpool);
+    http_conf_release(hw->conf);
+    hw->conf = NULL;
+}
+
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static int same_listen(const http_conf *a, const http_conf *b)
+{
+    if (a->nlisten != b->nlisten)
+        return 0;
+    for (int i = 0; i < a->nlisten; i++)
+        if (strcmp(a->listen[i].text, b->listen[i].text) != 0)
+            return 0;
+    return 1;
+}
+
+static int apply_logging(const http_conf *conf)
+{
+    log_set_level(conf->log_level);
+    int rc = log_open(conf->error_log);
+    if (rc < 0)
+        log_error("error_log \"%s\": %s", conf->error_log, strerror(-rc));
+    return rc;
+}
+
+static http_conf *reload(const http_cli *cli, http_conf *old, http_worker *hws, int n)
+{
+    char err[CONF_ERR_MAX];
+    http_conf *conf = http_conf_load(cli, err);
+    if (!conf) {
+        log_error("reload failed, keeping the running configuration: %s", err);
+        return old;
+    }
+    if (!same_listen(old, conf))
+        log_warn("reload: listen addresses changed; they take effect at restart");
+    if (conf->workers != old->workers)
+        log_warn("reload: workers changed; it takes effect at restart");
+    apply_logging(conf);
+    for (int i = 0; i < n; i++)
+        worker_post(&hws[i].w, MSG_CONF, http_conf_retain(conf));
+    http_conf_release(old);
+    log_info("configuration reloaded");
+    return conf;
+}
+
+int http_server_run(const http_cli *cli, http_handler handler, void *udata)
+{
+    char err[CONF_ERR_MAX];
+    http_conf *conf = http_conf_load(cli, err);
+    if (!conf) {
+        fprintf(stderr, "brisk: %s\n", err);
+        return 1;
+    }
+    if (apply_logging(conf) < 0) {
+        http_conf_release(conf);
+        return 1;
+    }
+    tzset();
+    signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGQUIT);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* workers inherit the mask */
+
+    int n = conf->workers ? conf->workers : worker_cpu_count();
+    http_worker *hws = calloc((size_t)n, sizeof *hws);
+    if (!hws) {
+        http_conf_release(conf);
+        return 1;
+    }
+    uint32_t bufsize = MAX(16384u, conf->limits.max_head_size + 4096u);
+    int rc = 0, started = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        http_worker *hw = &hws[i];
+        hw->handler = handler;
+        hw->handler_udata = udata;
+        hw->conf = http_conf_retain(conf);
+        hw->buf_size = bufsize;
+        hw->nlisten = conf->nlisten;
+        for (int k = 0; k < conf->nlisten; k++) {
+            hw->listen_io[k].fd = -1;
+            hw->listen_fd[k] = net_listen(&conf->listen[k], 4096, 1);
+            if (hw->listen_fd[k] < 0) {
+                log_error("listen %s: %s", conf->listen[k].text, strerror(-hw->listen_fd[k]));
+                rc = 1;
+                hw->nlisten = k;
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        int e = worker_start(&hws[i].w, i, worker_run, on_msg, NULL);
+        if (e < 0) {
+            log_error("cannot start worker %d: %s", i, strerror(-e));
+            rc = 1;
+            break;
+        }
+        started++;
+    }
+    if (rc == 0) {
+        char addrs[HTTP_MAX_LISTEN * 64] = "";
+        for (int k = 0; k < conf->nlisten; k++) {
+            strcat(addrs, k ? " " : "");
+            strcat(addrs, conf->listen[k].text);
+        }
+        log_info("brisk %s started: %d worker%s, listening on %s, root %s", BRISK_VERSION, n,
+                 n == 1 ? "" : "s", addrs, conf->root);
+    }
+
+    while (rc == 0) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&sigs, &si);
+        if (sig < 0)
+            continue;
+        if (sig == SIGHUP) {
+            conf = reload(cli, conf, hws, started);
+        } else if (sig == SIGUSR1) {
+            log_reopen();
+            if (conf->access_fd >= 0 && strcmp(conf->access_log, "stderr") != 0)
+                log_reopen_fd(conf->access_fd, conf->access_log);
+            log_info("log files reopened");
+        } else {
+            log_info("received %s, stopping gracefully", strsignal(sig));
+            break;
+        }
+    }
+
+    for (int i = 0; i < started; i++)
+        worker_post(&hws[i].w, MSG_STOP, NULL);
+    for (int i = 0; i < started; i++)
+        worker_join(&hws[i].w);
+    for (int i = started; i < n; i++) { /* never started: close what they held */
+        for (int k = 0; k < hws[i].nlisten; k++)
+            close(hws[i].listen_fd[k]);
+        http_conf_release(hws[i].conf);
+    }
+    free(hws);
+    if (rc == 0)
+        log_info("stopped");
+    http_conf_release(conf);
+    log_close();
+    return rc;
+}

@@ -1,0 +1,542 @@
+#include "http/static.h"
+
+#include "core/clock.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    ch = ascii_lower(ch);
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    return -1;
+}
+
+int static_normalize_path(str path, char *out, size_t cap, int *dir_form)
+{
+    if (!path.len || path.p[0] != '/')
+        return -400;
+    size_t o = 0;      /* output length */
+    size_t seg = 0;    /* output offset where the current segment began */
+    *dir_form = 0;
+    for (size_t i = 0; i <= path.len; i++) {
+        char ch;
+        if (i == path.len) {
+            ch = '/'; /* flush the last segment */
+        } else if (path.p[i] == '%') {
+            if (i + 2 >= path.len)
+                return -400;
+            int h = hexval(path.p[i + 1]), l = hexval(path.p[i + 2]);
+            if (h < 0 || l < 0)
+                return -400;
+            ch = (char)(h * 16 + l);
+            if (ch == '/' || ch == '\0')
+                return -404; /* never a separator or a terminator in disguise */
+            i += 2;
+            if (o >= cap)
+                return -414;
+            out[o++] = ch;
+            continue;
+        } else {
+            ch = path.p[i];
+        }
+        if (ch != '/') {
+            if (ch == '\0')
+                return -404;
+            if (o >= cap)
+                return -414;
+            out[o++] = ch;
+            continue;
+        }
+        /* a separator ends the segment out[seg, o) */
+        size_t n = o - seg;
+        if (n == 0 || (n == 1 && out[seg] == '.')) {
+            o = seg;
+        } else if (n == 2 && out[seg] == '.' && out[seg + 1] == '.') {
+            if (seg == 0)
+                return -404; /* would leave the root */
+            o = seg - 1;     /* drop the '/' before ".." too */
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+        } else {
+            if (o >= cap)
+                return -414;
+            out[o++] = '/';
+        }
+        seg = o;
+    }
+    if (o > 0 && out[o - 1] == '/')
+        o--; /* the separator added after the last segment */
+    size_t last = path.len;
+    *dir_form = path.p[last - 1] == '/' || o == 0;
+    if (o >= cap)
+        return -414;
+    out[o] = '\0';
+    return (int)o;
+}
+
+int static_parse_range(str v, uint64_t size, uint64_t *first, uint64_t *last)
+{
+    if (v.len < 7 || !str_ieq_lit((str){ v.p, 6 }, "bytes=", 6))
+        return 0;
+    const char *p = v.p + 6, *end = v.p + v.len;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    const char *dash = memchr(p, '-', (size_t)(end - p));
+    if (!dash || memchr(p, ',', (size_t)(end - p)))
+        return 0; /* no dash, or several ranges */
+    const char *e = end;
+    while (e > dash + 1 && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    uint64_t a, b;
+    const uint64_t max = (uint64_t)1 << 62;
+    if (dash == p) { /* suffix: -N */
+        if (num_parse_u64(dash + 1, (size_t)(e - dash - 1), max, &b) < 0)
+            return 0;
+        if (b == 0 || size == 0)
+            return -416;
+        *first = b >= size ? 0 : size - b;
+        *last = size - 1;
+        return 1;
+    }
+    if (num_parse_u64(p, (size_t)(dash - p), max, &a) < 0)
+        return 0;
+    if (e == dash + 1) {
+        b = UINT64_MAX; /* open: N- */
+    } else if (num_parse_u64(dash + 1, (size_t)(e - dash - 1), max, &b) < 0 || b < a) {
+        return 0;
+    }
+    if (a >= size)
+        return -416;
+    *first = a;
+    *last = b >= size ? size - 1 : b;
+    return 1;
+}
+
+static str trim(str s)
+{
+    while (s.len && (s.p[0] == ' ' || s.p[0] == '\t')) {
+        s.p++;
+        s.len--;
+    }
+    while (s.len && (s.p[s.len - 1] == ' ' || s.p[s.len - 1] == '\t'))
+        s.len--;
+    return s;
+}
+
+/* Calls fn for each comma-separated element until it returns nonzero. */
+static int each_element(str list, int (*fn)(str item, const void *arg), const void *arg)
+{
+    size_t i = 0;
+    while (i <= list.len) {
+        size_t s = i;
+        while (i < list.len && list.p[i] != ',')
+            i++;
+        str item = trim((str){ list.p + s, i - s });
+        if (item.len) {
+            int rc = fn(item, arg);
+            if (rc)
+                return rc;
+        }
+        i++;
+    }
+    return 0;
+}
+
+static int etag_item(str item, const void *arg)
+{
+    const str *etag = arg;
+    if (item.len == 1 && item.p[0] == '*')
+        return 1;
+    if (item.len > 2 && item.p[0] == 'W' && item.p[1] == '/') {
+        item.p += 2;
+        item.len -= 2;
+    }
+    return str_eq(item, *etag);
+}
+
+int static_etag_match(str header, str etag)
+{
+    return each_element(header, etag_item, &etag);
+}
+
+/* Returns 1 accepted, -1 refused explicitly (q=0), 0 not mentioned. */
+static int coding_item(str item, const void *arg)
+{
+    const char *coding = arg;
+    const char *semi = memchr(item.p, ';', item.len);
+    str name = trim((str){ item.p, semi ? (size_t)(semi - item.p) : item.len });
+    if (!str_ieq_lit(name, coding, strlen(coding)) && !(name.len == 1 && name.p[0] == '*'))
+        return 0;
+    if (semi) {
+        str q = trim((str){ semi + 1, item.len - (size_t)(semi + 1 - item.p) });
+        if (q.len >= 3 && (q.p[0] == 'q' || q.p[0] == 'Q') && q.p[1] == '=') {
+            int zero = 1;
+            for (size_t k = 2; k < q.len; k++)
+                if (q.p[k] != '0' && q.p[k] != '.')
+                    zero = 0;
+            if (zero)
+                return -1;
+        }
+    }
+    return 1;
+}
+
+int static_accepts_encoding(str header, const char *coding)
+{
+    return header.p && each_element(header, coding_item, coding) == 1;
+}
+
+/* ---- the handler ---- */
+
+static fcache_entry *lookup(http_conn *c, const char *rel, size_t len)
+{
+    const http_conf *conf = c->conf;
+    fcache_opts o = {
+        .root_fd = conf->root_fd,
+        .valid_ms = conf->open_file_cache_valid,
+        .memory_max = conf->memory_cache_max_file,
+        .mime = conf->mime,
+    };
+    fcache_entry *e = fcache_get(c->hw->files, rel, len, c->hw->w.loop.now_ms, &o);
+    if (!e) {
+        log_error("out of memory in the file cache");
+        abort();
+    }
+    return e;
+}
+
+static int status_for_errno(int err)
+{
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+        return 404;
+    case ENAMETOOLONG:
+        return 414;
+    case EACCES:
+    case EPERM:
+    case EXDEV: /* a symlink out of the root */
+    case ELOOP:
+        return 403;
+    default:
+        return 500;
+    }
+}
+
+static void redirect_to_dir(http_conn *c, const http_request *r)
+{
+    /* Location is the path as sent plus '/', so it is already encoded. */
+    size_t n = r->path.len + 1 + (r->query.len ? r->query.len + 1 : 0);
+    char *loc = malloc(n + 1);
+    if (!loc) {
+        http_resp_error(c, 500, NULL);
+        return;
+    }
+    memcpy(loc, r->path.p, r->path.len);
+    loc[r->path.len] = '/';
+    if (r->query.len) {
+        loc[r->path.len + 1] = '?';
+        memcpy(loc + r->path.len + 2, r->query.p, r->query.len);
+    }
+    loc[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)loc[i] < 0x21 || loc[i] == 0x7f)
+            loc[i] = '_'; /* the parser refuses these; belt and braces */
+    size_t hl = n + 16;
+    char *hdr = malloc(hl);
+    if (hdr) {
+        snprintf(hdr, hl, "Location: %s\r\n", loc);
+        http_resp_error(c, 301, hdr);
+    } else {
+        http_resp_error(c, 500, NULL);
+    }
+    free(hdr);
+    free(loc);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void put_html_escaped(buf *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': buf_append(b, "&lt;", 4); break;
+        case '>': buf_append(b, "&gt;", 4); break;
+        case '&': buf_append(b, "&amp;", 5); break;
+        case '"': buf_append(b, "&quot;", 6); break;
+        case '\'': buf_append(b, "&#39;", 5); break;
+        default: buf_append(b, s, 1);
+        }
+    }
+}
+
+static void put_url_escaped(buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+            buf_append(b, s, 1);
+        } else {
+            char e[3] = { '%', hex[ch >> 4], hex[ch & 15] };
+            buf_append(b, e, 3);
+        }
+    }
+}
+
+#define AUTOINDEX_MAX 10000
+
+/* An HTML listing of a directory; every name is escaped. */
+static void autoindex(http_conn *c, const http_request *r, fcache_entry *dir)
+{
+    int fd = openat(dir->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        http_resp_error(c, 403, NULL);
+        return;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < AUTOINDEX_MAX) {
+        if (de->d_name[0] == '.')
+            continue; /* hidden files, "." and ".." */
+        int is_dir = de->d_type == DT_DIR;
+        if (de->d_type == DT_UNKNOWN || de->d_type == DT_LNK) {
+            struct stat st;
+            is_dir = fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nn = realloc(names, cap * sizeof *names);
+            if (!nn)
+                break;
+            names = nn;
+        }
+        size_t len = strlen(de->d_name);
+        names[n] = malloc(len + 2);
+        if (!names[n])
+            break;
+        memcpy(names[n], de->d_name, len);
+        names[n][len] = is_dir ? '/' : '\0';
+        names[n][len + 1] = '\0';
+        n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_names);
+
+    buf b = { 0 };
+    char title[PATH_MAX + 8];
+    snprintf(title, sizeof title, "%.*s", (int)MIN(r->path.len, (size_t)PATH_MAX), r->path.p);
+    buf_append(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ", 66);
+    put_html_escaped(&b, title);
+    buf_append(&b, "</title></head>\n<body><h1>Index of ", 35);
+    put_html_escaped(&b, title);
+    buf_append(&b, "</h1><hr><pre>\n<a href=\"../\">../</a>\n", 38);
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        int is_dir = len && names[i][len - 1] == '/';
+        if (is_dir)
+            names[i][len - 1] = '\0';
+        buf_append(&b, "<a href=\"", 9);
+        put_url_escaped(&b, names[i]);
+        if (is_dir)
+            buf_append(&b, "/", 1);
+        buf_append(&b, "\">", 2);
+        put_html_escaped(&b, names[i]);
+        if (is_dir)
+            buf_append(&b, "/", 1);
+        buf_append(&b, "</a>\n", 5);
+        free(names[i]);
+    }
+    free(names);
+    buf_append(&b, "</pre><hr></body></html>\n", 25);
+
+    http_resp_begin(c, 200);
+    static const char ct[] = "Content-Type: text/html; charset=utf-8\r\n";
+    http_resp_raw(c, ct, sizeof ct - 1);
+    http_resp_end_headers(c, b.len);
+    http_resp_body(c, b.data, b.len);
+    http_resp_finish(c);
+    buf_free(&b);
+}
+
+/* A compressed sibling (FILE.br / FILE.gz) the client accepts, not older
+ * than the file, or NULL. *any_variant tells whether one exists at all. */
+static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_entry *f,
+                                  const char **coding, int *any_variant)
+{
+    static const struct { const char *ext, *coding; } variants[] = {
+        { ".br", "br" }, { ".gz", "gzip" },
+    };
+    str ae = http_request_header(r, HH_ACCEPT_ENCODING);
+    *any_variant = 0;
+    if (!c->conf->precompressed || !ae.p || f->key_len + 4 > PATH_MAX)
+        return NULL;
+    char name[PATH_MAX];
+    memcpy(name, f->key, f->key_len);
+    for (size_t i = 0; i < ARRAY_LEN(variants); i++) {
+        memcpy(name + f->key_len, variants[i].ext, 3);
+        fcache_entry *v = lookup(c, name, f->key_len + 3);
+        int usable = !v->err && !v->is_dir &&
+                     (v->mtime.tv_sec > f->mtime.tv_sec ||
+                      (v->mtime.tv_sec == f->mtime.tv_sec && v->mtime.tv_nsec >= f->mtime.tv_nsec));
+        if (usable) {
+            *any_variant = 1;
+            if (static_accepts_encoding(ae, variants[i].coding)) {
+                *coding = variants[i].coding;
+                return v;
+            }
+        }
+        fcache_release(v);
+    }
+    return NULL;
+}
+
+/* 304 when the client's copy is current. */
+static int not_modified(const http_request *r, const fcache_entry *f)
+{
+    str inm = http_request_header(r, HH_IF_NONE_MATCH);
+    if (inm.p)
+        return static_etag_match(inm, (str){ f->etag, f->etag_len });
+    str ims = http_request_header(r, HH_IF_MODIFIED_SINCE);
+    time_t t;
+    return ims.p && clock_parse_http_date(ims.p, ims.len, &t) == 0 && f->mtime.tv_sec <= t;
+}
+
+/* If-Range: the range applies only to the representation it names. */
+static int if_range_ok(const http_request *r, const fcache_entry *f)
+{
+    str ir = http_request_header(r, HH_IF_RANGE);
+    if (!ir.p)
+        return 1;
+    if (ir.len && ir.p[0] == '"')
+        return str_eq(ir, (str){ f->etag, f->etag_len }); /* strong comparison */
+    time_t t;
+    return clock_parse_http_date(ir.p, ir.len, &t) == 0 && t == f->mtime.tv_sec;
+}
+
+static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str mime,
+                      const char *coding, int vary)
+{
+    if (not_modified(r, f)) {
+        http_resp_begin(c, 304);
+        http_resp_header(c, STR("ETag"), (str){ f->etag, f->etag_len });
+        http_resp_header(c, STR("Last-Modified"), (str){ f->last_modified, CLOCK_HTTP_DATE_LEN });
+        if (vary)
+            http_resp_raw(c, "Vary: Accept-Encoding\r\n", 23);
+        http_resp_end_headers(c, UINT64_MAX);
+        http_resp_finish(c);
+        return;
+    }
+    uint64_t first = 0, last = f->size ? f->size - 1 : 0, len = f->size;
+    int status = 200;
+    str range = http_request_header(r, HH_RANGE);
+    if (range.p && if_range_ok(r, f)) {
+        int rc = static_parse_range(range, f->size, &first, &last);
+        if (rc < 0) {
+            char extra[64];
+            snprintf(extra, sizeof extra, "Content-Range: bytes */%llu\r\n",
+                     (unsigned long long)f->size);
+            http_resp_error(c, 416, extra);
+            return;
+        }
+        if (rc == 1) {
+            status = 206;
+            len = last - first + 1;
+        }
+    }
+
+    http_resp_begin(c, status);
+    http_resp_header(c, STR("Content-Type"), mime);
+    http_resp_header(c, STR("Last-Modified"), (str){ f->last_modified, CLOCK_HTTP_DATE_LEN });
+    http_resp_header(c, STR("ETag"), (str){ f->etag, f->etag_len });
+    http_resp_raw(c, "Accept-Ranges: bytes\r\n", 22);
+    if (coding)
+        http_resp_header(c, STR("Content-Encoding"), (str){ coding, strlen(coding) });
+    if (vary)
+        http_resp_raw(c, "Vary: Accept-Encoding\r\n", 23);
+    if (status == 206) {
+        char cr[96];
+        int n = snprintf(cr, sizeof cr, "Content-Range: bytes %llu-%llu/%llu\r\n",
+                         (unsigned long long)first, (unsigned long long)last,
+                         (unsigned long long)f->size);
+        http_resp_raw(c, cr, (size_t)n);
+    }
+    http_resp_end_headers(c, len);
+    if (f->content)
+        http_resp_body_mem(c, f, f->content + first, (size_t)len);
+    else
+        http_resp_body_file(c, f, first, len);
+    http_resp_finish(c);
+}
+
+void static_handle(http_conn *c, const http_request *r, void *udata)
+{
+    if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
+        http_resp_error(c, 405, "Allow: GET, HEAD\r\n");
+        return;
+    }
+    char rel[PATH_MAX];
+    int dir_form;
+    int len = static_normalize_path(r->path, rel, sizeof rel - 16 - sizeof c->conf->index,
+                                    &dir_form);
+    if (len < 0) {
+        http_resp_error(c, -len, NULL);
+        return;
+    }
+    fcache_entry *f = lookup(c, rel, (size_t)len);
+    if (f->err) {
+        http_resp_error(c, status_for_errno(f->err), NULL);
+        fcache_release(f);
+        return;
+    }
+    if (f->is_dir) {
+        if (!dir_form) {
+            fcache_release(f);
+            redirect_to_dir(c, r);
+            return;
+        }
+        size_t ilen = (size_t)snprintf(rel + len, sizeof rel - (size_t)len, "%s%s",
+                                       len ? "/" : "", c->conf->index);
+        fcache_entry *idx = lookup(c, rel, (size_t)len + ilen);
+        if (idx->err || idx->is_dir) {
+            fcache_release(idx);
+            if (c->conf->autoindex)
+                autoindex(c, r, f);
+            else
+                http_resp_error(c, 403, NULL);
+            fcache_release(f);
+            return;
+        }
+        fcache_release(f);
+        f = idx;
+    } else if (dir_form) {
+        http_resp_error(c, 404, NULL); /* "file.html/" names no directory */
+        fcache_release(f);
+        return;
+    }
+
+    const char *coding = NULL;
+    int vary;
+    fcache_entry *v = pick_variant(c, r, f, &coding, &vary);
+    send_file(c, r, v ? v : f, f->mime, coding, vary);
+    fcache_release(f);
+    fcache_release(v);
+}

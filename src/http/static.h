@@ -1,0 +1,32 @@
+/* The static file handler, and the pieces of it that are worth testing
+ * alone: path normalisation, Range parsing, validator matching. */
+#ifndef BRISK_HTTP_STATIC_H
+#define BRISK_HTTP_STATIC_H
+
+#include "http/conn.h"
+
+#include <time.h>
+
+/* Percent-decodes and normalises a URL path ("/a/./b/../c") into out as a
+ * path relative to the root ("a/c"; "" for the root itself). Refuses NUL,
+ * encoded '/', bad escapes and any ".." that would climb above the root.
+ * Returns the length, or a negative HTTP status (-400, -404, -414).
+ * *dir_form is set when the path ends with '/'. */
+int static_normalize_path(str path, char *out, size_t cap, int *dir_form);
+
+/* Parses a Range header for a representation of size bytes. Returns 1 with
+ * the inclusive range in *first, *last; 0 when the header must be ignored
+ * (bad syntax, another unit, or several ranges: brisk then sends the whole
+ * representation with 200); -416 when no byte of it can be satisfied. */
+int static_parse_range(str value, uint64_t size, uint64_t *first, uint64_t *last);
+
+/* If-None-Match: 1 when the list is "*" or names etag (weak comparison). */
+int static_etag_match(str header, str etag);
+
+/* Accept-Encoding: 1 when the coding (lower-case) is acceptable (q > 0). */
+int static_accepts_encoding(str header, const char *coding);
+
+/* The handler; udata is unused (configuration comes from the connection). */
+void static_handle(http_conn *c, const http_request *r, void *udata);
+
+#endif
