@@ -50,29 +50,36 @@ void loop_free(loop *l)
     l->heap_len = l->heap_cap = 0;
 }
 
+void loop_io_init(loop_io *io, int fd, loop_io_cb cb, void *udata)
+{
+    *io = (loop_io){ .fd = fd, .cb = cb, .udata = udata };
+}
+
 int loop_io_start(loop *l, loop_io *io, int fd, unsigned mask, loop_io_cb cb, void *udata)
 {
-    mask &= LOOP_READ | LOOP_WRITE;
-    *io = (loop_io){ .fd = fd, .mask = mask, .cb = cb, .udata = udata };
-    int rc = backend_ctl(l, io, BACKEND_ADD, mask);
+    loop_io_init(io, fd, cb, udata);
+    int rc = backend_ctl(l, io, BACKEND_ADD, mask & (LOOP_READ | LOOP_WRITE));
     if (rc < 0) {
         io->fd = -1;
         return rc;
     }
     io->registered = 1;
+    io->mask = mask & (LOOP_READ | LOOP_WRITE);
     return 0;
 }
 
 int loop_io_set(loop *l, loop_io *io, unsigned mask)
 {
     mask &= LOOP_READ | LOOP_WRITE;
-    if (mask == io->mask)
+    if (io->registered && mask == io->mask)
         return 0;
     /* An empty mask keeps the fd registered with no events, so the next
      * change is one syscall. */
-    int rc = backend_ctl(l, io, BACKEND_MOD, mask);
-    if (rc == 0)
+    int rc = backend_ctl(l, io, io->registered ? BACKEND_MOD : BACKEND_ADD, mask);
+    if (rc == 0) {
         io->mask = mask;
+        io->registered = 1;
+    }
     return rc;
 }
 

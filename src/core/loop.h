@@ -62,6 +62,10 @@ void loop_free(loop *l);
 
 /* Registers fd with the interest mask; cb gets (loop, io, events). */
 int loop_io_start(loop *l, loop_io *io, int fd, unsigned mask, loop_io_cb cb, void *udata);
+/* Prepares io without telling the backend (no syscall); the first
+ * loop_io_set registers it. For an fd that may be done with before it
+ * ever needs to wait. */
+void loop_io_init(loop_io *io, int fd, loop_io_cb cb, void *udata);
 /* Changes the interest mask; a no-op (no syscall) when it is unchanged. */
 int loop_io_set(loop *l, loop_io *io, unsigned mask);
 /* Unregisters; io->fd becomes -1 and no further events are dispatched to it,

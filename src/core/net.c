@@ -75,7 +75,7 @@ int net_parse_addr(const char *s, net_addr *out, char *err, size_t errlen)
     return 0;
 }
 
-int net_listen(const net_addr *a, int backlog, int reuseport)
+int net_listen(const net_addr *a, int backlog, unsigned flags)
 {
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -83,7 +83,11 @@ int net_listen(const net_addr *a, int backlog, int reuseport)
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0)
         goto fail;
-    if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0)
+    if ((flags & NET_REUSEPORT) && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0)
+        goto fail;
+    int defer_s = 1;
+    if ((flags & NET_DEFER_ACCEPT) &&
+        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof defer_s) < 0)
         goto fail;
     if (a->ss.ss_family == AF_INET6 &&
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0)

@@ -15,10 +15,15 @@ typedef struct {
  * (127.0.0.1). Returns 0, or -1 with a message in err. */
 int net_parse_addr(const char *s, net_addr *out, char *err, size_t errlen);
 
-/* A non-blocking listening socket with SO_REUSEADDR, SO_REUSEPORT when
- * reuseport is set, IPV6_V6ONLY for IPv6 and TCP_NODELAY (inherited by
- * accepted sockets). Returns the fd or negative errno. */
-int net_listen(const net_addr *a, int backlog, int reuseport);
+enum {
+    NET_REUSEPORT = 1,    /* SO_REUSEPORT: one socket per worker */
+    NET_DEFER_ACCEPT = 2, /* TCP_DEFER_ACCEPT: wake on data, for protocols where the client speaks first */
+};
+
+/* A non-blocking listening socket with SO_REUSEADDR, IPV6_V6ONLY for IPv6,
+ * TCP_NODELAY (inherited by accepted sockets) and the NET_* flags. Returns
+ * the fd or negative errno. */
+int net_listen(const net_addr *a, int backlog, unsigned flags);
 
 /* Formats the IP of sa into out (no port); returns its length. */
 size_t net_format_ip(const struct sockaddr *sa, char *out, size_t n);

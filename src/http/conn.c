@@ -18,6 +18,8 @@ static void conn_io(loop *l, loop_io *io, unsigned events);
 static void conn_timeout(loop *l, timer *t);
 static void conn_process(http_conn *c);
 static void conn_after_batch(http_conn *c);
+static void conn_read(http_conn *c);
+static void conn_close(http_conn *c);
 
 static void *xmalloc(size_t n)
 {
@@ -87,19 +89,19 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
     http_parser_reset(&c->parser);
     timer_init(&c->tm, conn_timeout, c);
 
-    if (loop_io_start(&hw->w.loop, &c->io, fd, LOOP_READ, conn_io, c) < 0) {
-        close(fd);
-        http_conf_release(c->conf);
-        c->free_next = hw->zombies;
-        hw->zombies = c;
-        return;
-    }
+    loop_io_init(&c->io, fd, conn_io, c);
     c->next = hw->conns;
     if (hw->conns)
         hw->conns->prev = c;
     hw->conns = c;
     hw->nconns++;
     timer_start(&hw->w.loop, &c->tm, c->conf->header_timeout);
+    /* Listeners use TCP_DEFER_ACCEPT, so the request is usually here
+     * already: read it now. The socket joins epoll only if it has to wait,
+     * so a one-request connection costs no epoll_ctl at all. */
+    conn_read(c);
+    if (c->io.fd >= 0 && !c->io.registered && loop_io_set(&hw->w.loop, &c->io, c->write_blocked ? LOOP_WRITE : LOOP_READ) < 0)
+        conn_close(c);
 }
 
 static void conn_release_output(http_conn *c)
@@ -184,10 +186,9 @@ void http_conn_close_idle(http_worker *hw)
     http_conn *c = hw->conns, *next;
     for (; c; c = next) {
         next = c->next;
+        /* Busy ones answer "Connection: close" (hw->stopping) and close. */
         if (conn_is_idle(c) || c->state == CONN_LINGER)
             conn_close(c);
-        else
-            c->must_close = 1; /* after the response in progress */
     }
 }
 
@@ -615,7 +616,9 @@ static void conn_after_batch(http_conn *c)
             break; /* nothing new: need more input */
     }
     if (c->state == CONN_HEAD) {
-        if (c->in_len == c->req_start) {
+        if (c->in_len == c->req_start && hw->stopping) {
+            conn_close(c);
+        } else if (c->in_len == c->req_start) {
             /* Idle: give the buffer back and wait with the keep-alive timer. */
             inbuf_put(hw, c->in);
             c->in = NULL;
