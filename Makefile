@@ -30,8 +30,10 @@ test:
 	@$(MAKE) --no-print-directory build asan
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(ASAN_BUILD) && ctest --output-on-failure
-	BRISK_BIN=$(CURDIR)/$(BUILD)/bin/brisk $(PYTEST) -q tests/integration
-	BRISK_BIN=$(CURDIR)/$(ASAN_BUILD)/bin/brisk $(PYTEST) -q tests/integration
+	BRISK_BIN_DIR=$(CURDIR)/$(BUILD)/bin BRISK_BIN=$(CURDIR)/$(BUILD)/bin/brisk \
+	  $(PYTEST) -q tests/integration
+	BRISK_BIN_DIR=$(CURDIR)/$(ASAN_BUILD)/bin BRISK_BIN=$(CURDIR)/$(ASAN_BUILD)/bin/brisk \
+	  $(PYTEST) -q tests/integration
 
 bench-static: build
 	@scripts/deps.sh bench
