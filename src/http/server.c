@@ -50,8 +50,8 @@ static void use_conf(http_worker *hw, http_conf *conf)
 {
     if (hw->access_on)
         logbuf_flush(&hw->access);
-    if (hw->conf)
-        http_conf_release(hw->conf);
+    if (hw->conf && hw->conf != conf)
+        http_conf_release(hw->conf); /* the first call passes the reference it already has */
     hw->conf = conf;
     if (hw->files)
         fcache_clear(hw->files); /* entries name files under the old root */
