@@ -6,9 +6,12 @@
 
 struct worker_msg {
     worker_msg *next;
-    int type;
+    int type; /* WORKER_CALL or the owner's type */
     void *arg;
+    void (*fn)(void *arg);
 };
+
+#define WORKER_CALL (-1)
 
 static void drain_mailbox(loop *l, void *udata)
 {
@@ -19,7 +22,9 @@ static void drain_mailbox(loop *l, void *udata)
     pthread_mutex_unlock(&w->mu);
     while (m) {
         worker_msg *next = m->next;
-        if (w->on_msg)
+        if (m->type == WORKER_CALL)
+            m->fn(m->arg);
+        else if (w->on_msg)
             w->on_msg(w, m->type, m->arg);
         free(m);
         m = next;
@@ -56,12 +61,12 @@ int worker_start(worker *w, int id, void (*run)(worker *), worker_msg_cb on_msg,
     return 0;
 }
 
-int worker_post(worker *w, int type, void *arg)
+static int post(worker *w, int type, void (*fn)(void *), void *arg)
 {
     worker_msg *m = malloc(sizeof *m);
     if (!m)
         return -ENOMEM;
-    *m = (worker_msg){ .type = type, .arg = arg };
+    *m = (worker_msg){ .type = type, .arg = arg, .fn = fn };
     pthread_mutex_lock(&w->mu);
     if (w->tail)
         w->tail->next = m;
@@ -71,6 +76,16 @@ int worker_post(worker *w, int type, void *arg)
     pthread_mutex_unlock(&w->mu);
     loop_wake(&w->loop);
     return 0;
+}
+
+int worker_post(worker *w, int type, void *arg)
+{
+    return post(w, type, NULL, arg);
+}
+
+int worker_call(worker *w, void (*fn)(void *arg), void *arg)
+{
+    return post(w, WORKER_CALL, fn, arg);
 }
 
 void worker_join(worker *w)

@@ -29,8 +29,10 @@ struct worker {
 /* Initialises w and its loop (on the caller's thread) and starts the thread
  * that calls run(w). Returns 0 or negative errno. */
 int worker_start(worker *w, int id, void (*run)(worker *), worker_msg_cb on_msg, void *udata);
-/* Thread-safe. arg is handed to on_msg as is. */
+/* Thread-safe. arg is handed to on_msg as is. type must be >= 0. */
 int worker_post(worker *w, int type, void *arg);
+/* Thread-safe: runs fn(arg) on the worker's thread, from its loop. */
+int worker_call(worker *w, void (*fn)(void *arg), void *arg);
 /* Waits for the thread to end and frees the loop. */
 void worker_join(worker *w);
 

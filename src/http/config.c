@@ -15,7 +15,7 @@ typedef struct {
     int listen_from_file;
 } load_ctx;
 
-enum kind { K_LISTEN, K_WORKERS, K_PATH_DIR, K_PATH, K_LOGPATH, K_STR, K_BOOL, K_MSEC,
+enum kind { K_LISTEN, K_CGI, K_WORKERS, K_PATH_DIR, K_PATH, K_LOGPATH, K_STR, K_BOOL, K_MSEC,
             K_SIZE, K_UINT, K_LEVEL };
 
 #define OFF(f) offsetof(http_conf, f)
@@ -29,6 +29,9 @@ static const struct key {
 } keys[] = {
     { "listen", K_LISTEN, 0, 0, 0 },
     { "workers", K_WORKERS, 0, 0, 0 },
+    { "cgi", K_CGI, 0, 0, 0 },
+    { "cgi_timeout", K_MSEC, OFF(cgi_timeout), 0, 0 },
+    { "cgi_max_processes", K_UINT, OFF(cgi_max_processes), 4, 100000 },
     { "root", K_PATH_DIR, OFF(root), FSZ(root), 0 },
     { "index", K_STR, OFF(index), FSZ(index), 0 },
     { "autoindex", K_BOOL, OFF(autoindex), 0, 0 },
@@ -59,7 +62,7 @@ static void set_defaults(http_conf *c)
     memset(c, 0, sizeof *c);
     atomic_init(&c->refs, 1);
     c->workers = 0;
-    strcpy(c->root, "www");
+    c->root[0] = '\0'; /* no static files unless set */
     strcpy(c->index, "index.html");
     c->precompressed = 1;
     strcpy(c->default_type, "application/octet-stream");
@@ -80,8 +83,12 @@ static void set_defaults(http_conf *c)
     c->open_file_cache_max = 4096;
     c->open_file_cache_valid = 1000;
     c->memory_cache_max_file = 64 * 1024;
+    c->cgi_timeout = 60000;
+    c->cgi_max_processes = 64;
     c->root_fd = -1;
     c->access_fd = -1;
+    for (int i = 0; i < HTTP_MAX_CGI; i++)
+        c->cgi[i].dir_fd = -1;
 }
 
 static int copy_str(char *dst, size_t cap, const char *s, char *err, size_t errlen)
@@ -125,6 +132,41 @@ static int add_listen(http_conf *c, const char *v, char *err, size_t errlen)
     return 0;
 }
 
+/* "PREFIX DIR" (config file) or "PREFIX=DIR" (command line). */
+static int add_cgi(http_conf *c, const char *dir_base, const char *v, char sep, char *err,
+                   size_t errlen)
+{
+    if (c->ncgi == HTTP_MAX_CGI) {
+        snprintf(err, errlen, "too many cgi mappings (max %d)", HTTP_MAX_CGI);
+        return -1;
+    }
+    const char *s = strchr(v, sep);
+    http_cgi_map *m = &c->cgi[c->ncgi];
+    size_t plen = s ? (size_t)(s - v) : 0;
+    if (!s || plen == 0 || v[0] != '/' || plen + 2 > sizeof m->prefix) {
+        snprintf(err, errlen, "invalid cgi \"%s\" (expected PREFIX%sDIR, PREFIX starting with /)",
+                 v, sep == ' ' ? " " : "=");
+        return -1;
+    }
+    memcpy(m->prefix, v, plen);
+    if (m->prefix[plen - 1] != '/')
+        m->prefix[plen++] = '/';
+    m->prefix[plen] = '\0';
+    while (*++s == ' ')
+        ;
+    if (resolve_path(dir_base, s, m->dir, sizeof m->dir, err, errlen) < 0)
+        return -1;
+    struct stat st;
+    char abs[PATH_MAX];
+    if (stat(m->dir, &st) < 0 || !S_ISDIR(st.st_mode) || !realpath(m->dir, abs)) {
+        snprintf(err, errlen, "cgi directory \"%s\" is not a directory", m->dir);
+        return -1;
+    }
+    strcpy(m->dir, abs); /* scripts run with their directory as working directory */
+    c->ncgi++;
+    return 0;
+}
+
 static int set_workers(http_conf *c, const char *v, char *err, size_t errlen)
 {
     uint64_t n;
@@ -151,6 +193,8 @@ static int set_key(load_ctx *x, const struct key *k, const char *v, char *err, s
     switch (k->kind) {
     case K_LISTEN:
         return add_listen(c, v, err, errlen);
+    case K_CGI:
+        return add_cgi(c, x->dir, v, ' ', err, errlen);
     case K_WORKERS:
         return set_workers(c, v, err, errlen);
     case K_PATH_DIR:
@@ -263,6 +307,17 @@ static int apply_cli(http_conf *c, const http_cli *cli, char *err)
         if (flags[i].value && set_key(&x, find_key(flags[i].key), flags[i].value, msg,
                                       sizeof msg) < 0)
             goto fail;
+    if (cli->ncgi) {
+        c->ncgi = 0;
+        for (int i = 0; i < cli->ncgi; i++)
+            if (add_cgi(c, "", cli->cgi[i], '=', msg, sizeof msg) < 0)
+                goto fail;
+    }
+    if (!c->root[0] && cli->default_root &&
+        set_key(&x, find_key("root"), cli->default_root, msg, sizeof msg) < 0)
+        goto fail;
+    if (cli->max_body)
+        c->max_body_size = cli->max_body;
     return 0;
 fail:
     snprintf(err, CONF_ERR_MAX, "command line: %s", msg);
@@ -276,10 +331,19 @@ static int open_resources(http_conf *c, char *err)
                  c->path[0] ? c->path : "config");
         return -1;
     }
-    c->root_fd = open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (c->root_fd < 0) {
-        snprintf(err, CONF_ERR_MAX, "root \"%s\": %s", c->root, strerror(errno));
-        return -1;
+    if (c->root[0]) {
+        c->root_fd = open(c->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (c->root_fd < 0) {
+            snprintf(err, CONF_ERR_MAX, "root \"%s\": %s", c->root, strerror(errno));
+            return -1;
+        }
+    }
+    for (int i = 0; i < c->ncgi; i++) {
+        c->cgi[i].dir_fd = open(c->cgi[i].dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (c->cgi[i].dir_fd < 0) {
+            snprintf(err, CONF_ERR_MAX, "cgi \"%s\": %s", c->cgi[i].dir, strerror(errno));
+            return -1;
+        }
     }
     if (c->access_log[0] && strcmp(c->access_log, "stderr") != 0) {
         c->access_fd = log_open_append(c->access_log);
@@ -343,6 +407,9 @@ void http_conf_release(http_conf *c)
         return;
     if (c->root_fd >= 0)
         close(c->root_fd);
+    for (int i = 0; i < HTTP_MAX_CGI; i++)
+        if (c->cgi[i].dir_fd >= 0)
+            close(c->cgi[i].dir_fd);
     if (c->access_fd >= 0)
         close(c->access_fd);
     mime_free(c->mime);

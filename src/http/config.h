@@ -15,6 +15,14 @@
 #include <stdint.h>
 
 #define HTTP_MAX_LISTEN 16
+#define HTTP_MAX_CGI 8
+
+/* CGI: requests under prefix run executables from dir. */
+typedef struct {
+    char prefix[256]; /* starts and ends with '/' */
+    char dir[PATH_MAX];
+    int dir_fd;
+} http_cgi_map;
 
 typedef struct http_conf {
     atomic_int refs;
@@ -45,6 +53,11 @@ typedef struct http_conf {
     uint64_t open_file_cache_valid;
     uint32_t memory_cache_max_file; /* files up to this size are kept in memory */
 
+    http_cgi_map cgi[HTTP_MAX_CGI];
+    int ncgi;
+    uint64_t cgi_timeout;
+    uint32_t cgi_max_processes; /* per worker; 503 beyond */
+
     /* resources, opened by http_conf_load */
     int root_fd;
     int access_fd; /* -1 when off */
@@ -60,6 +73,10 @@ typedef struct {
     const char *workers;
     const char *access_log;
     const char *error_log;
+    const char *cgi[HTTP_MAX_CGI]; /* "PREFIX=DIR" */
+    int ncgi;
+    const char *default_root;      /* when neither file nor flags set root */
+    uint64_t max_body;             /* 0 = the file's or the default */
 } http_cli;
 
 /* Loads a generation (refs = 1): defaults, then the file, then cli; opens

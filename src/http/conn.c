@@ -74,7 +74,9 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
         c = xmalloc(sizeof *c);
         c->body = (buf){ 0 };
         c->out = (buf){ 0 };
+        c->api = (http_api_state){ 0 };
     }
+    http_api_reset(c, 0);
     buf body = c->body, out = c->out;
     memset(c, 0, offsetof(http_conn, parser));
     c->body = body;
@@ -99,29 +101,37 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
     /* Listeners use TCP_DEFER_ACCEPT, so the request is usually here
      * already: read it now. The socket joins epoll only if it has to wait,
      * so a one-request connection costs no epoll_ctl at all. */
+    c->in_dispatch = 1;
     conn_read(c);
-    if (c->io.fd >= 0 && !c->io.registered && loop_io_set(&hw->w.loop, &c->io, c->write_blocked ? LOOP_WRITE : LOOP_READ) < 0)
+    c->in_dispatch = 0;
+    if (c->io.fd >= 0 && !c->io.registered &&
+        loop_io_set(&hw->w.loop, &c->io, c->write_blocked ? LOOP_WRITE : LOOP_READ) < 0)
         conn_close(c);
+}
+
+static void seg_release(out_seg *s)
+{
+    if (s->release) {
+        out_release_fn fn = s->release;
+        s->release = NULL;
+        fn(s->arg);
+    }
 }
 
 static void conn_release_output(http_conn *c)
 {
     for (uint32_t i = c->seg_head; i < c->nsegs; i++)
-        if (c->segs[i].file)
-            fcache_release(c->segs[i].file);
+        seg_release(&c->segs[i]);
     c->nsegs = c->seg_head = 0;
     c->out.len = 0;
 }
 
-static void conn_close(http_conn *c)
+/* Frees everything but the struct, which goes to the zombie list and is
+ * recycled at the end of the loop iteration (events for it may still be
+ * in the current batch). */
+static void conn_free(http_conn *c)
 {
     http_worker *hw = c->hw;
-    if (c->io.fd < 0)
-        return;
-    timer_stop(&hw->w.loop, &c->tm);
-    int fd = c->io.fd;
-    loop_io_forget(&hw->w.loop, &c->io);
-    close(fd);
     conn_release_output(c);
     if (c->in) {
         inbuf_put(hw, c->in);
@@ -131,6 +141,7 @@ static void conn_close(http_conn *c)
         buf_free(&c->body);
     if (c->out.cap > BODY_KEEP_MAX)
         buf_free(&c->out);
+    http_api_reset(c, 1);
     http_conf_release(c->conf);
     c->conf = NULL;
 
@@ -141,15 +152,37 @@ static void conn_close(http_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     hw->nconns--;
-    /* Freed at the end of the loop iteration: events for it may still be
-     * in the current batch. */
     c->free_next = hw->zombies;
     hw->zombies = c;
 
-    if (hw->stopping && hw->nconns == 0)
+    if (hw->stopping && hw->nconns == 0 && hw->jobs == 0)
         loop_stop(&hw->w.loop);
     else if (!hw->accepting && hw->nconns < hw->conf->max_connections)
         set_accepting(hw, 1);
+}
+
+/* Closes the socket. While a handler owns the request, the struct lives on
+ * as an orphan until the handler ends the response. */
+static void conn_close(http_conn *c)
+{
+    http_worker *hw = c->hw;
+    if (c->io.fd < 0)
+        return;
+    timer_stop(&hw->w.loop, &c->tm);
+    int fd = c->io.fd;
+    loop_io_forget(&hw->w.loop, &c->io);
+    close(fd);
+    if (c->state == CONN_HANDLER) {
+        c->orphan = 1;
+        conn_release_output(c);
+        if (c->api.on_abort) {
+            void (*fn)(void *) = c->api.on_abort;
+            c->api.on_abort = NULL;
+            fn(c->api.abort_arg);
+        }
+        return;
+    }
+    conn_free(c);
 }
 
 void http_conn_tick(http_worker *hw)
@@ -158,8 +191,35 @@ void http_conn_tick(http_worker *hw)
         set_accepting(hw, 1);
 }
 
+void http_conn_queue_flush(http_conn *c)
+{
+    if (c->in_dispatch || c->flush_queued)
+        return;
+    c->flush_queued = 1;
+    c->flush_next = c->hw->flush_list;
+    c->hw->flush_list = c;
+}
+
 void http_conn_reap(http_worker *hw)
 {
+    while (hw->flush_list) {
+        http_conn *c = hw->flush_list;
+        hw->flush_list = c->flush_next;
+        c->flush_queued = 0;
+        if (c->orphan) {
+            if (c->state != CONN_HANDLER) /* its handler has ended: let it go */
+                conn_free(c);
+            continue;
+        }
+        c->in_dispatch = 1;
+        conn_after_batch(c);
+        c->in_dispatch = 0;
+    }
+    while (hw->deferred) {
+        void **block = hw->deferred;
+        hw->deferred = *block;
+        free(block);
+    }
     while (hw->zombies) {
         http_conn *c = hw->zombies;
         hw->zombies = c->free_next;
@@ -194,8 +254,11 @@ void http_conn_close_idle(http_worker *hw)
 
 void http_conn_close_all(http_worker *hw)
 {
-    while (hw->conns)
-        conn_close(hw->conns);
+    http_conn *c = hw->conns, *next;
+    for (; c; c = next) {
+        next = c->next;
+        conn_close(c); /* orphans stay listed until their handler ends */
+    }
 }
 
 void http_conn_accept(loop *l, loop_io *io, unsigned events)
@@ -235,7 +298,7 @@ static int conn_flush(http_conn *c)
         if (s->kind == OUT_FILE) {
             off_t off = (off_t)s->off;
             size_t want = (size_t)MIN(s->len, (uint64_t)1 << 30);
-            ssize_t n = sendfile(fd, s->file->fd, &off, want);
+            ssize_t n = sendfile(fd, s->fd, &off, want);
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -246,8 +309,7 @@ static int conn_flush(http_conn *c)
             s->off += (uint64_t)n;
             s->len -= (uint64_t)n;
             if (s->len == 0) {
-                fcache_release(s->file);
-                s->file = NULL;
+                seg_release(s);
                 c->seg_head++;
             } else if ((size_t)n < want) {
                 return 0;
@@ -278,10 +340,7 @@ static int conn_flush(http_conn *c)
             out_seg *b = &c->segs[c->seg_head];
             if (left >= b->len) {
                 left -= b->len;
-                if (b->file) {
-                    fcache_release(b->file);
-                    b->file = NULL;
-                }
+                seg_release(b);
                 c->seg_head++;
             } else {
                 if (b->kind == OUT_BUF)
@@ -539,8 +598,11 @@ void http_conn_finish_request(http_conn *c)
     c->body.len = 0;
     if (!c->keep_alive)
         c->closing = 1;
-    else if (c->in_len > c->req_start)
+    else if (c->in_len > c->req_start && c->io.fd >= 0)
         conn_arm(c, c->conf->header_timeout); /* a pipelined request is under way */
+    http_api_reset(c, 0);
+    if (!c->in_dispatch)
+        http_conn_queue_flush(c); /* ended from a callback: flush and go on */
 }
 
 static void conn_compact(http_conn *c)
@@ -615,6 +677,8 @@ static void conn_after_batch(http_conn *c)
         if (c->nsegs == c->seg_head && c->in_len - c->req_start == before)
             break; /* nothing new: need more input */
     }
+    if (c->state != CONN_HANDLER && c->io.registered && c->io.mask != LOOP_READ)
+        loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
     if (c->state == CONN_HEAD) {
         if (c->in_len == c->req_start && hw->stopping) {
             conn_close(c);
@@ -635,24 +699,21 @@ static void conn_after_batch(http_conn *c)
 static void conn_io(loop *l, loop_io *io, unsigned events)
 {
     http_conn *c = io->udata;
+    c->in_dispatch = 1;
     if (c->state == CONN_LINGER) {
         conn_linger_read(c);
-        return;
-    }
-    if (c->write_blocked) {
+    } else if (c->write_blocked) {
         if (events & (LOOP_WRITE | LOOP_ERR | LOOP_HUP))
             conn_after_batch(c);
-        return;
-    }
-    if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR)) {
-        if (c->state == CONN_HANDLER) {
-            /* A handler is working; only notice a vanished peer. */
-            if (events & LOOP_ERR)
-                conn_close(c);
-            else
-                loop_io_set(l, io, 0);
-            return;
-        }
+    } else if (c->state == CONN_HANDLER) {
+        /* A handler is working: only notice a vanished peer; the rest of
+         * the input waits until the response ends. */
+        if (events & (LOOP_ERR | LOOP_HUP))
+            conn_close(c);
+        else
+            loop_io_set(l, io, 0);
+    } else if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR)) {
         conn_read(c);
     }
+    c->in_dispatch = 0;
 }

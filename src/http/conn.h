@@ -41,13 +41,39 @@ typedef void (*http_handler)(http_conn *c, const http_request *r, void *udata);
 
 enum out_kind { OUT_BUF, OUT_MEM, OUT_FILE };
 
+/* Releases what an OUT_MEM / OUT_FILE segment borrowed, once sent or
+ * dropped. */
+typedef void (*out_release_fn)(void *arg);
+
 typedef struct {
     uint8_t kind;
+    int fd;                /* OUT_FILE */
     uint64_t off;          /* OUT_BUF: offset in out; OUT_FILE: file offset */
     uint64_t len;
     const char *mem;       /* OUT_MEM */
-    fcache_entry *file;    /* OUT_MEM / OUT_FILE: reference held */
+    out_release_fn release; /* may be NULL */
+    void *arg;
 } out_seg;
+
+#define HTTP_MAX_PARAMS 8
+
+/* State of the public handler API (src/http/api.c) for one request. */
+typedef struct arena_chunk arena_chunk;
+typedef struct {
+    const void *route;              /* the matched route */
+    struct { const char *name; size_t name_len; str raw; } params[HTTP_MAX_PARAMS];
+    uint8_t nparams;
+    uint8_t headers_sent;
+    uint8_t chunked;                /* body streamed with chunked framing */
+    uint8_t until_close;            /* HTTP/1.0 stream: body ends at close */
+    uint8_t has_type;               /* a Content-Type header was given */
+    int status;
+    buf hdrs;                       /* app headers, until the head is sent */
+    arena_chunk *arena;             /* per-request memory */
+    void (*on_abort)(void *arg);    /* the socket closed while the handler works */
+    void *abort_arg;
+    char remote[64];                /* formatted on demand */
+} http_api_state;
 
 #define HTTP_OUT_SEGS 48
 
@@ -65,6 +91,7 @@ struct http_conn {
     http_conf *conf;               /* the generation this connection started with */
     http_conn *prev, *next;        /* worker's list of live connections */
     http_conn *free_next;          /* free / zombie lists */
+    http_conn *flush_next;         /* worker's list of connections to flush */
 
     struct sockaddr_storage peer;
     socklen_t peer_len;
@@ -82,6 +109,9 @@ struct http_conn {
     uint8_t closing;
     uint8_t sent_continue;
     uint8_t write_blocked;
+    uint8_t in_dispatch;           /* inside conn_process: the batch flush follows */
+    uint8_t flush_queued;          /* on the worker's flush list */
+    uint8_t orphan;                /* socket closed while a handler owns the request */
     uint32_t requests;             /* served on this connection */
     int status;                    /* of the current response */
     uint64_t resp_body_len;        /* for the access log */
@@ -95,6 +125,8 @@ struct http_conn {
     buf out;
     out_seg segs[HTTP_OUT_SEGS];
     uint32_t nsegs, seg_head;
+
+    http_api_state api;
 };
 
 /* Per-worker HTTP state. */
@@ -113,6 +145,7 @@ struct http_worker {
     http_conn *conns;              /* live connections */
     uint32_t nconns;
     http_conn *free_conns, *zombies;
+    http_conn *flush_list;         /* written to outside a read batch */
     uint32_t nfree;
 
     char **bufpool;                /* spare connection input buffers */
@@ -124,6 +157,13 @@ struct http_worker {
     timer tick;                    /* once a second: log flush */
     timer deadline;                /* graceful stop deadline */
     int stopping;
+    uint32_t jobs;                 /* brisk_work jobs in flight */
+    uint32_t cgi_running;          /* CGI processes of this worker */
+    void *app_data;                /* brisk_loop_set_data */
+    void (*hook)(http_worker *hw, int start, void *udata);
+    void *hook_udata;
+    void *deferred;                /* blocks to free at the end of the iteration */
+    struct brisk_server *app;      /* the public API server, if any */
 };
 
 /* Accept handler for listening sockets; udata is the http_worker. */
@@ -132,7 +172,8 @@ void http_conn_accept(loop *l, loop_io *io, unsigned events);
  * response (graceful stop). */
 void http_conn_close_idle(http_worker *hw);
 void http_conn_close_all(http_worker *hw);
-/* Frees zombies; called at the end of each loop iteration. */
+/* Flushes connections written to from callbacks, then frees zombies;
+ * called at the end of each loop iteration. */
 void http_conn_reap(http_worker *hw);
 void http_worker_release_buffers(http_worker *hw);
 /* Once a second: resumes accepting after a pause for lack of descriptors. */
@@ -143,6 +184,13 @@ char *http_conn_out_reserve(http_conn *c, size_t n);
 void http_conn_out_commit(http_conn *c, size_t n);
 void http_conn_out_seg(http_conn *c, out_seg s);
 void http_conn_finish_request(http_conn *c);
+/* Output was added outside a read batch: flush at the end of the loop
+ * iteration. */
+void http_conn_queue_flush(http_conn *c);
+
+/* Resets the handler API state after a request (api.c); all = 1 also
+ * frees the arena's first chunk. */
+void http_api_reset(http_conn *c, int all);
 
 /* ---- responses (respond.c) ---- */
 
@@ -156,10 +204,12 @@ void http_resp_raw(http_conn *c, const char *p, size_t n);
 void http_resp_end_headers(http_conn *c, uint64_t content_length);
 /* Body bytes, copied (skipped for HEAD). */
 void http_resp_body(http_conn *c, const void *p, size_t n);
-/* Body bytes owned by a cache entry (reference taken; skipped for HEAD). */
-void http_resp_body_mem(http_conn *c, fcache_entry *e, const char *p, size_t n);
-/* File range body sent with sendfile (reference taken; skipped for HEAD). */
-void http_resp_body_file(http_conn *c, fcache_entry *e, uint64_t off, uint64_t len);
+/* Body bytes owned by someone else: release(arg) runs once they are sent
+ * or dropped (also for HEAD, right away). */
+void http_resp_body_ref(http_conn *c, const char *p, size_t n, out_release_fn release, void *arg);
+/* A file range sent with sendfile; release(arg) as above. */
+void http_resp_body_fd(http_conn *c, int fd, uint64_t off, uint64_t len, out_release_fn release,
+                       void *arg);
 /* Ends the response: access log, then the connection moves on. */
 void http_resp_finish(http_conn *c);
 /* A complete short HTML error page; extra is pre-formatted header lines. */

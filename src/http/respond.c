@@ -83,24 +83,28 @@ void http_resp_body(http_conn *c, const void *data, size_t n)
     http_conn_out_commit(c, n);
 }
 
-void http_resp_body_mem(http_conn *c, fcache_entry *e, const char *p, size_t n)
+void http_resp_body_ref(http_conn *c, const char *p, size_t n, out_release_fn release, void *arg)
 {
-    if (c->head_only || n == 0)
-        return;
-    if (n <= 1024) { /* cheaper to copy than to add an iovec */
+    if (c->head_only || n <= 1024) { /* small: cheaper to copy than to add an iovec */
         http_resp_body(c, p, n);
+        if (release)
+            release(arg);
         return;
     }
-    e->refs++;
-    http_conn_out_seg(c, (out_seg){ .kind = OUT_MEM, .mem = p, .len = n, .file = e });
+    http_conn_out_seg(c, (out_seg){ .kind = OUT_MEM, .mem = p, .len = n, .release = release,
+                                    .arg = arg });
 }
 
-void http_resp_body_file(http_conn *c, fcache_entry *e, uint64_t off, uint64_t len)
+void http_resp_body_fd(http_conn *c, int fd, uint64_t off, uint64_t len, out_release_fn release,
+                       void *arg)
 {
-    if (c->head_only || len == 0)
+    if (c->head_only || len == 0) {
+        if (release)
+            release(arg);
         return;
-    e->refs++;
-    http_conn_out_seg(c, (out_seg){ .kind = OUT_FILE, .off = off, .len = len, .file = e });
+    }
+    http_conn_out_seg(c, (out_seg){ .kind = OUT_FILE, .fd = fd, .off = off, .len = len,
+                                    .release = release, .arg = arg });
 }
 
 void http_resp_error(http_conn *c, int status, const char *extra)

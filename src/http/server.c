@@ -1,5 +1,7 @@
 #include "http/server.h"
 
+#include "core/workpool.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,7 +45,11 @@ static void on_deadline(loop *l, timer *t)
     log_warn("worker %d: shutdown_timeout reached, closing %u connections", hw->w.id,
              hw->nconns);
     http_conn_close_all(hw);
-    loop_stop(l);
+    if (hw->nconns == 0 && hw->jobs == 0)
+        loop_stop(l);
+    else
+        log_warn("worker %d: waiting for %u handlers to end their responses", hw->w.id,
+                 hw->nconns);
 }
 
 static void use_conf(http_worker *hw, http_conf *conf)
@@ -108,11 +114,15 @@ static void worker_run(worker *w)
                           hw) < 0)
             log_error("worker %d: cannot watch listener: %s", w->id, strerror(errno));
     hw->accepting = 1;
+    if (hw->hook)
+        hw->hook(hw, 1, hw->hook_udata);
 
     int rc = loop_run(l);
     if (rc < 0)
         log_error("worker %d: event loop failed: %s", w->id, strerror(-rc));
 
+    if (hw->hook)
+        hw->hook(hw, 0, hw->hook_udata);
     http_conn_close_all(hw);
     http_conn_reap(hw);
     while (hw->free_conns) {
@@ -181,7 +191,12 @@ static http_conf *reload(const http_cli *cli, http_conf *old, http_worker *hws, 
     return conf;
 }
 
-int http_server_run(const http_cli *cli, http_handler handler, void *udata)
+void http_server_stop(void)
+{
+    kill(getpid(), SIGTERM); /* the main thread waits for it in sigwaitinfo */
+}
+
+int http_server_run(const http_cli *cli, const http_app *app)
 {
     char err[CONF_ERR_MAX];
     http_conf *conf = http_conf_load(cli, err);
@@ -216,8 +231,11 @@ int http_server_run(const http_cli *cli, http_handler handler, void *udata)
     int rc = 0, started = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         http_worker *hw = &hws[i];
-        hw->handler = handler;
-        hw->handler_udata = udata;
+        hw->handler = app->handler;
+        hw->handler_udata = app->udata;
+        hw->app = app->api;
+        hw->hook = app->worker_hook;
+        hw->hook_udata = app->hook_udata;
         hw->conf = http_conf_retain(conf);
         hw->buf_size = bufsize;
         hw->nlisten = conf->nlisten;
@@ -279,6 +297,7 @@ int http_server_run(const http_cli *cli, http_handler handler, void *udata)
         http_conf_release(hws[i].conf);
     }
     free(hws);
+    workpool_shutdown();
     if (rc == 0)
         log_info("stopped");
     http_conf_release(conf);

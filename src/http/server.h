@@ -7,8 +7,20 @@
 #include "http/config.h"
 #include "http/conn.h"
 
-/* Runs the server until a stop signal; returns the process exit code.
- * Every request goes to handler(c, req, udata) on a worker thread. */
-int http_server_run(const http_cli *cli, http_handler handler, void *udata);
+typedef struct {
+    http_handler handler;   /* every request goes here, on a worker thread */
+    void *udata;
+    /* optional: called on each worker thread after it is set up (start = 1)
+     * and before it is torn down (start = 0) */
+    void (*worker_hook)(http_worker *hw, int start, void *udata);
+    void *hook_udata;
+    struct brisk_server *api; /* the public API server, if any */
+} http_app;
+
+/* Runs the server until a stop signal; returns the process exit code. */
+int http_server_run(const http_cli *cli, const http_app *app);
+
+/* Asks the running server to stop gracefully. Thread-safe. */
+void http_server_stop(void);
 
 #endif

@@ -432,6 +432,11 @@ static int if_range_ok(const http_request *r, const fcache_entry *f)
     return clock_parse_http_date(ir.p, ir.len, &t) == 0 && t == f->mtime.tv_sec;
 }
 
+static void release_entry(void *arg)
+{
+    fcache_release(arg);
+}
+
 static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str mime,
                       const char *coding, int vary)
 {
@@ -480,10 +485,11 @@ static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str 
         http_resp_raw(c, cr, (size_t)n);
     }
     http_resp_end_headers(c, len);
+    f->refs++; /* the output queue's, dropped by release_entry */
     if (f->content)
-        http_resp_body_mem(c, f, f->content + first, (size_t)len);
+        http_resp_body_ref(c, f->content + first, (size_t)len, release_entry, f);
     else
-        http_resp_body_file(c, f, first, len);
+        http_resp_body_fd(c, f->fd, first, len, release_entry, f);
     http_resp_finish(c);
 }
 
@@ -491,6 +497,10 @@ void static_handle(http_conn *c, const http_request *r, void *udata)
 {
     if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
         http_resp_error(c, 405, "Allow: GET, HEAD\r\n");
+        return;
+    }
+    if (c->conf->root_fd < 0) {
+        http_resp_error(c, 404, NULL); /* no root configured */
         return;
     }
     char rel[PATH_MAX];

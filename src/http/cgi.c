@@ -1,0 +1,667 @@
+#include "http/cgi.h"
+
+#include "brisk/brisk.h"
+#include "core/net.h"
+#include "http/static.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CGI_HEAD_MAX (16 * 1024)    /* script's header section */
+#define CGI_BUFFER_MAX (64 * 1024)  /* body buffered for a Content-Length */
+#define CGI_OUT_PAUSE (1024 * 1024) /* stop reading the script above this */
+#define CGI_MAX_REDIRECTS 5
+
+#define RES(c) ((brisk_res *)(void *)(c))
+#define REQ(c) ((brisk_req *)(void *)(c))
+
+typedef struct cgi {
+    void *deferred_next; /* first: the worker's deferred-free list */
+    http_conn *c;
+    http_worker *hw;
+    char name[256];      /* script, for logs */
+    pid_t pid;
+    loop_io in_io, out_io, err_io, pid_io;
+    timer tm;            /* the script's deadline */
+    timer resume;        /* re-checks a slow client */
+    const char *body;
+    size_t body_len, body_off;
+    buf out;             /* header section, then buffered body */
+    buf err;             /* partial stderr line */
+    size_t head_len;     /* bytes of out that were the header section */
+    uint8_t headers_done, streaming, exited, out_eof, timed_out, aborted, bad_head;
+    int status;
+    char *location;      /* local redirect target */
+} cgi;
+
+const http_cgi_map *http_cgi_match(http_conn *c, const http_request *r)
+{
+    const http_conf *conf = c->conf;
+    for (int i = 0; i < conf->ncgi; i++) {
+        const http_cgi_map *m = &conf->cgi[i];
+        size_t n = strlen(m->prefix);
+        /* "/cgi-bin/" matches "/cgi-bin/x" and "/cgi-bin" itself */
+        if ((r->path.len >= n && memcmp(r->path.p, m->prefix, n) == 0) ||
+            (r->path.len == n - 1 && memcmp(r->path.p, m->prefix, n - 1) == 0))
+            return m;
+    }
+    return NULL;
+}
+
+static void close_io(loop *l, loop_io *io)
+{
+    if (io->fd < 0)
+        return;
+    int fd = io->fd;
+    loop_io_stop(l, io);
+    close(fd);
+}
+
+static void cgi_log_stderr(cgi *g, int flush)
+{
+    char *p = g->err.data, *end = p + g->err.len;
+    for (;;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl && !(flush && p < end) && (size_t)(end - p) < 2048)
+            break;
+        char *e = nl ? nl : end;
+        log_error("cgi %s: %.*s", g->name, (int)MIN((size_t)(e - p), (size_t)2048), p);
+        p = nl ? nl + 1 : e;
+        if (p >= end)
+            break;
+    }
+    size_t left = (size_t)(end - p);
+    memmove(g->err.data, p, left);
+    g->err.len = left;
+}
+
+/* Parses the script's header section: Status, Location, Content-Type and
+ * the rest passed through. Returns 0, or -1 for a malformed section. */
+static int parse_head(cgi *g, const char *p, size_t len)
+{
+    http_conn *c = g->c;
+    const char *end = p + len;
+    int has_type = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if (le > p && le[-1] == '\r')
+            le--;
+        if (le == p)
+            break;
+        const char *colon = memchr(p, ':', (size_t)(le - p));
+        if (!colon || colon == p)
+            return -1;
+        str name = { p, (size_t)(colon - p) };
+        const char *v = colon + 1;
+        while (v < le && (*v == ' ' || *v == '\t'))
+            v++;
+        str val = { v, (size_t)(le - v) };
+        for (size_t i = 0; i < name.len; i++)
+            if ((unsigned char)name.p[i] <= ' ')
+                return -1;
+        if (STR_IEQ(name, "status")) {
+            uint64_t code;
+            if (val.len < 3 || num_parse_u64(val.p, 3, 999, &code) < 0 || code < 100)
+                return -1;
+            g->status = (int)code;
+        } else if (STR_IEQ(name, "location")) {
+            if (val.len && val.p[0] == '/' && !g->status) {
+                g->location = strndup(val.p, val.len);
+                if (!g->location)
+                    return -1;
+            } else {
+                brisk_res_header_n(RES(c), (brisk_str){ name.p, name.len }, (brisk_str){ val.p, val.len });
+                if (!g->status)
+                    g->status = 302;
+            }
+        } else {
+            if (STR_IEQ(name, "content-type"))
+                has_type = 1;
+            brisk_res_header_n(RES(c), (brisk_str){ name.p, name.len }, (brisk_str){ val.p, val.len });
+        }
+        p = nl ? nl + 1 : end;
+    }
+    (void)has_type;
+    if (!g->location)
+        brisk_res_status(RES(c), g->status ? g->status : 200);
+    return 0;
+}
+
+/* Finds the blank line that ends the header section. */
+static size_t find_head_end(const char *p, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (p[i] != '\n')
+            continue;
+        if (p[i + 1] == '\n')
+            return i + 2;
+        if (p[i + 1] == '\r' && i + 2 < len && p[i + 2] == '\n')
+            return i + 3;
+    }
+    return 0;
+}
+
+static void cgi_free(cgi *g)
+{
+    loop *l = &g->hw->w.loop;
+    close_io(l, &g->in_io);
+    close_io(l, &g->out_io);
+    close_io(l, &g->err_io);
+    close_io(l, &g->pid_io);
+    timer_stop(l, &g->tm);
+    timer_stop(l, &g->resume);
+    if (g->err.len)
+        cgi_log_stderr(g, 1);
+    buf_free(&g->out);
+    buf_free(&g->err);
+    free(g->location);
+    g->hw->cgi_running--;
+    /* Events for its descriptors may still be in this batch. */
+    g->deferred_next = g->hw->deferred;
+    g->hw->deferred = g;
+}
+
+static void local_redirect(http_conn *c, const char *location, int depth);
+
+/* Both the output and the process are done: end the response. */
+static void cgi_finish(cgi *g)
+{
+    http_conn *c = g->c;
+    brisk_res *res = RES(c);
+    c->api.on_abort = NULL;
+    if (g->aborted) {
+        cgi_free(g);
+        brisk_res_end(res, NULL, 0);
+        return;
+    }
+    if (g->timed_out) {
+        log_error("cgi %s: timed out after %llums, killed", g->name,
+                  (unsigned long long)c->conf->cgi_timeout);
+        int sent = c->api.headers_sent;
+        cgi_free(g);
+        brisk_res_error(res, sent ? 500 : 504);
+        return;
+    }
+    if (!g->headers_done || g->bad_head) {
+        log_error("cgi %s: %s", g->name,
+                  g->bad_head ? "malformed header section" : "exited without a header section");
+        cgi_free(g);
+        brisk_res_error(res, 502);
+        return;
+    }
+    if (g->location) {
+        char *loc = g->location;
+        g->location = NULL;
+        cgi_free(g);
+        local_redirect(c, loc, 0);
+        free(loc);
+        return;
+    }
+    const char *body = g->out.data + g->head_len;
+    size_t n = g->out.len - g->head_len;
+    if (g->streaming) {
+        cgi_free(g);
+        brisk_res_end(res, NULL, 0);
+    } else {
+        brisk_res_end(res, body, n); /* copies before the buffer goes */
+        cgi_free(g);
+    }
+}
+
+static void maybe_finish(cgi *g)
+{
+    if (g->out_eof && g->exited)
+        cgi_finish(g);
+}
+
+static void kill_script(cgi *g)
+{
+    if (!g->exited)
+        kill(-g->pid, SIGKILL); /* the whole process group */
+}
+
+static void on_timeout(loop *l, timer *t)
+{
+    cgi *g = t->udata;
+    g->timed_out = 1;
+    kill_script(g);
+}
+
+static void on_abort(void *arg)
+{
+    cgi *g = arg;
+    g->aborted = 1;
+    kill_script(g);
+}
+
+static void on_stdin(loop *l, loop_io *io, unsigned events)
+{
+    cgi *g = io->udata;
+    while (g->body_off < g->body_len) {
+        ssize_t n = write(io->fd, g->body + g->body_off, g->body_len - g->body_off);
+        if (n < 0) {
+            if (errno == EAGAIN)
+                return;
+            if (errno == EINTR)
+                continue;
+            break; /* EPIPE: the script stopped reading */
+        }
+        g->body_off += (size_t)n;
+    }
+    close_io(l, io);
+}
+
+static void out_pause_check(loop *l, timer *t)
+{
+    cgi *g = t->udata;
+    if (g->c->out.len > CGI_OUT_PAUSE && !g->aborted) {
+        timer_start(l, &g->resume, 20);
+        return;
+    }
+    loop_io_set(l, &g->out_io, LOOP_READ);
+}
+
+static void on_stdout(loop *l, loop_io *io, unsigned events)
+{
+    cgi *g = io->udata;
+    http_conn *c = g->c;
+    char tmp[16384];
+    ssize_t n = read(io->fd, tmp, sizeof tmp);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        g->out_eof = 1;
+        close_io(l, io);
+        maybe_finish(g);
+        return;
+    }
+    if (g->aborted || g->bad_head)
+        return; /* drain and drop */
+    if (!g->headers_done) {
+        if (g->out.len + (size_t)n > CGI_HEAD_MAX + sizeof tmp || buf_append(&g->out, tmp, (size_t)n) < 0) {
+            g->bad_head = 1;
+            kill_script(g);
+            return;
+        }
+        size_t end = find_head_end(g->out.data, g->out.len);
+        if (!end) {
+            if (g->out.len > CGI_HEAD_MAX) {
+                g->bad_head = 1;
+                kill_script(g);
+            }
+            return;
+        }
+        g->headers_done = 1;
+        g->head_len = end;
+        if (parse_head(g, g->out.data, end) < 0) {
+            g->bad_head = 1;
+            kill_script(g);
+        }
+        return;
+    }
+    if (g->location)
+        return; /* the body of a local redirect is dropped */
+    if (!g->streaming) {
+        if (g->out.len + (size_t)n <= g->head_len + CGI_BUFFER_MAX) {
+            buf_append(&g->out, tmp, (size_t)n);
+            return;
+        }
+        /* Too big to wait for the end: stream it with chunked framing. */
+        g->streaming = 1;
+        brisk_res_write(RES(c), g->out.data + g->head_len, g->out.len - g->head_len);
+        g->out.len = g->head_len;
+    }
+    brisk_res_write(RES(c), tmp, (size_t)n);
+    if (c->out.len > CGI_OUT_PAUSE) { /* a slow client: stop reading for a while */
+        loop_io_set(l, io, 0);
+        timer_start(l, &g->resume, 20);
+    }
+}
+
+static void on_stderr(loop *l, loop_io *io, unsigned events)
+{
+    cgi *g = io->udata;
+    char tmp[4096];
+    ssize_t n = read(io->fd, tmp, sizeof tmp);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        close_io(l, io);
+        return;
+    }
+    if (g->err.len < 65536)
+        buf_append(&g->err, tmp, (size_t)n);
+    cgi_log_stderr(g, 0);
+}
+
+static void on_script_exit(loop *l, loop_io *io, unsigned events)
+{
+    cgi *g = io->udata;
+    siginfo_t si = { 0 };
+    if (waitid((idtype_t)P_PIDFD, (id_t)io->fd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+        return;
+    g->exited = 1;
+    if (si.si_code != CLD_EXITED && !g->timed_out && !g->aborted)
+        log_error("cgi %s: killed by signal %d", g->name, si.si_status);
+    else if (si.si_code == CLD_EXITED && si.si_status != 0)
+        log_warn("cgi %s: exited with status %d", g->name, si.si_status);
+    close_io(l, io);
+    kill(-g->pid, SIGKILL); /* leftovers of its process group */
+    maybe_finish(g);
+}
+
+/* ---- environment ---- */
+
+typedef struct {
+    buf strings;
+    size_t offs[256];
+    int n;
+} envb;
+
+static void env_add(envb *e, const char *name, const char *v, size_t vlen)
+{
+    if (e->n == (int)ARRAY_LEN(e->offs) - 1)
+        return;
+    size_t nlen = strlen(name);
+    if (buf_reserve(&e->strings, nlen + vlen + 2) < 0)
+        return;
+    e->offs[e->n++] = e->strings.len;
+    buf_put(&e->strings, name, nlen);
+    buf_put(&e->strings, "=", 1);
+    buf_put(&e->strings, v, vlen);
+    buf_put(&e->strings, "", 1);
+}
+
+static void env_adds(envb *e, const char *name, const char *v)
+{
+    env_add(e, name, v, strlen(v));
+}
+
+static int env_header(brisk_str name, brisk_str value, void *arg)
+{
+    envb *e = arg;
+    char key[128] = "HTTP_";
+    if (name.len + 6 > sizeof key)
+        return 0;
+    for (size_t i = 0; i < name.len; i++) {
+        char ch = name.ptr[i];
+        if (ch == '_')
+            return 0; /* "X_Y" would pose as "X-Y": drop it (as nginx does) */
+        key[5 + i] = ch == '-' ? '_' : (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch);
+    }
+    key[5 + name.len] = '\0';
+    /* Their own variables; and HTTP_PROXY would let a request steer the
+     * script's outgoing requests ("httpoxy"). */
+    if (!strcmp(key, "HTTP_CONTENT_TYPE") || !strcmp(key, "HTTP_CONTENT_LENGTH") ||
+        !strcmp(key, "HTTP_PROXY"))
+        return 0;
+    env_add(e, key, value.ptr, value.len);
+    return 0;
+}
+
+static void build_env(envb *e, http_conn *c, const http_request *r, const http_cgi_map *m,
+                      const char *script, size_t script_len, str path_info, const char *filename)
+{
+    char num[32];
+    env_adds(e, "GATEWAY_INTERFACE", "CGI/1.1");
+    env_adds(e, "SERVER_SOFTWARE", "brisk/" BRISK_VERSION);
+    env_adds(e, "PATH", "/usr/local/bin:/usr/bin:/bin");
+
+    struct sockaddr_storage local;
+    socklen_t ll = sizeof local;
+    char ip[64] = "";
+    int port = 0;
+    if (getsockname(c->io.fd, (struct sockaddr *)&local, &ll) == 0) {
+        net_format_ip((struct sockaddr *)&local, ip, sizeof ip);
+        port = net_port((struct sockaddr *)&local);
+    }
+    str host = http_request_header(r, HH_HOST);
+    if (host.len) {
+        size_t hl = host.len;
+        if (host.p[0] == '[') {
+            const char *rb = memchr(host.p, ']', host.len);
+            hl = rb ? (size_t)(rb - host.p) + 1 : host.len;
+        } else {
+            const char *colon = memchr(host.p, ':', host.len);
+            if (colon)
+                hl = (size_t)(colon - host.p);
+        }
+        env_add(e, "SERVER_NAME", host.p, hl);
+    } else {
+        env_adds(e, "SERVER_NAME", ip);
+    }
+    snprintf(num, sizeof num, "%d", port);
+    env_adds(e, "SERVER_PORT", num);
+    env_adds(e, "SERVER_PROTOCOL", r->version_minor ? "HTTP/1.1" : "HTTP/1.0");
+    env_add(e, "REQUEST_METHOD", r->method_name.p, r->method_name.len);
+    env_add(e, "REQUEST_URI", r->target.p, r->target.len);
+
+    char sn[512];
+    int n = snprintf(sn, sizeof sn, "%s%.*s", m->prefix, (int)script_len, script);
+    env_add(e, "SCRIPT_NAME", sn, (size_t)MIN(n, (int)sizeof sn - 1));
+    env_adds(e, "SCRIPT_FILENAME", filename);
+    env_add(e, "PATH_INFO", path_info.p, path_info.len);
+    env_add(e, "QUERY_STRING", r->query.p, r->query.len);
+    str ct = http_parser_header(r->parser, r->head, STR("content-type"));
+    if (ct.p)
+        env_add(e, "CONTENT_TYPE", ct.p, ct.len);
+    if (r->parser->body_kind != HTTP_BODY_NONE) {
+        snprintf(num, sizeof num, "%zu", r->body.len);
+        env_adds(e, "CONTENT_LENGTH", num);
+    }
+    env_adds(e, "REMOTE_ADDR", brisk_req_remote_addr(REQ(c)));
+    snprintf(num, sizeof num, "%d", brisk_req_remote_port(REQ(c)));
+    env_adds(e, "REMOTE_PORT", num);
+    brisk_req_headers(REQ(c), env_header, e);
+}
+
+/* ---- spawning ---- */
+
+static int open_script(const http_cgi_map *m, const char *name)
+{
+    struct open_how how = {
+        .flags = O_PATH | O_CLOEXEC,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    int fd = (int)syscall(SYS_openat2, m->dir_fd, name, &how, sizeof how);
+    return fd < 0 ? -errno : fd;
+}
+
+static int spawn(cgi *g, const char *path, char **envp, int fds[3][2])
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_adddup2(&fa, fds[0][0], 0);
+    posix_spawn_file_actions_adddup2(&fa, fds[1][1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fds[2][1], 2);
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    posix_spawn_file_actions_addchdir_np(&fa, dir);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    /* Its own process group (so a timeout kills all of it), no signal
+     * blocked and none ignored, whatever the server's threads have. */
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                        POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    char *argv[] = { (char *)path, NULL };
+    int rc = posix_spawn(&g->pid, path, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    return -rc;
+}
+
+void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m)
+{
+    http_worker *hw = c->hw;
+    brisk_res *res = RES(c);
+    /* The script is the first path segment after the prefix; the rest is
+     * PATH_INFO. The path is decoded and normalised like a static one. */
+    char rel[PATH_MAX];
+    int dir_form;
+    int len = static_normalize_path(r->path, rel, sizeof rel, &dir_form);
+    if (len < 0) {
+        brisk_res_error(res, -len);
+        return;
+    }
+    size_t plen = strlen(m->prefix) - 1; /* "/cgi-bin/" -> "cgi-bin" is rel's start */
+    if ((size_t)len <= plen || memcmp(rel, m->prefix + 1, plen - 1) != 0 || rel[plen - 1] != '/') {
+        brisk_res_error(res, len + 1 == (int)plen ? 403 : 404);
+        return;
+    }
+    const char *script = rel + plen;
+    const char *slash = strchr(script, '/');
+    size_t script_len = slash ? (size_t)(slash - script) : strlen(script);
+    str path_info = slash ? (str){ slash, strlen(slash) } : STR("");
+    if (!script_len || script[0] == '.') {
+        brisk_res_error(res, 403);
+        return;
+    }
+    char name[256];
+    if (script_len >= sizeof name) {
+        brisk_res_error(res, 414);
+        return;
+    }
+    memcpy(name, script, script_len);
+    name[script_len] = '\0';
+
+    int sfd = open_script(m, name);
+    struct stat st;
+    if (sfd < 0) {
+        brisk_res_error(res, sfd == -ENOENT || sfd == -ENOTDIR ? 404 : 403);
+        return;
+    }
+    int ok = fstat(sfd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) &&
+             faccessat(sfd, "", X_OK, AT_EMPTY_PATH) == 0;
+    close(sfd);
+    if (!ok) {
+        brisk_res_error(res, 403); /* not a regular executable file */
+        return;
+    }
+    if (hw->cgi_running >= c->conf->cgi_max_processes) {
+        brisk_res_error(res, 503);
+        return;
+    }
+    char filename[PATH_MAX];
+    snprintf(filename, sizeof filename, "%s/%s", m->dir, name);
+
+    cgi *g = calloc(1, sizeof *g);
+    if (!g) {
+        brisk_res_error(res, 500);
+        return;
+    }
+    g->c = c;
+    g->hw = hw;
+    snprintf(g->name, sizeof g->name, "%s%s", m->prefix, name);
+    g->in_io.fd = g->out_io.fd = g->err_io.fd = g->pid_io.fd = -1;
+    int fds[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } };
+    envb env = { 0 };
+    char **envp = NULL;
+    int rc = -1;
+    for (int i = 0; i < 3; i++)
+        if (pipe2(fds[i], O_CLOEXEC) < 0)
+            goto fail;
+    build_env(&env, c, r, m, name, script_len, path_info, filename);
+    envp = calloc((size_t)env.n + 1, sizeof *envp);
+    if (!envp || !env.strings.data)
+        goto fail;
+    for (int i = 0; i < env.n; i++)
+        envp[i] = env.strings.data + env.offs[i];
+    rc = spawn(g, filename, envp, fds);
+    if (rc < 0) {
+        log_error("cgi %s: cannot run: %s", g->name, strerror(-rc));
+        goto fail;
+    }
+    hw->cgi_running++;
+    close(fds[0][0]);
+    close(fds[1][1]);
+    close(fds[2][1]);
+    fds[0][0] = fds[1][1] = fds[2][1] = -1;
+
+    loop *l = &hw->w.loop;
+    fcntl(fds[0][1], F_SETFL, O_NONBLOCK);
+    fcntl(fds[1][0], F_SETFL, O_NONBLOCK);
+    fcntl(fds[2][0], F_SETFL, O_NONBLOCK);
+    g->body = r->body.p;
+    g->body_len = r->body.len;
+    if (g->body_len)
+        loop_io_start(l, &g->in_io, fds[0][1], LOOP_WRITE, on_stdin, g);
+    else
+        close(fds[0][1]);
+    loop_io_start(l, &g->out_io, fds[1][0], LOOP_READ, on_stdout, g);
+    loop_io_start(l, &g->err_io, fds[2][0], LOOP_READ, on_stderr, g);
+    int pidfd = (int)syscall(SYS_pidfd_open, g->pid, 0);
+    if (pidfd < 0 || loop_io_start(l, &g->pid_io, pidfd, LOOP_READ, on_script_exit, g) < 0) {
+        log_error("cgi %s: pidfd_open: %s", g->name, strerror(errno));
+        if (pidfd >= 0)
+            close(pidfd);
+        kill(-g->pid, SIGKILL);
+        waitpid(g->pid, NULL, 0);
+        g->exited = 1;
+        g->timed_out = 1;
+    }
+    timer_init(&g->tm, on_timeout, g);
+    timer_init(&g->resume, out_pause_check, g);
+    timer_start(l, &g->tm, c->conf->cgi_timeout);
+    c->api.on_abort = on_abort;
+    c->api.abort_arg = g;
+    buf_free(&env.strings);
+    free(envp);
+    return;
+fail:
+    for (int i = 0; i < 3; i++) {
+        if (fds[i][0] >= 0)
+            close(fds[i][0]);
+        if (fds[i][1] >= 0)
+            close(fds[i][1]);
+    }
+    buf_free(&env.strings);
+    free(envp);
+    free(g);
+    brisk_res_error(res, 500);
+}
+
+/* RFC 3875 6.2.2: the script named another local resource; serve it as a
+ * GET for that path. */
+static void local_redirect(http_conn *c, const char *location, int depth)
+{
+    http_request r = c->req;
+    size_t n = strlen(location);
+    char *copy = brisk_req_alloc(REQ(c), n + 1);
+    if (!copy || depth >= CGI_MAX_REDIRECTS) {
+        brisk_res_error(RES(c), 500);
+        return;
+    }
+    memcpy(copy, location, n + 1);
+    const char *q = strchr(copy, '?');
+    r.target = (str){ copy, n };
+    r.path = (str){ copy, q ? (size_t)(q - copy) : n };
+    r.query = q ? (str){ q + 1, n - r.path.len - 1 } : (str){ copy + n, 0 };
+    r.method = HTTP_GET;
+    r.method_name = STR("GET");
+    r.body = STR_NULL;
+    c->head_only = 0;
+    c->req = r;
+    const http_cgi_map *m = http_cgi_match(c, &r);
+    if (m)
+        http_cgi_handle(c, &c->req, m);
+    else
+        static_handle(c, &c->req, NULL);
+}

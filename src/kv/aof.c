@@ -1,0 +1,754 @@
+#include "kv/aof.h"
+
+#include "core/log.h"
+#include "kv/db.h"
+#include "kv/mem.h"
+#include "kv/types.h"
+#include "kv/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { AOF_OFF = 0, AOF_ON = 1, AOF_WAIT_REWRITE = 2 };
+
+static void put_header(buf *b, char type, long long n)
+{
+    char tmp[32];
+    tmp[0] = type;
+    size_t k = 1 + kv_fmt_ll(tmp + 1, n);
+    tmp[k++] = '\r';
+    tmp[k++] = '\n';
+    buf_append(b, tmp, k);
+}
+
+static void put_bulk(buf *b, const char *p, size_t n)
+{
+    put_header(b, '$', (long long)n);
+    if (buf_reserve(b, n + 2) < 0)
+        abort();
+    buf_put(b, p, n);
+    buf_put(b, "\r\n", 2);
+}
+
+static void put_command(buf *b, int argc, const str *argv)
+{
+    put_header(b, '*', argc);
+    for (int i = 0; i < argc; i++)
+        put_bulk(b, argv[i].p, argv[i].len);
+}
+
+void aof_feed(kv_db *db, int argc, const str *argv)
+{
+    if (srv.aof_state == AOF_OFF && srv.child_pid <= 0)
+        return;
+    buf *b = &srv.aof_buf;
+    if (srv.aof_in_multi == -1) {
+        static const str multi[] = { { "MULTI", 5 } };
+        put_command(b, 1, multi);
+        srv.aof_in_multi = 1;
+    }
+    if (db->id != srv.aof_selected_db) {
+        char num[KV_LL_STR_MAX];
+        str sel[2] = { { "SELECT", 6 }, { num, kv_fmt_ll(num, db->id) } };
+        put_command(b, 2, sel);
+        srv.aof_selected_db = db->id;
+    }
+    put_command(b, argc, argv);
+}
+
+void aof_exec_end(void)
+{
+    if (srv.aof_in_multi == 1) {
+        static const str exec[] = { { "EXEC", 4 } };
+        put_command(&srv.aof_buf, 1, exec);
+    }
+    srv.aof_in_multi = 0;
+}
+
+void kv_propagate_del(kv_db *db, str key)
+{
+    if (srv.loading)
+        return;
+    str argv[2] = { { "DEL", 3 }, key };
+    aof_feed(db, 2, argv);
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+void aof_flush(int force_fsync)
+{
+    if (srv.child_pid > 0 && srv.aof_buf.len)
+        buf_append(&srv.aof_rewrite_buf, srv.aof_buf.data, srv.aof_buf.len);
+    if (srv.aof_fd < 0) {
+        srv.aof_buf.len = 0;
+        return;
+    }
+    if (srv.aof_buf.len) {
+        if (write_all(srv.aof_fd, srv.aof_buf.data, srv.aof_buf.len) < 0) {
+            int e = errno;
+            if (srv.cfg.appendfsync == FSYNC_ALWAYS) {
+                log_error("can't write to the AOF with appendfsync always: %s; exiting",
+                          strerror(e));
+                exit(1);
+            }
+            if (srv.aof_last_write_ok)
+                log_error("error writing to the AOF: %s (will retry)", strerror(e));
+            srv.aof_last_write_ok = 0;
+            return; /* keep the buffer; retried next batch */
+        }
+        srv.aof_last_write_ok = 1;
+        srv.aof_current_size += srv.aof_buf.len;
+        srv.aof_buf.len = 0;
+        if (srv.aof_buf.cap > 4 * 1024 * 1024)
+            buf_free(&srv.aof_buf);
+    }
+    if (srv.cfg.appendfsync == FSYNC_ALWAYS || force_fsync) {
+        if (fdatasync(srv.aof_fd) < 0) {
+            log_error("can't fsync the AOF: %s; exiting", strerror(errno));
+            exit(1);
+        }
+        srv.aof_last_fsync_ms = srv.now_ms;
+    } else if (srv.cfg.appendfsync == FSYNC_EVERYSEC) {
+        __atomic_store_n(&srv.fsync_pending, 1, __ATOMIC_RELEASE);
+    }
+}
+
+/* appendfsync everysec: fsync off the loop, about once a second. */
+static void *fsync_main(void *arg)
+{
+    pthread_mutex_lock(&srv.fsync_mu);
+    while (!srv.fsync_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&srv.fsync_cv, &srv.fsync_mu, &ts);
+        if (srv.fsync_stop)
+            break;
+        if (__atomic_exchange_n(&srv.fsync_pending, 0, __ATOMIC_ACQ_REL) && srv.aof_fd >= 0) {
+            /* The lock is held so the loop cannot close the fd under us. */
+            fdatasync(srv.aof_fd);
+        }
+    }
+    pthread_mutex_unlock(&srv.fsync_mu);
+    return NULL;
+}
+
+void aof_start_fsync_thread(void)
+{
+    if (srv.fsync_thread_started)
+        return;
+    srv.fsync_stop = 0;
+    if (pthread_create(&srv.fsync_thread, NULL, fsync_main, NULL) == 0)
+        srv.fsync_thread_started = 1;
+    else
+        log_error("cannot start the AOF fsync thread");
+}
+
+void aof_stop_fsync_thread(void)
+{
+    if (!srv.fsync_thread_started)
+        return;
+    pthread_mutex_lock(&srv.fsync_mu);
+    srv.fsync_stop = 1;
+    pthread_cond_signal(&srv.fsync_cv);
+    pthread_mutex_unlock(&srv.fsync_mu);
+    pthread_join(srv.fsync_thread, NULL);
+    srv.fsync_thread_started = 0;
+}
+
+int aof_open(void)
+{
+    int fd = open(srv.aof_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        log_error("can't open the append-only file %s: %s", srv.aof_path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) == 0)
+        srv.aof_current_size = srv.aof_base_size = (uint64_t)st.st_size;
+    srv.aof_fd = fd;
+    srv.aof_state = AOF_ON;
+    srv.aof_selected_db = -1;
+    aof_start_fsync_thread();
+    return 0;
+}
+
+/* ---- loading ---- */
+
+static int truncate_file(const char *path, off_t len)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = ftruncate(fd, len);
+    if (rc == 0)
+        fsync(fd);
+    close(fd);
+    return rc;
+}
+
+static int is_word(str s, const char *w)
+{
+    size_t n = strlen(w);
+    if (s.len != n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (ascii_lower(s.p[i]) != w[i])
+            return 0;
+    return 1;
+}
+
+int aof_load(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        log_error("can't open the append-only file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    kv_client *c = kv_client_new_fake();
+    srv.loading = 1;
+    off_t base = 0;          /* file offset of rbuf.data[0] */
+    off_t good = 0;          /* end of the last complete (non-MULTI) command */
+    off_t multi_start = -1;  /* start of an open MULTI */
+    long long ncmds = 0;
+    int rc = 0, eof = 0;
+    for (;;) {
+        if (!eof) {
+            if (buf_reserve(&c->rbuf, 1024 * 1024) < 0)
+                abort();
+            ssize_t n = read(fd, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                log_error("error reading the AOF %s: %s", path, strerror(errno));
+                rc = -1;
+                break;
+            }
+            if (n == 0)
+                eof = 1;
+            c->rbuf.len += (size_t)n;
+        }
+        for (;;) {
+            size_t start = c->parser.pos;
+            int r = resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
+            if (r == RESP_AGAIN)
+                break;
+            if (r == RESP_ERROR) {
+                log_error("Bad file format reading the append only file %s at offset %lld: %s",
+                          path, (long long)(base + (off_t)start), c->parser.err);
+                log_error("run 'brisk-kv --check-aof --fix %s' to repair it", path);
+                rc = -1;
+                goto done;
+            }
+            /* argv into the buffer */
+            c->argc = (int)c->parser.nargs;
+            if ((size_t)c->argc > c->argv_cap) {
+                kv_free(c->argv);
+                c->argv_cap = (size_t)c->argc;
+                c->argv = kv_malloc(c->argv_cap * sizeof *c->argv);
+            }
+            for (int i = 0; i < c->argc; i++) {
+                c->argv[i].p = c->rbuf.data + c->parser.args[i].off;
+                c->argv[i].len = c->parser.args[i].len;
+            }
+            if (!kv_cmd_lookup(c->argv[0])) {
+                log_error("Unknown command '%.*s' reading the append only file %s at offset %lld",
+                          (int)MIN(c->argv[0].len, 64), c->argv[0].p, path,
+                          (long long)(base + (off_t)start));
+                rc = -1;
+                goto done;
+            }
+            int is_multi = is_word(c->argv[0], "multi");
+            int is_exec = is_word(c->argv[0], "exec");
+            if (is_multi)
+                multi_start = base + (off_t)start;
+            kv_call(c);
+            c->wbuf.len = 0;
+            ncmds++;
+            resp_parser_next(&c->parser);
+            if (is_exec)
+                multi_start = -1;
+            if (multi_start < 0)
+                good = base + (off_t)c->parser.pos;
+        }
+        /* keep only the unparsed tail */
+        size_t used = c->parser.pos;
+        if (used) {
+            memmove(c->rbuf.data, c->rbuf.data + used, c->rbuf.len - used);
+            c->rbuf.len -= used;
+            resp_parser_shift(&c->parser, used);
+            base += (off_t)used;
+        }
+        if (eof)
+            break;
+    }
+    if (rc == 0 && (c->rbuf.len > 0 || multi_start >= 0)) {
+        off_t size = base + (off_t)c->rbuf.len;
+        if (!srv.cfg.aof_load_truncated) {
+            log_error("the append only file %s is truncated at offset %lld (size %lld); "
+                      "set aof-load-truncated yes or run 'brisk-kv --check-aof --fix %s'",
+                      path, (long long)good, (long long)size, path);
+            rc = -1;
+        } else {
+            log_warn("!!! Warning: short read while loading the AOF file %s !!! "
+                     "truncating it from %lld to %lld bytes (the last complete command); "
+                     "AOF loaded anyway because aof-load-truncated is enabled",
+                     path, (long long)size, (long long)good);
+            if (multi_start >= 0) {
+                /* An unfinished transaction: it was queued but never ran. */
+                c->flags &= ~CLIENT_MULTI;
+            }
+            if (truncate_file(path, good) < 0) {
+                log_error("could not truncate the AOF %s: %s", path, strerror(errno));
+                rc = -1;
+            }
+        }
+    }
+done:
+    close(fd);
+    kv_client_free_fake(c);
+    srv.loading = 0;
+    if (rc == 0)
+        log_info("loaded %lld commands from %s", ncmds, path);
+    return rc;
+}
+
+int aof_check_main(const char *path, int fix)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "Cannot open file %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    buf b = { 0 };
+    for (;;) {
+        if (buf_reserve(&b, 1024 * 1024) < 0)
+            abort();
+        ssize_t n = read(fd, b.data + b.len, b.cap - b.len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        b.len += (size_t)n;
+    }
+    close(fd);
+    resp_parser p;
+    resp_parser_init(&p);
+    size_t good = 0, multi_start = (size_t)-1;
+    int bad = 0;
+    long long ncmds = 0;
+    for (;;) {
+        size_t start = p.pos;
+        int r = resp_parse(&p, b.data, b.len);
+        if (r == RESP_AGAIN)
+            break;
+        if (r == RESP_ERROR || p.args[0].len == 0) {
+            printf("0x%zx: Bad file format (%s)\n", start, p.err);
+            bad = 1;
+            break;
+        }
+        str name = { b.data + p.args[0].off, p.args[0].len };
+        if (is_word(name, "multi")) {
+            if (multi_start != (size_t)-1) {
+                printf("0x%zx: Unexpected MULTI\n", start);
+                bad = 1;
+                break;
+            }
+            multi_start = start;
+        } else if (is_word(name, "exec")) {
+            if (multi_start == (size_t)-1) {
+                printf("0x%zx: Unexpected EXEC\n", start);
+                bad = 1;
+                break;
+            }
+            multi_start = (size_t)-1;
+        }
+        ncmds++;
+        resp_parser_next(&p);
+        if (multi_start == (size_t)-1)
+            good = p.pos;
+    }
+    resp_parser_free(&p);
+    size_t size = b.len;
+    free(b.data);
+    if (!bad && good == size) {
+        printf("AOF analyzed: filename=%s, size=%zu, ok_up_to=%zu, diff=0\n", path, size, good);
+        printf("AOF %s is valid (%lld commands)\n", path, ncmds);
+        return 0;
+    }
+    printf("AOF analyzed: filename=%s, size=%zu, ok_up_to=%zu, diff=%zu\n", path, size, good,
+           size - good);
+    if (!fix) {
+        printf("AOF %s is %s: run with --fix to truncate it to %zu bytes\n", path,
+               bad ? "corrupted" : "truncated", good);
+        return 1;
+    }
+    if (truncate_file(path, (off_t)good) < 0) {
+        printf("Failed to truncate AOF %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    printf("Successfully truncated AOF %s to %zu bytes\n", path, good);
+    return 0;
+}
+
+/* ---- rewrite (child) ---- */
+
+typedef struct {
+    int fd;
+    buf b;
+    int failed;
+} rw_out;
+
+static void rw_flush(rw_out *o, int force)
+{
+    if (o->b.len >= (force ? 1 : 1024 * 1024)) {
+        if (write_all(o->fd, o->b.data, o->b.len) < 0)
+            o->failed = 1;
+        o->b.len = 0;
+    }
+}
+
+static void rw_cmd(rw_out *o, int argc, const str *argv)
+{
+    put_command(&o->b, argc, argv);
+    rw_flush(o, 0);
+}
+
+#define RW_BATCH 64
+
+static void rw_entry(rw_out *o, kv_entry *e)
+{
+    str key = entry_key_str(e);
+    str argv[2 + 2 * RW_BATCH];
+    int n;
+    switch (e->type) {
+    case KV_STRING:
+        argv[0] = STR("SET");
+        argv[1] = key;
+        argv[2] = entry_str(e);
+        rw_cmd(o, 3, argv);
+        break;
+    case KV_LIST: {
+        kv_list *l = entry_obj(e);
+        argv[0] = STR("RPUSH");
+        argv[1] = key;
+        n = 2;
+        for (size_t i = 0; i < l->len; i++) {
+            kv_lelem *le = list_at(l, i);
+            argv[n++] = (str){ le->data, le->len };
+            if (n == 2 + RW_BATCH) {
+                rw_cmd(o, n, argv);
+                n = 2;
+            }
+        }
+        if (n > 2)
+            rw_cmd(o, n, argv);
+        break;
+    }
+    case KV_SET: {
+        dict *s = entry_obj(e);
+        argv[0] = STR("SADD");
+        argv[1] = key;
+        n = 2;
+        dict_iter it;
+        dict_iter_init(&it, s);
+        for (dict_node *dn; (dn = dict_iter_next(&it));) {
+            argv[n++] = smember_str((kv_smember *)(void *)dn);
+            if (n == 2 + RW_BATCH) {
+                rw_cmd(o, n, argv);
+                n = 2;
+            }
+        }
+        dict_iter_end(&it);
+        if (n > 2)
+            rw_cmd(o, n, argv);
+        break;
+    }
+    case KV_HASH: {
+        dict *h = entry_obj(e);
+        argv[0] = STR("HSET");
+        argv[1] = key;
+        n = 2;
+        dict_iter it;
+        dict_iter_init(&it, h);
+        for (dict_node *dn; (dn = dict_iter_next(&it));) {
+            kv_hfield *f = (kv_hfield *)(void *)dn;
+            argv[n++] = hfield_name(f);
+            argv[n++] = hfield_value(f);
+            if (n >= 2 + 2 * (RW_BATCH - 1)) {
+                rw_cmd(o, n, argv);
+                n = 2;
+            }
+        }
+        dict_iter_end(&it);
+        if (n > 2)
+            rw_cmd(o, n, argv);
+        break;
+    }
+    case KV_ZSET: {
+        zset *z = entry_obj(e);
+        char scores[RW_BATCH][40];
+        argv[0] = STR("ZADD");
+        argv[1] = key;
+        n = 2;
+        int k = 0;
+        for (zs_node *x = z->header->lv[0].forward; x; x = x->lv[0].forward) {
+            int len;
+            if (isinf(x->score))
+                len = snprintf(scores[k], sizeof scores[k], "%s", x->score > 0 ? "inf" : "-inf");
+            else
+                len = snprintf(scores[k], sizeof scores[k], "%.17g", x->score);
+            argv[n++] = (str){ scores[k], (size_t)len };
+            argv[n++] = zs_member(x);
+            k++;
+            if (k == RW_BATCH) {
+                rw_cmd(o, n, argv);
+                n = 2;
+                k = 0;
+            }
+        }
+        if (n > 2)
+            rw_cmd(o, n, argv);
+        break;
+    }
+    }
+    if (e->expire) {
+        char ms[KV_LL_STR_MAX];
+        argv[0] = STR("PEXPIREAT");
+        argv[1] = key;
+        argv[2] = (str){ ms, kv_fmt_ll(ms, e->expire) };
+        rw_cmd(o, 3, argv);
+    }
+}
+
+static int rewrite_to(const char *tmp)
+{
+    rw_out o = { .fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) };
+    if (o.fd < 0)
+        return -1;
+    int64_t now = kv_unix_ms();
+    for (int d = 0; d < srv.cfg.databases; d++) {
+        kv_db *db = &srv.dbs[d];
+        if (db_size(db) == 0)
+            continue;
+        char num[KV_LL_STR_MAX];
+        str sel[2] = { STR("SELECT"), { num, kv_fmt_ll(num, d) } };
+        rw_cmd(&o, 2, sel);
+        dict_iter it;
+        dict_iter_init(&it, &db->keys);
+        for (dict_node *n; (n = dict_iter_next(&it));) {
+            kv_entry *e = (kv_entry *)(void *)n;
+            if (e->expire && e->expire <= now)
+                continue;
+            rw_entry(&o, e);
+        }
+        dict_iter_end(&it);
+    }
+    rw_flush(&o, 1);
+    if (o.failed || fsync(o.fd) < 0) {
+        close(o.fd);
+        return -1;
+    }
+    close(o.fd);
+    return 0;
+}
+
+int aof_rewrite_start(char *err, size_t errlen)
+{
+    if (srv.child_pid > 0) {
+        snprintf(err, errlen, "ERR Background append only file rewriting already in progress");
+        return -1;
+    }
+    /* Everything applied so far goes to the old file now, so the rewrite
+     * buffer holds exactly the writes made after the snapshot. */
+    aof_flush(0);
+    srv.aof_rewrite_buf.len = 0;
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "ERR Can't rewrite append only file in background: fork: %s",
+                 strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "temp-rewriteaof-bg-%d.aof", (int)getpid());
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        _exit(rewrite_to(tmp) == 0 ? 0 : 1);
+    }
+    srv.child_pid = pid;
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "temp-rewriteaof-bg-%d.aof", (int)pid);
+    kv_free(srv.child_tmpfile);
+    srv.child_tmpfile = kv_strndup(tmp, strlen(tmp));
+    srv.aof_selected_db = -1;
+    srv.aof_rewrite_start_ms = srv.now_ms;
+    log_info("Background append only file rewriting started by pid %d", (int)pid);
+    return 0;
+}
+
+static void fsync_dir(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    int fd = open(dirname(tmp), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+static void rewrite_done(int ok)
+{
+    const char *tmp = srv.child_tmpfile;
+    srv.child_pid = -1;
+    if (!ok) {
+        unlink(tmp);
+        srv.aof_last_bgrewrite_ok = 0;
+        log_warn("Background AOF rewrite failed");
+        if (srv.aof_state == AOF_WAIT_REWRITE) {
+            srv.aof_state = AOF_OFF;
+            srv.cfg.appendonly = 0;
+        }
+        srv.aof_rewrite_buf.len = 0;
+        return;
+    }
+    /* Writes since the fork: into the old file (if any) and the new one. */
+    srv.child_pid = 1; /* so aof_flush copies into the rewrite buffer */
+    aof_flush(0);
+    srv.child_pid = -1;
+    int fd = open(tmp, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0 || write_all(fd, srv.aof_rewrite_buf.data, srv.aof_rewrite_buf.len) < 0 ||
+        fsync(fd) < 0) {
+        log_warn("Background AOF rewrite: can't finish %s: %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        unlink(tmp);
+        srv.aof_last_bgrewrite_ok = 0;
+        srv.aof_rewrite_buf.len = 0;
+        return;
+    }
+    if (rename(tmp, srv.aof_path) < 0) {
+        log_warn("Background AOF rewrite: rename %s: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        srv.aof_last_bgrewrite_ok = 0;
+        srv.aof_rewrite_buf.len = 0;
+        return;
+    }
+    fsync_dir(srv.aof_path);
+    struct stat st;
+    uint64_t size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (srv.aof_state != AOF_OFF) {
+        pthread_mutex_lock(&srv.fsync_mu);
+        int old = srv.aof_fd;
+        srv.aof_fd = fd;
+        pthread_mutex_unlock(&srv.fsync_mu);
+        if (old >= 0)
+            close(old);
+        if (srv.aof_state == AOF_WAIT_REWRITE) {
+            srv.aof_state = AOF_ON;
+            aof_start_fsync_thread();
+        }
+    } else {
+        close(fd);
+    }
+    srv.aof_current_size = srv.aof_base_size = size;
+    srv.aof_rewrite_buf.len = 0;
+    if (srv.aof_rewrite_buf.cap > 4 * 1024 * 1024)
+        buf_free(&srv.aof_rewrite_buf);
+    srv.aof_rewrites++;
+    srv.aof_last_bgrewrite_ok = 1;
+    srv.lastsave = srv.now_ms / 1000;
+    log_info("Background AOF rewrite finished successfully (%llu bytes)",
+             (unsigned long long)size);
+}
+
+void aof_check_child(void)
+{
+    if (srv.child_pid <= 0)
+        return;
+    int status;
+    pid_t pid = waitpid(srv.child_pid, &status, WNOHANG);
+    if (pid == 0)
+        return;
+    if (pid < 0) {
+        rewrite_done(0);
+        return;
+    }
+    rewrite_done(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+void aof_cron(void)
+{
+    aof_check_child();
+    if (srv.aof_state == AOF_ON && srv.child_pid <= 0 && srv.cfg.auto_aof_rewrite_pct &&
+        srv.aof_current_size > srv.cfg.auto_aof_rewrite_min) {
+        uint64_t base = srv.aof_base_size ? srv.aof_base_size : 1;
+        uint64_t growth = (srv.aof_current_size * 100 / base) - 100;
+        if (growth >= srv.cfg.auto_aof_rewrite_pct) {
+            char err[256];
+            log_info("Starting automatic rewriting of AOF on %llu%% growth",
+                     (unsigned long long)growth);
+            if (aof_rewrite_start(err, sizeof err) < 0)
+                log_warn("%s", err);
+        }
+    }
+    if (srv.aof_state == AOF_ON && srv.aof_buf.len && !srv.aof_last_write_ok)
+        aof_flush(0);
+}
+
+int aof_set_enabled(int on)
+{
+    if (on) {
+        if (srv.aof_state != AOF_OFF)
+            return 0;
+        srv.aof_state = AOF_WAIT_REWRITE;
+        char err[256];
+        if (srv.child_pid > 0) {
+            /* a rewrite is already running: its result becomes the AOF */
+            return 0;
+        }
+        if (aof_rewrite_start(err, sizeof err) < 0) {
+            log_warn("%s", err);
+            srv.aof_state = AOF_OFF;
+            return -1;
+        }
+        return 0;
+    }
+    if (srv.aof_state == AOF_OFF)
+        return 0;
+    aof_flush(1);
+    pthread_mutex_lock(&srv.fsync_mu);
+    int old = srv.aof_fd;
+    srv.aof_fd = -1;
+    pthread_mutex_unlock(&srv.fsync_mu);
+    if (old >= 0)
+        close(old);
+    srv.aof_state = AOF_OFF;
+    return 0;
+}

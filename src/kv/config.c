@@ -1,0 +1,516 @@
+#include "kv/config.h"
+
+#include "core/common.h"
+#include "kv/aof.h"
+#include "kv/mem.h"
+#include "kv/resp.h"
+#include "kv/util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+enum opt_kind { O_INT, O_SIZE, O_BOOL, O_STR, O_POLICY, O_FSYNC, O_LOGLEVEL, O_BIND, O_OBUF, O_NOOP };
+
+typedef struct {
+    const char *name;
+    enum opt_kind kind;
+    size_t off;       /* offset in kv_config */
+    long long min, max;
+    int immutable;    /* cannot change with CONFIG SET */
+} opt;
+
+#define OFF(f) offsetof(kv_config, f)
+
+static const opt opts[] = {
+    { "port", O_INT, OFF(port), 0, 65535, 1 },
+    { "bind", O_BIND, 0, 0, 0, 1 },
+    { "dir", O_STR, OFF(dir), 0, 0, 0 },
+    { "appendonly", O_BOOL, OFF(appendonly), 0, 1, 0 },
+    { "appendfsync", O_FSYNC, OFF(appendfsync), 0, 0, 0 },
+    { "appendfilename", O_STR, OFF(appendfilename), 0, 0, 1 },
+    { "requirepass", O_STR, OFF(requirepass), 0, 0, 0 },
+    { "maxclients", O_INT, OFF(maxclients), 1, 1000000, 0 },
+    { "maxmemory", O_SIZE, OFF(maxmemory), 0, LLONG_MAX, 0 },
+    { "maxmemory-policy", O_POLICY, OFF(maxmemory_policy), 0, 0, 0 },
+    { "maxmemory-samples", O_INT, OFF(maxmemory_samples), 1, 64, 0 },
+    { "databases", O_INT, OFF(databases), 1, 1024, 1 },
+    { "proto-max-bulk-len", O_SIZE, OFF(proto_max_bulk_len), 1024 * 1024, 512ll * 1024 * 1024, 0 },
+    { "client-output-buffer-limit", O_OBUF, 0, 0, 0, 0 },
+    { "hz", O_INT, OFF(hz), 1, 500, 0 },
+    { "auto-aof-rewrite-percentage", O_INT, OFF(auto_aof_rewrite_pct), 0, INT_MAX, 0 },
+    { "auto-aof-rewrite-min-size", O_SIZE, OFF(auto_aof_rewrite_min), 0, LLONG_MAX, 0 },
+    { "aof-load-truncated", O_BOOL, OFF(aof_load_truncated), 0, 1, 0 },
+    { "loglevel", O_LOGLEVEL, OFF(loglevel), 0, 0, 0 },
+    { "logfile", O_STR, OFF(logfile), 0, 0, 1 },
+    { "save", O_STR, OFF(save), 0, 0, 0 },
+    { "daemonize", O_BOOL, OFF(daemonize), 0, 0, 1 },
+    { "timeout", O_INT, OFF(timeout), 0, INT_MAX, 0 },
+    { "tcp-backlog", O_INT, OFF(tcp_backlog), 1, 65535, 1 },
+    { "active-expire-effort", O_INT, OFF(active_expire_effort), 1, 10, 0 },
+};
+
+/* Options accepted for compatibility; their value is remembered and
+ * reported by CONFIG GET but changes nothing. */
+static struct {
+    const char *name;
+    char value[96];
+} noops[] = {
+    { "hash-max-listpack-entries", "128" }, { "hash-max-listpack-value", "64" },
+    { "hash-max-ziplist-entries", "128" },  { "hash-max-ziplist-value", "64" },
+    { "list-max-listpack-size", "-2" },     { "list-max-ziplist-size", "-2" },
+    { "list-compress-depth", "0" },         { "set-max-intset-entries", "512" },
+    { "set-max-listpack-entries", "128" },  { "set-max-listpack-value", "64" },
+    { "zset-max-listpack-entries", "128" }, { "zset-max-listpack-value", "64" },
+    { "zset-max-ziplist-entries", "128" },  { "zset-max-ziplist-value", "64" },
+    { "activerehashing", "yes" },           { "lazyfree-lazy-eviction", "no" },
+    { "lazyfree-lazy-expire", "no" },       { "lazyfree-lazy-server-del", "no" },
+    { "lazyfree-lazy-user-del", "no" },     { "lazyfree-lazy-user-flush", "no" },
+    { "protected-mode", "yes" },            { "tcp-keepalive", "300" },
+    { "supervised", "no" },                 { "pidfile", "" },
+    { "appenddirname", "appendonlydir" },   { "aof-use-rdb-preamble", "no" },
+    { "rdbcompression", "yes" },            { "rdbchecksum", "yes" },
+    { "dbfilename", "dump.rdb" },           { "stop-writes-on-bgsave-error", "yes" },
+    { "lua-time-limit", "5000" },           { "busy-reply-threshold", "5000" },
+    { "slowlog-log-slower-than", "10000" }, { "slowlog-max-len", "128" },
+    { "latency-monitor-threshold", "0" },   { "notify-keyspace-events", "" },
+    { "io-threads", "1" },                  { "io-threads-do-reads", "no" },
+    { "always-show-logo", "no" },           { "set-proc-title", "yes" },
+    { "no-appendfsync-on-rewrite", "no" },  { "aof-rewrite-incremental-fsync", "yes" },
+    { "aof-timestamp-enabled", "no" },      { "dynamic-hz", "yes" },
+    { "jemalloc-bg-thread", "yes" },        { "activedefrag", "no" },
+    { "replica-read-only", "yes" },         { "repl-diskless-sync", "yes" },
+    { "syslog-enabled", "no" },             { "crash-log-enabled", "yes" },
+    { "rdb-save-incremental-fsync", "yes" },{ "hll-sparse-max-bytes", "3000" },
+    { "stream-node-max-bytes", "4096" },    { "stream-node-max-entries", "100" },
+    { "client-query-buffer-limit", "1073741824" }, { "lfu-log-factor", "10" },
+    { "lfu-decay-time", "1" },              { "maxmemory-eviction-tenacity", "10" },
+    { "enable-debug-command", "no" },       { "enable-protected-configs", "no" },
+    { "enable-module-command", "no" },      { "unixsocket", "" },
+    { "unixsocketperm", "0" },              { "cluster-enabled", "no" },
+    { "oom-score-adj", "no" },              { "disable-thp", "yes" },
+    { "replica-lazy-flush", "no" },
+};
+
+static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",
+                                      "allkeys-random", "volatile-random", "volatile-ttl" };
+static const char *fsync_names[] = { "always", "everysec", "no" };
+static const char *loglevel_names[] = { "warning", "notice", "verbose", "debug" };
+
+const char *kv_policy_name(enum kv_policy p) { return policy_names[p]; }
+const char *kv_fsync_name(enum kv_fsync f) { return fsync_names[f]; }
+
+static char *xstrdup(const char *s)
+{
+    return kv_strndup(s, strlen(s));
+}
+
+void kv_config_defaults(kv_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->port = 6379;
+    cfg->bind[0] = xstrdup("127.0.0.1");
+    cfg->bind[1] = xstrdup("-::1");
+    cfg->nbind = 2;
+    cfg->appendonly = 0;
+    cfg->appendfsync = FSYNC_EVERYSEC;
+    cfg->appendfilename = xstrdup("appendonly.aof");
+    cfg->requirepass = xstrdup("");
+    cfg->maxclients = 10000;
+    cfg->maxmemory = 0;
+    cfg->maxmemory_policy = MM_NOEVICTION;
+    cfg->maxmemory_samples = 5;
+    cfg->databases = KV_DEFAULT_DBS;
+    cfg->proto_max_bulk_len = 512ull * 1024 * 1024;
+    cfg->obuf_hard = 512ull * 1024 * 1024;
+    cfg->obuf_soft = 128ull * 1024 * 1024;
+    cfg->obuf_soft_secs = 60;
+    cfg->hz = 10;
+    cfg->auto_aof_rewrite_pct = 100;
+    cfg->auto_aof_rewrite_min = 64ull * 1024 * 1024;
+    cfg->aof_load_truncated = 1;
+    cfg->loglevel = 2; /* LOG_INFO */
+    cfg->logfile = xstrdup("");
+    cfg->save = xstrdup("");
+    cfg->timeout = 0;
+    cfg->tcp_backlog = 511;
+    cfg->active_expire_effort = 1;
+}
+
+/* Redis memory units: k = 1000, kb = 1024, m, mb, g, gb. */
+static int parse_memory(const char *s, uint64_t *out)
+{
+    size_t n = strlen(s), i = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++;
+    uint64_t v;
+    if (num_parse_u64(s, i, UINT64_MAX, &v) < 0)
+        return -1;
+    const char *u = s + i;
+    static const struct { const char *u; uint64_t mul; } units[] = {
+        { "", 1 }, { "b", 1 }, { "k", 1000 }, { "kb", 1024 }, { "m", 1000000 },
+        { "mb", 1024 * 1024 }, { "g", 1000000000ull }, { "gb", 1024ull * 1024 * 1024 },
+    };
+    for (size_t k = 0; k < ARRAY_LEN(units); k++) {
+        if (strcasecmp(u, units[k].u) == 0) {
+            if (units[k].mul > 1 && v > UINT64_MAX / units[k].mul)
+                return -1;
+            *out = v * units[k].mul;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_yesno(const char *s, int *out)
+{
+    if (strcasecmp(s, "yes") == 0) {
+        *out = 1;
+        return 0;
+    }
+    if (strcasecmp(s, "no") == 0) {
+        *out = 0;
+        return 0;
+    }
+    return -1;
+}
+
+static int pick(const char *s, const char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void set_int(kv_config *cfg, const opt *o, long long v)
+{
+    char *p = (char *)cfg + o->off;
+    if (o->off == OFF(maxclients) || o->off == OFF(auto_aof_rewrite_pct) ||
+        o->off == OFF(timeout))
+        *(uint64_t *)(void *)p = (uint64_t)v;
+    else
+        *(int *)(void *)p = (int)v;
+}
+
+int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int at_runtime,
+                  char *err, size_t errlen)
+{
+    const opt *o = NULL;
+    for (size_t i = 0; i < ARRAY_LEN(opts); i++)
+        if (strcasecmp(name, opts[i].name) == 0)
+            o = &opts[i];
+    if (!o) {
+        for (size_t i = 0; i < ARRAY_LEN(noops); i++) {
+            if (strcasecmp(name, noops[i].name) == 0) {
+                if (argc != 1) {
+                    snprintf(err, errlen, "wrong number of arguments");
+                    return -1;
+                }
+                snprintf(noops[i].value, sizeof noops[i].value, "%s", argv[0]);
+                return 0;
+            }
+        }
+        snprintf(err, errlen, "Bad directive or wrong number of arguments");
+        return 1; /* unknown */
+    }
+    if (at_runtime && o->immutable) {
+        snprintf(err, errlen, "can't set immutable config");
+        return -1;
+    }
+    if (o->kind == O_BIND) {
+        if (argc < 1 || argc > KV_MAX_BIND) {
+            snprintf(err, errlen, "wrong number of arguments");
+            return -1;
+        }
+        for (int i = 0; i < cfg->nbind; i++)
+            kv_free(cfg->bind[i]);
+        for (int i = 0; i < argc; i++)
+            cfg->bind[i] = xstrdup(argv[i]);
+        cfg->nbind = argc;
+        return 0;
+    }
+    if (o->kind == O_OBUF) {
+        if (argc % 4 != 0 || argc == 0) {
+            snprintf(err, errlen, "wrong number of arguments");
+            return -1;
+        }
+        for (int i = 0; i < argc; i += 4) {
+            uint64_t hard, soft, secs;
+            if (parse_memory(argv[i + 1], &hard) < 0 || parse_memory(argv[i + 2], &soft) < 0 ||
+                num_parse_u64(argv[i + 3], strlen(argv[i + 3]), INT_MAX, &secs) < 0) {
+                snprintf(err, errlen, "Invalid client output buffer limit");
+                return -1;
+            }
+            if (strcasecmp(argv[i], "normal") == 0) {
+                cfg->obuf_hard = hard;
+                cfg->obuf_soft = soft;
+                cfg->obuf_soft_secs = secs;
+            } else if (strcasecmp(argv[i], "replica") && strcasecmp(argv[i], "slave") &&
+                       strcasecmp(argv[i], "pubsub")) {
+                snprintf(err, errlen, "Invalid client class specified in buffer limit configuration.");
+                return -1;
+            }
+        }
+        return 0;
+    }
+    if (argc != 1) {
+        if (o->kind == O_STR && o->off == OFF(save)) {
+            /* save 3600 1 300 100: accepted, snapshots are not implemented */
+            return 0;
+        }
+        snprintf(err, errlen, "wrong number of arguments");
+        return -1;
+    }
+    const char *v = argv[0];
+    char *p = (char *)cfg + o->off;
+    switch (o->kind) {
+    case O_INT: {
+        long long n;
+        if (kv_parse_ll(v, strlen(v), &n) < 0) {
+            snprintf(err, errlen, "argument couldn't be parsed into an integer");
+            return -1;
+        }
+        if (n < o->min || n > o->max) {
+            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min,
+                     o->max);
+            return -1;
+        }
+        set_int(cfg, o, n);
+        return 0;
+    }
+    case O_SIZE: {
+        uint64_t n;
+        if (parse_memory(v, &n) < 0) {
+            snprintf(err, errlen, "argument must be a memory value");
+            return -1;
+        }
+        if (n < (uint64_t)o->min || n > (uint64_t)o->max) {
+            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min,
+                     o->max);
+            return -1;
+        }
+        *(uint64_t *)(void *)p = n;
+        return 0;
+    }
+    case O_BOOL: {
+        int b;
+        if (parse_yesno(v, &b) < 0) {
+            snprintf(err, errlen, "argument must be 'yes' or 'no'");
+            return -1;
+        }
+        if (o->off == OFF(daemonize) && b) {
+            snprintf(err, errlen, "daemonize is not supported (run under a supervisor)");
+            return -1;
+        }
+        if (o->off == OFF(appendonly) && at_runtime && b != cfg->appendonly) {
+            if (aof_set_enabled(b) < 0) {
+                snprintf(err, errlen, "could not switch the AOF (see the log)");
+                return -1;
+            }
+        }
+        *(int *)(void *)p = b;
+        return 0;
+    }
+    case O_STR: {
+        if (o->off == OFF(dir) && at_runtime && chdir(v) < 0) {
+            snprintf(err, errlen, "No such file or directory");
+            return -1;
+        }
+        char **sp = (char **)(void *)p;
+        kv_free(*sp);
+        *sp = xstrdup(v);
+        return 0;
+    }
+    case O_POLICY: {
+        int k = pick(v, policy_names, ARRAY_LEN(policy_names));
+        if (k < 0) {
+            snprintf(err, errlen, "argument(s) must be one of the following: volatile-lru, "
+                                  "volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, "
+                                  "allkeys-lfu, allkeys-random, noeviction");
+            return -1;
+        }
+        cfg->maxmemory_policy = (enum kv_policy)k;
+        return 0;
+    }
+    case O_FSYNC: {
+        int k = pick(v, fsync_names, ARRAY_LEN(fsync_names));
+        if (k < 0) {
+            snprintf(err, errlen, "argument(s) must be one of the following: always, everysec, no");
+            return -1;
+        }
+        cfg->appendfsync = (enum kv_fsync)k;
+        if (at_runtime) {
+            if (k == FSYNC_EVERYSEC)
+                aof_start_fsync_thread();
+        }
+        return 0;
+    }
+    case O_LOGLEVEL: {
+        int k = pick(v, loglevel_names, ARRAY_LEN(loglevel_names));
+        if (k < 0) {
+            snprintf(err, errlen, "argument(s) must be one of the following: debug, verbose, notice, warning");
+            return -1;
+        }
+        /* warning -> LOG_WARN, notice -> LOG_INFO, verbose/debug -> LOG_DEBUG */
+        static const int map[] = { 1, 2, 3, 3 };
+        cfg->loglevel = map[k];
+        return 0;
+    }
+    default:
+        return -1;
+    }
+}
+
+int kv_split_line(const char *line, char ***argvp)
+{
+    resp_parser p;
+    resp_parser_init(&p);
+    size_t n = strlen(line);
+    char *b = kv_malloc(n + 2);
+    memcpy(b, line, n);
+    b[n] = '\n';
+    b[n + 1] = '\0';
+    p.kind = 'i'; /* force inline even for a leading '*' */
+    int rc = resp_parse(&p, b, n + 1);
+    int argc = -1;
+    if (rc == RESP_CMD || (rc == RESP_AGAIN && p.nargs == 0)) {
+        argc = (int)p.nargs;
+        char **argv = kv_malloc(((size_t)argc + 1) * sizeof *argv);
+        for (int i = 0; i < argc; i++)
+            argv[i] = kv_strndup(b + p.args[i].off, p.args[i].len);
+        argv[argc] = NULL;
+        *argvp = argv;
+    }
+    kv_free(b);
+    resp_parser_free(&p);
+    return argc;
+}
+
+void kv_free_argv(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        kv_free(argv[i]);
+    kv_free(argv);
+}
+
+int kv_config_load_file(kv_config *cfg, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ' ||
+                     line[n - 1] == '\t'))
+            line[--n] = '\0';
+        char *s = line;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (*s == '\0' || *s == '#')
+            continue;
+        char **argv;
+        int argc = kv_split_line(s, &argv);
+        if (argc < 0) {
+            snprintf(err, errlen, "%s:%d: unbalanced quotes in configuration line", path, lineno);
+            rc = -1;
+            break;
+        }
+        if (argc == 0) {
+            kv_free_argv(argc, argv);
+            continue;
+        }
+        char msg[256];
+        int r = kv_config_set(cfg, argv[0], argc - 1, argv + 1, 0, msg, sizeof msg);
+        if (r == 1) {
+            fprintf(stderr, "brisk-kv: %s:%d: ignoring unsupported directive '%s'\n", path,
+                    lineno, argv[0]);
+        } else if (r < 0) {
+            snprintf(err, errlen, "%s:%d: '%s': %s", path, lineno, argv[0], msg);
+            kv_free_argv(argc, argv);
+            rc = -1;
+            break;
+        }
+        kv_free_argv(argc, argv);
+    }
+    fclose(f);
+    return rc;
+}
+
+static void fmt_value(const kv_config *cfg, const opt *o, char *out, size_t n)
+{
+    const char *p = (const char *)cfg + o->off;
+    switch (o->kind) {
+    case O_INT:
+        if (o->off == OFF(maxclients) || o->off == OFF(auto_aof_rewrite_pct) ||
+            o->off == OFF(timeout))
+            snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)(const void *)p);
+        else
+            snprintf(out, n, "%d", *(const int *)(const void *)p);
+        break;
+    case O_SIZE:
+        snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)(const void *)p);
+        break;
+    case O_BOOL:
+        snprintf(out, n, "%s", *(const int *)(const void *)p ? "yes" : "no");
+        break;
+    case O_STR: {
+        const char *s = *(char *const *)(const void *)p;
+        if (o->off == OFF(dir)) {
+            if (!getcwd(out, n))
+                out[0] = '\0';
+            return;
+        }
+        snprintf(out, n, "%s", s ? s : "");
+        break;
+    }
+    case O_POLICY: snprintf(out, n, "%s", policy_names[cfg->maxmemory_policy]); break;
+    case O_FSYNC: snprintf(out, n, "%s", fsync_names[cfg->appendfsync]); break;
+    case O_LOGLEVEL: {
+        static const char *names[] = { "warning", "warning", "notice", "verbose" };
+        snprintf(out, n, "%s", names[cfg->loglevel & 3]);
+        break;
+    }
+    case O_BIND: {
+        size_t k = 0;
+        out[0] = '\0';
+        for (int i = 0; i < cfg->nbind && k < n; i++)
+            k += (size_t)snprintf(out + k, n - k, "%s%s", i ? " " : "", cfg->bind[i]);
+        break;
+    }
+    case O_OBUF:
+        snprintf(out, n, "normal %llu %llu %llu slave 268435456 67108864 60 pubsub 33554432 8388608 60",
+                 (unsigned long long)cfg->obuf_hard, (unsigned long long)cfg->obuf_soft,
+                 (unsigned long long)cfg->obuf_soft_secs);
+        break;
+    default:
+        out[0] = '\0';
+    }
+}
+
+void kv_config_get(const kv_config *cfg, str pattern,
+                   void (*fn)(void *ud, const char *name, const char *value), void *ud)
+{
+    char val[PATH_MAX + 64];
+    for (size_t i = 0; i < ARRAY_LEN(opts); i++) {
+        const char *name = opts[i].name;
+        if (!kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))
+            continue;
+        fmt_value(cfg, &opts[i], val, sizeof val);
+        fn(ud, name, val);
+    }
+    for (size_t i = 0; i < ARRAY_LEN(noops); i++) {
+        const char *name = noops[i].name;
+        if (kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))
+            fn(ud, name, noops[i].value);
+    }
+}

@@ -1,0 +1,26 @@
+/* brisk-kv configuration: redis.conf syntax in files, "--name value" on
+ * the command line, CONFIG GET/SET at run time, from one table. */
+#ifndef BRISK_KV_CONFIG_H
+#define BRISK_KV_CONFIG_H
+
+#include "kv/server.h"
+
+void kv_config_defaults(kv_config *cfg);
+/* Applies "name arg..." (from a file line, the command line or CONFIG
+ * SET). Returns 0, or -1 with a message in err. at_runtime refuses
+ * options that cannot change while serving. */
+int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int at_runtime,
+                  char *err, size_t errlen);
+/* Reads a redis.conf style file. Returns 0, or -1 with "file:line: msg". */
+int kv_config_load_file(kv_config *cfg, const char *path, char *err, size_t errlen);
+/* Calls fn for every (name, value) whose name matches the glob pattern. */
+void kv_config_get(const kv_config *cfg, str pattern,
+                   void (*fn)(void *ud, const char *name, const char *value), void *ud);
+const char *kv_policy_name(enum kv_policy p);
+const char *kv_fsync_name(enum kv_fsync f);
+/* Splits a line like redis.conf does (quotes, escapes). Returns argc or
+ * -1 on unbalanced quotes; the strings are malloc'd into argv. */
+int kv_split_line(const char *line, char ***argv);
+void kv_free_argv(int argc, char **argv);
+
+#endif

@@ -1,0 +1,814 @@
+/* The brisk-kv server: listeners, clients, the command dispatcher and the
+ * end-of-batch work (AOF flush, then one write per client). */
+#include "kv/server.h"
+
+#include "core/log.h"
+#include "core/net.h"
+#include "kv/aof.h"
+#include "kv/config.h"
+#include "kv/db.h"
+#include "kv/mem.h"
+#include "kv/reply.h"
+#include "kv/types.h"
+#include "kv/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+kv_server srv;
+
+#define READ_CHUNK (16 * 1024)
+#define QUERYBUF_MAX (1024ull * 1024 * 1024)
+#define UNAUTH_MAX_MULTIBULK 10
+#define UNAUTH_MAX_BULK 16384
+
+/* ---- command lookup: open addressing over lower-case names ---- */
+
+#define CMD_SLOTS 1024
+static const kv_cmd *cmd_slots[CMD_SLOTS];
+
+static uint32_t name_hash(const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
+
+static void cmd_table_init(void)
+{
+    for (size_t i = 0; i < kv_ncommands; i++) {
+        const kv_cmd *cmd = &kv_commands[i];
+        uint32_t h = name_hash(cmd->name, strlen(cmd->name)) & (CMD_SLOTS - 1);
+        while (cmd_slots[h])
+            h = (h + 1) & (CMD_SLOTS - 1);
+        cmd_slots[h] = cmd;
+    }
+    srv.cmd_stats = kv_calloc(kv_ncommands * sizeof *srv.cmd_stats);
+}
+
+const kv_cmd *kv_cmd_lookup(str name)
+{
+    char low[32];
+    if (name.len == 0 || name.len >= sizeof low)
+        return NULL;
+    for (size_t i = 0; i < name.len; i++)
+        low[i] = ascii_lower(name.p[i]);
+    uint32_t h = name_hash(low, name.len) & (CMD_SLOTS - 1);
+    for (const kv_cmd *cmd; (cmd = cmd_slots[h]); h = (h + 1) & (CMD_SLOTS - 1))
+        if (strlen(cmd->name) == name.len && memcmp(cmd->name, low, name.len) == 0)
+            return cmd;
+    return NULL;
+}
+
+/* ---- clients ---- */
+
+static void client_io_cb(loop *l, loop_io *io, unsigned events);
+
+static kv_client *client_alloc(int fd)
+{
+    kv_client *c = kv_calloc(sizeof *c);
+    c->fd = fd;
+    c->id = ++srv.next_client_id;
+    c->resp = 2;
+    c->db = &srv.dbs[0];
+    c->io.fd = -1;
+    resp_parser_init(&c->parser);
+    c->parser.max_bulk = srv.cfg.proto_max_bulk_len;
+    c->ctime_ms = c->last_ms = srv.now_ms;
+    if (!srv.cfg.requirepass || !srv.cfg.requirepass[0])
+        c->flags |= CLIENT_AUTHED;
+    else {
+        c->parser.max_multibulk = UNAUTH_MAX_MULTIBULK;
+        c->parser.max_bulk = UNAUTH_MAX_BULK;
+    }
+    return c;
+}
+
+kv_client *kv_client_new_fake(void)
+{
+    kv_client *c = client_alloc(-1);
+    c->flags |= CLIENT_FAKE | CLIENT_AUTHED;
+    c->parser.max_bulk = RESP_MAX_BULK;
+    c->parser.max_multibulk = RESP_MAX_MULTIBULK;
+    return c;
+}
+
+static void client_free_mem(kv_client *c)
+{
+    buf_free(&c->rbuf);
+    buf_free(&c->wbuf);
+    buf_free(&c->prop_buf);
+    resp_parser_free(&c->parser);
+    kv_free(c->argv);
+    kv_free(c->prop_argv);
+    kv_free(c->name);
+    kv_free(c->lib_name);
+    kv_free(c->lib_ver);
+    for (int i = 0; i < c->mcount; i++)
+        kv_free(c->mq[i].argv);
+    kv_free(c->mq);
+    kv_free(c->watched);
+    kv_free(c);
+}
+
+void kv_client_free_fake(kv_client *c)
+{
+    kv_unwatch_all(c);
+    client_free_mem(c);
+}
+
+static void discard_multi(kv_client *c)
+{
+    for (int i = 0; i < c->mcount; i++)
+        kv_free(c->mq[i].argv);
+    c->mcount = 0;
+    c->flags &= ~(CLIENT_MULTI | CLIENT_DIRTY_CAS | CLIENT_DIRTY_EXEC);
+}
+
+void kv_client_close(kv_client *c)
+{
+    if (c->flags & CLIENT_CLOSED)
+        return;
+    c->flags |= CLIENT_CLOSED;
+    if (c->fd >= 0) {
+        loop_io_forget(&srv.loop, &c->io);
+        close(c->fd);
+        c->fd = -1;
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv.clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv.nclients--;
+    kv_unwatch_all(c);
+    discard_multi(c);
+    c->next_free = srv.to_free;
+    srv.to_free = c;
+}
+
+static void mark_pending(kv_client *c)
+{
+    if (!(c->flags & CLIENT_PENDING_WRITE)) {
+        c->flags |= CLIENT_PENDING_WRITE;
+        c->next_pending = srv.pending;
+        srv.pending = c;
+    }
+}
+
+void kv_client_set_db(kv_client *c, int id)
+{
+    c->db = &srv.dbs[id];
+}
+
+/* Writes what the client has pending: one write() per batch; the rest
+ * waits for POLLOUT. */
+static void client_write(kv_client *c)
+{
+    while (c->wpos < c->wbuf.len) {
+        ssize_t n = write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
+        if (n > 0) {
+            c->wpos += (size_t)n;
+            srv.stat_net_out += (uint64_t)n;
+            if (c->wpos < c->wbuf.len)
+                break; /* the socket buffer is full: wait for POLLOUT */
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        kv_client_close(c);
+        return;
+    }
+    if (c->wpos == c->wbuf.len) {
+        c->wpos = c->wbuf.len = 0;
+        if (c->wbuf.cap > 1024 * 1024)
+            buf_free(&c->wbuf);
+        c->obuf_soft_since = 0;
+        if (c->flags & CLIENT_CLOSE_AFTER_REPLY) {
+            kv_client_close(c);
+            return;
+        }
+        loop_io_set(&srv.loop, &c->io, LOOP_READ);
+    } else {
+        loop_io_set(&srv.loop, &c->io, LOOP_READ | LOOP_WRITE);
+    }
+}
+
+void kv_flush_clients(void)
+{
+    kv_client *c = srv.pending;
+    srv.pending = NULL;
+    while (c) {
+        kv_client *next = c->next_pending;
+        c->flags &= ~CLIENT_PENDING_WRITE;
+        if (!(c->flags & CLIENT_CLOSED)) {
+            if (c->flags & CLIENT_CLOSE_ASAP)
+                kv_client_close(c);
+            else
+                client_write(c);
+        }
+        c = next;
+    }
+}
+
+static void check_output_limits(kv_client *c)
+{
+    size_t pending = c->wbuf.len - c->wpos;
+    if (srv.cfg.obuf_hard && pending > srv.cfg.obuf_hard) {
+        log_warn("client id=%llu addr=%s closed: output buffer %zu bytes over the hard limit",
+                 (unsigned long long)c->id, c->addr, pending);
+        c->flags |= CLIENT_CLOSE_ASAP;
+        return;
+    }
+    if (srv.cfg.obuf_soft && pending > srv.cfg.obuf_soft) {
+        if (!c->obuf_soft_since)
+            c->obuf_soft_since = srv.now_ms;
+        else if ((uint64_t)(srv.now_ms - c->obuf_soft_since) > srv.cfg.obuf_soft_secs * 1000) {
+            log_warn("client id=%llu addr=%s closed: output buffer over the soft limit",
+                     (unsigned long long)c->id, c->addr);
+            c->flags |= CLIENT_CLOSE_ASAP;
+        }
+    } else {
+        c->obuf_soft_since = 0;
+    }
+}
+
+static void build_argv(kv_client *c)
+{
+    resp_parser *p = &c->parser;
+    if (p->nargs > c->argv_cap) {
+        c->argv_cap = p->nargs < 16 ? 16 : p->nargs;
+        kv_free(c->argv);
+        c->argv = kv_malloc(c->argv_cap * sizeof *c->argv);
+    }
+    for (size_t i = 0; i < p->nargs; i++) {
+        c->argv[i].p = c->rbuf.data + p->args[i].off;
+        c->argv[i].len = p->args[i].len;
+    }
+    c->argc = (int)p->nargs;
+}
+
+static void process_input(kv_client *c)
+{
+    while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) {
+        int rc = resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
+        if (rc == RESP_AGAIN)
+            break;
+        if (rc == RESP_ERROR) {
+            log_info("client id=%llu addr=%s: %s", (unsigned long long)c->id, c->addr,
+                     c->parser.err);
+            c->cmd = NULL;
+            reply_errorf(c, "ERR %s", c->parser.err);
+            c->flags |= CLIENT_CLOSE_AFTER_REPLY | CLIENT_PROTO_ERROR;
+            break;
+        }
+        build_argv(c);
+        kv_call(c);
+        resp_parser_next(&c->parser);
+    }
+    if (c->flags & CLIENT_CLOSED)
+        return;
+    /* Drop consumed bytes; keep a partial command at the front. */
+    size_t used = c->parser.pos;
+    if (used > 0) {
+        size_t rest = c->rbuf.len - used;
+        if (rest)
+            memmove(c->rbuf.data, c->rbuf.data + used, rest);
+        c->rbuf.len = rest;
+        resp_parser_shift(&c->parser, used);
+    }
+    if (c->rbuf.len == 0 && c->rbuf.cap > 4 * READ_CHUNK)
+        buf_free(&c->rbuf);
+    if (c->wbuf.len > c->wpos) {
+        check_output_limits(c);
+        mark_pending(c);
+    }
+}
+
+static void client_read(kv_client *c)
+{
+    size_t want = resp_parser_want(&c->parser, c->rbuf.len);
+    if (want > 64 * 1024 * 1024)
+        want = 64 * 1024 * 1024;
+    if (want < READ_CHUNK)
+        want = READ_CHUNK;
+    if (buf_reserve(&c->rbuf, want) < 0) {
+        kv_client_close(c);
+        return;
+    }
+    ssize_t n = read(c->fd, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len);
+    if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        kv_client_close(c);
+        return;
+    }
+    c->rbuf.len += (size_t)n;
+    srv.stat_net_in += (uint64_t)n;
+    c->last_ms = srv.now_ms;
+    if (c->rbuf.len > QUERYBUF_MAX) {
+        log_warn("client id=%llu addr=%s closed: query buffer over 1 GB",
+                 (unsigned long long)c->id, c->addr);
+        kv_client_close(c);
+        return;
+    }
+    process_input(c);
+}
+
+static void client_io_cb(loop *l, loop_io *io, unsigned events)
+{
+    kv_client *c = io->udata;
+    if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR))
+        client_read(c);
+    if (!(c->flags & CLIENT_CLOSED) && (events & LOOP_WRITE))
+        mark_pending(c); /* written at batch end, after the AOF */
+}
+
+static void accept_cb(loop *l, loop_io *io, unsigned events)
+{
+    for (int i = 0; i < 64; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(io->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                log_warn("accept: %s", strerror(errno));
+            return;
+        }
+        if (srv.nclients >= srv.cfg.maxclients) {
+            static const char msg[] = "-ERR max number of clients reached\r\n";
+            ssize_t w = write(fd, msg, sizeof msg - 1);
+            (void)w;
+            close(fd);
+            srv.stat_rejected_conns++;
+            continue;
+        }
+        kv_client *c = client_alloc(fd);
+        char ip[64];
+        net_format_ip((struct sockaddr *)&ss, ip, sizeof ip);
+        snprintf(c->addr, sizeof c->addr, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip,
+                 net_port((struct sockaddr *)&ss));
+        struct sockaddr_storage ls;
+        socklen_t ll = sizeof ls;
+        if (getsockname(fd, (struct sockaddr *)&ls, &ll) == 0) {
+            net_format_ip((struct sockaddr *)&ls, ip, sizeof ip);
+            snprintf(c->laddr, sizeof c->laddr, ls.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d",
+                     ip, net_port((struct sockaddr *)&ls));
+        }
+        if (loop_io_start(&srv.loop, &c->io, fd, LOOP_READ, client_io_cb, c) < 0) {
+            close(fd);
+            client_free_mem(c);
+            continue;
+        }
+        c->next = srv.clients;
+        if (srv.clients)
+            srv.clients->prev = c;
+        srv.clients = c;
+        srv.nclients++;
+        srv.stat_conns++;
+    }
+}
+
+/* ---- command dispatch ---- */
+
+static void unknown_command(kv_client *c)
+{
+    char args[256];
+    size_t n = 0;
+    args[0] = '\0';
+    for (int i = 1; i < c->argc && n < 128; i++) {
+        int room = (int)(128 - n);
+        int len = (int)MIN(c->argv[i].len, (size_t)room);
+        int w = snprintf(args + n, sizeof args - n, "'%.*s' ", len, c->argv[i].p);
+        if (w < 0)
+            break;
+        n += (size_t)w;
+        if (n >= sizeof args)
+            n = sizeof args - 1;
+    }
+    reply_errorf(c, "ERR unknown command '%.*s', with args beginning with: %s",
+                 (int)MIN(c->argv[0].len, 128), c->argv[0].p, args);
+}
+
+static void touch_command_keys(kv_client *c, const kv_cmd *cmd)
+{
+    if (cmd->first_key <= 0)
+        return;
+    int last = cmd->last_key < 0 ? c->argc + cmd->last_key : cmd->last_key;
+    int step = cmd->key_step > 0 ? cmd->key_step : 1;
+    for (int i = cmd->first_key; i <= last && i < c->argc; i += step)
+        kv_touch_key(c->db, c->argv[i]);
+}
+
+/* Runs cmd for c with c->argv and propagates it when it changed data. */
+static void call_proc(kv_client *c, const kv_cmd *cmd)
+{
+    uint64_t dirty = srv.dirty;
+    c->prop_argc = 0;
+    c->cmd = cmd;
+    cmd->proc(c);
+    srv.cmd_stats[cmd - kv_commands].calls++;
+    srv.stat_cmds++;
+    if (srv.dirty != dirty && (cmd->flags & CMD_WRITE)) {
+        if (!(c->flags & CLIENT_NO_PROPAGATE) && !srv.loading) {
+            if (c->prop_argc > 0)
+                aof_feed(c->db, c->prop_argc, c->prop_argv);
+            else if (c->prop_argc == 0)
+                aof_feed(c->db, c->argc, c->argv);
+        }
+        if (srv.watch_keys)
+            touch_command_keys(c, cmd);
+    }
+    c->lastcmd = cmd;
+}
+
+void kv_propagate_as(kv_client *c, int argc, const str *argv)
+{
+    /* Copy: argv may point into a scratch buffer of the handler. */
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++)
+        bytes += argv[i].len;
+    c->prop_buf.len = 0;
+    if (buf_reserve(&c->prop_buf, bytes + 1) < 0)
+        abort();
+    if (argc > c->prop_cap) {
+        kv_free(c->prop_argv);
+        c->prop_argv = kv_malloc((size_t)argc * sizeof *c->prop_argv);
+        c->prop_cap = argc;
+    }
+    for (int i = 0; i < argc; i++) {
+        c->prop_argv[i].p = c->prop_buf.data + c->prop_buf.len;
+        c->prop_argv[i].len = argv[i].len;
+        buf_put(&c->prop_buf, argv[i].p, argv[i].len);
+    }
+    c->prop_argc = argc > 0 ? argc : -1; /* -1: propagate nothing */
+}
+
+static int is_multi_control(const kv_cmd *cmd)
+{
+    return cmd->proc == exec_command || cmd->proc == discard_command ||
+           cmd->proc == multi_command || cmd->proc == watch_command ||
+           cmd->proc == quit_command || cmd->proc == reset_command;
+}
+
+static void queue_multi(kv_client *c, const kv_cmd *cmd)
+{
+    if (c->mcount == c->mcap) {
+        c->mcap = c->mcap ? c->mcap * 2 : 8;
+        c->mq = kv_realloc(c->mq, (size_t)c->mcap * sizeof *c->mq);
+    }
+    size_t bytes = (size_t)c->argc * sizeof(str);
+    for (int i = 0; i < c->argc; i++)
+        bytes += c->argv[i].len;
+    str *argv = kv_malloc(bytes);
+    char *p = (char *)(argv + c->argc);
+    for (int i = 0; i < c->argc; i++) {
+        memcpy(p, c->argv[i].p, c->argv[i].len);
+        argv[i].p = p;
+        argv[i].len = c->argv[i].len;
+        p += c->argv[i].len;
+    }
+    c->mq[c->mcount++] = (kv_mcmd){ .cmd = cmd, .argc = c->argc, .argv = argv };
+    reply_raw(c, "+QUEUED\r\n", 9);
+}
+
+void kv_call(kv_client *c)
+{
+    const kv_cmd *cmd = kv_cmd_lookup(c->argv[0]);
+    c->cmd = NULL;
+    if (UNLIKELY(!cmd)) {
+        unknown_command(c);
+        if (c->flags & CLIENT_MULTI)
+            c->flags |= CLIENT_DIRTY_EXEC;
+        return;
+    }
+    if (UNLIKELY((cmd->arity > 0 && c->argc != cmd->arity) ||
+                 (cmd->arity < 0 && c->argc < -cmd->arity))) {
+        c->cmd = cmd;
+        srv.cmd_stats[cmd - kv_commands].rejected++;
+        reply_arity_error(c, cmd->name);
+        c->cmd = NULL;
+        if (c->flags & CLIENT_MULTI)
+            c->flags |= CLIENT_DIRTY_EXEC;
+        return;
+    }
+    if (UNLIKELY(!(c->flags & CLIENT_AUTHED)) && !(cmd->flags & CMD_NO_AUTH)) {
+        reply_error(c, ERR_NOAUTH);
+        if (c->flags & CLIENT_MULTI)
+            c->flags |= CLIENT_DIRTY_EXEC;
+        return;
+    }
+    if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
+        queue_multi(c, cmd);
+        return;
+    }
+    if (UNLIKELY(srv.cfg.maxmemory) && (cmd->flags & CMD_DENYOOM) && !srv.loading) {
+        if (kv_evict_if_needed() < 0) {
+            srv.cmd_stats[cmd - kv_commands].rejected++;
+            reply_error(c, ERR_OOM);
+            return;
+        }
+    }
+    call_proc(c, cmd);
+}
+
+/* Runs the queued commands of a transaction (from EXEC). */
+int kv_exec_command(kv_client *c, int argc, str *argv)
+{
+    const kv_cmd *cmd = kv_cmd_lookup(argv[0]);
+    if (!cmd)
+        return -1;
+    int sargc = c->argc;
+    str *sargv = c->argv;
+    c->argc = argc;
+    c->argv = argv;
+    if (srv.cfg.maxmemory && (cmd->flags & CMD_DENYOOM) && kv_evict_if_needed() < 0) {
+        c->cmd = cmd;
+        reply_error(c, ERR_OOM);
+    } else {
+        call_proc(c, cmd);
+    }
+    c->argc = sargc;
+    c->argv = sargv;
+    return 0;
+}
+
+/* ---- the loop hooks ---- */
+
+static void update_time(void)
+{
+    srv.now_ms = kv_unix_ms();
+    srv.lru_clock = (uint32_t)((srv.now_ms / 1000) & 0xfffffff);
+}
+
+static void before_dispatch(loop *l, void *ud)
+{
+    update_time();
+}
+
+static void free_closed(void)
+{
+    while (srv.to_free) {
+        kv_client *c = srv.to_free;
+        srv.to_free = c->next_free;
+        client_free_mem(c);
+    }
+}
+
+static void on_iteration_end(loop *l, void *ud)
+{
+    if (srv.aof_buf.len)
+        aof_flush(0);
+    if (srv.pending)
+        kv_flush_clients();
+    if (srv.to_free)
+        free_closed();
+}
+
+static void on_wake(loop *l, void *ud)
+{
+    if (srv.shutdown_asap)
+        loop_stop(l);
+}
+
+static void cron_cb(loop *l, timer *t)
+{
+    update_time();
+    srv.cronloops++;
+    int64_t budget_us = 25000 * (int64_t)srv.cfg.active_expire_effort / 10 * 10 / srv.cfg.hz;
+    if (budget_us < 1000)
+        budget_us = 1000;
+    db_active_expire(budget_us);
+    /* Incremental rehash of idle tables: at most ~1 ms. */
+    int64_t start = kv_unix_us();
+    for (int i = 0; i < srv.cfg.databases; i++) {
+        kv_db *db = &srv.dbs[i];
+        dict_shrink_if_sparse(&db->keys);
+        while (dict_rehashing(&db->keys) && dict_rehash(&db->keys, 100))
+            if (kv_unix_us() - start > 1000)
+                break;
+    }
+    aof_cron();
+    if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
+        for (kv_client *c = srv.clients; c; c = c->next)
+            if (!(c->flags & CLIENT_MULTI) &&
+                (uint64_t)(srv.now_ms - c->last_ms) > srv.cfg.timeout * 1000)
+                c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
+    }
+    if (srv.shutdown_asap)
+        loop_stop(l);
+    timer_start(l, t, (uint64_t)(1000 / srv.cfg.hz));
+}
+
+static void on_signal(int sig)
+{
+    srv.shutdown_asap = sig;
+    loop_wake(&srv.loop);
+}
+
+/* ---- start and stop ---- */
+
+static int listen_all(void)
+{
+    int ok = 0;
+    for (int i = 0; i < srv.cfg.nbind; i++) {
+        const char *a = srv.cfg.bind[i];
+        int optional = a[0] == '-';
+        if (optional)
+            a++;
+        char spec[128], err[256];
+        if (strchr(a, ':'))
+            snprintf(spec, sizeof spec, "[%s]:%d", a, srv.cfg.port);
+        else
+            snprintf(spec, sizeof spec, "%s:%d", strcmp(a, "*") == 0 ? "0.0.0.0" : a,
+                     srv.cfg.port);
+        if (strcmp(a, "::*") == 0)
+            snprintf(spec, sizeof spec, "[::]:%d", srv.cfg.port);
+        net_addr na;
+        if (net_parse_addr(spec, &na, err, sizeof err) < 0) {
+            log_error("bind %s: %s", a, err);
+            return -1;
+        }
+        int fd = net_listen(&na, srv.cfg.tcp_backlog, 0);
+        if (fd < 0) {
+            if (optional || ((fd == -EADDRNOTAVAIL || fd == -EAFNOSUPPORT) && i > 0 &&
+                             na.ss.ss_family == AF_INET6)) {
+                log_info("skipping bind %s: %s", na.text, strerror(-fd));
+                continue;
+            }
+            log_error("could not listen on %s: %s", na.text, strerror(-fd));
+            return -1;
+        }
+        if (loop_io_start(&srv.loop, &srv.listen_io[srv.nlisten], fd, LOOP_READ, accept_cb,
+                          NULL) < 0) {
+            close(fd);
+            return -1;
+        }
+        srv.nlisten++;
+        ok++;
+        log_info("listening on %s", na.text);
+    }
+    return ok > 0 ? 0 : -1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: brisk-kv [config-file] [--option value ...]\n"
+            "       brisk-kv --check-aof [--fix] FILE\n"
+            "\n"
+            "  --port N                 TCP port (6379)\n"
+            "  --bind ADDR ...          addresses (127.0.0.1 ::1)\n"
+            "  --dir DIR                working directory for the AOF\n"
+            "  --appendonly yes|no\n"
+            "  --appendfsync always|everysec|no\n"
+            "  --requirepass PASSWORD\n"
+            "  --maxclients N\n"
+            "  --maxmemory BYTES\n"
+            "  --maxmemory-policy noeviction|allkeys-lru|volatile-lru|allkeys-random|...\n"
+            "Any redis.conf option brisk-kv knows may be given as --name value.\n");
+}
+
+/* Command-line options: "--name v1 v2 ..." (values until the next --). */
+static int parse_cli(int argc, char **argv)
+{
+    int i = 1;
+    char err[512];
+    if (i < argc && strncmp(argv[i], "--", 2) != 0) {
+        srv.config_file = argv[i];
+        if (kv_config_load_file(&srv.cfg, argv[i], err, sizeof err) < 0) {
+            fprintf(stderr, "brisk-kv: %s\n", err);
+            return -1;
+        }
+        i++;
+    }
+    while (i < argc) {
+        if (strncmp(argv[i], "--", 2) != 0 || argv[i][2] == '\0') {
+            fprintf(stderr, "brisk-kv: unexpected argument \"%s\"\n", argv[i]);
+            return -1;
+        }
+        const char *name = argv[i] + 2;
+        int j = i + 1;
+        while (j < argc && strncmp(argv[j], "--", 2) != 0)
+            j++;
+        if (kv_config_set(&srv.cfg, name, j - i - 1, argv + i + 1, 0, err, sizeof err) != 0) {
+            fprintf(stderr, "brisk-kv: --%s: %s\n", name, err);
+            return -1;
+        }
+        i = j;
+    }
+    return 0;
+}
+
+int kv_server_main(int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && (strcmp(argv[1], "-v") == 0 || strcmp(argv[1], "--version") == 0)) {
+        printf("brisk-kv %s (redis_version %s)\n", BRISK_VERSION, KV_VERSION);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--check-aof") == 0) {
+        int fix = argc >= 3 && strcmp(argv[2], "--fix") == 0;
+        if (argc != 3 + fix) {
+            usage(stderr);
+            return 2;
+        }
+        return aof_check_main(argv[2 + fix], fix);
+    }
+    srv.executable = argv[0];
+    kv_config_defaults(&srv.cfg);
+    if (parse_cli(argc, argv) < 0)
+        return 2;
+    if (srv.cfg.logfile && srv.cfg.logfile[0] && log_open(srv.cfg.logfile) < 0) {
+        fprintf(stderr, "brisk-kv: cannot open log file %s\n", srv.cfg.logfile);
+        return 1;
+    }
+    log_set_level((enum log_level)srv.cfg.loglevel);
+    if (srv.cfg.dir && chdir(srv.cfg.dir) < 0) {
+        log_error("cannot use dir %s: %s", srv.cfg.dir, strerror(errno));
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    uint64_t seed = (uint64_t)kv_unix_us() ^ ((uint64_t)getpid() << 32);
+    int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    uint64_t rnd[3] = { seed, seed * 31, seed * 131 };
+    if (rfd >= 0) {
+        ssize_t r = read(rfd, rnd, sizeof rnd);
+        (void)r;
+        close(rfd);
+    }
+    kv_rand_seed(rnd[0]);
+    dict_set_seed(rnd[1], rnd[2]);
+
+    if (loop_init(&srv.loop, 1024) < 0) {
+        log_error("cannot create the event loop");
+        return 1;
+    }
+    srv.loop.before_dispatch = before_dispatch;
+    srv.loop.on_iteration_end = on_iteration_end;
+    srv.loop.on_wake = on_wake;
+    update_time();
+    srv.start_ms = srv.now_ms;
+    srv.lastsave = srv.now_ms / 1000;
+    srv.aof_fd = -1;
+    srv.aof_selected_db = -1;
+    srv.aof_last_write_ok = 1;
+    srv.aof_last_bgrewrite_ok = 1;
+    pthread_mutex_init(&srv.fsync_mu, NULL);
+    pthread_cond_init(&srv.fsync_cv, NULL);
+    cmd_table_init();
+    srv.dbs = kv_calloc((size_t)srv.cfg.databases * sizeof *srv.dbs);
+    for (int i = 0; i < srv.cfg.databases; i++)
+        db_init(&srv.dbs[i], i);
+
+    size_t plen = strlen(srv.cfg.appendfilename);
+    srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);
+    if (srv.cfg.appendonly) {
+        int64_t t0 = kv_unix_ms();
+        if (aof_load(srv.aof_path) < 0)
+            return 1;
+        update_time();
+        log_info("DB loaded from append only file: %.3f seconds",
+                 (double)(kv_unix_ms() - t0) / 1000.0);
+        if (aof_open() < 0)
+            return 1;
+    }
+    if (listen_all() < 0)
+        return 1;
+    log_info("brisk-kv %s ready to accept connections (port %d, pid %d)", BRISK_VERSION,
+             srv.cfg.port, (int)getpid());
+    timer_init(&srv.cron, cron_cb, NULL);
+    timer_start(&srv.loop, &srv.cron, (uint64_t)(1000 / srv.cfg.hz));
+    int rc = loop_run(&srv.loop);
+    if (srv.shutdown_asap > 0)
+        log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
+    on_iteration_end(&srv.loop, NULL);
+    if (srv.aof_state) {
+        aof_flush(1);
+    }
+    aof_stop_fsync_thread();
+    if (srv.child_pid > 0)
+        kill(srv.child_pid, SIGKILL);
+    log_info("brisk-kv is now ready to exit, bye bye...");
+    return rc < 0 ? 1 : 0;
+}

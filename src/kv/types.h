@@ -1,0 +1,117 @@
+/* Value types other than strings (which live inline in kv_entry) and the
+ * command handlers of every type. */
+#ifndef BRISK_KV_TYPES_H
+#define BRISK_KV_TYPES_H
+
+#include "kv/server.h"
+#include "kv/skiplist.h"
+
+/* ---- list: a ring of element pointers (O(1) push/pop/index at both ends) */
+typedef struct kv_lelem {
+    uint32_t len;
+    char data[];
+} kv_lelem;
+
+typedef struct kv_list {
+    kv_lelem **ring;
+    size_t head, len, cap; /* cap is a power of two */
+} kv_list;
+
+kv_list *list_new(void);
+void list_free(kv_list *l);
+kv_list *list_dup(kv_list *l);
+kv_lelem *lelem_new(const char *p, size_t n);
+void list_push(kv_list *l, int tail, kv_lelem *e);
+kv_lelem *list_pop(kv_list *l, int tail); /* caller frees with kv_free */
+static inline kv_lelem *list_at(kv_list *l, size_t i) { return l->ring[(l->head + i) & (l->cap - 1)]; }
+static inline void list_set_at(kv_list *l, size_t i, kv_lelem *e) { l->ring[(l->head + i) & (l->cap - 1)] = e; }
+void list_remove_at(kv_list *l, size_t i); /* frees the element */
+void list_insert_at(kv_list *l, size_t i, kv_lelem *e);
+
+/* ---- hash: dict of fields (field and value in one allocation) */
+typedef struct kv_hfield {
+    dict_node node; /* aux = field length */
+    uint32_t vlen, vcap;
+    char data[]; /* field, then value */
+} kv_hfield;
+
+static inline str hfield_name(kv_hfield *f) { return (str){ f->data, f->node.aux }; }
+static inline str hfield_value(kv_hfield *f) { return (str){ f->data + f->node.aux, f->vlen }; }
+
+dict *hash_new(void);
+void hash_free(dict *h);
+dict *hash_dup(dict *h);
+kv_hfield *hash_get(dict *h, str field);
+/* Returns 1 when the field is new, 0 when updated. */
+int hash_set(dict *h, str field, str value);
+int hash_del(dict *h, str field);
+
+/* ---- set: dict of members */
+typedef struct kv_smember {
+    dict_node node; /* aux = length */
+    char data[];
+} kv_smember;
+
+static inline str smember_str(kv_smember *m) { return (str){ m->data, m->node.aux }; }
+
+dict *set_new(void);
+void set_free(dict *s);
+dict *set_dup(dict *s);
+int set_add(dict *s, str m);
+int set_has(dict *s, str m);
+int set_del(dict *s, str m);
+
+/* ---- command handlers ---- */
+#define CMD(name) void name##_command(kv_client *c)
+/* connection / server */
+CMD(ping); CMD(echo); CMD(quit); CMD(select); CMD(dbsize); CMD(flushdb); CMD(flushall);
+CMD(command); CMD(client); CMD(hello); CMD(auth); CMD(info); CMD(config); CMD(time);
+CMD(lastsave); CMD(bgrewriteaof); CMD(shutdown); CMD(reset); CMD(debug); CMD(memory);
+CMD(save); CMD(bgsave); CMD(swapdb); CMD(move); CMD(role); CMD(readonly_noop);
+CMD(wait); CMD(subscribe_stub); CMD(monitor_stub);
+/* transactions */
+CMD(multi); CMD(exec); CMD(discard); CMD(watch); CMD(unwatch);
+/* keys */
+CMD(del); CMD(exists); CMD(type); CMD(expire); CMD(pexpire); CMD(expireat); CMD(pexpireat);
+CMD(ttl); CMD(pttl); CMD(expiretime); CMD(pexpiretime); CMD(persist); CMD(keys); CMD(scan);
+CMD(rename); CMD(renamenx); CMD(randomkey); CMD(copy); CMD(object); CMD(touch);
+/* strings */
+CMD(get); CMD(set); CMD(setnx); CMD(setex); CMD(psetex); CMD(getset); CMD(getdel); CMD(getex);
+CMD(mget); CMD(mset); CMD(msetnx); CMD(incr); CMD(decr); CMD(incrby); CMD(decrby);
+CMD(incrbyfloat); CMD(append); CMD(strlen); CMD(getrange); CMD(setrange); CMD(substr);
+/* hashes */
+CMD(hset); CMD(hsetnx); CMD(hget); CMD(hmget); CMD(hdel); CMD(hgetall); CMD(hincrby);
+CMD(hincrbyfloat); CMD(hexists); CMD(hlen); CMD(hkeys); CMD(hvals); CMD(hscan); CMD(hstrlen);
+CMD(hrandfield); CMD(hmset);
+/* lists */
+CMD(lpush); CMD(rpush); CMD(lpushx); CMD(rpushx); CMD(lpop); CMD(rpop); CMD(lrange);
+CMD(llen); CMD(lindex); CMD(lset); CMD(lrem); CMD(ltrim); CMD(linsert); CMD(lpos);
+CMD(rpoplpush); CMD(lmove);
+/* sets */
+CMD(sadd); CMD(srem); CMD(smembers); CMD(sismember); CMD(smismember); CMD(scard); CMD(spop);
+CMD(srandmember); CMD(sinter); CMD(sunion); CMD(sdiff); CMD(sinterstore); CMD(sunionstore);
+CMD(sdiffstore); CMD(smove); CMD(sscan); CMD(sintercard);
+/* sorted sets */
+CMD(zadd); CMD(zincrby); CMD(zscore); CMD(zmscore); CMD(zcard); CMD(zcount); CMD(zlexcount);
+CMD(zrank); CMD(zrevrank); CMD(zrange); CMD(zrangebyscore); CMD(zrevrangebyscore);
+CMD(zrangebylex); CMD(zrevrangebylex); CMD(zrevrange); CMD(zrem); CMD(zremrangebyrank);
+CMD(zremrangebyscore); CMD(zremrangebylex); CMD(zpopmin); CMD(zpopmax); CMD(zrandmember);
+CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
+#undef CMD
+
+/* Helpers shared by command files. */
+int arg_ll(kv_client *c, str s, long long *v);           /* replies on error */
+int arg_ll_msg(kv_client *c, str s, long long *v, const char *msg);
+int arg_double(kv_client *c, str s, double *v);          /* replies on error */
+kv_entry *lookup_typed(kv_client *c, str key, int type, int write); /* WRONGTYPE reply */
+/* Generic SCAN over a dict with MATCH/COUNT/(TYPE), cursor at argv[cur]. */
+void scan_generic(kv_client *c, dict *d, int cur, int kind);
+void reply_scan_cursor_kv(kv_client *c, size_t cursor);
+/* The value of the key as a string, for STRING entries. */
+static inline str entry_str(kv_entry *e) { return (str){ entry_val(e), e->vlen }; }
+/* A write to the keyspace happened: counts it for AOF propagation. */
+static inline void kv_dirty(long long n) { srv.dirty += (uint64_t)n; }
+/* Replaces the argv that will be written to the AOF for this command. */
+void kv_propagate_as(kv_client *c, int argc, const str *argv);
+
+#endif

@@ -1,0 +1,36 @@
+/* Number parsing and formatting with Redis's rules, glob matching, a fast
+ * PRNG. Every number read from a command argument goes through these. */
+#ifndef BRISK_KV_UTIL_H
+#define BRISK_KV_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KV_LL_STR_MAX 21
+#define KV_DBL_STR_MAX 64
+
+/* Strict signed decimal: optional '-', no '+', no leading zeros, no spaces,
+ * no overflow. Returns 0 or -1. */
+int kv_parse_ll(const char *p, size_t len, long long *out);
+/* A double: integers fast, decimals exactly (strtod), "inf"/"-inf"
+ * accepted, NaN, spaces and junk refused. Returns 0 or -1. */
+int kv_parse_double(const char *p, size_t len, double *out);
+int kv_parse_ldouble(const char *p, size_t len, long double *out);
+
+/* Format into out; return the length (no NUL terminator counted). */
+size_t kv_fmt_ll(char *out, long long v);
+/* Shortest text that reads back as the same double ("1.5", "inf", "-inf"). */
+size_t kv_fmt_double(char *out, double v);
+/* INCRBYFLOAT style: %.17Lf with trailing zeros removed. */
+size_t kv_fmt_ldouble(char *out, size_t cap, long double v);
+
+/* Glob match (* ? [a-z] [^x] \x), optionally ASCII case-insensitive. */
+int kv_glob_match(const char *pat, size_t plen, const char *s, size_t slen, int nocase);
+
+uint64_t kv_rand64(void);
+void kv_rand_seed(uint64_t seed);
+/* Wall clock in milliseconds and microseconds. */
+int64_t kv_unix_ms(void);
+int64_t kv_unix_us(void);
+
+#endif

@@ -1,0 +1,2 @@
+#include <brisk/brisk.h>
+int brisk_header_check_dummy;
