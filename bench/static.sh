@@ -4,7 +4,7 @@
 #
 # Usage: bench/static.sh
 #   DURATION=5 ROUNDS=3   seconds per wrk round, rounds per race
-#   QUICK=1               DURATION=2 ROUNDS=1 (and a shorter strace count)
+#   QUICK=1               DURATION=2 ROUNDS=1
 #   KEEP_TMP=1            keep the temp dir (configs, logs, strace output)
 # Prints a markdown report and writes it to bench/results/static.md.
 set -euo pipefail
