@@ -11,17 +11,29 @@
 typedef struct {
     conf_key_cb cb;
     void *udata;
+    FILE *f;
+    int line;        /* lines handed to libinih so far */
+    int failed_line; /* line of the first key the callback refused */
     char msg[CONF_ERR_MAX];
-    int failed;
 } load_state;
+
+/* libinih's line reader, counting lines so each key knows its own. */
+static char *read_line(char *line, int num, void *stream)
+{
+    load_state *st = stream;
+    char *r = fgets(line, num, st->f);
+    if (r)
+        st->line++;
+    return r;
+}
 
 static int on_key(void *user, const char *section, const char *name, const char *value)
 {
     load_state *st = user;
-    if (st->failed)
+    if (st->failed_line)
         return 1; /* keep the first error only */
     if (st->cb(st->udata, section, name, value, st->msg, sizeof st->msg) < 0) {
-        st->failed = 1;
+        st->failed_line = st->line;
         return 0;
     }
     return 1;
@@ -34,8 +46,8 @@ int conf_load(const char *path, conf_key_cb cb, void *udata, char *err)
         snprintf(err, CONF_ERR_MAX, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    load_state st = { .cb = cb, .udata = udata };
-    int line = ini_parse_file(f, on_key, &st);
+    load_state st = { .cb = cb, .udata = udata, .f = f };
+    int line = ini_parse_stream(read_line, &st, on_key, &st);
     fclose(f);
     if (line == 0)
         return 0;
@@ -43,7 +55,10 @@ int conf_load(const char *path, conf_key_cb cb, void *udata, char *err)
         snprintf(err, CONF_ERR_MAX, "%s: cannot read", path);
         return -1;
     }
-    snprintf(err, CONF_ERR_MAX, "%s:%d: %s", path, line, st.failed ? st.msg : "syntax error");
+    /* libinih reports the first error's line: ours (a refused key) or its
+     * own (a line that is not "key = value" or "[section]"). */
+    snprintf(err, CONF_ERR_MAX, "%s:%d: %s", path, line,
+             st.failed_line == line ? st.msg : "syntax error");
     return -1;
 }
 
@@ -117,6 +132,8 @@ int conf_parse_msec(const char *s, uint64_t *out)
     };
     for (size_t i = 0; i < ARRAY_LEN(units); i++)
         if (strcmp(unit, units[i].u) == 0) {
+            if (n > UINT64_MAX / units[i].mul)
+                return -1;
             *out = n * units[i].mul;
             return 0;
         }

@@ -9,7 +9,7 @@ int num_parse_u64(const char *p, size_t len, uint64_t max, uint64_t *out)
         unsigned d = (unsigned char)p[i] - '0';
         if (d > 9)
             return -1;
-        if (v > (max - d) / 10)
+        if (d > max || v > (max - d) / 10)
             return -1;
         v = v * 10 + d;
     }

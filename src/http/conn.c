@@ -211,6 +211,8 @@ void http_conn_reap(http_worker *hw)
                 conn_free(c);
             continue;
         }
+        if (c->io.fd < 0)
+            continue; /* closed since it was queued */
         c->in_dispatch = 1;
         conn_after_batch(c);
         c->in_dispatch = 0;

@@ -343,7 +343,8 @@ enum {
     CH_DATA_CR,
     CH_DATA_LF,
     CH_TRAILER,    /* at the start of a trailer line */
-    CH_TRAILER_LINE,
+    CH_TRAILER_NAME,
+    CH_TRAILER_LINE, /* the value */
     CH_TRAILER_LF, /* CR seen in the trailer */
     CH_DONE,
 };
@@ -442,7 +443,16 @@ ssize_t http_chunked_decode(http_chunked *c, char *buf, size_t len, size_t *out_
             }
             if (!tchar[ch])
                 return -400; /* obs-fold or junk */
-            c->state = CH_TRAILER_LINE;
+            c->state = CH_TRAILER_NAME;
+            break;
+        case CH_TRAILER_NAME: /* a field line, as in the head: token ':' value */
+            if (++c->trailer_len > CHUNK_MAX_TRAILER)
+                return -400;
+            if (ch == ':')
+                c->state = CH_TRAILER_LINE;
+            else if (!tchar[ch])
+                return -400;
+            i++;
             break;
         case CH_TRAILER_LINE:
             if (++c->trailer_len > CHUNK_MAX_TRAILER)

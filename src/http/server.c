@@ -3,6 +3,7 @@
 #include "core/workpool.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-enum { MSG_STOP, MSG_CONF };
+enum { MSG_STOP, MSG_CONF, MSG_FLUSH_LOG };
+
+/* Workers that flushed their access log buffers for a reopen (SIGUSR1). */
+static atomic_int flushed_for_reopen;
 
 #define ACCESS_LOG_BUF (64 * 1024)
 #define BUFPOOL_MAX 1024
@@ -89,6 +93,11 @@ static void on_msg(worker *w, int type, void *arg)
         stop_worker(hw);
     else if (type == MSG_CONF)
         use_conf(hw, arg);
+    else if (type == MSG_FLUSH_LOG) {
+        if (hw->access_on)
+            logbuf_flush(&hw->access);
+        atomic_fetch_add(&flushed_for_reopen, 1);
+    }
 }
 
 static void worker_run(worker *w)
@@ -277,6 +286,13 @@ int http_server_run(const http_cli *cli, const http_app *app)
         if (sig == SIGHUP) {
             conf = reload(cli, conf, hws, started);
         } else if (sig == SIGUSR1) {
+            /* Lines buffered before the rotation belong to the old file:
+             * let every worker flush first (bounded wait). */
+            atomic_store(&flushed_for_reopen, 0);
+            for (int i = 0; i < started; i++)
+                worker_post(&hws[i].w, MSG_FLUSH_LOG, NULL);
+            for (int t = 0; t < 200 && atomic_load(&flushed_for_reopen) < started; t++)
+                usleep(5000);
             log_reopen();
             if (conf->access_fd >= 0 && strcmp(conf->access_log, "stderr") != 0)
                 log_reopen_fd(conf->access_fd, conf->access_log);

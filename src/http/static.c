@@ -134,7 +134,7 @@ static str trim(str s)
 }
 
 /* Calls fn for each comma-separated element until it returns nonzero. */
-static int each_element(str list, int (*fn)(str item, const void *arg), const void *arg)
+static int each_element(str list, int (*fn)(str item, void *arg), void *arg)
 {
     size_t i = 0;
     while (i <= list.len) {
@@ -152,7 +152,7 @@ static int each_element(str list, int (*fn)(str item, const void *arg), const vo
     return 0;
 }
 
-static int etag_item(str item, const void *arg)
+static int etag_item(str item, void *arg)
 {
     const str *etag = arg;
     if (item.len == 1 && item.p[0] == '*')
@@ -169,38 +169,56 @@ int static_etag_match(str header, str etag)
     return each_element(header, etag_item, &etag);
 }
 
-/* Returns 1 accepted, -1 refused explicitly (q=0), 0 not mentioned. */
-static int coding_item(str item, const void *arg)
+typedef struct {
+    const char *coding;
+    int named; /* the coding's own q: -1 unnamed, 0 refused, 1 accepted */
+    int star;  /* the same for "*" */
+} coding_query;
+
+static int q_is_zero(str params)
 {
-    const char *coding = arg;
-    const char *semi = memchr(item.p, ';', item.len);
-    str name = trim((str){ item.p, semi ? (size_t)(semi - item.p) : item.len });
-    if (!str_ieq_lit(name, coding, strlen(coding)) && !(name.len == 1 && name.p[0] == '*'))
+    /* params: what follows ';', e.g. " q=0.000" */
+    params = trim(params);
+    if (params.len < 2 || (params.p[0] != 'q' && params.p[0] != 'Q') || params.p[1] != '=')
         return 0;
-    if (semi) {
-        str q = trim((str){ semi + 1, item.len - (size_t)(semi + 1 - item.p) });
-        if (q.len >= 3 && (q.p[0] == 'q' || q.p[0] == 'Q') && q.p[1] == '=') {
-            int zero = 1;
-            for (size_t k = 2; k < q.len; k++)
-                if (q.p[k] != '0' && q.p[k] != '.')
-                    zero = 0;
-            if (zero)
-                return -1;
-        }
-    }
+    for (size_t k = 2; k < params.len; k++)
+        if (params.p[k] != '0' && params.p[k] != '.')
+            return 0;
     return 1;
 }
 
+static int coding_item(str item, void *arg)
+{
+    coding_query *q = arg;
+    const char *semi = memchr(item.p, ';', item.len);
+    str name = trim((str){ item.p, semi ? (size_t)(semi - item.p) : item.len });
+    int ok = !(semi && q_is_zero((str){ semi + 1, item.len - (size_t)(semi + 1 - item.p) }));
+    if (str_ieq_lit(name, q->coding, strlen(q->coding)))
+        q->named = ok;
+    else if (name.len == 1 && name.p[0] == '*')
+        q->star = ok;
+    return 0;
+}
+
+/* RFC 9110 12.5.3: a coding's own entry decides; "*" covers only codings
+ * not named elsewhere; q=0 means "not acceptable". */
 int static_accepts_encoding(str header, const char *coding)
 {
-    return header.p && each_element(header, coding_item, coding) == 1;
+    if (!header.p)
+        return 0;
+    coding_query q = { coding, -1, -1 };
+    each_element(header, coding_item, &q);
+    return q.named >= 0 ? q.named : q.star > 0;
 }
 
 /* ---- the handler ---- */
 
 static fcache_entry *lookup(http_conn *c, const char *rel, size_t len)
 {
-    const http_conf *conf = c->conf;
+    /* The cache belongs to the worker, so it follows the worker's current
+     * configuration (root, MIME table), not the one this connection began
+     * with: entries must never point into a configuration that may go. */
+    const http_conf *conf = c->hw->conf;
     fcache_opts o = {
         .root_fd = conf->root_fd,
         .valid_ms = conf->open_file_cache_valid,
@@ -499,7 +517,7 @@ void static_handle(http_conn *c, const http_request *r, void *udata)
         http_resp_error(c, 405, "Allow: GET, HEAD\r\n");
         return;
     }
-    if (c->conf->root_fd < 0) {
+    if (c->hw->conf->root_fd < 0) {
         http_resp_error(c, 404, NULL); /* no root configured */
         return;
     }

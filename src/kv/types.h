@@ -103,7 +103,10 @@ CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 int arg_ll(kv_client *c, str s, long long *v);           /* replies on error */
 int arg_ll_msg(kv_client *c, str s, long long *v, const char *msg);
 int arg_double(kv_client *c, str s, double *v);          /* replies on error */
-kv_entry *lookup_typed(kv_client *c, str key, int type, int write); /* WRONGTYPE reply */
+/* Looks up a key that must hold `type`: NULL when missing, KV_WRONGTYPE
+ * (after replying the error) when it holds another type. */
+#define KV_WRONGTYPE ((kv_entry *)(uintptr_t)1)
+kv_entry *lookup_typed(kv_client *c, str key, int type, int write);
 /* Generic SCAN over a dict with MATCH/COUNT/(TYPE), cursor at argv[cur]. */
 void scan_generic(kv_client *c, dict *d, int cur, int kind);
 void reply_scan_cursor_kv(kv_client *c, size_t cursor);

@@ -7,11 +7,14 @@ Only stdlib; all traffic goes to loopback addresses.
 from __future__ import annotations
 
 import email.utils
+import gzip
+import os
 import http.client
 import re
 import socket
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 DEFAULT_TIMEOUT = 5.0
 MAX_HEAD = 256 * 1024
@@ -291,3 +294,79 @@ def http_get(host, port, path, method="GET", headers=None, body=None,
         return r.status, r.headers, data
     finally:
         c.close()
+
+
+# Thu, 04 Mar 2021 05:06:07 GMT
+FIXED_MTIME = 1614834367
+SECRET = b"root:x:0:0:brisk-test-decoy:/root:/bin/sh\n"
+ODD_NAME = "<b>&\"x'.txt"
+
+# 1x1 transparent PNG
+PNG_BYTES = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc33000000"
+    "0049454e44ae426082")
+
+
+# ---------------------------------------------------------------- www tree
+def populate_www(root: Path) -> Path:
+    """Fills `root` with the standard test tree, plus decoys next to it
+    (root.parent/etc/passwd, root.parent/outside/) that contain 'root:'
+    so any escape from the document root is detectable."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    base = root.parent
+
+    (base / "etc").mkdir(exist_ok=True)
+    (base / "etc" / "passwd").write_bytes(SECRET)
+    (base / "outside").mkdir(exist_ok=True)
+    (base / "outside" / "secret.txt").write_bytes(SECRET)
+    (base / "outside" / "index.html").write_bytes(b"<p>" + SECRET + b"</p>")
+
+    def w(rel, data, mtime=None):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data.encode() if isinstance(data, str) else data)
+        if mtime is not None:
+            os.utime(p, (mtime, mtime))
+        return p
+
+    w("index.html", "<!doctype html><title>brisk</title><p>top index</p>\n")
+    w("hello.txt", "Hello, brisk!\n", FIXED_MTIME)
+    w("img.png", PNG_BYTES)
+    w("data.json", '{"brisk": true}\n')
+    w("blob.qqqunknown", b"\x00\x01\x02unknown-type\xff")
+    w("noext", "no extension here\n")
+    w("dir/index.html", "<p>dir index</p>\n")
+    w("dir/other.txt", "other\n")
+    w("noindex/a.txt", "a\n")
+    w("noindex/" + ODD_NAME, "odd name\n")
+    (root / "noindex" / "subdir").mkdir(exist_ok=True)
+    w("a b.txt", "file with a space\n")
+    w("sub/x.txt", "sub x\n")
+    w("a/keep.txt", "keep\n")
+    for i in range(10):
+        w(f"p/{i}.txt", f"pipelined file number {i}\n" * (i + 1))
+    w("range.bin", b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" * 2)
+
+    # precompressed variants
+    css = "body { color: #123456; }\n" * 40
+    w("style.css", css, FIXED_MTIME)
+    w("style.css.gz", gzip.compress(css.encode(), mtime=0), FIXED_MTIME + 60)
+    w("same.css", css, FIXED_MTIME)
+    w("same.css.gz", gzip.compress(css.encode(), mtime=0), FIXED_MTIME)  # equal mtime
+    w("old.css", css, FIXED_MTIME)
+    w("old.css.gz", gzip.compress(css.encode(), mtime=0), FIXED_MTIME - 3600)
+    js = "console.log('brisk');\n" * 40
+    w("app.js", js, FIXED_MTIME)
+    w("app.js.br", b"\x1b\x0b\x00\xf8fake-brotli-payload\x03", FIXED_MTIME + 60)
+
+    # symlinks
+    os.symlink("hello.txt", root / "link_in.txt")
+    os.symlink("dir", root / "link_indir")
+    os.symlink("/etc/passwd", root / "link_passwd")
+    os.symlink(str(base / "etc" / "passwd"), root / "link_decoy")
+    os.symlink(str(base / "outside"), root / "link_outdir")
+    os.symlink("../outside/secret.txt", root / "link_outfile_rel")
+    os.symlink("/etc", root / "link_etc")
+    return root

@@ -6,8 +6,7 @@ import socket
 
 import pytest
 
-from brisk_testlib import free_port, req
-from conftest import populate_www
+from brisk_testlib import free_port, populate_www, req
 
 FULL_CONF = """[server]
 listen = 127.0.0.1:{port}

@@ -3,7 +3,6 @@ bodies on static resources, 100-continue."""
 from __future__ import annotations
 
 import http.client
-import socket
 
 import pytest
 
@@ -245,6 +244,15 @@ def test_expect_100_continue(server):
     r = c.read_response()
     c.close()
     assert r.status == 200
+
+
+def test_expect_100_continue_over_limit_gets_413_not_100(server):
+    c = server.connect()
+    c.send(req("POST", "/hello.txt", headers={"Content-Length": str(5 * 1024 * 1024),
+                                               "Expect": "100-continue"}))
+    r = c.read_response(skip_interim=False)
+    c.close()
+    assert r.status == 413, r
 
 
 def test_get_with_body_is_consumed(server):

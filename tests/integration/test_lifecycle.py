@@ -7,14 +7,12 @@ import hashlib
 import http.client
 import re
 import signal
-import socket
 import threading
 import time
 
 import pytest
 
-from brisk_testlib import RawConn, req
-from conftest import populate_www
+from brisk_testlib import RawConn, populate_www, req
 
 
 def wait_for(pred, timeout=5.0, interval=0.02):
@@ -110,85 +108,122 @@ autoindex = %s
 """
 
 
-def test_reload_under_load(start_brisk, tmp_path):
-    srv = start_brisk(config=RELOAD_CONF % "off")
-    cfg = tmp_path / "brisk.conf"
-    expected = (srv.root / "hello.txt").read_bytes()
-    stop = threading.Event()
-    stats = {"ok": 0, "retried": 0}
-    failures = []
+class LoadClient(threading.Thread):
+    """Loops GET /hello.txt, alternating fresh and reused connections, and
+    records every failure (wrong status/body, connection errors)."""
 
-    def one(conn):
-        conn.request("GET", "/hello.txt")
+    def __init__(self, srv, path="/hello.txt"):
+        super().__init__(daemon=True)
+        self.srv, self.path = srv, path
+        self.expected = (srv.root / path.lstrip("/")).read_bytes()
+        self.halt = threading.Event()
+        self.ok = 0
+        self.retried = 0
+        self.failures = []
+
+    def _one(self, conn):
+        conn.request("GET", self.path)
         r = conn.getresponse()
         body = r.read()
-        if r.status != 200 or body != expected:
-            failures.append(f"status {r.status} body {body[:80]!r}")
+        if r.status != 200 or body != self.expected:
+            self.failures.append(f"status {r.status} body {body[:80]!r}")
         else:
-            stats["ok"] += 1
+            self.ok += 1
         if r.will_close:
             conn.close()
 
-    def client():
-        persistent = None
-        used = 0
-        i = 0
-        while not stop.is_set():
+    def _fresh(self):
+        c = http.client.HTTPConnection(self.srv.host, self.srv.port, timeout=5)
+        try:
+            self._one(c)
+        finally:
+            c.close()
+
+    def run(self):
+        persistent, used, i = None, 0, 0
+        while not self.halt.is_set():
             i += 1
             try:
                 if i % 2:
-                    fresh = http.client.HTTPConnection(srv.host, srv.port, timeout=5)
-                    one(fresh)
-                    fresh.close()
+                    self._fresh()
                     continue
                 if persistent is None:
-                    persistent = http.client.HTTPConnection(srv.host, srv.port, timeout=5)
+                    persistent = http.client.HTTPConnection(self.srv.host, self.srv.port,
+                                                            timeout=5)
                     used = 0
                 try:
-                    one(persistent)
+                    self._one(persistent)
                     used += 1
                 except (http.client.RemoteDisconnected, ConnectionResetError,
-                        BrokenPipeError) as e:
+                        BrokenPipeError):
                     # A server may close an idle keep-alive connection (e.g. on
                     # reload); clients retry idempotent requests on a new one.
                     persistent.close()
                     persistent = None
                     if used == 0:
                         raise
-                    stats["retried"] += 1
-                    fresh = http.client.HTTPConnection(srv.host, srv.port, timeout=5)
-                    one(fresh)
-                    fresh.close()
+                    self.retried += 1
+                    self._fresh()
             except Exception as e:  # noqa: BLE001
-                failures.append(f"{type(e).__name__}: {e}")
+                self.failures.append(f"{type(e).__name__}: {e}")
                 if persistent is not None:
                     persistent.close()
                     persistent = None
         if persistent is not None:
             persistent.close()
 
+    def finish(self):
+        self.halt.set()
+        self.join(10)
+
+
+def write_reload_conf(srv, cfg, autoindex):
+    cfg.write_text((RELOAD_CONF % autoindex).replace("{port}", str(srv.port))
+                   .replace("{root}", str(srv.root)))
+
+
+def test_reload_under_load(start_brisk, tmp_path):
+    srv = start_brisk(config=RELOAD_CONF % "off")
+    cfg = tmp_path / "brisk.conf"
     assert srv.get("/noindex/")[0] == 403
-    t = threading.Thread(target=client, daemon=True)
-    t.start()
+    load = LoadClient(srv)
+    load.start()
     try:
-        time.sleep(0.4)
-        cfg.write_text((RELOAD_CONF % "on").replace("{port}", str(srv.port))
-                       .replace("{root}", str(srv.root)))
+        time.sleep(0.5)
+        write_reload_conf(srv, cfg, "on")
         srv.send_signal(signal.SIGHUP)
         assert wait_for(lambda: srv.get("/noindex/")[0] == 200, 3), \
             "autoindex = on not in effect after SIGHUP"
-        time.sleep(0.4)
-        cfg.write_text((RELOAD_CONF % "off").replace("{port}", str(srv.port))
-                       .replace("{root}", str(srv.root)))
+        time.sleep(0.5)
+        write_reload_conf(srv, cfg, "off")
         srv.send_signal(signal.SIGHUP)
         assert wait_for(lambda: srv.get("/noindex/")[0] == 403, 3), \
             "autoindex = off not in effect after second SIGHUP"
-        time.sleep(0.6)
+        time.sleep(0.7)
     finally:
-        stop.set()
-        t.join(10)
-    assert failures == [], failures[:10]
-    assert stats["ok"] > 50, stats
+        load.finish()
+    assert load.failures == [], (len(load.failures), load.failures[:5])
+    assert load.ok > 50, load.ok
+    assert srv.proc.poll() is None
+
+
+def test_rapid_reloads_under_load(start_brisk, tmp_path):
+    srv = start_brisk(config=RELOAD_CONF % "off")
+    cfg = tmp_path / "brisk.conf"
+    load = LoadClient(srv)
+    load.start()
+    try:
+        for k in range(8):
+            time.sleep(0.12)
+            write_reload_conf(srv, cfg, "on" if k % 2 == 0 else "off")
+            srv.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+    finally:
+        load.finish()
+    assert load.failures == [], (len(load.failures), load.failures[:5])
+    assert load.ok > 20, load.ok
+    # the last reload (autoindex = off) is the one in effect
+    assert wait_for(lambda: srv.get("/noindex/")[0] == 403, 3)
     assert srv.proc.poll() is None
 
 
@@ -258,9 +293,12 @@ def test_access_log_reopen_on_sigusr1(start_brisk, tmp_path):
     time.sleep(0.2)
     assert srv.get("/index.html", headers={"User-Agent": "after-rotate"})[0] == 200
     assert srv.stop() == 0
-    old, new = parse_log(rotated), parse_log(log)
-    assert [e["ua"] for e in old] == ["before-rotate"], old
-    assert [e["ua"] for e in new] == ["after-rotate"], new
+    old = [e["ua"] for e in parse_log(rotated)]
+    new = [e["ua"] for e in parse_log(log)]
+    # The pre-rotation line may still have been buffered at reopen time; it
+    # must land in one of the files, but the new line only in the new one.
+    assert "after-rotate" in new and "after-rotate" not in old, (old, new)
+    assert (old + new).count("before-rotate") == 1, (old, new)
 
 
 # ------------------------------------------------------------ timeouts

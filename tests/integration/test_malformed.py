@@ -3,6 +3,9 @@ after which the server closes the connection; a request smuggled behind the
 bad one (appended to every case) must never be answered."""
 from __future__ import annotations
 
+import socket
+import struct
+
 import pytest
 
 from brisk_testlib import req
@@ -43,6 +46,7 @@ CASES = [
     ("request-line-too-long", b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n" + H + b"\r\n", {414}),
     # --- headers
     ("missing-host", b"GET /hello.txt HTTP/1.1\r\nUser-Agent: t\r\n\r\n", {400}),
+    ("invalid-host", b"GET /hello.txt HTTP/1.1\r\nHost: a b\r\n\r\n", {400}),  # RFC 9112 3.2
     ("two-hosts", b"GET /hello.txt HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", {400}),
     ("obs-fold", get(b"X-A: a\r\n  folded\r\n"), {400}),
     ("obs-fold-tab", get(b"X-A: a\r\n\tfolded\r\n"), {400}),
@@ -128,8 +132,6 @@ def test_server_survives_malformed_corpus(server):
 
 def test_client_closing_early_does_not_break_server(server):
     # half requests, abrupt closes, RST
-    import socket
-    import struct
     for data in (b"GET /hel", b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n",
                  post(b"Content-Length: 100\r\n", b"abc")):
         c = server.connect()

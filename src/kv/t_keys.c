@@ -1,0 +1,513 @@
+/* Generic key commands: DEL EXISTS TYPE EXPIRE* TTL* PERSIST KEYS SCAN
+ * RENAME* RANDOMKEY COPY OBJECT TOUCH, and the shared argument helpers. */
+#include "kv/db.h"
+#include "kv/mem.h"
+#include "kv/reply.h"
+#include "kv/types.h"
+#include "kv/util.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+int arg_ll(kv_client *c, str s, long long *v)
+{
+    return arg_ll_msg(c, s, v, ERR_NOT_INT);
+}
+
+int arg_ll_msg(kv_client *c, str s, long long *v, const char *msg)
+{
+    if (kv_parse_ll(s.p, s.len, v) < 0) {
+        reply_error(c, msg);
+        return -1;
+    }
+    return 0;
+}
+
+int arg_double(kv_client *c, str s, double *v)
+{
+    if (kv_parse_double(s.p, s.len, v) < 0) {
+        reply_error(c, ERR_NOT_FLOAT);
+        return -1;
+    }
+    return 0;
+}
+
+kv_entry *lookup_typed(kv_client *c, str key, int type, int write)
+{
+    kv_entry *e = write ? db_lookup_write(c->db, key) : db_lookup_read(c->db, key);
+    if (e && e->type != (uint32_t)type) {
+        reply_error(c, ERR_WRONGTYPE);
+        return KV_WRONGTYPE;
+    }
+    return e;
+}
+
+static int arg_is(str s, const char *lower)
+{
+    return str_ieq_lit(s, lower, strlen(lower));
+}
+
+void del_command(kv_client *c)
+{
+    long long n = 0;
+    for (int i = 1; i < c->argc; i++) {
+        kv_entry *e = db_lookup_write(c->db, c->argv[i]);
+        if (e) {
+            db_delete_entry(c->db, e);
+            n++;
+        }
+    }
+    kv_dirty(n);
+    reply_int(c, n);
+}
+
+void exists_command(kv_client *c)
+{
+    long long n = 0;
+    for (int i = 1; i < c->argc; i++)
+        n += db_lookup_read(c->db, c->argv[i]) != NULL;
+    reply_int(c, n);
+}
+
+void touch_command(kv_client *c)
+{
+    exists_command(c);
+}
+
+void type_command(kv_client *c)
+{
+    kv_entry *e = db_lookup_read(c->db, c->argv[1]);
+    reply_simple(c, e ? obj_type_name(e->type) : "none");
+}
+
+/* EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT. */
+static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
+{
+    long long when;
+    if (arg_ll(c, c->argv[2], &when) < 0)
+        return;
+    int nx = 0, xx = 0, gt = 0, lt = 0;
+    for (int i = 3; i < c->argc; i++) {
+        str o = c->argv[i];
+        if (arg_is(o, "nx"))
+            nx = 1;
+        else if (arg_is(o, "xx"))
+            xx = 1;
+        else if (arg_is(o, "gt"))
+            gt = 1;
+        else if (arg_is(o, "lt"))
+            lt = 1;
+        else {
+            reply_errorf(c, "ERR Unsupported option %.*s", (int)MIN(o.len, 64), o.p);
+            return;
+        }
+    }
+    if (nx && (xx || gt || lt)) {
+        reply_error(c, "ERR NX and XX, GT or LT options at the same time are not compatible");
+        return;
+    }
+    if (gt && lt) {
+        reply_error(c, "ERR GT and LT options at the same time are not compatible");
+        return;
+    }
+    if (unit_ms == 1000) {
+        if (when > LLONG_MAX / 1000 || when < LLONG_MIN / 1000) {
+            reply_errorf(c, "ERR invalid expire time in '%s' command", c->cmd->name);
+            return;
+        }
+        when *= 1000;
+    }
+    if ((base_ms > 0 && when > LLONG_MAX - base_ms)) {
+        reply_errorf(c, "ERR invalid expire time in '%s' command", c->cmd->name);
+        return;
+    }
+    when += base_ms;
+    kv_entry *e = db_lookup_write(c->db, c->argv[1]);
+    if (!e) {
+        reply_int(c, 0);
+        return;
+    }
+    int64_t cur = e->expire;
+    if ((nx && cur) || (xx && !cur) || (gt && (!cur || when <= cur)) ||
+        (lt && cur && when >= cur)) {
+        reply_int(c, 0);
+        return;
+    }
+    if (when <= srv.now_ms && !srv.loading) {
+        str del[2] = { STR("DEL"), c->argv[1] };
+        db_delete_entry(c->db, e);
+        kv_dirty(1);
+        kv_propagate_as(c, 2, del);
+        reply_int(c, 1);
+        return;
+    }
+    db_set_expire(c->db, e, when);
+    kv_dirty(1);
+    char ms[KV_LL_STR_MAX];
+    str prop[3] = { STR("PEXPIREAT"), c->argv[1], { ms, kv_fmt_ll(ms, when) } };
+    kv_propagate_as(c, 3, prop);
+    reply_int(c, 1);
+}
+
+void expire_command(kv_client *c) { expire_generic(c, srv.now_ms, 1000); }
+void pexpire_command(kv_client *c) { expire_generic(c, srv.now_ms, 1); }
+void expireat_command(kv_client *c) { expire_generic(c, 0, 1000); }
+void pexpireat_command(kv_client *c) { expire_generic(c, 0, 1); }
+
+static void ttl_generic(kv_client *c, int ms, int absolute)
+{
+    kv_entry *e = db_lookup_read(c->db, c->argv[1]);
+    if (!e) {
+        reply_int(c, -2);
+        return;
+    }
+    if (!e->expire) {
+        reply_int(c, -1);
+        return;
+    }
+    if (absolute) {
+        reply_int(c, ms ? e->expire : e->expire / 1000);
+        return;
+    }
+    int64_t left = e->expire - srv.now_ms;
+    if (left < 0)
+        left = 0;
+    reply_int(c, ms ? left : (left + 500) / 1000);
+}
+
+void ttl_command(kv_client *c) { ttl_generic(c, 0, 0); }
+void pttl_command(kv_client *c) { ttl_generic(c, 1, 0); }
+void expiretime_command(kv_client *c) { ttl_generic(c, 0, 1); }
+void pexpiretime_command(kv_client *c) { ttl_generic(c, 1, 1); }
+
+void persist_command(kv_client *c)
+{
+    kv_entry *e = db_lookup_write(c->db, c->argv[1]);
+    if (!e || !e->expire) {
+        reply_int(c, 0);
+        return;
+    }
+    db_persist(c->db, e);
+    kv_dirty(1);
+    reply_int(c, 1);
+}
+
+void keys_command(kv_client *c)
+{
+    str pat = c->argv[1];
+    int all = pat.len == 1 && pat.p[0] == '*';
+    size_t h = reply_defer(c);
+    long long n = 0;
+    dict_iter it;
+    dict_iter_init(&it, &c->db->keys);
+    for (dict_node *dn; (dn = dict_iter_next(&it));) {
+        kv_entry *e = (kv_entry *)(void *)dn;
+        if (db_expired(e))
+            continue;
+        if (!all && !kv_glob_match(pat.p, pat.len, entry_key(e), entry_klen(e), 0))
+            continue;
+        reply_bulk(c, entry_key(e), entry_klen(e));
+        n++;
+    }
+    dict_iter_end(&it);
+    reply_defer_array(c, h, n);
+}
+
+/* ---- SCAN family ---- */
+
+typedef struct {
+    dict_node **items;
+    size_t n, cap;
+} scan_acc;
+
+static void scan_collect(void *ud, dict_node *dn)
+{
+    scan_acc *a = ud;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? a->cap * 2 : 32;
+        a->items = kv_realloc(a->items, a->cap * sizeof *a->items);
+    }
+    a->items[a->n++] = dn;
+}
+
+void reply_scan_cursor_kv(kv_client *c, size_t cursor)
+{
+    char b[32];
+    reply_bulk(c, b, (size_t)snprintf(b, sizeof b, "%zu", cursor));
+}
+
+/* kind: 0 keys, 1 set members, 2 hash fields+values, 3 zset members+scores */
+void scan_generic(kv_client *c, dict *d, int cur, int kind)
+{
+    uint64_t cursor;
+    if (num_parse_u64(c->argv[cur].p, c->argv[cur].len, UINT64_MAX, &cursor) < 0) {
+        reply_error(c, "ERR invalid cursor");
+        return;
+    }
+    long long count = 10;
+    str pat = STR_NULL;
+    int use_pat = 0, type = -1, novalues = 0;
+    for (int i = cur + 1; i < c->argc; i++) {
+        int more = c->argc - i - 1;
+        if (arg_is(c->argv[i], "count") && more >= 1) {
+            if (arg_ll(c, c->argv[i + 1], &count) < 0)
+                return;
+            if (count < 1) {
+                reply_error(c, ERR_SYNTAX);
+                return;
+            }
+            i++;
+        } else if (arg_is(c->argv[i], "match") && more >= 1) {
+            pat = c->argv[++i];
+            use_pat = !(pat.len == 1 && pat.p[0] == '*');
+        } else if (kind == 0 && arg_is(c->argv[i], "type") && more >= 1) {
+            str t = c->argv[++i];
+            static const char *names[] = { "string", "list", "set", "zset", "hash" };
+            type = 99;
+            for (int k = 0; k < 5; k++)
+                if (arg_is(t, names[k]))
+                    type = k;
+        } else if (kind == 2 && arg_is(c->argv[i], "novalues")) {
+            novalues = 1;
+        } else {
+            reply_error(c, ERR_SYNTAX);
+            return;
+        }
+    }
+    scan_acc acc = { 0 };
+    size_t v = (size_t)cursor;
+    long long maxiter = count * 10;
+    /* Small collections: one pass (Redis answers them in full). */
+    if (dict_buckets(d) <= 8 && kind != 0) {
+        do {
+            v = dict_scan(d, v, scan_collect, &acc);
+        } while (v);
+    } else {
+        do {
+            v = dict_scan(d, v, scan_collect, &acc);
+        } while (v && maxiter-- && (long long)acc.n < count);
+    }
+    reply_array(c, 2);
+    reply_scan_cursor_kv(c, v);
+    size_t h = reply_defer(c);
+    long long n = 0;
+    for (size_t i = 0; i < acc.n; i++) {
+        dict_node *dn = acc.items[i];
+        str key;
+        if (kind == 0) {
+            kv_entry *e = (kv_entry *)(void *)dn;
+            if (db_expired(e))
+                continue;
+            if (type >= 0 && e->type != (uint32_t)type)
+                continue;
+            key = entry_key_str(e);
+        } else {
+            key = d->key(dn);
+        }
+        if (use_pat && !kv_glob_match(pat.p, pat.len, key.p, key.len, 0))
+            continue;
+        reply_bulk_str(c, key);
+        n++;
+        if (kind == 2 && !novalues) {
+            reply_bulk_str(c, hfield_value((kv_hfield *)(void *)dn));
+            n++;
+        } else if (kind == 3) {
+            char b[KV_DBL_STR_MAX];
+            reply_bulk(c, b, kv_fmt_double(b, ((zs_node *)(void *)dn)->score));
+            n++;
+        }
+    }
+    reply_defer_array(c, h, n);
+    kv_free(acc.items);
+}
+
+void scan_command(kv_client *c)
+{
+    scan_generic(c, &c->db->keys, 1, 0);
+}
+
+static void rename_generic(kv_client *c, int nx)
+{
+    str src = c->argv[1], dst = c->argv[2];
+    kv_entry *e = db_lookup_write(c->db, src);
+    if (!e) {
+        reply_error(c, ERR_NO_KEY);
+        return;
+    }
+    if (str_eq(src, dst)) {
+        if (nx)
+            reply_int(c, 0);
+        else
+            reply_ok(c);
+        return;
+    }
+    kv_entry *d = db_lookup_write(c->db, dst);
+    if (d) {
+        if (nx) {
+            reply_int(c, 0);
+            return;
+        }
+        db_delete_entry(c->db, d);
+    }
+    db_detach_entry(c->db, e);
+    db_attach_entry(c->db, e, dst);
+    kv_dirty(1);
+    if (nx)
+        reply_int(c, 1);
+    else
+        reply_ok(c);
+}
+
+void rename_command(kv_client *c) { rename_generic(c, 0); }
+void renamenx_command(kv_client *c) { rename_generic(c, 1); }
+
+void randomkey_command(kv_client *c)
+{
+    kv_entry *e = db_random(c->db);
+    if (e)
+        reply_bulk(c, entry_key(e), entry_klen(e));
+    else
+        reply_null(c);
+}
+
+void copy_command(kv_client *c)
+{
+    kv_db *dst_db = c->db;
+    int replace = 0;
+    for (int i = 3; i < c->argc; i++) {
+        if (arg_is(c->argv[i], "replace")) {
+            replace = 1;
+        } else if (arg_is(c->argv[i], "db") && i + 1 < c->argc) {
+            long long id;
+            if (arg_ll(c, c->argv[++i], &id) < 0)
+                return;
+            if (id < 0 || id >= srv.cfg.databases) {
+                reply_error(c, ERR_DB_RANGE);
+                return;
+            }
+            dst_db = &srv.dbs[id];
+        } else {
+            reply_error(c, ERR_SYNTAX);
+            return;
+        }
+    }
+    str src = c->argv[1], dst = c->argv[2];
+    if (dst_db == c->db && str_eq(src, dst)) {
+        reply_error(c, "ERR source and destination objects are the same");
+        return;
+    }
+    kv_entry *e = db_lookup_write(c->db, src);
+    if (!e) {
+        reply_int(c, 0);
+        return;
+    }
+    kv_entry *d = db_lookup_write(dst_db, dst);
+    if (d) {
+        if (!replace) {
+            reply_int(c, 0);
+            return;
+        }
+        db_delete_entry(dst_db, d);
+    }
+    kv_entry *n = db_dup_entry(e, dst);
+    dict_add(&dst_db->keys, &n->node);
+    if (e->expire)
+        db_set_expire(dst_db, n, e->expire);
+    kv_touch_key(dst_db, dst);
+    kv_dirty(1);
+    reply_int(c, 1);
+}
+
+static int all_ints(dict *s, size_t limit)
+{
+    if (dict_size(s) > limit)
+        return 0;
+    dict_iter it;
+    dict_iter_init(&it, s);
+    int ok = 1;
+    for (dict_node *dn; ok && (dn = dict_iter_next(&it));) {
+        str m = smember_str((kv_smember *)(void *)dn);
+        long long v;
+        ok = kv_parse_ll(m.p, m.len, &v) == 0;
+    }
+    dict_iter_end(&it);
+    return ok;
+}
+
+const char *obj_encoding(kv_entry *e)
+{
+    switch (e->type) {
+    case KV_STRING: {
+        long long v;
+        if (e->vlen <= 20 && kv_parse_ll(entry_val(e), e->vlen, &v) == 0)
+            return "int";
+        return e->vlen <= 44 ? "embstr" : "raw";
+    }
+    case KV_LIST: {
+        kv_list *l = entry_obj(e);
+        return l->len <= 128 ? "listpack" : "quicklist";
+    }
+    case KV_SET: {
+        dict *s = entry_obj(e);
+        if (all_ints(s, 512))
+            return "intset";
+        return dict_size(s) <= 128 ? "listpack" : "hashtable";
+    }
+    case KV_HASH: {
+        dict *h = entry_obj(e);
+        return dict_size(h) <= 128 ? "listpack" : "hashtable";
+    }
+    case KV_ZSET: {
+        zset *z = entry_obj(e);
+        return z->length <= 128 ? "listpack" : "skiplist";
+    }
+    }
+    return "unknown";
+}
+
+void object_command(kv_client *c)
+{
+    str sub = c->argv[1];
+    if (arg_is(sub, "help")) {
+        reply_array(c, 5);
+        reply_simple(c, "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+        reply_simple(c, "ENCODING <key>");
+        reply_simple(c, "FREQ <key>");
+        reply_simple(c, "IDLETIME <key>");
+        reply_simple(c, "REFCOUNT <key>");
+        return;
+    }
+    int known = arg_is(sub, "encoding") || arg_is(sub, "refcount") || arg_is(sub, "idletime") ||
+                arg_is(sub, "freq");
+    if (!known) {
+        reply_errorf(c, "ERR unknown subcommand '%.*s'. Try OBJECT HELP.",
+                     (int)MIN(sub.len, 128), sub.p);
+        return;
+    }
+    if (c->argc != 3) {
+        char name[32];
+        size_t n = MIN(sub.len, sizeof name - 1);
+        for (size_t i = 0; i < n; i++)
+            name[i] = ascii_lower(sub.p[i]);
+        name[n] = '\0';
+        reply_errorf(c, "ERR wrong number of arguments for 'object|%s' command", name);
+        return;
+    }
+    kv_entry *e = db_find(c->db, c->argv[2]);
+    if (e && db_expire_if_needed(c->db, e))
+        e = NULL;
+    if (!e) {
+        reply_null(c);
+        return;
+    }
+    if (arg_is(sub, "encoding"))
+        reply_bulk_cstr(c, obj_encoding(e));
+    else if (arg_is(sub, "refcount"))
+        reply_int(c, 1);
+    else if (arg_is(sub, "idletime"))
+        reply_int(c, (long long)((srv.lru_clock - e->lru) & 0xfffffff));
+    else
+        reply_error(c, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. "
+                       "Please note that when switching between policies at runtime LRU and LFU "
+                       "data will take some time to adjust.");
+}

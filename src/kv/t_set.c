@@ -1,0 +1,463 @@
+/* Sets: a dict of members. */
+#include "kv/db.h"
+#include "kv/mem.h"
+#include "kv/reply.h"
+#include "kv/types.h"
+#include "kv/util.h"
+
+static str member_key(const dict_node *n)
+{
+    kv_smember *m = (kv_smember *)(void *)n;
+    return (str){ m->data, n->aux };
+}
+
+dict *set_new(void)
+{
+    dict *s = kv_malloc(sizeof *s);
+    dict_init(s, member_key);
+    return s;
+}
+
+static void free_node(dict_node *n, void *ud)
+{
+    kv_free(n);
+}
+
+void set_free(dict *s)
+{
+    dict_clear(s, free_node, NULL);
+    kv_free(s);
+}
+
+static kv_smember *member_alloc(str m, uint32_t hash)
+{
+    kv_smember *x = kv_malloc(sizeof *x + m.len);
+    x->node.next = NULL;
+    x->node.aux = (uint32_t)m.len;
+    x->node.hash = hash;
+    memcpy(x->data, m.p, m.len);
+    return x;
+}
+
+dict *set_dup(dict *s)
+{
+    dict *d = set_new();
+    dict_expand(d, dict_size(s));
+    dict_iter it;
+    dict_iter_init(&it, s);
+    for (dict_node *n; (n = dict_iter_next(&it));)
+        dict_add(d, &member_alloc(smember_str((kv_smember *)(void *)n), n->hash)->node);
+    dict_iter_end(&it);
+    return d;
+}
+
+int set_add(dict *s, str m)
+{
+    uint32_t h = dict_hash32(m.p, m.len);
+    if (dict_find(s, m.p, m.len, h))
+        return 0;
+    dict_add(s, &member_alloc(m, h)->node);
+    return 1;
+}
+
+int set_has(dict *s, str m)
+{
+    return dict_find(s, m.p, m.len, dict_hash32(m.p, m.len)) != NULL;
+}
+
+int set_del(dict *s, str m)
+{
+    dict_node *n = dict_unlink(s, m.p, m.len, dict_hash32(m.p, m.len));
+    if (!n)
+        return 0;
+    kv_free(n);
+    return 1;
+}
+
+static dict *get_set(kv_client *c, str key, int write, int *err)
+{
+    *err = 0;
+    kv_entry *e = lookup_typed(c, key, KV_SET, write);
+    if (e == KV_WRONGTYPE) {
+        *err = 1;
+        return NULL;
+    }
+    return e ? entry_obj(e) : NULL;
+}
+
+void sadd_command(kv_client *c)
+{
+    int err;
+    dict *s = get_set(c, c->argv[1], 1, &err);
+    if (err)
+        return;
+    if (!s) {
+        s = set_new();
+        db_add_obj(c->db, c->argv[1], KV_SET, s);
+    }
+    long long n = 0;
+    for (int i = 2; i < c->argc; i++)
+        n += set_add(s, c->argv[i]);
+    kv_dirty(n);
+    reply_int(c, n);
+}
+
+void srem_command(kv_client *c)
+{
+    int err;
+    dict *s = get_set(c, c->argv[1], 1, &err);
+    if (err)
+        return;
+    long long n = 0;
+    if (s) {
+        for (int i = 2; i < c->argc; i++)
+            n += set_del(s, c->argv[i]);
+        if (dict_size(s) == 0)
+            db_delete(c->db, c->argv[1]);
+    }
+    kv_dirty(n);
+    reply_int(c, n);
+}
+
+static void reply_members(kv_client *c, dict *s)
+{
+    reply_set(c, s ? (long long)dict_size(s) : 0);
+    if (!s)
+        return;
+    dict_iter it;
+    dict_iter_init(&it, s);
+    for (dict_node *n; (n = dict_iter_next(&it));)
+        reply_bulk_str(c, smember_str((kv_smember *)(void *)n));
+    dict_iter_end(&it);
+}
+
+void smembers_command(kv_client *c)
+{
+    int err;
+    dict *s = get_set(c, c->argv[1], 0, &err);
+    if (err)
+        return;
+    reply_members(c, s);
+}
+
+void sismember_command(kv_client *c)
+{
+    int err;
+    dict *s = get_set(c, c->argv[1], 0, &err);
+    if (err)
+        return;
+    reply_int(c, s && set_has(s, c->argv[2]));
+}
+
+void smismember_command(kv_client *c)
+{
+    int err;
+    dict *s = get_set(c, c->argv[1], 0, &err);
+    if (err)
+        return;
+    reply_array(c, c->argc - 2);
+    for (int i = 2; i < c->argc; i++)
+        reply_int(c, s && set_has(s, c->argv[i]));
+}
+
+void scard_command(kv_client *c)
+{
+    int err;
+    dict *s = get_set(c, c->argv[1], 0, &err);
+    if (err)
+        return;
+    reply_int(c, s ? (long long)dict_size(s) : 0);
+}
+
+void spop_command(kv_client *c)
+{
+    long long count = -1;
+    if (c->argc > 3) {
+        reply_error(c, ERR_SYNTAX);
+        return;
+    }
+    if (c->argc == 3) {
+        if (kv_parse_ll(c->argv[2].p, c->argv[2].len, &count) < 0 || count < 0) {
+            reply_error(c, ERR_POSITIVE);
+            return;
+        }
+    }
+    int err;
+    dict *s = get_set(c, c->argv[1], 1, &err);
+    if (err)
+        return;
+    if (!s) {
+        if (count >= 0)
+            reply_set(c, 0);
+        else
+            reply_null(c);
+        return;
+    }
+    long long n = count < 0 ? 1 : MIN(count, (long long)dict_size(s));
+    if (count >= 0)
+        reply_set(c, n);
+    /* SPOP is random: the AOF gets SREM of the chosen members. */
+    str *prop = kv_malloc(((size_t)n + 2) * sizeof *prop);
+    kv_smember **popped = kv_malloc(((size_t)n + 1) * sizeof *popped);
+    prop[0] = STR("SREM");
+    prop[1] = c->argv[1];
+    for (long long i = 0; i < n; i++) {
+        kv_smember *m = (kv_smember *)(void *)dict_random(s);
+        dict_unlink_node(s, &m->node);
+        reply_bulk_str(c, smember_str(m));
+        prop[2 + i] = smember_str(m);
+        popped[i] = m;
+    }
+    if (n > 0) {
+        kv_propagate_as(c, (int)n + 2, prop);
+        kv_dirty(n);
+    }
+    for (long long i = 0; i < n; i++)
+        kv_free(popped[i]);
+    kv_free(prop);
+    kv_free(popped);
+    if (dict_size(s) == 0)
+        db_delete(c->db, c->argv[1]);
+}
+
+void srandmember_command(kv_client *c)
+{
+    int err;
+    dict *s = get_set(c, c->argv[1], 0, &err);
+    if (err)
+        return;
+    if (c->argc == 2) {
+        if (!s)
+            reply_null(c);
+        else
+            reply_bulk_str(c, smember_str((kv_smember *)(void *)dict_random(s)));
+        return;
+    }
+    if (c->argc > 3) {
+        reply_error(c, ERR_SYNTAX);
+        return;
+    }
+    long long count;
+    if (arg_ll(c, c->argv[2], &count) < 0)
+        return;
+    if (!s || count == 0) {
+        reply_empty_array(c);
+        return;
+    }
+    if (count < 0) {
+        reply_array(c, -count);
+        for (long long i = 0; i < -count; i++)
+            reply_bulk_str(c, smember_str((kv_smember *)(void *)dict_random(s)));
+        return;
+    }
+    size_t size = dict_size(s), n = MIN((size_t)count, size);
+    kv_smember **all = kv_malloc(size * sizeof *all);
+    size_t k = 0;
+    dict_iter it;
+    dict_iter_init(&it, s);
+    for (dict_node *dn; (dn = dict_iter_next(&it));)
+        all[k++] = (kv_smember *)(void *)dn;
+    dict_iter_end(&it);
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i + kv_rand64() % (size - i);
+        kv_smember *t = all[i];
+        all[i] = all[j];
+        all[j] = t;
+    }
+    reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++)
+        reply_bulk_str(c, smember_str(all[i]));
+    kv_free(all);
+}
+
+enum { OP_INTER, OP_UNION, OP_DIFF };
+
+/* Computes the set operation over keys argv[first..argc); returns a new
+ * set (caller owns) or NULL after replying WRONGTYPE. */
+static dict *set_op(kv_client *c, int first, int argc, int op, int write)
+{
+    int nsets = argc - first;
+    dict **sets = kv_malloc((size_t)nsets * sizeof *sets);
+    for (int i = 0; i < nsets; i++) {
+        int err;
+        sets[i] = get_set(c, c->argv[first + i], write, &err);
+        if (err) {
+            kv_free(sets);
+            return NULL;
+        }
+    }
+    dict *out = set_new();
+    if (op == OP_INTER) {
+        /* iterate the smallest; an empty or missing set empties the result */
+        int smallest = 0;
+        for (int i = 0; i < nsets; i++) {
+            if (!sets[i] || dict_size(sets[i]) == 0) {
+                smallest = -1;
+                break;
+            }
+            if (dict_size(sets[i]) < dict_size(sets[smallest]))
+                smallest = i;
+        }
+        if (smallest >= 0) {
+            dict_iter it;
+            dict_iter_init(&it, sets[smallest]);
+            for (dict_node *n; (n = dict_iter_next(&it));) {
+                str m = smember_str((kv_smember *)(void *)n);
+                int all = 1;
+                for (int i = 0; i < nsets && all; i++)
+                    if (i != smallest && !set_has(sets[i], m))
+                        all = 0;
+                if (all)
+                    set_add(out, m);
+            }
+            dict_iter_end(&it);
+        }
+    } else {
+        for (int i = 0; i < nsets; i++) {
+            if (!sets[i])
+                continue;
+            if (op == OP_DIFF && i > 0) {
+                dict_iter it;
+                dict_iter_init(&it, sets[i]);
+                for (dict_node *n; (n = dict_iter_next(&it));)
+                    set_del(out, smember_str((kv_smember *)(void *)n));
+                dict_iter_end(&it);
+                continue;
+            }
+            if (op == OP_DIFF && i == 0) {
+                dict_iter it;
+                dict_iter_init(&it, sets[i]);
+                for (dict_node *n; (n = dict_iter_next(&it));)
+                    set_add(out, smember_str((kv_smember *)(void *)n));
+                dict_iter_end(&it);
+                continue;
+            }
+            dict_iter it;
+            dict_iter_init(&it, sets[i]);
+            for (dict_node *n; (n = dict_iter_next(&it));)
+                set_add(out, smember_str((kv_smember *)(void *)n));
+            dict_iter_end(&it);
+        }
+        if (op == OP_DIFF && !sets[0]) {
+            dict_clear(out, free_node, NULL);
+        }
+    }
+    kv_free(sets);
+    return out;
+}
+
+static void setop_reply(kv_client *c, int op)
+{
+    dict *r = set_op(c, 1, c->argc, op, 0);
+    if (!r)
+        return;
+    reply_members(c, r);
+    set_free(r);
+}
+
+void sinter_command(kv_client *c) { setop_reply(c, OP_INTER); }
+void sunion_command(kv_client *c) { setop_reply(c, OP_UNION); }
+void sdiff_command(kv_client *c) { setop_reply(c, OP_DIFF); }
+
+static void setop_store(kv_client *c, int op)
+{
+    dict *r = set_op(c, 2, c->argc, op, 1);
+    if (!r)
+        return;
+    kv_entry *old = db_lookup_write(c->db, c->argv[1]);
+    if (old)
+        db_delete_entry(c->db, old);
+    long long n = (long long)dict_size(r);
+    if (n > 0)
+        db_add_obj(c->db, c->argv[1], KV_SET, r);
+    else
+        set_free(r);
+    kv_dirty(1);
+    reply_int(c, n);
+}
+
+void sinterstore_command(kv_client *c) { setop_store(c, OP_INTER); }
+void sunionstore_command(kv_client *c) { setop_store(c, OP_UNION); }
+void sdiffstore_command(kv_client *c) { setop_store(c, OP_DIFF); }
+
+void sintercard_command(kv_client *c)
+{
+    long long numkeys, limit = 0;
+    if (kv_parse_ll(c->argv[1].p, c->argv[1].len, &numkeys) < 0 || numkeys <= 0) {
+        reply_error(c, "ERR numkeys should be greater than 0");
+        return;
+    }
+    if (numkeys > c->argc - 2) {
+        reply_error(c, "ERR Number of keys can't be greater than number of args");
+        return;
+    }
+    for (int i = 2 + (int)numkeys; i < c->argc; i++) {
+        if (str_ieq_lit(c->argv[i], "limit", 5) && i + 1 < c->argc) {
+            if (kv_parse_ll(c->argv[i + 1].p, c->argv[i + 1].len, &limit) < 0 || limit < 0) {
+                reply_error(c, "ERR LIMIT can't be negative");
+                return;
+            }
+            i++;
+        } else {
+            reply_error(c, ERR_SYNTAX);
+            return;
+        }
+    }
+    dict *r = set_op(c, 2, 2 + (int)numkeys, OP_INTER, 0);
+    if (!r)
+        return;
+    long long n = (long long)dict_size(r);
+    if (limit && n > limit)
+        n = limit;
+    set_free(r);
+    reply_int(c, n);
+}
+
+void smove_command(kv_client *c)
+{
+    int err;
+    dict *src = get_set(c, c->argv[1], 1, &err);
+    if (err)
+        return;
+    dict *dst = get_set(c, c->argv[2], 1, &err);
+    if (err)
+        return;
+    if (!src || !set_has(src, c->argv[3])) {
+        reply_int(c, 0);
+        return;
+    }
+    if (src == dst) {
+        reply_int(c, 1);
+        return;
+    }
+    set_del(src, c->argv[3]);
+    if (dict_size(src) == 0)
+        db_delete(c->db, c->argv[1]);
+    if (!dst) {
+        dst = set_new();
+        db_add_obj(c->db, c->argv[2], KV_SET, dst);
+    }
+    set_add(dst, c->argv[3]);
+    kv_dirty(1);
+    reply_int(c, 1);
+}
+
+void sscan_command(kv_client *c)
+{
+    int err;
+    dict *s = get_set(c, c->argv[1], 0, &err);
+    if (err)
+        return;
+    if (!s) {
+        uint64_t cur;
+        if (num_parse_u64(c->argv[2].p, c->argv[2].len, UINT64_MAX, &cur) < 0) {
+            reply_error(c, "ERR invalid cursor");
+            return;
+        }
+        reply_array(c, 2);
+        reply_bulk(c, "0", 1);
+        reply_empty_array(c);
+        return;
+    }
+    scan_generic(c, s, 2, 1);
+}
