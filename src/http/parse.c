@@ -19,22 +19,14 @@ static const uint8_t tchar[256] = {
 };
 
 /* Characters of uri-host [":" port]: unreserved, pct-encoded, sub-delims,
- * and the brackets and colons of IP literals. */
-static const uint8_t host_char[256] = {
-    ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['%'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1,
-    ['\''] = 1, ['('] = 1, [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1,
-    [':'] = 1, ['['] = 1, [']'] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
-    ['8'] = 1, ['9'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
-    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
-    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
-    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-    ['y'] = 1, ['z'] = 1,
-};
+ * and the brackets and colons of IP literals: the token characters less
+ * "#^`|", plus "(),;=:[]". */
+static int is_host_char(unsigned char ch)
+{
+    if (tchar[ch])
+        return ch != '#' && ch != '^' && ch != '`' && ch != '|';
+    return ch && strchr("(),;=:[]", ch) != NULL;
+}
 
 /* Field values: HTAB, SP, VCHAR, obs-text. Everything else (NUL, CR, LF,
  * other controls, DEL) is refused. */
@@ -199,7 +191,7 @@ static int on_known_header(http_parser *p, int id, const char *v, uint32_t len)
         if (p->known[id])
             return -400;
         for (uint32_t i = 0; i < len; i++) /* uri-host [":" port] (RFC 9112 3.2) */
-            if (!host_char[(unsigned char)v[i]])
+            if (!is_host_char((unsigned char)v[i]))
                 return -400;
         break;
     case HH_CONNECTION:
