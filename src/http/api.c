@@ -65,6 +65,8 @@ struct arena_chunk {
 void *brisk_req_alloc(brisk_req *req, size_t size)
 {
     http_conn *c = REQ(req);
+    if (size > ((size_t)1 << 40))
+        return NULL; /* no request needs that; also keeps the sums below from wrapping */
     size = (size + 15) & ~(size_t)15;
     arena_chunk *a = c->api.arena;
     if (!a || a->cap - a->used < size) {
@@ -103,6 +105,7 @@ void http_api_reset(http_conn *c, int all)
     c->api.remote[0] = '\0';
     c->api.route = NULL;
     c->api.on_abort = NULL;
+    c->api.redirects = 0;
 }
 
 /* ---- server and routes ---- */
@@ -188,6 +191,11 @@ int brisk_route(brisk_server *s, const char *method, const char *pattern, brisk_
                 goto fail; /* '*' only at the end */
             g->kind = SEG_REST;
         } else if (p[0] == ':' && len > 1) {
+            int params = 0;
+            for (int k = 0; k < r->nsegs - 1; k++)
+                params += r->segs[k].kind == SEG_PARAM;
+            if (params == HTTP_MAX_PARAMS)
+                goto fail; /* could never match */
             g->kind = SEG_PARAM;
             g->text = p + 1;
             g->len = len - 1;
@@ -261,8 +269,11 @@ static void api_dispatch(http_conn *c, const http_request *r, void *udata)
         const route *rt = &s->routes[i];
         if (!route_match(rt, r->path, c))
             continue;
-        if (rt->method && !(rt->method_len == r->method_name.len &&
-                            memcmp(rt->method, r->method_name.p, rt->method_len) == 0)) {
+        int method_ok = !rt->method ||
+                        (rt->method_len == r->method_name.len &&
+                         memcmp(rt->method, r->method_name.p, rt->method_len) == 0) ||
+                        (r->method == HTTP_HEAD && strcmp(rt->method, "GET") == 0);
+        if (!method_ok) {
             if (allow_len + rt->method_len + 2 < sizeof allow) {
                 if (allow_len) {
                     memcpy(allow + allow_len, ", ", 2);
@@ -610,10 +621,10 @@ void brisk_res_end_file(brisk_res *res, const char *path)
         brisk_res_end(res, NULL, 0);
         return;
     }
-    str type = mime_lookup(c->conf->mime, (str){ path, strlen(path) });
-    if (!c->api.has_type)
-        http_resp_header(c, STR("Content-Type"), type);
-    c->api.has_type = 1;
+    if (!c->api.has_type) {
+        str type = mime_lookup(c->conf->mime, (str){ path, strlen(path) });
+        brisk_res_header_n(res, (brisk_str){ "Content-Type", 12 }, BSTR(type));
+    }
     send_head(c, (uint64_t)st.st_size, NULL);
     http_resp_body_fd(c, fd, 0, (uint64_t)st.st_size, close_fd, (void *)(intptr_t)fd);
     finish(c);
@@ -894,9 +905,5 @@ void brisk_server_args_config(brisk_server *s, int argc, char **argv)
 void brisk_serve_files(brisk_req *req, brisk_res *res, void *udata)
 {
     http_conn *c = REQ(req);
-    const http_cgi_map *m = http_cgi_match(c, &c->req);
-    if (m)
-        http_cgi_handle(c, &c->req, m);
-    else
-        static_handle(c, &c->req, udata);
+    http_files_handle(c, &c->req);
 }

@@ -27,7 +27,8 @@
 
 typedef struct cgi {
     void *deferred_next; /* first: the worker's deferred-free list */
-    http_conn *c;
+    struct cgi *prev, *next; /* the worker's scripts */
+    http_conn *c;        /* while the response is open; NULL after */
     http_worker *hw;
     char name[256];      /* script, for logs */
     pid_t pid;
@@ -44,18 +45,56 @@ typedef struct cgi {
     char *location;      /* local redirect target */
 } cgi;
 
-const http_cgi_map *http_cgi_match(http_conn *c, const http_request *r)
+static void local_redirect(http_conn *c, const char *location);
+static void cgi_free(cgi *g);
+
+const http_cgi_map *http_cgi_match(const http_conf *conf, const char *rel, size_t len)
 {
-    const http_conf *conf = c->conf;
     for (int i = 0; i < conf->ncgi; i++) {
         const http_cgi_map *m = &conf->cgi[i];
-        size_t n = strlen(m->prefix);
-        /* "/cgi-bin/" matches "/cgi-bin/x" and "/cgi-bin" itself */
-        if ((r->path.len >= n && memcmp(r->path.p, m->prefix, n) == 0) ||
-            (r->path.len == n - 1 && memcmp(r->path.p, m->prefix, n - 1) == 0))
+        size_t n = strlen(m->prefix) - 2; /* "/cgi-bin/" -> "cgi-bin" */
+        if (len >= n && memcmp(rel, m->prefix + 1, n) == 0 && (len == n || rel[n] == '/'))
             return m;
     }
     return NULL;
+}
+
+void http_cgi_shutdown(http_worker *hw)
+{
+    while (hw->cgis) {
+        cgi *g = hw->cgis;
+        if (!g->exited) {
+            kill(-g->pid, SIGKILL);
+            waitpid(g->pid, NULL, 0);
+            g->exited = 1;
+        }
+        if (g->c) { /* cannot happen: the worker ends after its responses */
+            g->c->api.on_abort = NULL;
+            g->c = NULL;
+        }
+        cgi_free(g);
+    }
+    while (hw->deferred) {
+        void **block = hw->deferred;
+        hw->deferred = *block;
+        free(block);
+    }
+}
+
+void http_files_handle(http_conn *c, const http_request *r)
+{
+    char rel[STATIC_PATH_MAX];
+    int dir_form;
+    int len = static_normalize_path(r->path, rel, sizeof rel, &dir_form);
+    if (len < 0) {
+        http_resp_error(c, -len, NULL);
+        return;
+    }
+    const http_cgi_map *m = http_cgi_match(c->conf, rel, (size_t)len);
+    if (m)
+        http_cgi_handle(c, r, m, rel, (size_t)len);
+    else
+        static_serve(c, r, rel, (size_t)len, dir_form);
 }
 
 static void close_io(loop *l, loop_io *io)
@@ -89,9 +128,9 @@ static void cgi_log_stderr(cgi *g, int flush)
  * the rest passed through. Returns 0, or -1 for a malformed section. */
 static int parse_head(cgi *g, const char *p, size_t len)
 {
-    http_conn *c = g->c;
+    brisk_res *res = RES(g->c);
     const char *end = p + len;
-    int has_type = 0;
+    str location = STR_NULL;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
@@ -112,29 +151,30 @@ static int parse_head(cgi *g, const char *p, size_t len)
                 return -1;
         if (STR_IEQ(name, "status")) {
             uint64_t code;
-            if (val.len < 3 || num_parse_u64(val.p, 3, 999, &code) < 0 || code < 100)
+            if (val.len < 3 || num_parse_u64(val.p, 3, 999, &code) < 0 || code < 100 ||
+                (val.len > 3 && val.p[3] != ' '))
                 return -1;
             g->status = (int)code;
         } else if (STR_IEQ(name, "location")) {
-            if (val.len && val.p[0] == '/' && !g->status) {
-                g->location = strndup(val.p, val.len);
-                if (!g->location)
-                    return -1;
-            } else {
-                brisk_res_header_n(RES(c), (brisk_str){ name.p, name.len }, (brisk_str){ val.p, val.len });
-                if (!g->status)
-                    g->status = 302;
-            }
+            location = val;
         } else {
-            if (STR_IEQ(name, "content-type"))
-                has_type = 1;
-            brisk_res_header_n(RES(c), (brisk_str){ name.p, name.len }, (brisk_str){ val.p, val.len });
+            brisk_res_header_n(res, (brisk_str){ name.p, name.len }, (brisk_str){ val.p, val.len });
         }
         p = nl ? nl + 1 : end;
     }
-    (void)has_type;
-    if (!g->location)
-        brisk_res_status(RES(c), g->status ? g->status : 200);
+    /* RFC 3875 6.2: a local path without a Status is a local redirect; any
+     * other Location goes to the client (302 unless the script says). */
+    if (location.len && location.p[0] == '/' && !g->status) {
+        g->location = strndup(location.p, location.len);
+        return g->location ? 0 : -1;
+    }
+    if (location.len) {
+        brisk_res_header_n(res, (brisk_str){ "Location", 8 },
+                           (brisk_str){ location.p, location.len });
+        if (!g->status)
+            g->status = 302;
+    }
+    brisk_res_status(res, g->status ? g->status : 200);
     return 0;
 }
 
@@ -167,62 +207,54 @@ static void cgi_free(cgi *g)
     buf_free(&g->err);
     free(g->location);
     g->hw->cgi_running--;
+    if (g->prev)
+        g->prev->next = g->next;
+    else
+        g->hw->cgis = g->next;
+    if (g->next)
+        g->next->prev = g->prev;
     /* Events for its descriptors may still be in this batch. */
     g->deferred_next = g->hw->deferred;
     g->hw->deferred = g;
 }
 
-static void local_redirect(http_conn *c, const char *location, int depth);
-
-/* Both the output and the process are done: end the response. */
-static void cgi_finish(cgi *g)
+/* The script is reaped and the response is over: let go. */
+static void maybe_free(cgi *g)
 {
-    http_conn *c = g->c;
-    brisk_res *res = RES(c);
-    c->api.on_abort = NULL;
-    if (g->aborted) {
+    if (!g->c && g->exited)
         cgi_free(g);
-        brisk_res_end(res, NULL, 0);
-        return;
-    }
-    if (g->timed_out) {
-        log_error("cgi %s: timed out after %llums, killed", g->name,
-                  (unsigned long long)c->conf->cgi_timeout);
-        int sent = c->api.headers_sent;
-        cgi_free(g);
-        brisk_res_error(res, sent ? 500 : 504);
-        return;
-    }
-    if (!g->headers_done || g->bad_head) {
-        log_error("cgi %s: %s", g->name,
-                  g->bad_head ? "malformed header section" : "exited without a header section");
-        cgi_free(g);
-        brisk_res_error(res, 502);
-        return;
-    }
-    if (g->location) {
-        char *loc = g->location;
-        g->location = NULL;
-        cgi_free(g);
-        local_redirect(c, loc, 0);
-        free(loc);
-        return;
-    }
-    const char *body = g->out.data + g->head_len;
-    size_t n = g->out.len - g->head_len;
-    if (g->streaming) {
-        cgi_free(g);
-        brisk_res_end(res, NULL, 0);
-    } else {
-        brisk_res_end(res, body, n); /* copies before the buffer goes */
-        cgi_free(g);
-    }
 }
 
-static void maybe_finish(cgi *g)
+/* Ends the response: when the output ended, or earlier on a timeout, a
+ * dead client or a bad header. The process is reaped separately. */
+static void cgi_respond(cgi *g)
 {
-    if (g->out_eof && g->exited)
-        cgi_finish(g);
+    http_conn *c = g->c;
+    if (!c)
+        return;
+    brisk_res *res = RES(c);
+    loop *l = &g->hw->w.loop;
+    g->c = NULL;
+    c->api.on_abort = NULL;
+    close_io(l, &g->in_io); /* the body lives in the request: stop reading it */
+    if (g->aborted) {
+        brisk_res_end(res, NULL, 0);
+    } else if (g->timed_out) {
+        log_error("cgi %s: timed out after %llums, killed", g->name,
+                  (unsigned long long)c->conf->cgi_timeout);
+        brisk_res_error(res, c->api.headers_sent ? 500 : 504);
+    } else if (!g->headers_done || g->bad_head) {
+        log_error("cgi %s: %s", g->name,
+                  g->bad_head ? "malformed header section" : "no header section before end of output");
+        brisk_res_error(res, 502);
+    } else if (g->location) {
+        local_redirect(c, g->location);
+    } else if (g->streaming) {
+        brisk_res_end(res, NULL, 0);
+    } else {
+        brisk_res_end(res, g->out.data + g->head_len, g->out.len - g->head_len);
+    }
+    maybe_free(g);
 }
 
 static void kill_script(cgi *g)
@@ -236,6 +268,7 @@ static void on_timeout(loop *l, timer *t)
     cgi *g = t->udata;
     g->timed_out = 1;
     kill_script(g);
+    cgi_respond(g);
 }
 
 static void on_abort(void *arg)
@@ -243,6 +276,7 @@ static void on_abort(void *arg)
     cgi *g = arg;
     g->aborted = 1;
     kill_script(g);
+    cgi_respond(g);
 }
 
 static void on_stdin(loop *l, loop_io *io, unsigned events)
@@ -265,7 +299,9 @@ static void on_stdin(loop *l, loop_io *io, unsigned events)
 static void out_pause_check(loop *l, timer *t)
 {
     cgi *g = t->udata;
-    if (g->c->out.len > CGI_OUT_PAUSE && !g->aborted) {
+    if (g->out_io.fd < 0)
+        return;
+    if (g->c && g->c->out.len > CGI_OUT_PAUSE) {
         timer_start(l, &g->resume, 20);
         return;
     }
@@ -283,10 +319,10 @@ static void on_stdout(loop *l, loop_io *io, unsigned events)
     if (n <= 0) {
         g->out_eof = 1;
         close_io(l, io);
-        maybe_finish(g);
+        cgi_respond(g);
         return;
     }
-    if (g->aborted || g->bad_head)
+    if (!c || g->bad_head)
         return; /* drain and drop */
     if (!g->headers_done) {
         if (g->out.len + (size_t)n > CGI_HEAD_MAX + sizeof tmp || buf_append(&g->out, tmp, (size_t)n) < 0) {
@@ -295,6 +331,11 @@ static void on_stdout(loop *l, loop_io *io, unsigned events)
             return;
         }
         size_t end = find_head_end(g->out.data, g->out.len);
+        if (end > CGI_HEAD_MAX) {
+            g->bad_head = 1;
+            kill_script(g);
+            return;
+        }
         if (!end) {
             if (g->out.len > CGI_HEAD_MAX) {
                 g->bad_head = 1;
@@ -352,13 +393,14 @@ static void on_script_exit(loop *l, loop_io *io, unsigned events)
     if (waitid((idtype_t)P_PIDFD, (id_t)io->fd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
         return;
     g->exited = 1;
-    if (si.si_code != CLD_EXITED && !g->timed_out && !g->aborted)
+    if (si.si_code != CLD_EXITED && !g->timed_out && !g->aborted && !g->bad_head)
         log_error("cgi %s: killed by signal %d", g->name, si.si_status);
     else if (si.si_code == CLD_EXITED && si.si_status != 0)
         log_warn("cgi %s: exited with status %d", g->name, si.si_status);
     close_io(l, io);
     kill(-g->pid, SIGKILL); /* leftovers of its process group */
-    maybe_finish(g);
+    timer_stop(l, &g->tm);
+    maybe_free(g);
 }
 
 /* ---- environment ---- */
@@ -508,22 +550,16 @@ static int spawn(cgi *g, const char *path, char **envp, int fds[3][2])
     return -rc;
 }
 
-void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m)
+void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
+                     const char *rel, size_t len)
 {
     http_worker *hw = c->hw;
     brisk_res *res = RES(c);
     /* The script is the first path segment after the prefix; the rest is
-     * PATH_INFO. The path is decoded and normalised like a static one. */
-    char rel[PATH_MAX];
-    int dir_form;
-    int len = static_normalize_path(r->path, rel, sizeof rel, &dir_form);
-    if (len < 0) {
-        brisk_res_error(res, -len);
-        return;
-    }
-    size_t plen = strlen(m->prefix) - 1; /* "/cgi-bin/" -> "cgi-bin" is rel's start */
-    if ((size_t)len <= plen || memcmp(rel, m->prefix + 1, plen - 1) != 0 || rel[plen - 1] != '/') {
-        brisk_res_error(res, len + 1 == (int)plen ? 403 : 404);
+     * PATH_INFO. */
+    size_t plen = strlen(m->prefix) - 1; /* "/cgi-bin/" -> "cgi-bin/" starts rel */
+    if (len <= plen) {
+        brisk_res_error(res, 403); /* the directory itself */
         return;
     }
     const char *script = rel + plen;
@@ -590,6 +626,10 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m)
         goto fail;
     }
     hw->cgi_running++;
+    g->next = hw->cgis;
+    if (hw->cgis)
+        hw->cgis->prev = g;
+    hw->cgis = g;
     close(fds[0][0]);
     close(fds[1][1]);
     close(fds[2][1]);
@@ -608,6 +648,12 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m)
     loop_io_start(l, &g->out_io, fds[1][0], LOOP_READ, on_stdout, g);
     loop_io_start(l, &g->err_io, fds[2][0], LOOP_READ, on_stderr, g);
     int pidfd = (int)syscall(SYS_pidfd_open, g->pid, 0);
+    timer_init(&g->tm, on_timeout, g);
+    timer_init(&g->resume, out_pause_check, g);
+    c->api.on_abort = on_abort;
+    c->api.abort_arg = g;
+    buf_free(&env.strings);
+    free(envp);
     if (pidfd < 0 || loop_io_start(l, &g->pid_io, pidfd, LOOP_READ, on_script_exit, g) < 0) {
         log_error("cgi %s: pidfd_open: %s", g->name, strerror(errno));
         if (pidfd >= 0)
@@ -616,14 +662,10 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m)
         waitpid(g->pid, NULL, 0);
         g->exited = 1;
         g->timed_out = 1;
+        cgi_respond(g);
+        return;
     }
-    timer_init(&g->tm, on_timeout, g);
-    timer_init(&g->resume, out_pause_check, g);
     timer_start(l, &g->tm, c->conf->cgi_timeout);
-    c->api.on_abort = on_abort;
-    c->api.abort_arg = g;
-    buf_free(&env.strings);
-    free(envp);
     return;
 fail:
     for (int i = 0; i < 3; i++) {
@@ -640,12 +682,13 @@ fail:
 
 /* RFC 3875 6.2.2: the script named another local resource; serve it as a
  * GET for that path. */
-static void local_redirect(http_conn *c, const char *location, int depth)
+static void local_redirect(http_conn *c, const char *location)
 {
     http_request r = c->req;
     size_t n = strlen(location);
     char *copy = brisk_req_alloc(REQ(c), n + 1);
-    if (!copy || depth >= CGI_MAX_REDIRECTS) {
+    if (!copy || ++c->api.redirects > CGI_MAX_REDIRECTS) {
+        log_error("cgi: too many local redirects (last to %s)", location);
         brisk_res_error(RES(c), 500);
         return;
     }
@@ -654,14 +697,15 @@ static void local_redirect(http_conn *c, const char *location, int depth)
     r.target = (str){ copy, n };
     r.path = (str){ copy, q ? (size_t)(q - copy) : n };
     r.query = q ? (str){ q + 1, n - r.path.len - 1 } : (str){ copy + n, 0 };
-    r.method = HTTP_GET;
-    r.method_name = STR("GET");
+    if (r.method != HTTP_HEAD) {
+        r.method = HTTP_GET;
+        r.method_name = STR("GET");
+    }
     r.body = STR_NULL;
-    c->head_only = 0;
     c->req = r;
-    const http_cgi_map *m = http_cgi_match(c, &r);
-    if (m)
-        http_cgi_handle(c, &c->req, m);
-    else
-        static_handle(c, &c->req, NULL);
+    c->api.headers_sent = 0;
+    c->api.hdrs.len = 0;
+    c->api.status = 200;
+    c->api.has_type = 0;
+    http_files_handle(c, &c->req);
 }

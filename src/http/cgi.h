@@ -6,11 +6,21 @@
 
 #include "http/conn.h"
 
-/* The configured mapping whose prefix the request path falls under, or
- * NULL. */
-const http_cgi_map *http_cgi_match(http_conn *c, const http_request *r);
+/* The configured mapping whose prefix the normalised path (as made by
+ * static_normalize_path: "cgi-bin/x.sh", no leading slash) falls under,
+ * or NULL. Matching the normalised path means "/./cgi-bin/x", "//cgi-bin/x"
+ * or "/%63gi-bin/x" can never reach the script as a static file. */
+const http_cgi_map *http_cgi_match(const http_conf *conf, const char *rel, size_t len);
 
-/* Runs the script for the request (ends the response later). */
-void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m);
+/* Runs the script named by rel under m (ends the response later). */
+void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
+                     const char *rel, size_t len);
+
+/* Kills and reaps the worker's remaining scripts (at worker exit; their
+ * responses are over, but a script may outlive its output). */
+void http_cgi_shutdown(http_worker *hw);
+
+/* Static files and CGI, as configured: brisk_serve_files. */
+void http_files_handle(http_conn *c, const http_request *r);
 
 #endif

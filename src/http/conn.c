@@ -193,7 +193,9 @@ void http_conn_tick(http_worker *hw)
 
 void http_conn_queue_flush(http_conn *c)
 {
-    if (c->in_dispatch || c->flush_queued)
+    /* Inside a read batch the batch's own flush follows, except for an
+     * orphan, which only the flush list frees. */
+    if ((c->in_dispatch && !c->orphan) || c->flush_queued)
         return;
     c->flush_queued = 1;
     c->flush_next = c->hw->flush_list;
@@ -708,12 +710,21 @@ static void conn_io(loop *l, loop_io *io, unsigned events)
         if (events & (LOOP_WRITE | LOOP_ERR | LOOP_HUP))
             conn_after_batch(c);
     } else if (c->state == CONN_HANDLER) {
-        /* A handler is working: only notice a vanished peer; the rest of
-         * the input waits until the response ends. */
-        if (events & (LOOP_ERR | LOOP_HUP))
+        /* A handler is working. Pipelined input is read into the free end
+         * of the buffer (never moving what the request points into) and
+         * waits; end of input means the client has gone. A full buffer
+         * stops the reading until the response ends. */
+        if (events & (LOOP_ERR | LOOP_HUP)) {
             conn_close(c);
-        else
+        } else if (c->in && c->in_len < c->in_cap) {
+            ssize_t n = read(io->fd, c->in + c->in_len, c->in_cap - c->in_len);
+            if (n > 0)
+                c->in_len += (uint32_t)n;
+            else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+                conn_close(c);
+        } else {
             loop_io_set(l, io, 0);
+        }
     } else if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR)) {
         conn_read(c);
     }

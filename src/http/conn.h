@@ -67,6 +67,7 @@ typedef struct {
     uint8_t chunked;                /* body streamed with chunked framing */
     uint8_t until_close;            /* HTTP/1.0 stream: body ends at close */
     uint8_t has_type;               /* a Content-Type header was given */
+    uint8_t redirects;              /* CGI local redirects followed */
     int status;
     buf hdrs;                       /* app headers, until the head is sent */
     arena_chunk *arena;             /* per-request memory */
@@ -159,6 +160,7 @@ struct http_worker {
     int stopping;
     uint32_t jobs;                 /* brisk_work jobs in flight */
     uint32_t cgi_running;          /* CGI processes of this worker */
+    struct cgi *cgis;              /* and their states */
     void *app_data;                /* brisk_loop_set_data */
     void (*hook)(http_worker *hw, int start, void *udata);
     void *hook_udata;

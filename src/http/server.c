@@ -1,5 +1,7 @@
 #include "http/server.h"
 
+#include "http/cgi.h"
+
 #include "core/workpool.h"
 
 #include <errno.h>
@@ -133,6 +135,7 @@ static void worker_run(worker *w)
     if (hw->hook)
         hw->hook(hw, 0, hw->hook_udata);
     http_conn_close_all(hw);
+    http_cgi_shutdown(hw);
     http_conn_reap(hw);
     while (hw->free_conns) {
         http_conn *c = hw->free_conns;
@@ -210,7 +213,7 @@ int http_server_run(const http_cli *cli, const http_app *app)
     char err[CONF_ERR_MAX];
     http_conf *conf = http_conf_load(cli, err);
     if (!conf) {
-        fprintf(stderr, "brisk: %s\n", err);
+        fprintf(stderr, "%s: %s\n", program_invocation_short_name, err);
         return 1;
     }
     if (apply_logging(conf) < 0) {

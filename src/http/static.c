@@ -513,6 +513,18 @@ static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str 
 
 void static_handle(http_conn *c, const http_request *r, void *udata)
 {
+    char rel[STATIC_PATH_MAX];
+    int dir_form;
+    int len = static_normalize_path(r->path, rel, sizeof rel, &dir_form);
+    if (len < 0)
+        http_resp_error(c, -len, NULL);
+    else
+        static_serve(c, r, rel, (size_t)len, dir_form);
+}
+
+void static_serve(http_conn *c, const http_request *r, const char *path, size_t plen,
+                  int dir_form)
+{
     if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
         http_resp_error(c, 405, "Allow: GET, HEAD\r\n");
         return;
@@ -521,14 +533,10 @@ void static_handle(http_conn *c, const http_request *r, void *udata)
         http_resp_error(c, 404, NULL); /* no root configured */
         return;
     }
-    char rel[PATH_MAX];
-    int dir_form;
-    int len = static_normalize_path(r->path, rel, sizeof rel - 16 - sizeof c->conf->index,
-                                    &dir_form);
-    if (len < 0) {
-        http_resp_error(c, -len, NULL);
-        return;
-    }
+    /* room to append "/" + index */
+    char rel[STATIC_PATH_MAX + 1 + sizeof c->conf->index];
+    memcpy(rel, path, plen + 1);
+    int len = (int)plen;
     fcache_entry *f = lookup(c, rel, (size_t)len);
     if (f->err) {
         http_resp_error(c, status_for_errno(f->err), NULL);

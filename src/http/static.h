@@ -26,7 +26,14 @@ int static_etag_match(str header, str etag);
 /* Accept-Encoding: 1 when the coding (lower-case) is acceptable (q > 0). */
 int static_accepts_encoding(str header, const char *coding);
 
+/* Longest normalised path served. */
+#define STATIC_PATH_MAX 4096
+
 /* The handler; udata is unused (configuration comes from the connection). */
 void static_handle(http_conn *c, const http_request *r, void *udata);
+
+/* Serves path, already normalised by static_normalize_path (NUL-ended). */
+void static_serve(http_conn *c, const http_request *r, const char *path, size_t len,
+                  int dir_form);
 
 #endif
