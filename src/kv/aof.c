@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,7 +297,7 @@ int aof_load(const char *path)
                 good = base + (off_t)c->parser.pos;
         }
         /* keep only the unparsed tail */
-        size_t used = c->parser.pos;
+        size_t used = resp_parser_consumed(&c->parser);
         if (used) {
             memmove(c->rbuf.data, c->rbuf.data + used, c->rbuf.len - used);
             c->rbuf.len -= used;

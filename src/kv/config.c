@@ -141,6 +141,18 @@ void kv_config_defaults(kv_config *cfg)
     cfg->active_expire_effort = 1;
 }
 
+void kv_config_free(kv_config *cfg)
+{
+    for (int i = 0; i < cfg->nbind; i++)
+        kv_free(cfg->bind[i]);
+    cfg->nbind = 0;
+    char **strs[] = { &cfg->dir, &cfg->appendfilename, &cfg->requirepass, &cfg->logfile, &cfg->save };
+    for (size_t i = 0; i < ARRAY_LEN(strs); i++) {
+        kv_free(*strs[i]);
+        *strs[i] = NULL;
+    }
+}
+
 /* Redis memory units: k = 1000, kb = 1024, m, mb, g, gb. */
 static int parse_memory(const char *s, uint64_t *out)
 {

@@ -6,6 +6,7 @@
 #include "kv/server.h"
 
 void kv_config_defaults(kv_config *cfg);
+void kv_config_free(kv_config *cfg);
 /* Applies "name arg..." (from a file line, the command line or CONFIG
  * SET). Returns 0, or -1 with a message in err. at_runtime refuses
  * options that cannot change while serving. */

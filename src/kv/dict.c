@@ -266,8 +266,10 @@ void dict_relink(dict *d, dict_node *old_n, dict_node *new_n)
 {
     int t;
     dict_node **link = find_link(d, new_n->hash, NULL, 0, old_n, &t);
-    if (link)
+    if (link) {
+        new_n->next = old_n->next;
         *link = new_n;
+    }
 }
 
 dict_node *dict_random(dict *d)

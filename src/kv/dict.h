@@ -55,8 +55,9 @@ void dict_add(dict *d, dict_node *n);
 dict_node *dict_unlink(dict *d, const char *key, size_t len, uint32_t hash);
 /* Removes the node n, which must be in d. */
 void dict_unlink_node(dict *d, dict_node *n);
-/* Puts new_n in the place of old_n (same key and hash), e.g. after the
- * owner re-allocated the node to grow it. old_n is not dereferenced. */
+/* Puts new_n in the place of old_n (same key and hash), e.g. when the
+ * owner moves a node to a bigger allocation. old_n must still be valid
+ * (free it after this call). */
 void dict_relink(dict *d, dict_node *old_n, dict_node *new_n);
 /* A random node (roughly uniform), or NULL when empty. */
 dict_node *dict_random(dict *d);

@@ -32,6 +32,7 @@ void resp_parser_next(resp_parser *p)
 void resp_parser_shift(resp_parser *p, size_t n)
 {
     p->pos -= n;
+    p->start = p->start >= n ? p->start - n : 0;
     for (size_t i = 0; i < p->nargs; i++)
         p->args[i].off -= n;
 }
@@ -191,6 +192,7 @@ int resp_parse(resp_parser *p, char *buf, size_t len)
         if (p->kind == 0) {
             p->kind = buf[p->pos] == '*' ? '*' : 'i';
             p->nargs = 0;
+            p->start = p->pos;
         }
         if (p->kind == 'i') {
             int rc = parse_inline(p, buf, len);

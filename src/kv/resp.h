@@ -28,6 +28,7 @@ typedef struct {
     long long multibulk; /* bulks still to read in this command */
     long long bulklen;   /* length of the bulk being read; -1 = want "$N" */
     size_t pos;          /* offset where parsing continues */
+    size_t start;        /* offset where the current command began */
     int kind;            /* 0 = between commands, '*' multibulk, 'i' inline */
     uint64_t max_bulk;   /* limits, set by the owner (defaults above) */
     long long max_multibulk;
@@ -43,7 +44,13 @@ void resp_parser_free(resp_parser *p);
  * ("Protocol error: ..."); the connection must be closed. */
 int resp_parse(resp_parser *p, char *buf, size_t len);
 void resp_parser_next(resp_parser *p);
-/* The caller removed the first n bytes of the buffer (n <= p->pos). */
+/* Bytes at the front of the buffer that no longer matter (everything
+ * before the command being parsed); the caller may drop them. */
+static inline size_t resp_parser_consumed(const resp_parser *p)
+{
+    return p->kind ? p->start : p->pos;
+}
+/* The caller removed the first n bytes (n <= resp_parser_consumed). */
 void resp_parser_shift(resp_parser *p, size_t n);
 /* Bytes the parser needs beyond len to finish the current bulk, or 0. */
 size_t resp_parser_want(const resp_parser *p, size_t len);

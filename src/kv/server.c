@@ -139,7 +139,9 @@ void kv_client_close(kv_client *c)
         return;
     c->flags |= CLIENT_CLOSED;
     if (c->fd >= 0) {
-        loop_io_forget(&srv.loop, &c->io);
+        /* Not loop_io_forget: a forked AOF-rewrite child shares the socket,
+         * so close() alone would leave it registered in epoll. */
+        loop_io_stop(&srv.loop, &c->io);
         close(c->fd);
         c->fd = -1;
     }
@@ -280,7 +282,7 @@ static void process_input(kv_client *c)
     if (c->flags & CLIENT_CLOSED)
         return;
     /* Drop consumed bytes; keep a partial command at the front. */
-    size_t used = c->parser.pos;
+    size_t used = resp_parser_consumed(&c->parser);
     if (used > 0) {
         size_t rest = c->rbuf.len - used;
         if (rest)
@@ -549,7 +551,7 @@ int kv_exec_command(kv_client *c, int argc, str *argv)
 static void update_time(void)
 {
     srv.now_ms = kv_unix_ms();
-    srv.lru_clock = (uint32_t)((srv.now_ms / 1000) & 0xfffffff);
+    srv.lru_clock = (uint32_t)((srv.now_ms / KV_LRU_MS) & 0xfffffff);
 }
 
 static void before_dispatch(loop *l, void *ud)
@@ -660,6 +662,31 @@ static int listen_all(void)
         log_info("listening on %s", na.text);
     }
     return ok > 0 ? 0 : -1;
+}
+
+/* Frees everything, so leak checkers see a clean exit. */
+static void teardown(void)
+{
+    while (srv.clients)
+        kv_client_close(srv.clients);
+    free_closed();
+    for (int i = 0; i < srv.nlisten; i++)
+        if (srv.listen_io[i].fd >= 0)
+            close(srv.listen_io[i].fd);
+    for (int i = 0; i < srv.cfg.databases; i++) {
+        db_free(&srv.dbs[i]);
+        dict_clear(&srv.dbs[i].watched, NULL, NULL);
+    }
+    kv_free(srv.dbs);
+    kv_free(srv.cmd_stats);
+    kv_free(srv.aof_path);
+    kv_free(srv.child_tmpfile);
+    buf_free(&srv.aof_buf);
+    buf_free(&srv.aof_rewrite_buf);
+    if (srv.aof_fd >= 0)
+        close(srv.aof_fd);
+    loop_free(&srv.loop);
+    kv_config_free(&srv.cfg);
 }
 
 static void usage(FILE *f)
@@ -809,6 +836,7 @@ int kv_server_main(int argc, char **argv)
     aof_stop_fsync_thread();
     if (srv.child_pid > 0)
         kill(srv.child_pid, SIGKILL);
+    teardown();
     log_info("brisk-kv is now ready to exit, bye bye...");
     return rc < 0 ? 1 : 0;
 }

@@ -16,6 +16,7 @@
 #define KV_VERSION "7.2.0"
 #define KV_MAX_BIND 16
 #define KV_DEFAULT_DBS 16
+#define KV_LRU_MS 10 /* LRU clock tick; 28 bits of it wrap after 31 days */
 
 /* ---- values ---- */
 
@@ -198,7 +199,7 @@ typedef struct kv_server {
     kv_client *to_free;  /* closed clients freed at batch end */
     kv_client *current;  /* client running a command */
     int64_t now_ms;      /* cached wall clock for this batch */
-    uint32_t lru_clock;  /* seconds, for LRU */
+    uint32_t lru_clock;  /* KV_LRU_MS ticks, for LRU */
     int64_t start_ms;
     uint64_t dirty;      /* changes since start (for AOF propagation) */
     uint64_t watch_keys; /* WATCHed keys across dbs */

@@ -505,7 +505,7 @@ void object_command(kv_client *c)
     else if (arg_is(sub, "refcount"))
         reply_int(c, 1);
     else if (arg_is(sub, "idletime"))
-        reply_int(c, (long long)((srv.lru_clock - e->lru) & 0xfffffff));
+        reply_int(c, (long long)((srv.lru_clock - e->lru) & 0xfffffff) * KV_LRU_MS / 1000);
     else
         reply_error(c, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. "
                        "Please note that when switching between policies at runtime LRU and LFU "

@@ -6,6 +6,8 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
+#include <limits.h>
+
 kv_list *list_new(void)
 {
     kv_list *l = kv_malloc(sizeof *l);

@@ -1,0 +1,124 @@
+"""Helpers for the brisk-kv black-box tests (used by conftest.py).
+
+`kv_server` starts the real binary (BRISK_BIN_DIR/brisk-kv, default
+/work/main/build/bin) on a free loopback port in a temporary directory,
+waits until it answers PING, and stops it at teardown with SIGTERM (SIGKILL
+after 5 s). A test fails if the server exits non-zero on its own, must be
+killed, or prints a sanitizer report.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+BIN_DIR = Path(os.environ.get("BRISK_BIN_DIR", "/work/main/build/bin"))
+KV_BIN = str(BIN_DIR / "brisk-kv")
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class KvServer:
+    def __init__(self, workdir: Path, args: list[str]):
+        self.dir = Path(workdir)
+        self.args = list(args)
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.dir / f"brisk-kv-{self.port}.log"
+        self.expect_exit = False
+
+    def start(self, wait: bool = True) -> "KvServer":
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cmd = [KV_BIN, "--port", str(self.port), "--dir", str(self.dir), *self.args]
+        self.log = open(self.log_path, "ab")
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 10.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"brisk-kv exited with {self.proc.returncode}: {self.output()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    data = s.recv(64)
+                    if data.startswith((b"+PONG", b"-NOAUTH")):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError("brisk-kv did not start: " + self.output())
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def client(self, **kw) -> redis.Redis:
+        kw.setdefault("socket_timeout", 10)
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(5)
+        self.log.close()
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            rc = self.proc.returncode if self.proc else 0
+        else:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                raise AssertionError("brisk-kv did not stop on SIGTERM")
+        if not self.log.closed:
+            self.log.close()
+        return rc
+
+    def check_clean(self):
+        out = self.output()
+        for m in SANITIZER_MARKERS:
+            assert m not in out, out[-4000:]
+
+    def restart(self):
+        rc = self.stop()
+        assert rc == 0, self.output()[-2000:]
+        self.start()
+
+
+
+def raw(port: int, data: bytes, read_until_close: bool = False, timeout: float = 5.0) -> bytes:
+    """Sends raw bytes and returns what the server answers (until it closes
+    the connection, or until nothing more arrives for a short while)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        chunks = []
+        s.settimeout(timeout if read_until_close else 0.3)
+        while True:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        return b"".join(chunks)
