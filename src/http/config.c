@@ -29,6 +29,7 @@ static const struct key {
 } keys[] = {
     { "listen", K_LISTEN, 0, 0, 0 },
     { "workers", K_WORKERS, 0, 0, 0 },
+    { "user", K_STR, OFF(user), FSZ(user), 0 },
     { "cgi", K_CGI, 0, 0, 0 },
     { "cgi_timeout", K_MSEC, OFF(cgi_timeout), 0, 0 },
     { "cgi_max_processes", K_UINT, OFF(cgi_max_processes), 4, 100000 },

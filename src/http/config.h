@@ -31,6 +31,7 @@ typedef struct http_conf {
     net_addr listen[HTTP_MAX_LISTEN];
     int nlisten;
     int workers; /* 0 = auto (one per CPU) */
+    char user[64]; /* when started as root: run as this user ("" = stay) */
 
     char root[PATH_MAX];
     char index[256];

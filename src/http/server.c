@@ -5,6 +5,8 @@
 #include "core/workpool.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
@@ -183,6 +185,37 @@ static int apply_logging(const http_conf *conf)
     return rc;
 }
 
+/* Started as root with `user = NAME`: become that user once the listeners
+ * are bound and the files opened, before any worker thread exists. */
+static int drop_privileges(const http_conf *conf)
+{
+    if (geteuid() != 0) {
+        if (conf->user[0])
+            log_info("user \"%s\" ignored: not started as root", conf->user);
+        return 0;
+    }
+    if (!conf->user[0]) {
+        log_warn("running as root; set user = NAME to drop privileges");
+        return 0;
+    }
+    struct passwd *pw = getpwnam(conf->user);
+    if (!pw) {
+        log_error("user \"%s\": no such user", conf->user);
+        return -1;
+    }
+    if (initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
+        setuid(pw->pw_uid) < 0) {
+        log_error("cannot become user \"%s\": %s", conf->user, strerror(errno));
+        return -1;
+    }
+    if (setuid(0) == 0) { /* must be impossible now */
+        log_error("privileges could not be dropped");
+        return -1;
+    }
+    log_info("running as user %s (uid %d)", pw->pw_name, (int)pw->pw_uid);
+    return 0;
+}
+
 static http_conf *reload(const http_cli *cli, http_conf *old, http_worker *hws, int n)
 {
     char err[CONF_ERR_MAX];
@@ -262,6 +295,8 @@ int http_server_run(const http_cli *cli, const http_app *app)
             }
         }
     }
+    if (rc == 0 && drop_privileges(conf) < 0)
+        rc = 1;
     for (int i = 0; i < n && rc == 0; i++) {
         int e = worker_start(&hws[i].w, i, worker_run, on_msg, NULL);
         if (e < 0) {
