@@ -15,6 +15,7 @@
 
 typedef struct http_conn http_conn;
 typedef struct http_worker http_worker;
+typedef struct start_gate start_gate;
 
 /* The request a handler sees. Every pointer stays valid until the response
  * is finished (http_resp_finish). */
@@ -46,13 +47,15 @@ enum out_kind { OUT_BUF, OUT_MEM, OUT_FILE };
 typedef void (*out_release_fn)(void *arg);
 
 typedef struct {
-    uint8_t kind;
-    int fd;                /* OUT_FILE */
-    uint64_t off;          /* OUT_BUF: offset in out; OUT_FILE: file offset */
+    union {
+        uint64_t off;      /* OUT_BUF: offset in out; OUT_FILE: file offset */
+        const char *mem;   /* OUT_MEM */
+    };
     uint64_t len;
-    const char *mem;       /* OUT_MEM */
     out_release_fn release; /* may be NULL */
     void *arg;
+    int fd;                /* OUT_FILE */
+    uint8_t kind;
 } out_seg;
 
 #define HTTP_MAX_PARAMS 8
@@ -76,7 +79,7 @@ typedef struct {
     char remote[64];                /* formatted on demand */
 } http_api_state;
 
-#define HTTP_OUT_SEGS 48
+#define HTTP_OUT_SEGS 40
 
 enum conn_state {
     CONN_HEAD,      /* reading a request head (or idle between requests) */
@@ -166,6 +169,7 @@ struct http_worker {
     void *hook_udata;
     void *deferred;                /* blocks to free at the end of the iteration */
     struct brisk_server *app;      /* the public API server, if any */
+    struct start_gate *ready;      /* all workers set up before any serves */
 };
 
 /* Accept handler for listening sockets; udata is the http_worker. */

@@ -23,6 +23,33 @@ static atomic_int flushed_for_reopen;
 #define ACCESS_LOG_BUF (64 * 1024)
 #define BUFPOOL_MAX 1024
 
+/* Holds every worker until all are set up, or until opened. */
+struct start_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived, target, open;
+};
+
+static void gate_wait(start_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    if (++g->arrived >= g->target)
+        g->open = 1;
+    if (g->open)
+        pthread_cond_broadcast(&g->cv);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_open(start_gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
 static http_worker *worker_of(loop *l)
 {
     return CONTAINER_OF((worker *)l->udata, http_worker, w);
@@ -129,6 +156,8 @@ static void worker_run(worker *w)
     hw->accepting = 1;
     if (hw->hook)
         hw->hook(hw, 1, hw->hook_udata);
+    /* No worker serves before every worker is set up (hooks included). */
+    gate_wait(hw->ready);
 
     int rc = loop_run(l);
     if (rc < 0)
@@ -274,8 +303,11 @@ int http_server_run(const http_cli *cli, const http_app *app)
     }
     uint32_t bufsize = MAX(16384u, conf->limits.max_head_size + 4096u);
     int rc = 0, started = 0;
+    start_gate ready = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+                         .target = n };
     for (int i = 0; i < n && rc == 0; i++) {
         http_worker *hw = &hws[i];
+        hw->ready = &ready;
         hw->handler = app->handler;
         hw->handler_udata = app->udata;
         hw->app = app->api;
@@ -306,6 +338,8 @@ int http_server_run(const http_cli *cli, const http_app *app)
         }
         started++;
     }
+    if (started < n)
+        gate_open(&ready); /* release the workers waiting for the others */
     if (rc == 0) {
         char addrs[HTTP_MAX_LISTEN * 64] = "";
         for (int k = 0; k < conf->nlisten; k++) {
