@@ -100,9 +100,24 @@ int brisk_route(brisk_server *s, const char *method, const char *pattern,
 typedef void (*brisk_worker_hook)(brisk_loop *loop, int start, void *udata);
 void brisk_on_worker(brisk_server *s, brisk_worker_hook hook, void *udata);
 
+/* Renders the error responses brisk makes itself (400 for a malformed
+ * request, 404/405 for no route, 413 for a body over the limit, ...) instead
+ * of the default text page: fn must end the response (e.g. with a JSON
+ * body). Headers brisk needs (Allow, Location, Content-Range) are already
+ * set. For a request that could not be parsed, method and path are empty. */
+typedef void (*brisk_error_fn)(brisk_req *req, brisk_res *res, int status, void *udata);
+void brisk_on_error(brisk_server *s, brisk_error_fn fn, void *udata);
+
+/* Threads of the pool behind brisk_work, shared by all workers (default 4;
+ * set before brisk_run). */
+void brisk_work_threads(brisk_server *s, int n);
+
 /* Serves until SIGTERM or SIGINT (graceful stop), or brisk_stop. Returns
  * the process exit status (0 after a clean stop) and frees the server. */
 int brisk_run(brisk_server *s);
+
+/* Frees a server that will not run (brisk_run frees its own). */
+void brisk_server_free(brisk_server *s);
 
 /* Asks a running server to stop gracefully. Thread-safe. */
 void brisk_stop(brisk_server *s);
@@ -206,6 +221,14 @@ void *brisk_loop_data(brisk_loop *loop);
 
 /* Milliseconds of a monotonic clock, cached per loop iteration. */
 uint64_t brisk_loop_now(brisk_loop *loop);
+
+/* This worker's index (0 .. count - 1) and the number of workers. */
+int brisk_loop_id(brisk_loop *loop);
+int brisk_loop_workers(brisk_loop *loop);
+
+/* brisk_work without a request: work(arg) on the pool, then done(arg) on
+ * this worker (e.g. a reconnect or a health probe). 0 or -1. */
+int brisk_loop_work(brisk_loop *loop, void (*work)(void *arg), void (*done)(void *arg), void *arg);
 
 /* Watches fd for BRISK_READ and/or BRISK_WRITE; cb gets the ready events
  * (level-triggered). The fd stays the caller's to close, after

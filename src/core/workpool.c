@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#define POOL_THREADS 4
+#define POOL_THREADS_MAX 256
 
 typedef struct job {
     struct job *next;
@@ -17,8 +17,15 @@ typedef struct job {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static job *head, *tail;
-static pthread_t threads[POOL_THREADS];
-static int nthreads, stopping;
+static pthread_t threads[POOL_THREADS_MAX];
+static int nthreads, stopping, want_threads = 4;
+
+void workpool_set_threads(int n)
+{
+    pthread_mutex_lock(&mu);
+    want_threads = n < 1 ? 1 : n > POOL_THREADS_MAX ? POOL_THREADS_MAX : n;
+    pthread_mutex_unlock(&mu);
+}
 
 static void *pool_main(void *unused)
 {
@@ -52,7 +59,7 @@ int workpool_submit(worker *w, void (*work)(void *), void (*done)(void *), void 
     pthread_mutex_lock(&mu);
     if (nthreads == 0) {
         stopping = 0;
-        for (; nthreads < POOL_THREADS; nthreads++)
+        for (; nthreads < want_threads; nthreads++)
             if (pthread_create(&threads[nthreads], NULL, pool_main, NULL) != 0)
                 break;
         if (nthreads == 0) {

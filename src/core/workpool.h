@@ -10,6 +10,9 @@
  * pool on first use. Returns 0 or negative errno. */
 int workpool_submit(worker *w, void (*work)(void *arg), void (*done)(void *arg), void *arg);
 
+/* Threads to start (before the first submit; default 4, at most 256). */
+void workpool_set_threads(int n);
+
 /* Waits for queued jobs and stops the threads (at process end). */
 void workpool_shutdown(void);
 

@@ -49,6 +49,8 @@ struct brisk_server {
     brisk_worker_hook hook;
     void *hook_udata;
     int listen_set; /* brisk_listen was called: replace, do not add to, the default */
+    brisk_error_fn error_fn;
+    void *error_udata;
     char workers_text[16];
 };
 
@@ -305,6 +307,54 @@ static void api_worker_hook(http_worker *hw, int start, void *udata)
         s->hook((brisk_loop *)(void *)hw, start, s->hook_udata);
 }
 
+void brisk_on_error(brisk_server *s, brisk_error_fn fn, void *udata)
+{
+    s->error_fn = fn;
+    s->error_udata = udata;
+}
+
+void brisk_work_threads(brisk_server *s, int n)
+{
+    (void)s;
+    workpool_set_threads(n);
+}
+
+static void api_error_page(http_conn *c, int status, void *udata)
+{
+    brisk_server *s = udata;
+    c->api.status = status;
+    s->error_fn((brisk_req *)(void *)c, (brisk_res *)(void *)c, status, s->error_udata);
+}
+
+void http_api_extra_headers(http_conn *c, const char *lines)
+{
+    while (*lines) {
+        const char *eol = strstr(lines, "\r\n");
+        const char *colon = strchr(lines, ':');
+        if (!eol || !colon || colon > eol)
+            return;
+        const char *v = colon + 1;
+        while (*v == ' ')
+            v++;
+        brisk_res_header_n((brisk_res *)(void *)c, (brisk_str){ lines, (size_t)(colon - lines) },
+                           (brisk_str){ v, (size_t)(eol - v) });
+        lines = eol + 2;
+    }
+}
+
+void brisk_server_free(brisk_server *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->nroutes; i++) {
+        free(s->routes[i].pattern);
+        free(s->routes[i].method);
+        free(s->routes[i].segs);
+    }
+    free(s->routes);
+    free(s);
+}
+
 int brisk_run(brisk_server *s)
 {
     http_app app = {
@@ -313,15 +363,11 @@ int brisk_run(brisk_server *s)
         .worker_hook = api_worker_hook,
         .hook_udata = s,
         .api = s,
+        .error_page = s->error_fn ? api_error_page : NULL,
+        .error_udata = s,
     };
     int rc = http_server_run(&s->cli, &app);
-    for (int i = 0; i < s->nroutes; i++) {
-        free(s->routes[i].pattern);
-        free(s->routes[i].method);
-        free(s->routes[i].segs);
-    }
-    free(s->routes);
-    free(s);
+    brisk_server_free(s);
     return rc;
 }
 
@@ -700,6 +746,47 @@ int brisk_work(brisk_res *res, void (*work)(void *), void (*done)(brisk_res *, v
 }
 
 /* ---- loop: data, fds, timers ---- */
+
+int brisk_loop_id(brisk_loop *l) { return LOOP(l)->w.id; }
+int brisk_loop_workers(brisk_loop *l) { return LOOP(l)->nworkers; }
+
+typedef struct {
+    http_worker *hw;
+    void (*work)(void *);
+    void (*done)(void *);
+    void *arg;
+} loop_job;
+
+static void loop_job_work(void *p)
+{
+    loop_job *j = p;
+    j->work(j->arg);
+}
+
+static void loop_job_done(void *p)
+{
+    loop_job *j = p;
+    http_worker *hw = j->hw;
+    hw->jobs--;
+    j->done(j->arg);
+    free(j);
+    if (hw->stopping && hw->nconns == 0 && hw->jobs == 0)
+        loop_stop(&hw->w.loop);
+}
+
+int brisk_loop_work(brisk_loop *l, void (*work)(void *), void (*done)(void *), void *arg)
+{
+    loop_job *j = malloc(sizeof *j);
+    if (!j)
+        return -1;
+    *j = (loop_job){ .hw = LOOP(l), .work = work, .done = done, .arg = arg };
+    if (workpool_submit(&j->hw->w, loop_job_work, loop_job_done, j) < 0) {
+        free(j);
+        return -1;
+    }
+    j->hw->jobs++;
+    return 0;
+}
 
 void brisk_loop_set_data(brisk_loop *l, void *data) { LOOP(l)->app_data = data; }
 void *brisk_loop_data(brisk_loop *l) { return LOOP(l)->app_data; }

@@ -116,6 +116,7 @@ struct http_conn {
     uint8_t in_dispatch;           /* inside conn_process: the batch flush follows */
     uint8_t flush_queued;          /* on the worker's flush list */
     uint8_t orphan;                /* socket closed while a handler owns the request */
+    uint8_t in_error_page;         /* the error renderer is running */
     uint32_t requests;             /* served on this connection */
     int status;                    /* of the current response */
     uint64_t resp_body_len;        /* for the access log */
@@ -170,6 +171,10 @@ struct http_worker {
     void *deferred;                /* blocks to free at the end of the iteration */
     struct brisk_server *app;      /* the public API server, if any */
     struct start_gate *ready;      /* all workers set up before any serves */
+    int nworkers;
+    /* renders errors the server makes itself (brisk_on_error); NULL = default */
+    void (*error_page)(http_conn *c, int status, void *udata);
+    void *error_udata;
 };
 
 /* Accept handler for listening sockets; udata is the http_worker. */
@@ -197,6 +202,8 @@ void http_conn_queue_flush(http_conn *c);
 /* Resets the handler API state after a request (api.c); all = 1 also
  * frees the arena's first chunk. */
 void http_api_reset(http_conn *c, int all);
+/* Adds pre-formatted "Name: value\r\n" lines to the app's pending headers. */
+void http_api_extra_headers(http_conn *c, const char *lines);
 
 /* ---- responses (respond.c) ---- */
 

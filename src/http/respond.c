@@ -109,6 +109,14 @@ void http_resp_body_fd(http_conn *c, int fd, uint64_t off, uint64_t len, out_rel
 
 void http_resp_error(http_conn *c, int status, const char *extra)
 {
+    if (c->hw->error_page && !c->in_error_page) {
+        c->in_error_page = 1;
+        if (extra) /* header lines the status needs: give them to the renderer */
+            http_api_extra_headers(c, extra);
+        c->hw->error_page(c, status, c->hw->error_udata);
+        c->in_error_page = 0;
+        return;
+    }
     char body[256];
     str reason = http_status_reason(status);
     int n = snprintf(body, sizeof body,

@@ -313,6 +313,9 @@ int http_server_run(const http_cli *cli, const http_app *app)
         hw->app = app->api;
         hw->hook = app->worker_hook;
         hw->hook_udata = app->hook_udata;
+        hw->error_page = app->error_page;
+        hw->error_udata = app->error_udata;
+        hw->nworkers = n;
         hw->conf = http_conf_retain(conf);
         hw->buf_size = bufsize;
         hw->nlisten = conf->nlisten;

@@ -15,6 +15,8 @@ typedef struct {
     void (*worker_hook)(http_worker *hw, int start, void *udata);
     void *hook_udata;
     struct brisk_server *api; /* the public API server, if any */
+    void (*error_page)(http_conn *c, int status, void *udata);
+    void *error_udata;
 } http_app;
 
 /* Runs the server until a stop signal; returns the process exit code. */

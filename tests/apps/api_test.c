@@ -758,6 +758,47 @@ static void selfcheck(brisk_server *s)
 #undef CHECK
 }
 
+/* API_TEST_JSON_ERRORS=1: errors the server makes itself come out as JSON. */
+static void json_error(brisk_req *req, brisk_res *res, int status, void *udata)
+{
+    char body[256];
+    brisk_str m = brisk_req_method(req);
+    int n = snprintf(body, sizeof body, "{\"error\": %d, \"method\": \"%.*s\", \"tag\": \"%s\"}",
+                     status, (int)m.len, m.ptr ? m.ptr : "", (const char *)udata);
+    brisk_res_header(res, "Content-Type", "application/json");
+    brisk_res_end(res, body, (size_t)n);
+}
+
+/* GET /loopinfo: brisk_loop_id / brisk_loop_workers, and brisk_loop_work. */
+typedef struct {
+    brisk_res *res;
+    int ran_off_loop;
+} loop_work_ctx;
+
+static void lw_work(void *arg)
+{
+    ((loop_work_ctx *)arg)->ran_off_loop = 1;
+}
+
+static void lw_done(void *arg)
+{
+    loop_work_ctx *x = arg;
+    brisk_loop *l = brisk_res_loop(x->res);
+    char body[128];
+    int n = snprintf(body, sizeof body, "id=%d workers=%d loop_work=%d", brisk_loop_id(l),
+                     brisk_loop_workers(l), x->ran_off_loop);
+    brisk_res_end(x->res, body, (size_t)n);
+}
+
+static void h_loopinfo(brisk_req *req, brisk_res *res, void *udata)
+{
+    loop_work_ctx *x = brisk_req_alloc(req, sizeof *x);
+    x->res = res;
+    x->ran_off_loop = 0;
+    if (brisk_loop_work(brisk_res_loop(res), lw_work, lw_done, x) < 0)
+        brisk_res_error(res, 500);
+}
+
 int main(int argc, char **argv)
 {
     g_big = malloc(BIG_MAX);
@@ -786,11 +827,19 @@ int main(int argc, char **argv)
         return rc;
     }
 
+    brisk_server *unused = brisk_server_new(); /* brisk_server_free for one never run */
+    brisk_route(unused, "GET", "/x", h_text, "x");
+    brisk_server_free(unused);
+
     brisk_server *s = brisk_server_new();
     if (!s)
         return 1;
     g_server = s;
     selfcheck(s);
+    const char *je = getenv("API_TEST_JSON_ERRORS");
+    if (je && *je == '1')
+        brisk_on_error(s, json_error, "json");
+    brisk_work_threads(s, 2);
     brisk_workers(s, 1); /* --workers overrides */
     const char *mb = getenv("API_TEST_MAX_BODY");
     brisk_max_body(s, mb ? (size_t)strtoull(mb, NULL, 10) : 512 * 1024);
@@ -819,6 +868,7 @@ int main(int argc, char **argv)
     bad |= brisk_route(s, "POST", "/only-post", h_text, "posted");
     bad |= brisk_route(s, "PUT", "/only-post", h_text, "put");
     bad |= brisk_route(s, "GET", "/info", h_info, NULL);
+    bad |= brisk_route(s, "GET", "/loopinfo", h_loopinfo, NULL);
     bad |= brisk_route(s, "GET", "/query", h_query, NULL);
     bad |= brisk_route(s, "GET", "/headers", h_headers, NULL);
     bad |= brisk_route(s, NULL, "/body", h_body, NULL);

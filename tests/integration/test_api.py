@@ -951,3 +951,41 @@ def test_app_flags(tmp_path):
             assert "--cgi" not in p.stdout      # brisk_server_args: the basic flags only
         if args == ["--version"]:
             assert "0.1.0" in p.stdout
+
+
+# ---------------------------------------------------------------- error renderer, loop info
+def test_json_errors_for_server_made_errors(start_app):
+    a = start_app(env={"API_TEST_JSON_ERRORS": "1"})
+    r = a.request("/no-such-route")
+    assert r.status == 404
+    assert r.header("content-type") == "application/json"
+    assert r.body == b'{"error": 404, "method": "GET", "tag": "json"}'
+    r = a.request("/only-post")                     # GET on a POST/PUT-only path
+    assert r.status == 405
+    assert "POST" in r.header("allow", "") and "PUT" in r.header("allow", "")
+    assert r.body.startswith(b'{"error": 405')
+    c = a.connect()                                  # a request that cannot be parsed
+    c.send(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+    r = c.read_response()
+    assert r.status == 400
+    assert r.header("content-type") == "application/json"
+    assert r.body == b'{"error": 400, "method": "", "tag": "json"}'
+    c.close()
+
+
+def test_default_error_pages_without_renderer(app):
+    r = app.request("/no-such-route")
+    assert r.status == 404
+    assert r.header("content-type", "").startswith("text/html")
+
+
+def test_loop_id_workers_and_loop_work(start_app):
+    a = start_app(workers=2)
+    seen = set()
+    for _ in range(20):
+        r = a.request("/loopinfo")
+        assert r.status == 200
+        text = r.body.decode()
+        assert text.endswith("workers=2 loop_work=1"), text
+        seen.add(text.split()[0])
+    assert seen <= {"id=0", "id=1"}
