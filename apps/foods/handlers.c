@@ -730,17 +730,29 @@ static void h_template_full(brisk_req *req, brisk_res *res, void *udata)
     run1(ctx, ST_TEMPLATE_FULL, &p, 1, template_full_done);
 }
 
-/* ---- errors of the router, as JSON ---------------------------------- */
+/* ---- errors brisk makes itself (no route, 405, 413, 400), as JSON ---- */
+
+static void on_error(brisk_req *req, brisk_res *res, int status, void *udata)
+{
+    static const struct { int status; const char *msg; } msgs[] = {
+        { 400, "malformed request" },
+        { 404, "not found" },
+        { 405, "method not allowed" },
+        { 413, "request body too large" },
+        { 414, "request target too long" },
+        { 431, "request headers too large" },
+    };
+    const char *msg = "request refused";
+    for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++)
+        if (msgs[i].status == status)
+            msg = msgs[i].msg;
+    reply_error(res, status, NULL, msg);
+}
 
 static void h_method_not_allowed(brisk_req *req, brisk_res *res, void *udata)
 {
     brisk_res_header(res, "Allow", udata);
     reply_error(res, 405, NULL, "method not allowed");
-}
-
-static void h_not_found(brisk_req *req, brisk_res *res, void *udata)
-{
-    reply_error(res, 404, NULL, "not found");
 }
 
 int foods_routes(brisk_server *s)
@@ -771,7 +783,8 @@ int foods_routes(brisk_server *s)
         { NULL, "/api/templates/:id/full", NULL },
     };
     /* A route without a method closes each path: it answers 405 (JSON)
-     * with the methods of the routes just before it. */
+     * with the methods of the routes just before it, so that, e.g.,
+     * GET /api/foods/bulk never falls through to /api/foods/:id. */
     static char allow[sizeof routes / sizeof routes[0]][32];
     size_t first = 0;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
@@ -788,5 +801,8 @@ int foods_routes(brisk_server *s)
             return -1;
         first = i + 1;
     }
-    return brisk_route(s, NULL, "/*", h_not_found, NULL);
+    /* Everything else (no route, 413, malformed requests) is answered by
+     * brisk itself; on_error makes those JSON too. */
+    brisk_on_error(s, on_error, NULL);
+    return 0;
 }

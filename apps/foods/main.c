@@ -120,8 +120,6 @@ int main(int argc, char **argv)
     foods.db.nstmts = ST_COUNT;
     foods.db.pool_size = (int)pool;
 
-    /* Kept in `foods` (reachable) for the life of the process: the API has
-     * no way to free a server that did not run. */
     brisk_server *s = foods.server = brisk_server_new();
     if (!s) {
         fprintf(stderr, "%s: out of memory\n", prog);
@@ -135,6 +133,8 @@ int main(int argc, char **argv)
     while (foods_schema_setup(&foods.db, seed, err, sizeof err) < 0) {
         if (foods.db.kind == DB_SQLITE || waited >= SETUP_WAIT_MS) {
             fprintf(stderr, "%s: database setup failed: %s\n", prog, err);
+            brisk_server_free(s);
+            db_config_free(&foods.db);
             return 1;
         }
         if (waited == 0)
@@ -147,6 +147,8 @@ int main(int argc, char **argv)
     brisk_on_worker(s, on_worker, NULL);
     if (foods_routes(s) < 0) {
         fprintf(stderr, "%s: out of memory\n", prog);
+        brisk_server_free(s);
+        db_config_free(&foods.db);
         return 1;
     }
     int rc = brisk_run(s); /* frees s */

@@ -154,6 +154,8 @@ def test_ten_megabyte_body_is_413(srv):
     c.send(b"[" + b" " * (size - 2) + b"]")
     r = c.read_response()
     assert r.status == 413
+    assert r.header("content-type") == "application/json"  # brisk_on_error renders it
+    assert b'"error"' in r.body
     c.close()
     # Chunked, so the size is only known while reading.
     c = RawConn("127.0.0.1", srv.port, timeout=10)
