@@ -19,9 +19,10 @@ asan:
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRISK_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# Serves www/ on http://127.0.0.1:8080/ until Ctrl-C.
+# Serves www/ (and its CGI scripts) on http://127.0.0.1:8080/ and runs
+# brisk-kv on 127.0.0.1:6379, until Ctrl-C.
 run: build
-	$(BUILD)/bin/brisk -c conf/brisk.conf
+	@scripts/run.sh $(BUILD)/bin
 
 # Unit tests (ctest) and integration tests (pytest) against the optimised
 # build and against an AddressSanitizer + UndefinedBehaviorSanitizer build.
