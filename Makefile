@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 PYTEST     := .venv/bin/pytest
 
-.PHONY: all build asan deps run test unit integration bench bench-static clean
+.PHONY: all build asan deps run test unit integration bench bench-quick bench-static fuzz clean
 
 all: build
 
@@ -36,11 +36,18 @@ test:
 	BRISK_BIN_DIR=$(CURDIR)/$(ASAN_BUILD)/bin BRISK_BIN=$(CURDIR)/$(ASAN_BUILD)/bin/brisk \
 	  $(PYTEST) -q tests/integration
 
+# Every race side by side: bench/results/latest.md, latest.json, headline.md, charts.
+bench: build
+	bench/run.sh
+
+# The same, 1 round of 2 s per race: under 5 minutes on 2 cores.
+bench-quick: build
+	bench/run.sh --quick
+
+# The first static race alone (brisk vs nginx), bench/results/static.md.
 bench-static: build
 	@scripts/deps.sh bench
 	bench/static.sh
-
-bench: bench-static
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

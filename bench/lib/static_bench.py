@@ -8,6 +8,7 @@ Environment knobs:
   QUICK=1        DURATION=2 ROUNDS=1
   OUT=path       where the markdown goes (default bench/results/static.md)
   KEEP_TMP=1     keep the temp dir (configs, logs, strace output)
+  BENCH_BIN_DIR  where brisk is (default build/bin)
   BRISK_CMD=...  (testing) replace the brisk command line: either "nginx" for
                  a second nginx, or a command with {root} and {port}
                  placeholders; its results go to bench/results/static-standin.md
@@ -29,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+BIN_DIR = Path(os.environ.get("BENCH_BIN_DIR") or REPO / "build" / "bin")
 
 QUICK = os.environ.get("QUICK") == "1"
 DURATION = int(os.environ.get("DURATION", "2" if QUICK else "5"))
@@ -130,21 +132,27 @@ class Server:
         self.port = None
         self.traced = False
 
-    def start(self, port, prefix=(), strace_out=None):
+    def start(self, port, prefix=(), strace_out=None, wrap=(), env=None, start_timeout=15):
+        """Starts the server and waits until it accepts connections.
+        prefix: argv prefix (taskset), put before strace too; strace_out: run
+        under `strace -c -f`, writing its summary there;
+        wrap: an argv prefix that execs the server in place (valgrind), so
+        the process is still the server; env: extra environment variables."""
         self.port = port
         argv = list(self.argv)
         if strace_out:
-            argv = ["strace", "-c", "-f", "-o", str(strace_out)] + argv
+            argv = list(prefix) + ["strace", "-c", "-f", "-o", str(strace_out)] + argv
             self.traced = True
         else:
-            argv = list(prefix) + argv
+            argv = list(prefix) + list(wrap) + argv
         logf = open(self.workdir / f"{self.name}-{port}.log", "wb")
         self.logpath = logf.name
         self.proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     env=dict(os.environ, **env) if env else None)
         logf.close()
         PROCS.append(self)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise BenchError(f"{self.name} exited with {self.proc.returncode} on start:\n"
@@ -154,7 +162,7 @@ class Server:
                     return self
             except OSError:
                 time.sleep(0.05)
-        raise BenchError(f"{self.name} did not listen on 127.0.0.1:{port} within 15 s\n"
+        raise BenchError(f"{self.name} did not listen on 127.0.0.1:{port} within {start_timeout} s\n"
                          f"  {shlex.join(argv)}\n{self.log_tail()}")
 
     def log_tail(self, n=20):
@@ -244,7 +252,7 @@ def brisk_server(tmp, root):
             argv = [a.replace("{root}", str(root)).replace("{port}", str(port))
                     for a in shlex.split(BRISK_CMD)]
         else:
-            argv = [str(REPO / "build" / "bin" / "brisk"), "--root", str(root),
+            argv = [str(BIN_DIR / "brisk"), "--root", str(root),
                     "--listen", f"127.0.0.1:{port}", "--workers", "1", "--access-log", "off"]
         return Server("brisk", argv, signal.SIGTERM, workdir=tmp)
     return make

@@ -1,0 +1,448 @@
+"""Shared pieces of the `make bench` harness (bench/run.py): run settings,
+servers, load generators, the alternating A B A B race runner, statistics,
+and the per-request cost counts (strace and callgrind).
+
+Servers come from bench/lib/static_bench.py (the Server class: own session,
+graceful stop, kill of the whole group as a last resort, registered in
+static_bench.PROCS so that the driver stops everything it started).
+"""
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import static_bench as sb  # noqa: E402
+
+REPO = sb.REPO
+BENCH = sb.BENCH
+BIN = sb.BIN_DIR  # build/bin, or $BENCH_BIN_DIR
+LIB = BENCH / "lib"
+PEERS = BENCH / "peers"
+BenchError = sb.BenchError
+Server = sb.Server
+free_port = sb.free_port
+
+
+T0 = time.monotonic()
+
+
+def log(msg):
+    print(f"[bench {time.monotonic() - T0:4.0f}s] {msg}", file=sys.stderr, flush=True)
+
+
+class Settings:
+    """Durations and counts of one run; quick mode shortens everything."""
+
+    def __init__(self, quick, rounds=None, duration=None):
+        self.quick = quick
+        self.rounds = rounds or (1 if quick else 3)
+        self.duration = duration or (2 if quick else 5)
+        self.warmup = 1
+        # httperf sweep: offered connection rates (each connection makes
+        # SWEEP_CALLS requests), seconds per point
+        self.sweep_calls = 10
+        self.sweep_rates = ([1000, 3000, 6000, 10000] if quick else
+                            [1000, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 14000])
+        self.sweep_seconds = 1.5 if quick else 3
+        # redis-benchmark request counts (the kv issue: -n 1000000 / 200000)
+        self.kv_n16 = 300000 if quick else 1000000
+        self.kv_n1 = 40000 if quick else 200000
+        # cost counts: CONNS connections, all busy at once
+        self.cost_conns = 10
+        self.cost_rounds = 200          # 200 rounds x 10 connections = 2,000 requests
+        self.cost_warm_rounds = 50      # both runs start with 500 warm-up requests (callgrind)
+
+
+def cpu_pins():
+    return sb.cpu_pins()
+
+
+def cmd_output(argv, timeout=10):
+    return sb.cmd_output(argv, timeout)
+
+
+def pkg_version(pkg):
+    out = cmd_output(["dpkg-query", "-W", "-f=${Version}", pkg])
+    return out if out and "no packages found" not in out and "unavailable" not in out else None
+
+
+def first_line(s):
+    return (s or "").strip().splitlines()[0] if (s or "").strip() else "?"
+
+
+# ---------------------------------------------------------------- statistics
+
+def summarize(values):
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
+
+
+# ---------------------------------------------------------------- servers
+
+def wait_port(port, timeout=15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def simple_server(name, argv_fn, workdir, stop_sig=signal.SIGTERM):
+    """A factory port -> Server for a program that takes its port on the
+    command line (argv_fn(port) -> argv)."""
+    def make(port):
+        return Server(name, argv_fn(port), stop_sig, workdir=workdir)
+    return make
+
+
+# ---------------------------------------------------------------- load generators
+
+def run_wrk(prefix, url, duration, threads=1, conns=50, pipeline=0):
+    argv = list(prefix) + ["wrk", f"-t{threads}", f"-c{conns}", f"-d{duration}s", "--latency"]
+    if pipeline:
+        argv += ["-s", str(BENCH / "pipeline.lua")]
+    argv.append(url)
+    if pipeline:
+        argv += ["--", str(pipeline)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
+    r = sb.parse_wrk(p.stdout)
+    why = []
+    if p.returncode != 0:
+        why.append(f"wrk exit {p.returncode}")
+    if r["rps"] is None:
+        why.append("no Requests/sec in wrk output")
+    if not r["requests"]:
+        why.append("no completed requests")
+    if r["non2xx"]:
+        why.append(f"{r['non2xx']} non-2xx/3xx responses")
+    errors = ", ".join(f"{k} {v}" for k, v in (r["sockerr"] or {}).items() if v)
+    return {"value": r["rps"], "failed": "; ".join(why), "p50": r["p50"], "p99": r["p99"],
+            "bps": r["bps"], "errors": errors,
+            "raw": (p.stdout + p.stderr)[-2000:] if why else ""}
+
+
+def parse_hey(text):
+    r = {"rps": None, "ok": 0, "other": 0, "errors": 0, "p50": None, "p99": None}
+    m = re.search(r"Requests/sec:\s+([\d.]+)", text)
+    if m:
+        r["rps"] = float(m.group(1))
+    for code, n in re.findall(r"^\s+\[(\d+)\]\s+(\d+) responses", text, re.M):
+        if code == "200":
+            r["ok"] += int(n)
+        else:
+            r["other"] += int(n)
+    m = re.search(r"Error distribution:(.*)", text, re.S)
+    if m:
+        r["errors"] = sum(int(n) for n in re.findall(r"^\s+\[(\d+)\]", m.group(1), re.M))
+    for pct, key in (("50", "p50"), ("99", "p99")):
+        m = re.search(rf"^\s+{pct}% in ([\d.]+) secs", text, re.M)
+        if m:
+            r[key] = f"{float(m.group(1)) * 1000:.2f}ms"
+    return r
+
+
+def run_hey(prefix, url, duration, conns=8, keepalive=True):
+    argv = list(prefix) + ["hey", "-z", f"{duration}s", "-c", str(conns)]
+    if not keepalive:
+        argv.append("-disable-keepalive")
+    argv.append(url)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
+    r = parse_hey(p.stdout)
+    why = []
+    if p.returncode != 0:
+        why.append(f"hey exit {p.returncode}")
+    if r["rps"] is None or not r["ok"]:
+        why.append("no successful requests")
+    if r["other"]:
+        why.append(f"{r['other']} non-200 responses")
+    # hey counts the requests cut short when -z expires as errors: a handful
+    # (at most one per worker) is normal.
+    if r["errors"] > conns:
+        why.append(f"{r['errors']} errors")
+    return {"value": r["rps"], "failed": "; ".join(why), "p50": r["p50"], "p99": r["p99"],
+            "errors": str(r["errors"]) if r["errors"] else "",
+            "raw": (p.stdout + p.stderr)[-2000:] if why else ""}
+
+
+def parse_httperf(text):
+    r = {}
+    m = re.search(r"^Total: connections (\d+) requests (\d+) replies (\d+) test-duration ([\d.]+) s",
+                  text, re.M)
+    if m:
+        r["conns"], r["requests"], r["replies"] = map(int, m.groups()[:3])
+        r["duration"] = float(m.group(4))
+    m = re.search(r"^Reply status: 1xx=(\d+) 2xx=(\d+) 3xx=(\d+) 4xx=(\d+) 5xx=(\d+)", text, re.M)
+    if m:
+        r["2xx"] = int(m.group(2))
+        r["non2xx"] = int(m.group(1)) + sum(int(x) for x in m.groups()[2:])
+    m = re.search(r"^Errors: total (\d+) client-timo (\d+)", text, re.M)
+    if m:
+        r["errors"], r["timeouts"] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"^Reply time \[ms\]: response ([\d.]+)", text, re.M)
+    if m:
+        r["response_ms"] = float(m.group(1))
+    return r
+
+
+def run_httperf(prefix, port, uri, rate, calls, seconds):
+    """Offers `rate` new connections a second for `seconds`, each making
+    `calls` requests one after the other; response rate = 2xx replies /
+    test duration (which stretches when the server falls behind)."""
+    nconns = max(1, int(rate * seconds))
+    argv = list(prefix) + ["httperf", "--server", "127.0.0.1", "--port", str(port), "--uri", uri,
+                           "--rate", str(rate), "--num-conns", str(nconns),
+                           "--num-calls", str(calls), "--timeout", "2"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 120)
+    r = parse_httperf(p.stdout)
+    why = []
+    if p.returncode != 0 or "duration" not in r:
+        why.append(f"httperf exit {p.returncode}: {first_line(p.stderr)}")
+    value = r["2xx"] / r["duration"] if r.get("duration") and "2xx" in r else None
+    return {"value": value, "offered": rate * calls, "failed": "; ".join(why),
+            "errors": r.get("errors"), "timeouts": r.get("timeouts"),
+            "response_ms": r.get("response_ms"), "non2xx": r.get("non2xx")}
+
+
+def run_redis_benchmark(prefix, port, tests, n, pipeline, clients=50, size=64):
+    argv = list(prefix) + ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port),
+                           "-c", str(clients), "-P", str(pipeline), "-d", str(size),
+                           "-n", str(n), "-t", ",".join(tests), "--csv"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    out = {}
+    for line in p.stdout.splitlines():
+        cols = [c.strip('"') for c in line.strip().split(",")]
+        if len(cols) >= 2 and cols[0] != "test":
+            try:
+                out[cols[0].upper()] = {"value": float(cols[1]),
+                                        "p50": f"{cols[4]}ms" if len(cols) > 4 else None,
+                                        "p99": f"{cols[6]}ms" if len(cols) > 6 else None,
+                                        "failed": ""}
+            except ValueError:
+                pass
+    results = {}
+    for t in tests:
+        r = out.get(t.upper())
+        if r is None:
+            r = {"value": None, "failed": f"redis-benchmark gave no {t.upper()} line (exit "
+                                          f"{p.returncode}): {first_line(p.stderr or p.stdout)}"}
+        results[t.upper()] = r
+    return results
+
+
+# ---------------------------------------------------------------- race runner
+
+def run_alternating(settings, contenders, cases, run_fn, label):
+    """contenders: [(name, server)], the first is brisk, the second its peer,
+    any more are reference lines. cases: [case dict] (see new_case).
+    run_fn(name, server, duration, warm) -> {case key: result}, one run of every
+    case for one contender. Warm-up (settings.warmup s each), then
+    settings.rounds rounds of A B [C], each round in that order."""
+    log(f"{label}: warm-up {settings.warmup} s each")
+    for name, server in contenders:
+        run_fn(name, server, settings.warmup, True)
+    for i in range(settings.rounds):
+        got = {}
+        for name, server in contenders:
+            res = run_fn(name, server, settings.duration, False)
+            got[name] = res
+            states = []
+            for case in cases:
+                r = res.get(case["key"])
+                if r is None:
+                    continue
+                states.append(f"FAILED ({r['failed']})" if r["failed"] else f"{r['value']:,.0f}")
+                if r["failed"] and r.get("raw"):
+                    log("    " + "\n    ".join(r["raw"].splitlines()[-12:]))
+            log(f"  {label} round {i + 1}/{settings.rounds} {name}: " + ", ".join(states))
+        for case in cases:
+            case["rounds"].append({name: got[name][case["key"]] for name, _ in contenders
+                                   if case["key"] in got[name]})
+
+
+def new_case(key, name, load, contenders, metric="req/s", target=None, headline=False,
+             better="higher"):
+    """A race case. contenders: names, brisk first, its peer second, then
+    reference lines. target: minimum ratio brisk/peer (or maximum when
+    better == "lower")."""
+    return {"key": key, "name": name, "load": load, "metric": metric, "contenders": list(contenders),
+            "target": target, "better": better, "headline": headline, "rounds": []}
+
+
+def finish_case(case):
+    """Medians, min-max and pair-by-pair ratios of a case's rounds."""
+    names = case["contenders"]
+    summ = {}
+    for n in names:
+        summ[n] = summarize([r[n]["value"] for r in case["rounds"]
+                             if n in r and not r[n].get("failed")])
+    a = names[0]
+    for b in names[1:]:
+        ratios = []
+        for r in case["rounds"]:
+            ra, rb = r.get(a), r.get(b)
+            if ra and rb and not ra.get("failed") and not rb.get("failed") and rb["value"]:
+                ratios.append(ra["value"] / rb["value"])
+        summ[f"ratio:{b}"] = summarize(ratios)
+    case["summary"] = summ
+    case["failed_runs"] = sum(1 for r in case["rounds"] for n in names
+                              if n in r and r[n].get("failed"))
+    ratio = summ.get(f"ratio:{names[1]}") if len(names) > 1 else None
+    if case["target"] is not None and ratio:
+        ok = ratio["median"] >= case["target"] if case["better"] == "higher" else \
+            ratio["median"] <= case["target"]
+        case["met"] = bool(ok)
+    else:
+        case["met"] = None
+    return case
+
+
+# ---------------------------------------------------------------- per-request costs
+
+def client_argv(spec, port, rounds, depth=1, conns=10):
+    """spec: {"proto": "http"|"resp", "path": ..., "expect_len": ...}"""
+    argv = [sys.executable, str(LIB / "loadclient.py"), spec["proto"], "127.0.0.1", str(port),
+            spec.get("path", "-"), str(conns), str(rounds), "--depth", str(depth)]
+    if spec.get("expect_len") is not None:
+        argv += ["--expect-len", str(spec["expect_len"])]
+    return argv
+
+
+def _client(server, spec, rounds, depth, conns, prefix=()):
+    p = subprocess.run(list(prefix) + client_argv(spec, server.port, rounds, depth, conns),
+                       capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        raise BenchError(f"{server.name}: the counting client failed: {p.stderr.strip()}\n"
+                         f"{server.log_tail()}")
+    return int(p.stdout.split()[1])
+
+
+def strace_per_request(make, tmp, spec, settings, depth=1, pin=()):
+    """Syscalls per request: the server under `strace -c -f`, the client
+    keeping settings.cost_conns connections busy (depth requests in flight on
+    each); (calls with R rounds - calls with 1 round) / requests difference.
+    Server, strace and client share one CPU (pin) so the client has written
+    on every connection before the server runs: the batching is then
+    repeatable."""
+    conns = settings.cost_conns
+    runs = {}
+    for tag, rounds in (("base", 1), ("full", settings.cost_rounds)):
+        port = free_port()
+        out = tmp / f"strace-{tag}-{port}.txt"
+        server = make(port)
+        server.start(port, prefix=pin, strace_out=out, start_timeout=60)
+        try:
+            n = _client(server, spec, rounds, depth, conns, prefix=pin)
+        finally:
+            server.stop(timeout=30)
+        if not out.exists():
+            raise BenchError(f"strace wrote no summary for {server.name}")
+        runs[tag] = (n, sb.parse_strace_c(out))
+    (n0, base), (n1, full) = runs["base"], runs["full"]
+    nreq = n1 - n0
+    per = {k: (full.get(k, 0) - base.get(k, 0)) / nreq for k in set(full) | set(base)}
+    total = (sum(full.values()) - sum(base.values())) / nreq
+    top = sorted(((v, k) for k, v in per.items() if abs(v) >= 0.005), reverse=True)[:8]
+    return {"requests": nreq, "per_req": total, "top": [[k, round(v, 3)] for v, k in top]}
+
+
+_SHIM = None
+
+
+def openat2_shim(tmp):
+    """Builds bench/lib/vg_openat2.c (valgrind 3.19 lacks openat2)."""
+    global _SHIM
+    if _SHIM is None:
+        out = tmp / "vg_openat2.so"
+        p = subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
+                            str(LIB / "vg_openat2.c"), "-ldl"], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise BenchError(f"cannot build the openat2 shim: {p.stderr.strip()}")
+        _SHIM = out
+    return _SHIM
+
+
+def callgrind_total(outdir):
+    total = 0
+    files = list(Path(outdir).glob("cg.*"))
+    for f in files:
+        text = f.read_text(errors="replace")
+        m = re.search(r"^totals:\s+(\d+)", text, re.M) or re.search(r"^summary:\s+(\d+)", text, re.M)
+        if m:
+            total += int(m.group(1))
+    return total, len(files)
+
+
+def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=None,
+                          warm_rounds=None):
+    """User-space instructions per request: the server under
+    `valgrind --tool=callgrind` (all its threads and forked children), both
+    runs first take settings.cost_warm_rounds rounds of warm-up, then 1 round
+    (baseline) or settings.cost_rounds rounds; the difference in Ir divided
+    by the difference in requests."""
+    conns = settings.cost_conns
+    warm_rounds = warm_rounds or settings.cost_warm_rounds
+    runs = {}
+    for tag, nrounds in (("base", 1), ("full", rounds or settings.cost_rounds)):
+        port = free_port()
+        outdir = tmp / f"callgrind-{tag}-{port}"
+        outdir.mkdir()
+        server = make(port)
+        wrap = ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={outdir}/cg.%p"]
+        env = {"LD_PRELOAD": str(openat2_shim(tmp))} if shim else None
+        server.start(port, prefix=pin, wrap=wrap, env=env, start_timeout=120)
+        try:
+            _client(server, spec, warm_rounds, 1, conns)
+            n = _client(server, spec, nrounds, 1, conns)
+        finally:
+            rc = server.stop(timeout=60)
+        total, nfiles = callgrind_total(outdir)
+        if not nfiles or not total:
+            raise BenchError(f"callgrind wrote no totals for {server.name} (exit {rc})\n"
+                             f"{server.log_tail()}")
+        runs[tag] = (n, total)
+    (n0, i0), (n1, i1) = runs["base"], runs["full"]
+    return {"requests": n1 - n0, "warmup": warm_rounds * conns, "per_req": (i1 - i0) / (n1 - n0)}
+
+
+def measure_costs(label, make, tmp, spec, settings, shim=False, what=("strace", "callgrind"),
+                  depth=1, cg_rounds=None, cg_warm_rounds=None):
+    """Both counts for one server; a failing count is recorded, not fatal."""
+    row = {"server": label, "client": f"{settings.cost_conns} connections, all busy, "
+                                       f"{depth} in flight each"}
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = ["taskset", "-c", str(cpus[0])] if shutil.which("taskset") else []
+    if "strace" in what:
+        log(f"strace: {label} ({settings.cost_conns} connections x {depth} in flight)")
+        try:
+            row["strace"] = strace_per_request(make, tmp, spec, settings, depth=depth, pin=pin)
+            log(f"  {label}: {row['strace']['per_req']:.2f} syscalls/request")
+        except Exception as e:  # noqa: BLE001 (recorded in the report)
+            row["strace"] = {"error": str(e).splitlines()[0]}
+            log(f"  {label}: strace count failed: {e}")
+    if "callgrind" in what:
+        log(f"callgrind: {label}")
+        try:
+            row["callgrind"] = callgrind_per_request(make, tmp, spec, settings, shim=shim, pin=pin,
+                                                     rounds=cg_rounds, warm_rounds=cg_warm_rounds)
+            log(f"  {label}: {row['callgrind']['per_req']:,.0f} instructions/request")
+        except Exception as e:  # noqa: BLE001 (recorded in the report)
+            row["callgrind"] = {"error": str(e).splitlines()[0]}
+            log(f"  {label}: callgrind count failed: {e}")
+    return row
+
+
+def quote(argv):
+    return shlex.join(str(a) for a in argv)

@@ -1,0 +1,482 @@
+"""The five races of `make bench` (bench/run.py). Each function returns a
+race dict (see new_race) and never raises for a failure of its own: a race
+that cannot run is "pending" (its program does not exist yet) or "failed"
+(with the reason), and the others still run.
+"""
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+import traceback
+
+from harness import (BIN, PEERS, BenchError, finish_case, free_port, log, measure_costs,
+                     new_case, run_alternating, run_hey, run_httperf, run_redis_benchmark,
+                     run_wrk, sb, simple_server, summarize)
+
+
+def new_race(key, title, peer, status="ok", reason=""):
+    return {"key": key, "title": title, "peer": peer, "status": status, "reason": reason,
+            "method": [], "notes": [], "cases": [], "costs": [], "charts": []}
+
+
+def guarded(fn):
+    """Runs a race; a BenchError or any other exception marks it failed,
+    keeping what it measured before."""
+    def run(ctx):
+        try:
+            return fn(ctx)
+        except Exception as e:  # noqa: BLE001 (Ctrl-C and SystemExit still unwind)
+            race = ctx.get("race") or new_race(fn.__name__.replace("race_", ""), "?", "?")
+            race["status"] = "failed"
+            race["reason"] = str(e).strip()
+            log(f"race {race['key']} FAILED: {e}")
+            if not isinstance(e, BenchError):
+                log(traceback.format_exc())
+            return race
+        finally:
+            stop_all()
+            ctx.pop("race", None)
+    return run
+
+
+def stop_all():
+    """Stops every server still running (a race stops its own as it goes;
+    this is for failures)."""
+    for s in sb.PROCS:
+        if s.proc is not None and s.proc.poll() is None:
+            s.stop(timeout=10)
+            s.kill()
+
+
+def check_http(server, path, body=None, length=None):
+    """One GET through the counting client: 200 with the right body."""
+    from harness import client_argv
+    spec = {"proto": "http", "path": path, "expect_len": length}
+    argv = client_argv(spec, server.port, 1, 1, 1)
+    if body is not None:
+        argv += ["--expect-body", body]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise BenchError(f"{server.name} on :{server.port} answers {path} wrong: "
+                         f"{p.stderr.strip()}\n{server.log_tail()}")
+
+
+def start(make, prefix=(), timeout=15):
+    port = free_port()
+    return make(port).start(port, prefix=prefix, start_timeout=timeout)
+
+
+def wrk_cases(ctx, race, contenders, makers, cases, prefix_srv, prefix_cli, threads=1):
+    """Starts the contenders, checks them, runs every wrk case alternating
+    A B [C] per round, stops them. cases: [(key, name, path, pipeline,
+    target, headline, check)] where check(server) verifies the answer."""
+    s = ctx["settings"]
+    servers = []
+    try:
+        for name in contenders:
+            srv = start(makers[name], prefix_srv)
+            servers.append((name, srv))
+            log(f"{race['key']}: {name}: {shlex.join(srv.argv)} on :{srv.port}")
+        for key, cname, path, pipeline, target, headline, check in cases:
+            for name, srv in servers:
+                check(name, srv)
+            load = (f"wrk -t{threads} -c50 -d{s.duration}s" + (f", pipelined {pipeline}" if pipeline
+                                                               else ", keep-alive") + f", `{path}`")
+            case = new_case(key, cname, load, contenders, target=target, headline=headline)
+
+            def run_fn(name, srv, duration, warm, path=path, pipeline=pipeline, key=key):
+                return {key: run_wrk(prefix_cli, f"http://127.0.0.1:{srv.port}{path}", duration,
+                                     threads=threads, pipeline=pipeline)}
+            run_alternating(s, servers, [case], run_fn, f"{race['key']}: {cname}")
+            race["cases"].append(finish_case(case))
+    finally:
+        for _, srv in servers:
+            srv.stop()
+
+
+def pins(ctx):
+    return ctx["pins"]
+
+
+# ---------------------------------------------------------------- hello
+
+@guarded
+def race_hello(ctx):
+    race = ctx["race"] = new_race("hello", "hello world: brisk-hello vs Node.js http", "node")
+    s, tmp = ctx["settings"], ctx["tmp"]
+    if not (BIN / "brisk-hello").exists():
+        race.update(status="pending", reason="build/bin/brisk-hello is not built")
+        return race
+    srv_pin, cli_pin = pins(ctx)
+    race["method"] = [
+        "brisk: `build/bin/brisk-hello --listen 127.0.0.1:PORT --workers N`; "
+        "node: `node bench/peers/hello.js PORT` (one process) or "
+        "`node bench/peers/cluster.js hello.js 2 PORT` (cluster, 2 workers).",
+        f"Per core: brisk 1 worker vs 1 node process, server `{shlex.join(srv_pin) or 'unpinned'}`, "
+        f"wrk `{shlex.join(cli_pin) or 'unpinned'}` `-t1 -c50`. "
+        "All cores: brisk 2 workers vs node cluster of 2, nothing pinned, wrk `-t2 -c50` "
+        "(the load generator shares the 2 cores).",
+        "Pipelined = bench/pipeline.lua (16 requests per write).",
+    ]
+    mk = {
+        "brisk": simple_server("brisk", lambda p: [str(BIN / "brisk-hello"), "--listen",
+                                                   f"127.0.0.1:{p}", "--workers", "1"], tmp),
+        "node": simple_server("node", lambda p: ["node", str(PEERS / "hello.js"), str(p),
+                                                 "127.0.0.1"], tmp),
+    }
+    mk_all = {
+        "brisk": simple_server("brisk", lambda p: [str(BIN / "brisk-hello"), "--listen",
+                                                   f"127.0.0.1:{p}", "--workers", "2"], tmp),
+        "node": simple_server("node", lambda p: ["node", str(PEERS / "cluster.js"), "hello.js", "2",
+                                                 str(p), "127.0.0.1"], tmp),
+    }
+
+    def check(name, srv):
+        check_http(srv, "/", body="Hello World")
+
+    wrk_cases(ctx, race, ["brisk", "node"], mk, [
+        ("core-ka", "1 core, keep-alive", "/", 0, None, True, check),
+        ("core-p16", "1 core, pipelined 16", "/", 16, 3.0, True, check),
+    ], srv_pin, cli_pin)
+    wrk_cases(ctx, race, ["brisk", "node"], mk_all, [
+        ("all-ka", "all cores, keep-alive", "/", 0, None, True, check),
+        ("all-p16", "all cores, pipelined 16", "/", 16, None, False, check),
+    ], (), (), threads=2)
+    race["notes"].append("Target from the handler-API issue: >= 3x Node.js per core where the load "
+                         "generator is not the bottleneck (pipelined); keep-alive without pipelining "
+                         "is bounded by wrk on one core.")
+    if ctx["costs"]:
+        spec = {"proto": "http", "path": "/", "expect_len": 11}
+        for name in ("brisk", "node"):
+            # node's count settles only over tens of thousands of requests
+            # (JIT tiering and GC heap growth): 30,000 after 5,000 of warm-up
+            extra = {"cg_rounds": 3000, "cg_warm_rounds": 500} if name == "node" else {}
+            race["costs"].append(measure_costs(name, mk[name], tmp, spec, s, shim=(name == "brisk"),
+                                               **extra) | {"request": "`GET /` (11 bytes)", "short": "GET /"})
+    return race
+
+
+# ---------------------------------------------------------------- static
+
+@guarded
+def race_static(ctx):
+    race = ctx["race"] = new_race("static", "static files: brisk vs nginx", "nginx")
+    s, tmp = ctx["settings"], ctx["tmp"]
+    if not (BIN / "brisk").exists():
+        race.update(status="pending", reason="build/bin/brisk is not built")
+        return race
+    srv_pin, cli_pin = pins(ctx)
+    root = tmp / "www"
+    sb.make_docroot(root)
+    mk = {"brisk": sb.brisk_server(tmp, root), "nginx": sb.nginx_server("nginx", tmp, root)}
+    race["method"] = [
+        "The race of bench/static.sh: a 117-byte `index.html` and a 1 MiB `1m.bin` served from "
+        "one temp dir. brisk `--workers 1 --access-log off`; nginx from "
+        "bench/peers/nginx-static.conf.in (1 worker, sendfile on, tcp_nopush on, access_log off).",
+        f"Servers `{shlex.join(srv_pin) or 'unpinned'}`, load `{shlex.join(cli_pin) or 'unpinned'}`: "
+        "wrk `-t1 -c50` keep-alive and pipelined 16; hey `-c 8` with and without keep-alive.",
+    ]
+
+    def check(name, srv):
+        sb.verify(srv, root, tmp)
+
+    small, big = f"/{sb.SMALL}", f"/{sb.BIG}"
+    wrk_cases(ctx, race, ["brisk", "nginx"], mk, [
+        ("small-ka", "117 B, wrk keep-alive", small, 0, 1.5, True, check),
+        ("small-p16", "117 B, wrk pipelined 16", small, 16, 10.0, True, check),
+        ("big-ka", "1 MiB, wrk keep-alive", big, 0, 1.0, True, check),
+        ("big-p16", "1 MiB, wrk pipelined 16", big, 16, 1.0, False, check),
+    ], srv_pin, cli_pin)
+
+    if shutil.which("hey"):
+        servers = []
+        try:
+            for name in ("brisk", "nginx"):
+                servers.append((name, start(mk[name], srv_pin)))
+            hey = [("hey-small-ka", "117 B, hey -c 8 keep-alive", small, True, False),
+                   ("hey-small-close", "117 B, hey -c 8 no keep-alive", small, False, True)]
+            if not s.quick:
+                hey += [("hey-big-ka", "1 MiB, hey -c 8 keep-alive", big, True, False),
+                        ("hey-big-close", "1 MiB, hey -c 8 no keep-alive", big, False, False)]
+            else:
+                race["notes"].append("Quick mode runs hey on the 117-byte file only.")
+            for key, cname, path, ka, headline in hey:
+                load = f"hey -z {s.duration}s -c 8" + ("" if ka else " -disable-keepalive") + f", `{path}`"
+                case = new_case(key, cname, load, ["brisk", "nginx"], headline=headline)
+
+                def run_fn(name, srv, duration, warm, path=path, ka=ka, key=key):
+                    return {key: run_hey(cli_pin, f"http://127.0.0.1:{srv.port}{path}", duration,
+                                         keepalive=ka)}
+                run_alternating(s, servers, [case], run_fn, f"static: {cname}")
+                race["cases"].append(finish_case(case))
+        finally:
+            for _, srv in servers:
+                srv.stop()
+    else:
+        race["notes"].append("hey is not installed (not packaged here): the hey races were skipped.")
+    race["notes"].append("Targets from the Foundation issue: >= 1.5x nginx on the 117-byte file, "
+                         ">= 10x pipelined, >= 1.0x on the 1 MiB file.")
+    race["notes"].append("hey (Go) is the slower load generator: its figures are bounded by hey "
+                         "on one core, as in the original race.")
+    if ctx["costs"]:
+        for f, size, cg in ((sb.SMALL, sb.SMALL_SIZE, True), (sb.BIG, sb.BIG_SIZE, False)):
+            spec = {"proto": "http", "path": f"/{f}", "expect_len": size}
+            for name in ("brisk", "nginx"):
+                what = ("strace", "callgrind") if cg else ("strace",)
+                row = measure_costs(name, mk[name], tmp, spec, s, shim=(name == "brisk"), what=what)
+                row["request"] = f"`GET /{f}` ({'117 B' if f == sb.SMALL else '1 MiB'})"
+                row["short"] = "117 B" if f == sb.SMALL else "1 MiB"
+                race["costs"].append(row)
+    return race
+
+
+# ---------------------------------------------------------------- echo
+
+@guarded
+def race_echo(ctx):
+    race = ctx["race"] = new_race("echo", "echo with a query: brisk-echo vs Node.js, nginx as reference",
+                                  "node")
+    s, tmp = ctx["settings"], ctx["tmp"]
+    if not (BIN / "brisk-echo").exists():
+        race.update(status="pending", reason="build/bin/brisk-echo is not built")
+        return race
+    srv_pin, cli_pin = pins(ctx)
+    root = tmp / "echo-www"
+    root.mkdir()
+    (root / "hello").write_text("hello")
+    os.chmod(root, 0o755)
+    os.chmod(root / "hello", 0o644)
+    query = "/?value=hello"
+    mk = {
+        "brisk": simple_server("brisk", lambda p: [str(BIN / "brisk-echo"), "--listen",
+                                                   f"127.0.0.1:{p}", "--workers", "1"], tmp),
+        "node": simple_server("node", lambda p: ["node", str(PEERS / "echo.js"), str(p),
+                                                 "127.0.0.1"], tmp),
+        "nginx": sb.nginx_server("nginx", tmp, root),
+    }
+    paths = {"brisk": query, "node": query, "nginx": "/hello"}
+    race["method"] = [
+        "brisk: `build/bin/brisk-echo --workers 1`, node: `node bench/peers/echo.js`, both asked "
+        f"`GET {query}` (answer `hello`); reference line: nginx (1 worker) serving a static "
+        "5-byte file `/hello` with the same body.",
+        f"Servers `{shlex.join(srv_pin) or 'unpinned'}`, load `{shlex.join(cli_pin) or 'unpinned'}`.",
+        f"httperf sweep: offered rate R new connections/s with {s.sweep_calls} requests each "
+        f"(offered = {s.sweep_calls}R requests/s), {s.sweep_seconds} s per point, "
+        "`--timeout 2`; response rate = 2xx replies / test duration.",
+    ]
+
+    def check(name, srv):
+        check_http(srv, paths[name], body="hello")
+
+    servers = []
+    try:
+        for name in ("brisk", "node", "nginx"):
+            servers.append((name, start(mk[name], srv_pin)))
+        for name, srv in servers:
+            check(name, srv)
+        for key, cname, pipeline, headline, target in (
+                ("core-ka", "1 core each, wrk keep-alive", 0, True, None),
+                ("core-p16", "1 core each, wrk pipelined 16", 16, True, 3.0)):
+            load = f"wrk -t1 -c50 -d{s.duration}s" + (f", pipelined {pipeline}" if pipeline else
+                                                      ", keep-alive")
+            case = new_case(key, cname, load, ["brisk", "node", "nginx"], headline=headline,
+                            target=target)
+
+            def run_fn(name, srv, duration, warm, pipeline=pipeline, key=key):
+                return {key: run_wrk(cli_pin, f"http://127.0.0.1:{srv.port}{paths[name]}",
+                                     duration, pipeline=pipeline)}
+            run_alternating(s, servers, [case], run_fn, f"echo: {cname}")
+            race["cases"].append(finish_case(case))
+
+        # the httperf sweep: every round walks the rates, servers alternating at each
+        names = [n for n, _ in servers]
+        points = {n: [[] for _ in s.sweep_rates] for n in names}
+        detail = {n: [[] for _ in s.sweep_rates] for n in names}
+        for rnd in range(s.rounds):
+            for i, rate in enumerate(s.sweep_rates):
+                got = []
+                for name, srv in servers:
+                    r = run_httperf(cli_pin, srv.port, paths[name], rate, s.sweep_calls,
+                                    s.sweep_seconds)
+                    points[name][i].append(None if r["failed"] else r["value"])
+                    detail[name][i].append(r)
+                    got.append(f"{name} {r['value'] or 0:,.0f}"
+                               + (f" ({r['errors']} errors)" if r.get("errors") else ""))
+                    time.sleep(0.2)
+                log(f"  echo sweep round {rnd + 1}/{s.rounds}, offered {rate * s.sweep_calls:,}/s: "
+                    + ", ".join(got))
+        sweep = {"offered": [r * s.sweep_calls for r in s.sweep_rates], "calls": s.sweep_calls,
+                 "series": {}, "errors": {}}
+        for n in names:
+            sweep["series"][n] = [summarize(v) for v in points[n]]
+            sweep["errors"][n] = [max((d.get("errors") or 0) for d in ds) if ds else None
+                                  for ds in detail[n]]
+        peaks = {}
+        for n in names:
+            meds = [p["median"] for p in sweep["series"][n] if p]
+            peaks[n] = max(meds) if meds else None
+        sweep["peak"] = peaks
+        # pair-by-pair ratio of the peaks: per round, best response rate of each
+        per_round = {n: [max((points[n][i][r] or 0) for i in range(len(s.sweep_rates)))
+                         for r in range(s.rounds)] for n in names}
+        case = new_case("sweep-peak", "httperf peak response rate", "httperf sweep (see below)",
+                        ["brisk", "node", "nginx"], metric="replies/s", headline=True, target=3.0)
+        for r in range(s.rounds):
+            case["rounds"].append({n: {"value": per_round[n][r] or None,
+                                       "failed": "" if per_round[n][r] else "no replies"}
+                                   for n in names})
+        race["cases"].append(finish_case(case))
+        race["sweep"] = sweep
+        race["notes"].append("Target from the handler-API issue: >= 3x Node.js per core where the "
+                             "load generator is not the bottleneck (pipelined, or the httperf knee). "
+                             "httperf is single-threaded (select(), at most 1,024 open connections): "
+                             "near 100k requests/s it is the limit, not the server.")
+    finally:
+        for _, srv in servers:
+            srv.stop()
+    return race
+
+
+# ---------------------------------------------------------------- kv
+
+def rss_bytes(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def redis_cli(port, *args):
+    p = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port)] + list(args),
+                       capture_output=True, text=True, timeout=30)
+    return p.stdout.strip()
+
+
+@guarded
+def race_kv(ctx):
+    race = ctx["race"] = new_race("kv", "key-value: brisk-kv vs Redis", "redis")
+    s, tmp = ctx["settings"], ctx["tmp"]
+    srv_pin, cli_pin = pins(ctx)
+    kvdir = tmp / "kv"
+    mk = {
+        "brisk": simple_server("brisk", lambda p: [str(BIN / "brisk-kv"), "--port", str(p),
+                                                   "--bind", "127.0.0.1", "--appendonly", "no",
+                                                   "--dir", str(kvdir)], kvdir),
+        "redis": simple_server("redis", lambda p: ["redis-server", "--port", str(p), "--bind",
+                                                   "127.0.0.1", "--save", "", "--appendonly", "no",
+                                                   "--dir", str(kvdir)], kvdir),
+    }
+    race["method"] = [
+        "brisk: `build/bin/brisk-kv --port N --bind 127.0.0.1 --appendonly no`; "
+        "redis: `redis-server --port N --bind 127.0.0.1 --save '' --appendonly no`.",
+        f"Servers `{shlex.join(srv_pin) or 'unpinned'}`, redis-benchmark "
+        f"`{shlex.join(cli_pin) or 'unpinned'}`: `-c 50 -d 64 -t set,get,zadd` at "
+        f"`-P 16 -n {s.kv_n16}` and `-P 1 -n {s.kv_n1}`"
+        + (" (the issue's -n 1000000 / 200000, shortened for quick mode)" if s.quick else "") + ".",
+        "Memory: a fresh server each, `redis-benchmark -t set -r 1000000 -n 2000000 -d 64 -P 16`, "
+        "then (VmRSS after - VmRSS at start) / DBSIZE.",
+    ]
+    if not (BIN / "brisk-kv").exists():
+        race.update(status="pending", reason="build/bin/brisk-kv is not built yet")
+        return race
+    kvdir.mkdir()
+
+    def check(srv):
+        out = redis_cli(srv.port, "PING")
+        if out != "PONG":
+            raise BenchError(f"{srv.name} on :{srv.port} answers PING with {out!r}\n{srv.log_tail()}")
+
+    servers = []
+    try:
+        for name in ("brisk", "redis"):
+            srv = start(mk[name], srv_pin)
+            check(srv)
+            servers.append((name, srv))
+        for depth, n, target in ((16, s.kv_n16, 1.3), (1, s.kv_n1, 1.05)):
+            cases = [new_case(f"{t}-p{depth}", f"{t.upper()} -P {depth}",
+                              f"redis-benchmark -c 50 -P {depth} -d 64 -n {n}", ["brisk", "redis"],
+                              metric="ops/s", target=target, headline=(depth == 16 or t == "get"))
+                     for t in ("set", "get", "zadd")]
+
+            def run_fn(name, srv, duration, warm, depth=depth, n=n):
+                count = max(10000, n // 10) if warm else n  # warm-up: a tenth
+                res = run_redis_benchmark(cli_pin, srv.port, ["set", "get", "zadd"], count, depth)
+                return {f"{t.lower()}-p{depth}": r for t, r in res.items()}
+            run_alternating(s, servers, cases, run_fn, f"kv: -P {depth}")
+            race["cases"] += [finish_case(c) for c in cases]
+    finally:
+        for _, srv in servers:
+            srv.stop()
+
+    # memory per key
+    mem = new_case("memory", "RSS per key, 64 B values",
+                   "redis-benchmark -t set -r 1000000 -n 2000000 -d 64 -P 16", ["brisk", "redis"],
+                   metric="bytes/key", target=0.6, better="lower", headline=True)
+    for rnd in range(1 if s.quick else min(2, s.rounds)):
+        got = {}
+        for name in ("brisk", "redis"):
+            srv = start(mk[name], srv_pin)
+            try:
+                check(srv)
+                before = rss_bytes(srv.proc.pid)
+                subprocess.run(list(cli_pin) + ["redis-benchmark", "-h", "127.0.0.1", "-p", str(srv.port),
+                                                "-t", "set", "-r", "1000000", "-n", "2000000",
+                                                "-d", "64", "-P", "16", "-c", "50", "-q"],
+                               capture_output=True, text=True, timeout=600)
+                time.sleep(0.5)
+                after = rss_bytes(srv.proc.pid)
+                keys = int(redis_cli(srv.port, "DBSIZE") or 0)
+                if keys:
+                    got[name] = {"value": (after - before) / keys, "keys": keys, "rss_before": before,
+                                 "rss_after": after, "failed": ""}
+                else:
+                    got[name] = {"value": None, "failed": "DBSIZE is 0 after the load"}
+                log(f"  kv memory {name}: {keys:,} keys, RSS {before >> 20} -> {after >> 20} MiB, "
+                    f"{got[name]['value'] or 0:.0f} bytes/key")
+            finally:
+                srv.stop()
+        mem["rounds"].append(got)
+    race["cases"].append(finish_case(mem))
+    race["notes"].append("Targets from the brisk-kv issue: >= 1.3x Redis on SET, GET and ZADD with "
+                         "-P 16; >= 1.05x with -P 1; RSS per key <= 0.6x Redis's.")
+    race["notes"].append("redis-benchmark is single-threaded: at -P 16 it can be the limit for both.")
+    if ctx["costs"]:
+        spec = {"proto": "resp"}
+        for name in ("brisk", "redis"):
+            row = measure_costs(name, mk[name], tmp, spec, s)
+            row["request"] = "SET/GET alternating, 64 B values"
+            row["short"] = "SET/GET"
+            race["costs"].append(row)
+        for name in ("brisk", "redis"):
+            row = measure_costs(name, mk[name], tmp, spec, s, what=("strace",), depth=16)
+            row["request"] = "SET/GET alternating, 64 B values, pipelined 16"
+            row["short"] = "SET/GET -P 16"
+            race["costs"].append(row)
+    return race
+
+
+# ---------------------------------------------------------------- rest
+
+def race_rest(ctx):
+    race = new_race("rest", "REST API: brisk-foods vs FastAPI (SQLite, PostgreSQL)", "fastapi")
+    missing = []
+    if not (BIN / "brisk-foods").exists():
+        missing.append("build/bin/brisk-foods is not built yet")
+    peer = [p for p in (PEERS / "foods-fastapi" / "run.sh", PEERS / "fastapi_foods.py") if p.exists()]
+    if not peer:
+        missing.append("the FastAPI peer (bench/peers/) does not exist yet")
+    if not missing:
+        missing.append(f"brisk-foods and its peer bench/peers/{peer[0].relative_to(PEERS)} exist, "
+                       "but this race is not in the harness yet")
+    race.update(status="pending", reason="; ".join(missing))
+    race["method"] = ["Planned (brisk-foods issue): 50 concurrent connections per endpoint "
+                      "(categories, foods-list, bulk-insert of 100 foods, template-full), brisk-foods "
+                      "vs the FastAPI peer with the same workers, on SQLite and PostgreSQL; req/s and "
+                      "p50/p95/p99."]
+    return race
+
+
+RACES = {"hello": race_hello, "static": race_static, "echo": race_echo, "kv": race_kv,
+         "rest": race_rest}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Entry point of `make bench` (full) and `make bench-quick` (--quick): installs
+# the peers and load generators that are missing (Debian packages through
+# apt-get, sudo when not root; matplotlib into bench/.venv), builds brisk when
+# it is not built, then runs bench/run.py with the arguments given.
+#
+# Usage: bench/run.sh [--quick] [--races hello,static,echo,kv,rest] [--rounds N]
+#                     [--duration S] [--no-costs] [--keep-tmp]
+# Environment: BENCH_NO_INSTALL=1 skips the installs (use what is there);
+# BENCH_BIN_DIR=DIR takes the brisk binaries from DIR instead of build/bin.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+if [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
+  need=()
+  [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+  [ -f /etc/nginx/mime.types ] || have_pkg nginx-common || need+=(nginx-common)
+  command -v redis-server >/dev/null || need+=(redis-server)
+  command -v redis-benchmark >/dev/null && command -v redis-cli >/dev/null || need+=(redis-tools)
+  command -v node >/dev/null || need+=(nodejs)
+  for t in wrk httperf strace valgrind curl taskset:util-linux ps:procps cc:build-essential; do
+    cmd=${t%%:*} pkg=${t#*:}
+    command -v "$cmd" >/dev/null || need+=("$pkg")
+  done
+  python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+  want_hey=0
+  command -v hey >/dev/null || want_hey=1
+  if [ ${#need[@]} -gt 0 ] || [ $want_hey = 1 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    # hey is packaged in Debian 12 but not everywhere: install it when it has
+    # a candidate, else its races are skipped (and the report says so).
+    if [ $want_hey = 1 ] && apt-cache policy hey 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+      need+=(hey)
+    fi
+    if [ ${#need[@]} -gt 0 ]; then
+      echo "[bench] installing ${need[*]}" >&2
+      $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    fi
+  fi
+  command -v hey >/dev/null || echo "[bench] hey is not packaged here: the hey races will be skipped" >&2
+
+  if [ ! -x bench/.venv/bin/python ] || ! bench/.venv/bin/python -c 'import matplotlib' 2>/dev/null; then
+    echo "[bench] installing matplotlib into bench/.venv" >&2
+    { python3 -m venv bench/.venv &&
+      bench/.venv/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt; } ||
+      echo "[bench] could not set up bench/.venv: no charts this time" >&2
+  fi
+fi
+
+# The binaries the races need; the ones still being written show as pending.
+# BENCH_BIN_DIR (default build/bin) points the races at other binaries.
+if [ -z "${BENCH_BIN_DIR:-}" ] &&
+   { [ ! -x build/bin/brisk ] || [ ! -x build/bin/brisk-hello ] || [ ! -x build/bin/brisk-echo ]; }; then
+  echo "[bench] brisk is not built: building it" >&2
+  make build
+fi
+
+py=python3
+[ -x bench/.venv/bin/python ] && bench/.venv/bin/python -c 'import matplotlib' 2>/dev/null && py=bench/.venv/bin/python
+exec "$py" bench/run.py "$@"
