@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_pkgs="build-essential cmake ninja-build pkg-config libinih-dev media-types libsqlite3-dev libpq-dev libmariadb-dev libcjson-dev"
-test_pkgs="$build_pkgs libcmocka-dev curl python3-venv strace redis-tools redis-server postgresql mariadb-server"
+test_pkgs="$build_pkgs libcmocka-dev curl python3-venv strace redis-tools redis-server postgresql mariadb-server nodejs"
 bench_pkgs="$build_pkgs curl nginx-light wrk strace procps"
 
 case "${1:-build}" in

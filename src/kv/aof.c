@@ -537,11 +537,11 @@ static void rw_entry(rw_out *o, kv_entry *e)
         break;
     }
     }
-    if (e->expire) {
+    if (e->flags & ENTRY_EXPIRES) {
         char ms[KV_LL_STR_MAX];
         argv[0] = STR("PEXPIREAT");
         argv[1] = key;
-        argv[2] = (str){ ms, kv_fmt_ll(ms, e->expire) };
+        argv[2] = (str){ ms, kv_fmt_ll(ms, entry_expire(e)) };
         rw_cmd(o, 3, argv);
     }
 }
@@ -559,15 +559,14 @@ static int rewrite_to(const char *tmp)
         char num[KV_LL_STR_MAX];
         str sel[2] = { STR("SELECT"), { num, kv_fmt_ll(num, d) } };
         rw_cmd(&o, 2, sel);
-        dict_iter it;
-        dict_iter_init(&it, &db->keys);
-        for (dict_node *n; (n = dict_iter_next(&it));) {
-            kv_entry *e = (kv_entry *)(void *)n;
-            if (e->expire && e->expire <= now)
+        keytab_iter it;
+        keytab_iter_init(&it, &db->keys);
+        for (kv_entry *e; (e = keytab_iter_next(&it));) {
+            if ((e->flags & ENTRY_EXPIRES) && entry_expire(e) <= now)
                 continue;
             rw_entry(&o, e);
         }
-        dict_iter_end(&it);
+        keytab_iter_end(&it);
     }
     rw_flush(&o, 1);
     if (o.failed || fsync(o.fd) < 0) {

@@ -52,6 +52,7 @@ static const opt opts[] = {
     { "timeout", O_INT, OFF(timeout), 0, INT_MAX, 0 },
     { "tcp-backlog", O_INT, OFF(tcp_backlog), 1, 65535, 1 },
     { "active-expire-effort", O_INT, OFF(active_expire_effort), 1, 10, 0 },
+    { "protected-mode", O_BOOL, OFF(protected_mode), 0, 1, 0 },
 };
 
 /* Options accepted for compatibility; their value is remembered and
@@ -70,7 +71,7 @@ static struct {
     { "activerehashing", "yes" },           { "lazyfree-lazy-eviction", "no" },
     { "lazyfree-lazy-expire", "no" },       { "lazyfree-lazy-server-del", "no" },
     { "lazyfree-lazy-user-del", "no" },     { "lazyfree-lazy-user-flush", "no" },
-    { "protected-mode", "yes" },            { "tcp-keepalive", "300" },
+    { "tcp-keepalive", "300" },
     { "supervised", "no" },                 { "pidfile", "" },
     { "appenddirname", "appendonlydir" },   { "aof-use-rdb-preamble", "no" },
     { "rdbcompression", "yes" },            { "rdbchecksum", "yes" },
@@ -139,6 +140,7 @@ void kv_config_defaults(kv_config *cfg)
     cfg->timeout = 0;
     cfg->tcp_backlog = 511;
     cfg->active_expire_effort = 1;
+    cfg->protected_mode = 1;
 }
 
 void kv_config_free(kv_config *cfg)

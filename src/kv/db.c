@@ -2,36 +2,128 @@
 
 #include "kv/aof.h"
 #include "kv/mem.h"
+#include "kv/slab.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
 #include <malloc.h>
 
-static str entry_key_fn(const dict_node *n)
+static inline str entry_key_fn(const void *item)
 {
-    kv_entry *e = (kv_entry *)(void *)n;
-    return (str){ e->data, n->aux };
+    return entry_key_str(item);
+}
+
+static inline uint64_t key_hash(str key)
+{
+    return dict_hash(key.p, key.len);
 }
 
 void db_init(kv_db *db, int id)
 {
     memset(db, 0, sizeof *db);
     db->id = id;
-    dict_init(&db->keys, entry_key_fn);
+    keytab_init(&db->keys, entry_key_fn);
     dict_init(&db->watched, kv_watch_key_fn);
 }
 
-static void free_entry_cb(dict_node *n, void *ud)
+/* ---- entry memory ---- */
+
+_Static_assert(offsetof(kv_entry, data) == ENTRY_HDR && ENTRY_HDR == 5, "a 5-byte entry header");
+_Static_assert(SLAB_NCLASSES <= (0xff >> ENTRY_CLASS_SHIFT) + 1, "slab class fits in flags");
+
+size_t db_entry_bytes(const kv_entry *e)
 {
-    kv_entry *e = (kv_entry *)(void *)n;
+    if (e->flags & ENTRY_HEAP)
+        return malloc_usable_size((void *)e);
+    return slab_index_size(e->flags >> ENTRY_CLASS_SHIFT);
+}
+
+/* Bytes of the value area: vlen varint plus value, or the object pointer. */
+static size_t value_area(const kv_entry *e)
+{
+    if (e->type != KV_STRING)
+        return sizeof(void *);
+    size_t vlen = entry_vlen(e);
+    return kv_varint_len(vlen) + vlen;
+}
+
+static size_t layout_size(size_t klen, int type, size_t vlen, int ttl)
+{
+    size_t v = type == KV_STRING ? kv_varint_len(vlen) + vlen : sizeof(void *);
+    return ENTRY_HDR + (ttl ? ENTRY_TTL_BYTES : 0) + kv_varint_len(klen) + klen + v;
+}
+
+static kv_entry *entry_mem(size_t need)
+{
+    kv_entry *e;
+    if (need <= SLAB_MAX) {
+        e = slab_alloc(need);
+        e->flags = (uint8_t)(slab_class_index(need) << ENTRY_CLASS_SHIFT);
+    } else {
+        e = kv_malloc(need);
+        e->flags = ENTRY_HEAP;
+    }
+    return e;
+}
+
+static void entry_mem_free(kv_entry *e)
+{
+    if (e->flags & ENTRY_HEAP)
+        kv_free(e);
+    else
+        slab_free(e);
+}
+
+/* A new entry for key with room for a value of vroom bytes (strings) or an
+ * object pointer; a zeroed TTL block when ttl. The value is not set. */
+static kv_entry *entry_new(str key, int type, size_t vroom, int ttl)
+{
+    kv_entry *e = entry_mem(layout_size(key.len, type, vroom, ttl));
+    e->lru = srv.lru_clock;
+    e->type = (uint32_t)type;
+    unsigned char *p = e->data;
+    if (ttl) {
+        e->flags |= ENTRY_EXPIRES;
+        memset(p, 0, ENTRY_TTL_BYTES);
+        p += ENTRY_TTL_BYTES;
+    }
+    p += kv_varint_put(p, key.len);
+    memcpy(p, key.p, key.len);
+    return e;
+}
+
+static void entry_put_str(kv_entry *e, const char *val, size_t vlen)
+{
+    unsigned char *p = entry_vpos(e);
+    p += kv_varint_put(p, vlen);
+    memcpy(p, val, vlen);
+}
+
+static void entry_put_expire(kv_entry *e, int64_t when)
+{
+    memcpy(e->data, &when, sizeof when);
+}
+
+static void entry_put_vidx(kv_entry *e, uint32_t v)
+{
+    memcpy(e->data + 8, &v, sizeof v);
+}
+
+static void entry_free(kv_entry *e)
+{
     if (e->type != KV_STRING)
         obj_free(e->type, entry_obj(e));
-    kv_free(e);
+    entry_mem_free(e);
+}
+
+static void free_entry_cb(void *item, void *ud)
+{
+    entry_free(item);
 }
 
 void db_free(kv_db *db)
 {
-    dict_clear(&db->keys, free_entry_cb, NULL);
+    keytab_clear(&db->keys, free_entry_cb, NULL);
     kv_free(db->vol);
     db->vol = NULL;
     db->vol_len = db->vol_cap = 0;
@@ -44,8 +136,10 @@ void db_flush(kv_db *db)
 
 kv_entry *db_find(kv_db *db, str key)
 {
-    return (kv_entry *)(void *)dict_find(&db->keys, key.p, key.len, dict_hash32(key.p, key.len));
+    return keytab_lookup(&db->keys, key.p, key.len, key_hash(key), entry_key_fn);
 }
+
+/* ---- keys with a TTL: db->vol, each entry knowing its index ---- */
 
 static void vol_add(kv_db *db, kv_entry *e)
 {
@@ -54,52 +148,110 @@ static void vol_add(kv_db *db, kv_entry *e)
         db->vol = kv_realloc(db->vol, db->vol_cap * sizeof *db->vol);
     }
     db->vol[db->vol_len++] = e;
-    e->vidx = (uint32_t)db->vol_len;
+    entry_put_vidx(e, (uint32_t)db->vol_len);
 }
 
 static void vol_remove(kv_db *db, kv_entry *e)
 {
-    if (!e->vidx)
+    uint32_t vidx = entry_vidx(e);
+    if (!vidx)
         return;
-    size_t i = e->vidx - 1;
+    size_t i = vidx - 1;
     kv_entry *last = db->vol[--db->vol_len];
     db->vol[i] = last;
-    last->vidx = (uint32_t)(i + 1);
-    e->vidx = 0;
+    entry_put_vidx(last, (uint32_t)(i + 1));
+    entry_put_vidx(e, 0);
     if (db->vol_cap > 256 && db->vol_len * 4 < db->vol_cap) {
         db->vol_cap /= 2;
         db->vol = kv_realloc(db->vol, db->vol_cap * sizeof *db->vol);
     }
 }
 
-void db_set_expire(kv_db *db, kv_entry *e, int64_t when_ms)
+/* Adds or drops the TTL block in place (the allocation must have room):
+ * shifts the tail bytes after it (key, and the value area when keep_value)
+ * and keeps db->vol in step. */
+static void relayout_ttl(kv_db *db, kv_entry *e, int ttl, int keep_value)
 {
-    if (!e->vidx)
+    unsigned char *k = entry_kpos(e);
+    size_t tail = (size_t)(entry_vpos(e) - k) + (keep_value ? value_area(e) : 0);
+    if (ttl) {
+        memmove(e->data + ENTRY_TTL_BYTES, k, tail);
+        e->flags |= ENTRY_EXPIRES;
+        memset(e->data, 0, ENTRY_TTL_BYTES);
         vol_add(db, e);
-    e->expire = when_ms;
+    } else {
+        vol_remove(db, e);
+        memmove(e->data, k, tail);
+        e->flags &= (uint8_t)~ENTRY_EXPIRES;
+    }
+}
+
+/* Moves e to a new allocation of need bytes, with the TTL block iff ttl and
+ * the value area copied when keep_value. The keyspace and db->vol point to
+ * the new entry; the old one is freed. */
+static kv_entry *entry_move(kv_db *db, kv_entry *e, size_t need, int ttl, int keep_value)
+{
+    str key = entry_key_str(e);
+    int had = (e->flags & ENTRY_EXPIRES) != 0;
+    kv_entry *n = entry_mem(need);
+    n->lru = e->lru;
+    n->type = e->type;
+    unsigned char *p = n->data;
+    if (ttl) {
+        n->flags |= ENTRY_EXPIRES;
+        if (had)
+            memcpy(p, e->data, ENTRY_TTL_BYTES);
+        else
+            memset(p, 0, ENTRY_TTL_BYTES);
+        p += ENTRY_TTL_BYTES;
+    } else if (had) {
+        vol_remove(db, e);
+    }
+    size_t kbytes = (size_t)(entry_vpos(e) - entry_kpos(e));
+    memcpy(p, entry_kpos(e), kbytes + (keep_value ? value_area(e) : 0));
+    keytab_replace(&db->keys, e, n, key_hash(key));
+    if (ttl && had)
+        db->vol[entry_vidx(n) - 1] = n;
+    else if (ttl)
+        vol_add(db, n);
+    entry_mem_free(e);
+    return n;
+}
+
+kv_entry *db_set_expire(kv_db *db, kv_entry *e, int64_t when_ms)
+{
+    if (!(e->flags & ENTRY_EXPIRES)) {
+        size_t vlen = e->type == KV_STRING ? entry_vlen(e) : 0;
+        size_t need = layout_size(entry_klen(e), e->type, vlen, 1);
+        if (need <= db_entry_bytes(e))
+            relayout_ttl(db, e, 1, 1);
+        else
+            e = entry_move(db, e, need, 1, 1);
+    }
+    entry_put_expire(e, when_ms);
+    return e;
 }
 
 void db_persist(kv_db *db, kv_entry *e)
 {
-    vol_remove(db, e);
-    e->expire = 0;
+    if (e && (e->flags & ENTRY_EXPIRES))
+        relayout_ttl(db, e, 0, 1);
 }
 
 void db_delete_entry(kv_db *db, kv_entry *e)
 {
-    dict_unlink_node(&db->keys, &e->node);
+    keytab_remove_item(&db->keys, e, key_hash(entry_key_str(e)));
     vol_remove(db, e);
-    if (e->type != KV_STRING)
-        obj_free(e->type, entry_obj(e));
-    kv_free(e);
+    entry_free(e);
 }
 
 int db_delete(kv_db *db, str key)
 {
-    kv_entry *e = db_find(db, key);
+    kv_entry *e = keytab_remove(&db->keys, key.p, key.len, key_hash(key));
     if (!e)
         return 0;
-    db_delete_entry(db, e);
+    vol_remove(db, e);
+    entry_free(e);
     return 1;
 }
 
@@ -118,7 +270,7 @@ int db_expire_if_needed(kv_db *db, kv_entry *e)
 kv_entry *db_lookup_read(kv_db *db, str key)
 {
     kv_entry *e = db_find(db, key);
-    if (e && UNLIKELY(e->expire) && db_expire_if_needed(db, e))
+    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
         e = NULL;
     if (e) {
         e->lru = srv.lru_clock;
@@ -132,146 +284,130 @@ kv_entry *db_lookup_read(kv_db *db, str key)
 kv_entry *db_lookup_write(kv_db *db, str key)
 {
     kv_entry *e = db_find(db, key);
-    if (e && UNLIKELY(e->expire) && db_expire_if_needed(db, e))
+    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
         return NULL;
     if (e)
         e->lru = srv.lru_clock;
     return e;
 }
 
-static kv_entry *entry_alloc(str key, size_t vneed)
+static kv_entry *add_string(kv_db *db, str key, uint64_t hash, const char *val, size_t vlen,
+                            int64_t expire)
 {
-    size_t want = sizeof(kv_entry) + key.len + vneed;
-    kv_entry *e = kv_malloc(want);
-    size_t got = malloc_usable_size(e);
-    size_t vcap = got - sizeof(kv_entry) - key.len;
-    if (vcap > UINT32_MAX)
-        vcap = UINT32_MAX;
-    e->node.next = NULL;
-    e->node.aux = (uint32_t)key.len;
-    e->vlen = 0;
-    e->vcap = (uint32_t)vcap;
-    e->expire = 0;
-    e->vidx = 0;
-    e->lru = srv.lru_clock;
-    e->type = KV_STRING;
-    memcpy(e->data, key.p, key.len);
-    return e;
-}
-
-/* Moves e to a new allocation with room for vneed value bytes. */
-static kv_entry *entry_move(kv_db *db, kv_entry *e, size_t vneed, size_t keep)
-{
-    str key = entry_key_str(e);
-    kv_entry *n = entry_alloc(key, vneed);
-    n->node.hash = e->node.hash;
-    n->expire = e->expire;
-    n->vidx = e->vidx;
-    n->lru = e->lru;
-    n->type = e->type;
-    n->vlen = e->vlen;
-    memcpy(entry_val(n), entry_val(e), keep);
-    dict_relink(&db->keys, &e->node, &n->node);
-    if (n->vidx)
-        db->vol[n->vidx - 1] = n;
-    kv_free(e);
-    return n;
-}
-
-kv_entry *db_set_string(kv_db *db, str key, const char *val, size_t vlen, int keep_ttl)
-{
-    uint32_t h = dict_hash32(key.p, key.len);
-    kv_entry *e = (kv_entry *)(void *)dict_find(&db->keys, key.p, key.len, h);
-    if (e) {
-        if (e->type != KV_STRING) {
-            obj_free(e->type, entry_obj(e));
-            e->type = KV_STRING;
-            e->vlen = 0;
-        }
-        /* Overwrite in place when it fits and does not waste much. */
-        if (vlen > e->vcap || (e->vcap > 64 && vlen < e->vcap / 4))
-            e = entry_move(db, e, vlen, 0);
-        memcpy(entry_val(e), val, vlen);
-        e->vlen = (uint32_t)vlen;
-        e->lru = srv.lru_clock;
-        if (!keep_ttl && e->expire)
-            db_persist(db, e);
-        return e;
+    kv_entry *e = entry_new(key, KV_STRING, vlen, expire > 0);
+    entry_put_str(e, val, vlen);
+    keytab_add(&db->keys, e, hash);
+    if (expire > 0) {
+        entry_put_expire(e, expire);
+        vol_add(db, e);
     }
-    e = entry_alloc(key, vlen);
-    e->node.hash = h;
-    memcpy(entry_val(e), val, vlen);
-    e->vlen = (uint32_t)vlen;
-    dict_add(&db->keys, &e->node);
     return e;
+}
+
+kv_entry *db_store_string(kv_db *db, str key, kv_entry *e, const char *val, size_t vlen,
+                          int64_t expire)
+{
+    if (!e)
+        return add_string(db, key, key_hash(key), val, vlen, expire);
+    if (e->type != KV_STRING) {
+        obj_free(e->type, entry_obj(e));
+        e->type = KV_STRING;
+    }
+    int had = (e->flags & ENTRY_EXPIRES) != 0;
+    int ttl = expire == DB_KEEPTTL ? had : expire > 0;
+    size_t need = layout_size(key.len, KV_STRING, vlen, ttl);
+    size_t cap = db_entry_bytes(e);
+    /* Overwrite in place when it fits without wasting much. */
+    if (need <= cap && cap - need <= MAX(32, need / 2)) {
+        if (ttl != had)
+            relayout_ttl(db, e, ttl, 0);
+    } else {
+        e = entry_move(db, e, need, ttl, 0);
+    }
+    entry_put_str(e, val, vlen);
+    if (expire > 0)
+        entry_put_expire(e, expire);
+    e->lru = srv.lru_clock;
+    return e;
+}
+
+kv_entry *db_set_string(kv_db *db, str key, const char *val, size_t vlen, int64_t expire)
+{
+    uint64_t h = key_hash(key); /* once, for the lookup and the insert */
+    kv_entry *e = keytab_lookup(&db->keys, key.p, key.len, h, entry_key_fn);
+    if (!e)
+        return add_string(db, key, h, val, vlen, expire);
+    return db_store_string(db, key, e, val, vlen, expire);
 }
 
 kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj)
 {
-    kv_entry *e = entry_alloc(key, sizeof obj);
-    e->node.hash = dict_hash32(key.p, key.len);
-    e->type = (uint32_t)type;
+    kv_entry *e = entry_new(key, type, 0, 0);
     entry_set_obj(e, obj);
-    dict_add(&db->keys, &e->node);
+    keytab_add(&db->keys, e, key_hash(key));
     return e;
 }
 
 kv_entry *db_string_resize(kv_db *db, kv_entry *e, size_t newlen)
 {
-    if (newlen > e->vcap) {
-        size_t want = newlen < 1024 * 1024 ? newlen * 2 : newlen + 1024 * 1024;
-        e = entry_move(db, e, want, e->vlen);
+    size_t old = entry_vlen(e);
+    int ttl = (e->flags & ENTRY_EXPIRES) != 0;
+    size_t klen = entry_klen(e);
+    if (layout_size(klen, KV_STRING, newlen, ttl) > db_entry_bytes(e)) {
+        size_t room = newlen < 1024 * 1024 ? newlen * 2 : newlen + 1024 * 1024;
+        e = entry_move(db, e, layout_size(klen, KV_STRING, room, ttl), ttl, 1);
     }
-    e->vlen = (uint32_t)newlen;
+    unsigned char *p = entry_vpos(e);
+    size_t w_old = kv_varint_len(old), w_new = kv_varint_len(newlen);
+    if (w_old != w_new)
+        memmove(p + w_new, p + w_old, MIN(old, newlen));
+    kv_varint_put(p, newlen);
     return e;
 }
 
-void db_detach_entry(kv_db *db, kv_entry *e)
+kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, str key)
 {
-    dict_unlink_node(&db->keys, &e->node);
+    int64_t exp = entry_expire(e);
+    size_t vlen = e->type == KV_STRING ? entry_vlen(e) : 0;
+    kv_entry *n = entry_new(key, e->type, vlen, exp != 0);
+    n->lru = e->lru;
+    memcpy(entry_vpos(n), entry_vpos(e), value_area(e));
+    /* The value object now belongs to n: free only the old memory. */
+    keytab_remove_item(&db->keys, e, key_hash(entry_key_str(e)));
     vol_remove(db, e);
-}
-
-kv_entry *db_attach_entry(kv_db *db, kv_entry *e, str key)
-{
-    kv_entry *n = e;
-    int64_t exp = e->expire;
-    if (key.len != entry_klen(e) || memcmp(key.p, entry_key(e), key.len) != 0) {
-        size_t vbytes = e->type == KV_STRING ? e->vlen : sizeof(void *);
-        n = entry_alloc(key, vbytes);
-        n->type = e->type;
-        n->vlen = e->vlen;
-        n->lru = e->lru;
-        memcpy(entry_val(n), entry_val(e), vbytes);
-        kv_free(e);
+    entry_mem_free(e);
+    keytab_add(&dst->keys, n, key_hash(key));
+    if (exp) {
+        entry_put_expire(n, exp);
+        vol_add(dst, n);
     }
-    n->expire = 0;
-    n->vidx = 0;
-    n->node.hash = dict_hash32(key.p, key.len);
-    dict_add(&db->keys, &n->node);
-    if (exp)
-        db_set_expire(db, n, exp);
     return n;
 }
 
-kv_entry *db_dup_entry(kv_entry *e, str key)
+kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, str key)
 {
-    size_t vbytes = e->type == KV_STRING ? e->vlen : sizeof(void *);
-    kv_entry *n = entry_alloc(key, vbytes);
-    n->type = e->type;
-    n->vlen = e->vlen;
-    if (e->type == KV_STRING)
-        memcpy(entry_val(n), entry_val(e), e->vlen);
-    else
+    int64_t exp = entry_expire(e);
+    kv_entry *n;
+    if (e->type == KV_STRING) {
+        size_t vlen = entry_vlen(e);
+        n = entry_new(key, KV_STRING, vlen, exp != 0);
+        entry_put_str(n, entry_val(e), vlen);
+    } else {
+        n = entry_new(key, e->type, 0, exp != 0);
         entry_set_obj(n, obj_dup(e->type, entry_obj(e)));
-    n->node.hash = dict_hash32(key.p, key.len);
+    }
+    keytab_add(&dst->keys, n, key_hash(key));
+    if (exp) {
+        entry_put_expire(n, exp);
+        vol_add(dst, n);
+    }
     return n;
 }
 
 kv_entry *db_random(kv_db *db)
 {
     for (int tries = 0; tries < 100; tries++) {
-        kv_entry *e = (kv_entry *)(void *)dict_random(&db->keys);
+        kv_entry *e = keytab_random(&db->keys);
         if (!e)
             return NULL;
         if (!db_expired(e))
@@ -342,7 +478,7 @@ static kv_entry *pick_victim(kv_db **vdb)
             continue;
         for (int i = 0; i < samples; i++) {
             kv_entry *e = volatile_only ? db->vol[kv_rand64() % db->vol_len]
-                                        : (kv_entry *)(void *)dict_random(&db->keys);
+                                        : (kv_entry *)keytab_random(&db->keys);
             if (!e)
                 break;
             if (policy == MM_ALLKEYS_RANDOM || policy == MM_VOLATILE_RANDOM) {
@@ -353,7 +489,7 @@ static kv_entry *pick_victim(kv_db **vdb)
             if (!best)
                 better = 1;
             else if (policy == MM_VOLATILE_TTL)
-                better = e->expire < best->expire;
+                better = entry_expire(e) < entry_expire(best);
             else /* older LRU stamp wins; the clock wraps at 2^28 s */
                 better = ((srv.lru_clock - e->lru) & 0xfffffff) >
                          ((srv.lru_clock - best->lru) & 0xfffffff);

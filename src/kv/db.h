@@ -1,4 +1,4 @@
-/* The keyspace: one dict of kv_entry per database, TTLs kept in the entry
+/* The keyspace: one keytab of kv_entry per database, TTLs kept in the entry
  * plus an array of the keys that have one (for sampling), lazy expiry on
  * access, the active expiry cycle and eviction. */
 #ifndef BRISK_KV_DB_H
@@ -8,7 +8,7 @@
 
 void db_init(kv_db *db, int id);
 void db_free(kv_db *db);
-static inline size_t db_size(kv_db *db) { return dict_size(&db->keys); }
+static inline size_t db_size(kv_db *db) { return keytab_size(&db->keys); }
 
 /* Raw lookup: no expiry check. */
 kv_entry *db_find(kv_db *db, str key);
@@ -18,29 +18,40 @@ kv_entry *db_lookup_read(kv_db *db, str key);
 kv_entry *db_lookup_write(kv_db *db, str key);
 /* Deletes e if its TTL passed (propagating a DEL). Returns 1 if deleted. */
 int db_expire_if_needed(kv_db *db, kv_entry *e);
-static inline int db_expired(const kv_entry *e) { return e->expire && e->expire <= srv.now_ms; }
+static inline int db_expired(const kv_entry *e)
+{
+    return (e->flags & ENTRY_EXPIRES) && entry_expire(e) <= srv.now_ms;
+}
 
-/* Sets key to a string value (replacing any value of any type). The TTL is
- * kept when keep_ttl, removed otherwise. Returns the entry. */
-kv_entry *db_set_string(kv_db *db, str key, const char *val, size_t vlen, int keep_ttl);
+/* Sets key to a string value (replacing any value of any type). e is what
+ * db_lookup_* or db_find returned for key (NULL: the key is absent). expire
+ * is DB_KEEPTTL, 0 (no TTL) or an absolute unix time in ms. Returns the
+ * entry, which may have moved. */
+#define DB_KEEPTTL (-1)
+kv_entry *db_store_string(kv_db *db, str key, kv_entry *e, const char *val, size_t vlen,
+                          int64_t expire);
+/* db_store_string after a raw lookup of key. */
+kv_entry *db_set_string(kv_db *db, str key, const char *val, size_t vlen, int64_t expire);
 /* Adds a new key (must be absent) holding a type object; returns it. */
 kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj);
-/* Makes room for a string of newlen bytes (content kept up to the old
- * length); returns the entry, which may have moved. */
+/* Sets the length of a string to newlen, keeping the content up to the old
+ * length (bytes past it are not initialised); returns the entry, which may
+ * have moved. */
 kv_entry *db_string_resize(kv_db *db, kv_entry *e, size_t newlen);
 int db_delete(kv_db *db, str key);
 void db_delete_entry(kv_db *db, kv_entry *e);
-/* Unlinks e from the keyspace without freeing it (RENAME/MOVE). */
-void db_detach_entry(kv_db *db, kv_entry *e);
-/* Links a detached entry under a new key; returns the new entry (the old
- * pointer is freed when the key differs). */
-kv_entry *db_attach_entry(kv_db *db, kv_entry *e, str key);
-void db_set_expire(kv_db *db, kv_entry *e, int64_t when_ms);
+/* Moves e (value and TTL) to key in dst (which may be db; key must be
+ * absent there). Returns the new entry; e is gone. */
+kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, str key);
+/* Adds to dst a copy of e's value and TTL under key (absent there). */
+kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, str key);
+/* Sets the TTL (absolute ms, > 0); returns the entry, which may have moved. */
+kv_entry *db_set_expire(kv_db *db, kv_entry *e, int64_t when_ms);
 void db_persist(kv_db *db, kv_entry *e);
+/* Bytes the entry occupies (its slot or allocation). */
+size_t db_entry_bytes(const kv_entry *e);
 kv_entry *db_random(kv_db *db);
 void db_flush(kv_db *db);
-/* Copy of the value of e under another key (COPY). */
-kv_entry *db_dup_entry(kv_entry *e, str key);
 
 /* Frees the value object of an entry (not the entry). */
 void obj_free(int type, void *obj);

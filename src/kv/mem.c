@@ -59,6 +59,11 @@ char *kv_strndup(const char *p, size_t n)
     return s;
 }
 
+void kv_mem_account(long long delta)
+{
+    used += (size_t)delta;
+}
+
 size_t kv_used_memory(void)
 {
     return used;

@@ -23,6 +23,30 @@
 #define ERR_NOAUTH "NOAUTH Authentication required."
 #define ERR_DB_RANGE "ERR DB index is out of range"
 #define ERR_POSITIVE "ERR value is out of range, must be positive"
+/* A RESP2 client with subscriptions ran another command (%s: its name). */
+#define ERR_SUBSCRIBED_FMT                                                                     \
+    "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET " \
+    "are allowed in this context"
+/* Sent (then the connection is closed) to a non-loopback client while
+ * protected mode is on and no password is set; Redis 7's text verbatim,
+ * its "Setup a an" included, for clients that match on it. */
+#define ERR_DENIED \
+    "DENIED Redis is running in protected mode because protected mode is " \
+    "enabled and no password is set for the default user. In this mode " \
+    "connections are only accepted from the loopback interface. If you want " \
+    "to connect from external computers to Redis you may adopt one of the " \
+    "following solutions: 1) Just disable protected mode sending the " \
+    "command 'CONFIG SET protected-mode no' from the loopback interface by " \
+    "connecting to Redis from the same host the server is running, however " \
+    "MAKE SURE Redis is not publicly accessible from internet if you do so. " \
+    "Use CONFIG REWRITE to make this change permanent. 2) Alternatively you " \
+    "can just disable the protected mode by editing the Redis configuration " \
+    "file, and setting the protected mode option to 'no', and then " \
+    "restarting the server. 3) If you started the server manually just for " \
+    "testing, restart it with the '--protected-mode no' option. 4) Setup a " \
+    "an authentication password for the default user. NOTE: You only need " \
+    "to do one of the above things in order for the server to start " \
+    "accepting connections from the outside."
 
 void reply_raw(kv_client *c, const char *p, size_t n);
 void reply_ok(kv_client *c);

@@ -8,6 +8,7 @@
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/pubsub.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -69,6 +72,32 @@ const kv_cmd *kv_cmd_lookup(str name)
 }
 
 /* ---- clients ---- */
+
+int kv_peer_is_local(const struct sockaddr *sa)
+{
+    switch (sa->sa_family) {
+    case AF_UNIX:
+        return 1;
+    case AF_INET: {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    case AF_INET6: {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return 1;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    default:
+        return 0;
+    }
+}
+
+int kv_protected_refuses(const kv_config *cfg, const struct sockaddr *sa)
+{
+    int has_password = cfg->requirepass && cfg->requirepass[0];
+    return cfg->protected_mode && !has_password && !kv_peer_is_local(sa);
+}
 
 static void client_io_cb(loop *l, loop_io *io, unsigned events);
 
@@ -154,6 +183,7 @@ void kv_client_close(kv_client *c)
     srv.nclients--;
     kv_unwatch_all(c);
     discard_multi(c);
+    pubsub_unsubscribe_all(c);
     c->next_free = srv.to_free;
     srv.to_free = c;
 }
@@ -244,6 +274,12 @@ static void check_output_limits(kv_client *c)
     } else {
         c->obuf_soft_since = 0;
     }
+}
+
+void kv_client_output_added(kv_client *c)
+{
+    check_output_limits(c);
+    mark_pending(c);
 }
 
 static void build_argv(kv_client *c)
@@ -356,9 +392,18 @@ static void accept_cb(loop *l, loop_io *io, unsigned events)
             srv.stat_rejected_conns++;
             continue;
         }
-        kv_client *c = client_alloc(fd);
         char ip[64];
         net_format_ip((struct sockaddr *)&ss, ip, sizeof ip);
+        if (kv_protected_refuses(&srv.cfg, (struct sockaddr *)&ss)) {
+            static const char msg[] = "-" ERR_DENIED "\r\n";
+            ssize_t w = write(fd, msg, sizeof msg - 1);
+            (void)w;
+            close(fd);
+            srv.stat_rejected_conns++;
+            log_info("client from %s refused: protected mode and no password", ip);
+            continue;
+        }
+        kv_client *c = client_alloc(fd);
         snprintf(c->addr, sizeof c->addr, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip,
                  net_port((struct sockaddr *)&ss));
         struct sockaddr_storage ls;
@@ -419,8 +464,16 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     uint64_t dirty = srv.dirty;
     c->prop_argc = 0;
     c->cmd = cmd;
-    cmd->proc(c);
-    srv.cmd_stats[cmd - kv_commands].calls++;
+    kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
+    if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0) {
+        uint64_t t0 = kv_ticks();
+        cmd->proc(c);
+        st->ticks += kv_ticks() - t0;
+        st->timed++;
+    } else {
+        cmd->proc(c);
+    }
+    st->calls++;
     srv.stat_cmds++;
     if (srv.dirty != dirty && (cmd->flags & CMD_WRITE)) {
         if (!(c->flags & CLIENT_NO_PROPAGATE) && !srv.loading) {
@@ -511,6 +564,10 @@ void kv_call(kv_client *c)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
+    if (UNLIKELY(c->subs) && pubsub_restricted(c) && !pubsub_allowed_when_subscribed(cmd)) {
+        reply_errorf(c, ERR_SUBSCRIBED_FMT, cmd->name);
+        return;
+    }
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
         queue_multi(c, cmd);
         return;
@@ -584,10 +641,36 @@ static void on_wake(loop *l, void *ud)
         loop_stop(l);
 }
 
+/* One sample per cron tick of the rates INFO reports as instantaneous_*. */
+static void sample_rates(void)
+{
+    uint64_t now[3] = { srv.stat_cmds, srv.stat_net_in, srv.stat_net_out };
+    int64_t dt = srv.now_ms - srv.inst.last_ms;
+    if (srv.inst.last_ms && dt > 0) {
+        for (int k = 0; k < 3; k++)
+            srv.inst.rate[k][srv.inst.idx] =
+                (double)(now[k] - srv.inst.last[k]) * 1000.0 / (double)dt;
+        srv.inst.idx = (srv.inst.idx + 1) % KV_OPS_SAMPLES;
+    }
+    srv.inst.last_ms = srv.now_ms;
+    memcpy(srv.inst.last, now, sizeof now);
+}
+
+double kv_instantaneous(int what)
+{
+    double sum = 0;
+    for (int i = 0; i < KV_OPS_SAMPLES; i++)
+        sum += srv.inst.rate[what][i];
+    return sum / KV_OPS_SAMPLES;
+}
+
 static void cron_cb(loop *l, timer *t)
 {
     update_time();
     srv.cronloops++;
+    sample_rates();
+    if (srv.cronloops % 64 == 0)
+        kv_ticks_calibrate();
     int64_t budget_us = 25000 * (int64_t)srv.cfg.active_expire_effort / 10 * 10 / srv.cfg.hz;
     if (budget_us < 1000)
         budget_us = 1000;
@@ -596,8 +679,8 @@ static void cron_cb(loop *l, timer *t)
     int64_t start = kv_unix_us();
     for (int i = 0; i < srv.cfg.databases; i++) {
         kv_db *db = &srv.dbs[i];
-        dict_shrink_if_sparse(&db->keys);
-        while (dict_rehashing(&db->keys) && dict_rehash(&db->keys, 100))
+        keytab_tidy(&db->keys);
+        while (keytab_resizing(&db->keys) && keytab_rehash(&db->keys, 256))
             if (kv_unix_us() - start > 1000)
                 break;
     }
@@ -678,6 +761,7 @@ static void teardown(void)
         dict_clear(&srv.dbs[i].watched, NULL, NULL);
     }
     kv_free(srv.dbs);
+    pubsub_free();
     kv_free(srv.cmd_stats);
     kv_free(srv.aof_path);
     kv_free(srv.child_tmpfile);
@@ -701,6 +785,7 @@ static void usage(FILE *f)
             "  --appendonly yes|no\n"
             "  --appendfsync always|everysec|no\n"
             "  --requirepass PASSWORD\n"
+            "  --protected-mode yes|no  refuse non-loopback clients without a password (yes)\n"
             "  --maxclients N\n"
             "  --maxmemory BYTES\n"
             "  --maxmemory-policy noeviction|allkeys-lru|volatile-lru|allkeys-random|...\n"
@@ -804,9 +889,11 @@ int kv_server_main(int argc, char **argv)
     pthread_mutex_init(&srv.fsync_mu, NULL);
     pthread_cond_init(&srv.fsync_cv, NULL);
     cmd_table_init();
+    kv_ticks_calibrate();
     srv.dbs = kv_calloc((size_t)srv.cfg.databases * sizeof *srv.dbs);
     for (int i = 0; i < srv.cfg.databases; i++)
         db_init(&srv.dbs[i], i);
+    pubsub_init();
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);

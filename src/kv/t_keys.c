@@ -127,7 +127,7 @@ static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
         reply_int(c, 0);
         return;
     }
-    int64_t cur = e->expire;
+    int64_t cur = entry_expire(e);
     if ((nx && cur) || (xx && !cur) || (gt && (!cur || when <= cur)) ||
         (lt && cur && when >= cur)) {
         reply_int(c, 0);
@@ -141,7 +141,7 @@ static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
         reply_int(c, 1);
         return;
     }
-    db_set_expire(c->db, e, when);
+    e = db_set_expire(c->db, e, when);
     kv_dirty(1);
     char ms[KV_LL_STR_MAX];
     str prop[3] = { STR("PEXPIREAT"), c->argv[1], { ms, kv_fmt_ll(ms, when) } };
@@ -161,15 +161,16 @@ static void ttl_generic(kv_client *c, int ms, int absolute)
         reply_int(c, -2);
         return;
     }
-    if (!e->expire) {
+    int64_t exp = entry_expire(e);
+    if (!exp) {
         reply_int(c, -1);
         return;
     }
     if (absolute) {
-        reply_int(c, ms ? e->expire : e->expire / 1000);
+        reply_int(c, ms ? exp : exp / 1000);
         return;
     }
-    int64_t left = e->expire - srv.now_ms;
+    int64_t left = exp - srv.now_ms;
     if (left < 0)
         left = 0;
     reply_int(c, ms ? left : (left + 500) / 1000);
@@ -183,7 +184,7 @@ void pexpiretime_command(kv_client *c) { ttl_generic(c, 1, 1); }
 void persist_command(kv_client *c)
 {
     kv_entry *e = db_lookup_write(c->db, c->argv[1]);
-    if (!e || !e->expire) {
+    if (!e || !(e->flags & ENTRY_EXPIRES)) {
         reply_int(c, 0);
         return;
     }
@@ -198,36 +199,41 @@ void keys_command(kv_client *c)
     int all = pat.len == 1 && pat.p[0] == '*';
     size_t h = reply_defer(c);
     long long n = 0;
-    dict_iter it;
-    dict_iter_init(&it, &c->db->keys);
-    for (dict_node *dn; (dn = dict_iter_next(&it));) {
-        kv_entry *e = (kv_entry *)(void *)dn;
+    keytab_iter it;
+    keytab_iter_init(&it, &c->db->keys);
+    for (kv_entry *e; (e = keytab_iter_next(&it));) {
         if (db_expired(e))
             continue;
-        if (!all && !kv_glob_match(pat.p, pat.len, entry_key(e), entry_klen(e), 0))
+        str key = entry_key_str(e);
+        if (!all && !kv_glob_match(pat.p, pat.len, key.p, key.len, 0))
             continue;
-        reply_bulk(c, entry_key(e), entry_klen(e));
+        reply_bulk_str(c, key);
         n++;
     }
-    dict_iter_end(&it);
+    keytab_iter_end(&it);
     reply_defer_array(c, h, n);
 }
 
 /* ---- SCAN family ---- */
 
 typedef struct {
-    dict_node **items;
+    void **items;
     size_t n, cap;
 } scan_acc;
 
-static void scan_collect(void *ud, dict_node *dn)
+static void scan_collect(void *ud, void *item)
 {
     scan_acc *a = ud;
     if (a->n == a->cap) {
         a->cap = a->cap ? a->cap * 2 : 32;
         a->items = kv_realloc(a->items, a->cap * sizeof *a->items);
     }
-    a->items[a->n++] = dn;
+    a->items[a->n++] = item;
+}
+
+static void scan_collect_node(void *ud, dict_node *dn)
+{
+    scan_collect(ud, dn);
 }
 
 void reply_scan_cursor_kv(kv_client *c, size_t cursor)
@@ -236,7 +242,8 @@ void reply_scan_cursor_kv(kv_client *c, size_t cursor)
     reply_bulk(c, b, (size_t)snprintf(b, sizeof b, "%zu", cursor));
 }
 
-/* kind: 0 keys, 1 set members, 2 hash fields+values, 3 zset members+scores */
+/* kind: 0 keys (of c->db; d is NULL), 1 set members, 2 hash fields+values,
+ * 3 zset members+scores */
 void scan_generic(kv_client *c, dict *d, int cur, int kind)
 {
     uint64_t cursor;
@@ -275,27 +282,31 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
         }
     }
     scan_acc acc = { 0 };
-    size_t v = (size_t)cursor;
+    uint64_t v = cursor;
     long long maxiter = count * 10;
-    /* Small collections: one pass (Redis answers them in full). */
-    if (dict_buckets(d) <= 8 && kind != 0) {
+    if (kind == 0) {
         do {
-            v = dict_scan(d, v, scan_collect, &acc);
+            v = keytab_scan(&c->db->keys, v, scan_collect, &acc);
+        } while (v && maxiter-- && (long long)acc.n < count);
+    } else if (dict_buckets(d) <= 8) {
+        /* Small collections: one pass (Redis answers them in full). */
+        do {
+            v = dict_scan(d, (size_t)v, scan_collect_node, &acc);
         } while (v);
     } else {
         do {
-            v = dict_scan(d, v, scan_collect, &acc);
+            v = dict_scan(d, (size_t)v, scan_collect_node, &acc);
         } while (v && maxiter-- && (long long)acc.n < count);
     }
     reply_array(c, 2);
-    reply_scan_cursor_kv(c, v);
+    reply_scan_cursor_kv(c, (size_t)v);
     size_t h = reply_defer(c);
     long long n = 0;
     for (size_t i = 0; i < acc.n; i++) {
         dict_node *dn = acc.items[i];
         str key;
         if (kind == 0) {
-            kv_entry *e = (kv_entry *)(void *)dn;
+            kv_entry *e = acc.items[i];
             if (db_expired(e))
                 continue;
             if (type >= 0 && e->type != (uint32_t)type)
@@ -323,7 +334,7 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
 
 void scan_command(kv_client *c)
 {
-    scan_generic(c, &c->db->keys, 1, 0);
+    scan_generic(c, NULL, 1, 0);
 }
 
 static void rename_generic(kv_client *c, int nx)
@@ -349,8 +360,7 @@ static void rename_generic(kv_client *c, int nx)
         }
         db_delete_entry(c->db, d);
     }
-    db_detach_entry(c->db, e);
-    db_attach_entry(c->db, e, dst);
+    db_rename_entry(c->db, e, c->db, dst);
     kv_dirty(1);
     if (nx)
         reply_int(c, 1);
@@ -409,10 +419,7 @@ void copy_command(kv_client *c)
         }
         db_delete_entry(dst_db, d);
     }
-    kv_entry *n = db_dup_entry(e, dst);
-    dict_add(&dst_db->keys, &n->node);
-    if (e->expire)
-        db_set_expire(dst_db, n, e->expire);
+    db_copy_entry(dst_db, e, dst);
     kv_touch_key(dst_db, dst);
     kv_dirty(1);
     reply_int(c, 1);
@@ -439,9 +446,10 @@ const char *obj_encoding(kv_entry *e)
     switch (e->type) {
     case KV_STRING: {
         long long v;
-        if (e->vlen <= 20 && kv_parse_ll(entry_val(e), e->vlen, &v) == 0)
+        str s = entry_str(e);
+        if (s.len <= 20 && kv_parse_ll(s.p, s.len, &v) == 0)
             return "int";
-        return e->vlen <= 44 ? "embstr" : "raw";
+        return s.len <= 44 ? "embstr" : "raw";
     }
     case KV_LIST: {
         kv_list *l = entry_obj(e);

@@ -5,6 +5,7 @@
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/pubsub.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -43,10 +44,16 @@ void ping_command(kv_client *c)
         reply_arity_error(c, "ping");
         return;
     }
-    if (c->argc == 2)
+    if (pubsub_restricted(c)) {
+        /* RESP2 subscribers get the pong as an array, like messages */
+        reply_array(c, 2);
+        reply_bulk(c, "pong", 4);
+        reply_bulk_str(c, c->argc == 2 ? c->argv[1] : STR(""));
+    } else if (c->argc == 2) {
         reply_bulk_str(c, c->argv[1]);
-    else
+    } else {
         reply_raw(c, "+PONG\r\n", 7);
+    }
 }
 
 void echo_command(kv_client *c)
@@ -131,7 +138,7 @@ void swapdb_command(kv_client *c)
     if (x != y) {
         kv_touch_db(x);
         kv_touch_db(y);
-        dict tk = x->keys;
+        keytab tk = x->keys;
         x->keys = y->keys;
         y->keys = tk;
         kv_entry **tv = x->vol;
@@ -218,11 +225,6 @@ void wait_command(kv_client *c)
 void readonly_noop_command(kv_client *c)
 {
     reply_error(c, "ERR This instance has cluster support disabled");
-}
-
-void subscribe_stub_command(kv_client *c)
-{
-    reply_error(c, "ERR Pub/Sub is not supported by brisk-kv");
 }
 
 void monitor_stub_command(kv_client *c)
@@ -367,6 +369,7 @@ void reset_command(kv_client *c)
         c->flags &= ~(CLIENT_MULTI | CLIENT_DIRTY_EXEC);
     }
     kv_unwatch_all(c);
+    pubsub_unsubscribe_all(c);
     kv_client_set_db(c, 0);
     c->resp = 2;
     set_name(c, STR_NULL);
@@ -390,6 +393,8 @@ int kv_client_info(kv_client *c, buf *out)
         flags[nf++] = 'd';
     if (c->flags & CLIENT_CLOSE_AFTER_REPLY)
         flags[nf++] = 'c';
+    if (pubsub_count(c))
+        flags[nf++] = 'P';
     if (nf == 0)
         flags[nf++] = 'N';
     flags[nf] = '\0';
@@ -397,13 +402,14 @@ int kv_client_info(kv_client *c, buf *out)
     size_t obl = c->wbuf.len - c->wpos;
     int n = snprintf(
         line, sizeof line,
-        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=0 "
-        "psub=0 ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 "
+        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d "
+        "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 "
         "obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d "
         "lib-name=%s lib-ver=%s\n",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)((srv.now_ms - c->ctime_ms) / 1000), (long long)((srv.now_ms - c->last_ms) / 1000),
-        flags, c->db->id, (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len,
+        flags, c->db->id, c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0,
+        (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len,
         c->rbuf.cap - c->rbuf.len, c->rbuf.cap, obl, c->wbuf.cap,
         sizeof *c + c->rbuf.cap + c->wbuf.cap, c->lastcmd ? c->lastcmd->name : "NULL", c->resp,
         c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
@@ -1063,17 +1069,21 @@ void info_command(kv_client *c)
     }
     if (want_section(c, "stats", 1)) {
         addf(&b, "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
-                 "instantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:%llu\r\n"
-                 "total_net_output_bytes:%llu\r\nrejected_connections:%llu\r\n"
+                 "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n"
+                 "total_net_output_bytes:%llu\r\ninstantaneous_input_kbps:%.2f\r\n"
+                 "instantaneous_output_kbps:%.2f\r\nrejected_connections:%llu\r\n"
                  "expired_keys:%llu\r\nevicted_keys:%llu\r\nkeyspace_hits:%llu\r\n"
-                 "keyspace_misses:%llu\r\npubsub_channels:0\r\npubsub_patterns:0\r\n"
+                 "keyspace_misses:%llu\r\npubsub_channels:%zu\r\npubsub_patterns:%zu\r\n"
                  "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
                  "total_writes_processed:0\r\n\r\n",
              (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
+             (unsigned long long)(kv_instantaneous(0) + 0.5),
              (unsigned long long)srv.stat_net_in, (unsigned long long)srv.stat_net_out,
+             kv_instantaneous(1) / 1024, kv_instantaneous(2) / 1024,
              (unsigned long long)srv.stat_rejected_conns, (unsigned long long)srv.stat_expired,
              (unsigned long long)srv.stat_evicted, (unsigned long long)srv.stat_hits,
-             (unsigned long long)srv.stat_misses, (unsigned long long)srv.stat_errors);
+             (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
+             dict_size(&srv.patterns), (unsigned long long)srv.stat_errors);
     }
     if (want_section(c, "replication", 1)) {
         addf(&b, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
@@ -1094,10 +1104,14 @@ void info_command(kv_client *c)
             kv_cmd_stats *st = &srv.cmd_stats[i];
             if (!st->calls && !st->rejected && !st->failed)
                 continue;
+            /* the timed calls stand for all of them */
+            double usec = st->timed ? (double)st->ticks / kv_ticks_per_us() *
+                                          (double)st->calls / (double)st->timed
+                                    : 0.0;
             addf(&b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
                      "failed_calls=%llu\r\n",
-                 kv_commands[i].name, (unsigned long long)st->calls, (unsigned long long)st->usec,
-                 st->calls ? (double)st->usec / (double)st->calls : 0.0,
+                 kv_commands[i].name, (unsigned long long)st->calls, (unsigned long long)usec,
+                 st->calls ? usec / (double)st->calls : 0.0,
                  (unsigned long long)st->rejected, (unsigned long long)st->failed);
         }
         addf(&b, "\r\n");
@@ -1148,8 +1162,7 @@ void memory_command(kv_client *c)
             reply_null(c);
             return;
         }
-        size_t n = sizeof *e + entry_klen(e) + e->vcap;
-        reply_int(c, (long long)n);
+        reply_int(c, (long long)db_entry_bytes(e));
     } else if (arg_is(sub, "doctor")) {
         reply_bulk_cstr(c, "Sam, I detected no issues in this instance.");
     } else {
@@ -1178,10 +1191,7 @@ void move_command(kv_client *c)
         reply_int(c, 0);
         return;
     }
-    int64_t exp = e->expire;
-    db_detach_entry(c->db, e);
-    e->expire = exp;
-    db_attach_entry(dst, e, c->argv[1]);
+    db_rename_entry(c->db, e, dst, c->argv[1]);
     kv_touch_key(dst, c->argv[1]);
     kv_dirty(1);
     reply_int(c, 1);

@@ -34,7 +34,7 @@ void get_command(kv_client *c)
         reply_error(c, ERR_WRONGTYPE);
         return;
     }
-    reply_bulk(c, entry_val(e), e->vlen);
+    reply_bulk_str(c, entry_str(e));
 }
 
 enum { SET_NX = 1, SET_XX = 2, SET_GET = 4, SET_KEEPTTL = 8, SET_EX = 16 };
@@ -74,7 +74,7 @@ static void set_generic(kv_client *c, str key, str val, int flags, int64_t when,
     if ((flags & SET_NX && old) || (flags & SET_XX && !old)) {
         if (flags & SET_GET) {
             if (old)
-                reply_bulk(c, entry_val(old), old->vlen);
+                reply_bulk_str(c, entry_str(old));
             else
                 reply_null(c);
         } else if (reply_kind == 1) {
@@ -86,20 +86,21 @@ static void set_generic(kv_client *c, str key, str val, int flags, int64_t when,
     }
     if (flags & SET_GET) {
         if (old)
-            reply_bulk(c, entry_val(old), old->vlen);
+            reply_bulk_str(c, entry_str(old));
         else
             reply_null(c);
     }
-    kv_entry *e = db_set_string(c->db, key, val.p, val.len, flags & SET_KEEPTTL);
     kv_dirty(1);
-    if (when) {
-        if (when <= srv.now_ms && !srv.loading) {
-            /* already past: the key is gone at once */
-            db_delete_entry(c->db, e);
-            str del[2] = { STR("DEL"), key };
-            kv_propagate_as(c, 2, del);
-        } else {
-            db_set_expire(c->db, e, when);
+    if (when && when <= srv.now_ms && !srv.loading) {
+        /* already past: the key is gone at once */
+        if (old)
+            db_delete_entry(c->db, old);
+        str del[2] = { STR("DEL"), key };
+        kv_propagate_as(c, 2, del);
+    } else {
+        db_store_string(c->db, key, old, val.p, val.len,
+                        when ? when : (flags & SET_KEEPTTL) ? DB_KEEPTTL : 0);
+        if (when) {
             char ms[KV_LL_STR_MAX];
             str prop[5] = { STR("SET"), key, val, STR("PXAT"), { ms, kv_fmt_ll(ms, when) } };
             kv_propagate_as(c, 5, prop);
@@ -181,7 +182,7 @@ void getdel_command(kv_client *c)
         reply_null(c);
         return;
     }
-    reply_bulk(c, entry_val(e), e->vlen);
+    reply_bulk_str(c, entry_str(e));
     db_delete_entry(c->db, e);
     kv_dirty(1);
 }
@@ -215,7 +216,7 @@ void getex_command(kv_client *c)
         reply_null(c);
         return;
     }
-    reply_bulk(c, entry_val(e), e->vlen);
+    reply_bulk_str(c, entry_str(e));
     if (when) {
         if (when <= srv.now_ms) {
             str del[2] = { STR("DEL"), c->argv[1] };
@@ -228,7 +229,7 @@ void getex_command(kv_client *c)
             kv_propagate_as(c, 3, prop);
         }
         kv_dirty(1);
-    } else if (persist && e->expire) {
+    } else if (persist && (e->flags & ENTRY_EXPIRES)) {
         db_persist(c->db, e);
         str prop[2] = { STR("PERSIST"), c->argv[1] };
         kv_propagate_as(c, 2, prop);
@@ -244,7 +245,7 @@ void mget_command(kv_client *c)
         if (!e || e->type != KV_STRING)
             reply_null(c);
         else
-            reply_bulk(c, entry_val(e), e->vlen);
+            reply_bulk_str(c, entry_str(e));
     }
 }
 
@@ -284,7 +285,7 @@ static void incr_generic(kv_client *c, long long by)
     if (e == KV_WRONGTYPE)
         return;
     long long v = 0;
-    if (e && kv_parse_ll(entry_val(e), e->vlen, &v) < 0) {
+    if (e && kv_parse_ll(entry_val(e), entry_vlen(e), &v) < 0) {
         reply_error(c, ERR_NOT_INT);
         return;
     }
@@ -295,12 +296,7 @@ static void incr_generic(kv_client *c, long long by)
     v += by;
     char b[KV_LL_STR_MAX];
     size_t n = kv_fmt_ll(b, v);
-    if (e && n <= e->vcap) {
-        memcpy(entry_val(e), b, n);
-        e->vlen = (uint32_t)n;
-    } else {
-        db_set_string(c->db, c->argv[1], b, n, 1);
-    }
+    db_store_string(c->db, c->argv[1], e, b, n, DB_KEEPTTL);
     kv_dirty(1);
     reply_int(c, v);
 }
@@ -338,7 +334,7 @@ void incrbyfloat_command(kv_client *c)
     kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 1);
     if (e == KV_WRONGTYPE)
         return;
-    if (e && kv_parse_ldouble(entry_val(e), e->vlen, &v) < 0) {
+    if (e && kv_parse_ldouble(entry_val(e), entry_vlen(e), &v) < 0) {
         reply_error(c, ERR_NOT_FLOAT);
         return;
     }
@@ -349,7 +345,7 @@ void incrbyfloat_command(kv_client *c)
     }
     char b[256];
     size_t n = kv_fmt_ldouble(b, sizeof b, v);
-    db_set_string(c->db, c->argv[1], b, n, 1);
+    db_store_string(c->db, c->argv[1], e, b, n, DB_KEEPTTL);
     kv_dirty(1);
     str prop[4] = { STR("SET"), c->argv[1], { b, n }, STR("KEEPTTL") };
     kv_propagate_as(c, 4, prop);
@@ -363,16 +359,16 @@ void append_command(kv_client *c)
         return;
     str add = c->argv[2];
     if (!e) {
-        e = db_set_string(c->db, c->argv[1], add.p, add.len, 0);
+        e = db_store_string(c->db, c->argv[1], NULL, add.p, add.len, 0);
     } else {
-        if (check_size(c, (uint64_t)e->vlen + add.len) < 0)
+        if (check_size(c, (uint64_t)entry_vlen(e) + add.len) < 0)
             return;
-        size_t old = e->vlen;
+        size_t old = entry_vlen(e);
         e = db_string_resize(c->db, e, old + add.len);
         memcpy(entry_val(e) + old, add.p, add.len);
     }
     kv_dirty(1);
-    reply_int(c, e->vlen);
+    reply_int(c, (long long)entry_vlen(e));
 }
 
 void strlen_command(kv_client *c)
@@ -380,7 +376,7 @@ void strlen_command(kv_client *c)
     kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 0);
     if (e == KV_WRONGTYPE)
         return;
-    reply_int(c, e ? e->vlen : 0);
+    reply_int(c, e ? (long long)entry_vlen(e) : 0);
 }
 
 void getrange_command(kv_client *c)
@@ -391,7 +387,7 @@ void getrange_command(kv_client *c)
     kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 0);
     if (e == KV_WRONGTYPE)
         return;
-    long long len = e ? e->vlen : 0;
+    long long len = e ? (long long)entry_vlen(e) : 0;
     if (!e || len == 0 || (start < 0 && end < 0 && start > end)) {
         reply_bulk(c, "", 0);
         return;
@@ -438,20 +434,20 @@ void setrange_command(kv_client *c)
         }
         if (check_size(c, (uint64_t)off + v.len) < 0)
             return;
-        e = db_set_string(c->db, c->argv[1], "", 0, 0);
+        e = db_store_string(c->db, c->argv[1], NULL, "", 0, 0);
     } else if (v.len == 0) {
-        reply_int(c, e->vlen);
+        reply_int(c, (long long)entry_vlen(e));
         return;
     } else if (check_size(c, (uint64_t)off + v.len) < 0) {
         return;
     }
     size_t need = (size_t)off + v.len;
-    size_t old = e->vlen;
+    size_t old = entry_vlen(e);
     if (need > old) {
         e = db_string_resize(c->db, e, need);
         memset(entry_val(e) + old, 0, need - old);
     }
     memcpy(entry_val(e) + off, v.p, v.len);
     kv_dirty(1);
-    reply_int(c, e->vlen);
+    reply_int(c, (long long)entry_vlen(e));
 }

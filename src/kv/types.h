@@ -68,7 +68,9 @@ CMD(ping); CMD(echo); CMD(quit); CMD(select); CMD(dbsize); CMD(flushdb); CMD(flu
 CMD(command); CMD(client); CMD(hello); CMD(auth); CMD(info); CMD(config); CMD(time);
 CMD(lastsave); CMD(bgrewriteaof); CMD(shutdown); CMD(reset); CMD(debug); CMD(memory);
 CMD(save); CMD(bgsave); CMD(swapdb); CMD(move); CMD(role); CMD(readonly_noop);
-CMD(wait); CMD(subscribe_stub); CMD(monitor_stub);
+CMD(wait); CMD(monitor_stub);
+/* pub/sub */
+CMD(subscribe); CMD(unsubscribe); CMD(psubscribe); CMD(punsubscribe); CMD(publish); CMD(pubsub);
 /* transactions */
 CMD(multi); CMD(exec); CMD(discard); CMD(watch); CMD(unwatch);
 /* keys */
@@ -111,7 +113,7 @@ kv_entry *lookup_typed(kv_client *c, str key, int type, int write);
 void scan_generic(kv_client *c, dict *d, int cur, int kind);
 void reply_scan_cursor_kv(kv_client *c, size_t cursor);
 /* The value of the key as a string, for STRING entries. */
-static inline str entry_str(kv_entry *e) { return (str){ entry_val(e), e->vlen }; }
+static inline str entry_str(kv_entry *e) { return (str){ entry_val(e), entry_vlen(e) }; }
 /* A write to the keyspace happened: counts it for AOF propagation. */
 static inline void kv_dirty(long long n) { srv.dirty += (uint64_t)n; }
 /* Replaces the argv that will be written to the AOF for this command. */

@@ -282,6 +282,49 @@ int64_t kv_unix_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+uint64_t kv_ticks(void)
+{
+    return __rdtsc();
+}
+#else
+uint64_t kv_ticks(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+#endif
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t cal_ticks0, cal_ns0;
+static double ticks_per_us = 1000.0;
+
+void kv_ticks_calibrate(void)
+{
+    if (!cal_ns0) {
+        cal_ns0 = mono_ns();
+        cal_ticks0 = kv_ticks();
+        struct timespec pause = { 0, 2000000 };
+        nanosleep(&pause, NULL);
+    }
+    uint64_t ns = mono_ns(), t = kv_ticks();
+    if (ns > cal_ns0 && t > cal_ticks0)
+        ticks_per_us = (double)(t - cal_ticks0) * 1000.0 / (double)(ns - cal_ns0);
+}
+
+double kv_ticks_per_us(void)
+{
+    return ticks_per_us;
+}
+
 int64_t kv_unix_us(void)
 {
     struct timespec ts;

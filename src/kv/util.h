@@ -29,6 +29,14 @@ int kv_glob_match(const char *pat, size_t plen, const char *s, size_t slen, int 
 
 uint64_t kv_rand64(void);
 void kv_rand_seed(uint64_t seed);
+/* A cheap monotonic tick counter for timing commands: the TSC on x86-64
+ * (invariant on the machines brisk targets), nanoseconds elsewhere.
+ * kv_ticks_calibrate measures ticks per microsecond against the monotonic
+ * clock; call it once at start (it waits ~2 ms) and then now and then (it
+ * refines the figure over the whole run). */
+uint64_t kv_ticks(void);
+void kv_ticks_calibrate(void);
+double kv_ticks_per_us(void);
 /* Wall clock in milliseconds and microseconds. */
 int64_t kv_unix_ms(void);
 int64_t kv_unix_us(void);
