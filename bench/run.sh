@@ -22,6 +22,7 @@ if [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
   command -v redis-server >/dev/null || need+=(redis-server)
   command -v redis-benchmark >/dev/null && command -v redis-cli >/dev/null || need+=(redis-tools)
   command -v node >/dev/null || need+=(nodejs)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   for t in wrk httperf strace valgrind curl taskset:util-linux ps:procps cc:build-essential; do
     cmd=${t%%:*} pkg=${t#*:}
     command -v "$cmd" >/dev/null || need+=("$pkg")
@@ -44,8 +45,9 @@ if [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
   fi
   command -v hey >/dev/null || echo "[bench] hey is not packaged here: the hey races will be skipped" >&2
 
-  if [ ! -x bench/.venv/bin/python ] || ! bench/.venv/bin/python -c 'import matplotlib' 2>/dev/null; then
-    echo "[bench] installing matplotlib into bench/.venv" >&2
+  if [ ! -x bench/.venv/bin/python ] ||
+     ! bench/.venv/bin/python -c 'import matplotlib, fastapi, uvicorn, aiosqlite, asyncpg' 2>/dev/null; then
+    echo "[bench] installing matplotlib and the FastAPI peer into bench/.venv" >&2
     { python3 -m venv bench/.venv &&
       bench/.venv/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt; } ||
       echo "[bench] could not set up bench/.venv: no charts this time" >&2

@@ -10,7 +10,9 @@ import signal
 import subprocess
 import time
 import traceback
+from pathlib import Path
 
+import rest_load
 from harness import (BIN, PEERS, BenchError, finish_case, free_port, log, measure_costs,
                      new_case, run_alternating, run_hey, run_httperf, run_redis_benchmark,
                      run_wrk, sb, simple_server, summarize)
@@ -48,6 +50,7 @@ def stop_all():
         if s.proc is not None and s.proc.poll() is None:
             s.stop(timeout=10)
             s.kill()
+    rest_load.stop_clusters()  # the rest race's PostgreSQL, after the servers using it
 
 
 def check_http(server, path, body=None, length=None):
@@ -459,22 +462,213 @@ def race_kv(ctx):
 
 # ---------------------------------------------------------------- rest
 
+REST_SEED = 1000
+REST_BACKENDS = (("sqlite", "SQLite"), ("postgresql", "PostgreSQL"))
+# reads first, bulk-insert last: every read runs on the seeded database
+REST_RUN_ORDER = ("categories", "foods-list", "template-full", "bulk-insert")
+
+
+def latency_summary(case):
+    """Per percentile: each server's median (min-max) over the rounds and
+    the pair-by-pair ratio peer / brisk (> 1: brisk is faster)."""
+    a, b = case["contenders"][:2]
+    lat = {}
+    for pct in rest_load.PERCENTILES:
+        k = f"{pct}_ms"
+        ok = [r for r in case["rounds"]
+              if all(n in r and not r[n].get("failed") and r[n].get(k) for n in (a, b))]
+        ent = {n: summarize([r[n].get(k) for r in case["rounds"]
+                             if n in r and not r[n].get("failed")]) for n in (a, b)}
+        ent["ratio"] = summarize([r[b][k] / r[a][k] for r in ok])
+        lat[pct] = ent
+    case["latency"] = lat
+    ratios = [lat[p]["ratio"] for p in rest_load.PERCENTILES]
+    case["latency_met"] = all(r["median"] > 1 for r in ratios) if all(ratios) else None
+    return case
+
+
+def rest_backend(ctx, race, backend, label, peer_sh, rest_dir):
+    """One database: both servers on fresh databases, the four endpoints
+    A B A B; appends the cases to race["cases"], the database facts to
+    race["databases"]."""
+    s = ctx["settings"]
+    srv_pin, cli_pin = pins(ctx)
+    info = {"key": backend, "name": label, "status": "ok", "reason": "", "size": {}}
+    race["databases"].append(info)
+    workdir = rest_dir / backend
+    workdir.mkdir()
+    templates = max(1, REST_SEED // 10)
+    pg, servers = None, []
+    try:
+        if backend == "sqlite":
+            urls = {n: f"sqlite:{workdir / (n + '.db')}" for n in ("brisk", "fastapi")}
+            info["server"] = "embedded (each server's own file)"
+        else:
+            bindir = rest_load.postgres_bindir()
+            if not bindir:
+                info.update(status="skipped",
+                            reason="no PostgreSQL server binaries (initdb, pg_ctl under "
+                                   "/usr/lib/postgresql/*/bin): `apt-get install postgresql` to race on it")
+                log(f"rest: PostgreSQL skipped: {info['reason']}")
+                return
+            pg = rest_load.PgCluster(bindir, workdir, free_port(), prefix=srv_pin).start()
+            info["server"] = f"{pg.version()} on 127.0.0.1:{pg.port} (throwaway cluster)"
+            log(f"rest: {info['server']}, data in {pg.dir}")
+            urls = {n: pg.create_db(f"foods_{n}") for n in ("brisk", "fastapi")}
+        mk = {
+            "brisk": simple_server("brisk", lambda p: [
+                str(BIN / "brisk-foods"), "--listen", f"127.0.0.1:{p}", "--db", urls["brisk"],
+                "--workers", "1", "--seed", str(REST_SEED)], workdir),
+            "fastapi": simple_server("fastapi", lambda p: [
+                "bash", str(peer_sh), "--listen", f"127.0.0.1:{p}", "--db", urls["fastapi"],
+                "--workers", "1", "--seed", str(REST_SEED)], workdir),
+        }
+        for name in ("brisk", "fastapi"):
+            srv = start(mk[name], srv_pin, timeout=120)
+            servers.append((name, srv))
+            log(f"rest {backend}: {name}: {shlex.join(srv.argv)} on :{srv.port}")
+
+        def stats(name):
+            if pg:
+                return pg.stats(f"foods_{name}")
+            return rest_load.sqlite_stats(urls[name].split(":", 1)[1])
+        for name, _ in servers:
+            if pg:
+                pg.settle(f"foods_{name}")
+            size, foods = stats(name)
+            info["size"][name] = {"start_bytes": size, "start_foods": foods}
+        for ep in REST_RUN_ORDER:
+            _, cname, request, target = next(e for e in rest_load.ENDPOINTS if e[0] == ep)
+            answers = {}
+            for name, srv in servers:
+                try:
+                    answers[name] = rest_load.check_endpoint(srv.port, ep, templates)
+                except (rest_load.RestError, OSError) as e:
+                    raise BenchError(f"{label}: {name} on :{srv.port} answers {ep} wrong: {e}\n"
+                                     f"{srv.log_tail()}")
+            diff = rest_load.first_difference(answers["brisk"], answers["fastapi"])
+            if diff:
+                race["notes"].append(f"{label}, {cname}: the two servers' answers differ ({diff}).")
+            request = request.replace("TEMPLATES", str(templates))
+            case = new_case(f"{backend}-{ep}", f"{label}, {cname}",
+                            f"wrk -t1 -c50 -d{s.duration}s, `{request}`", ["brisk", "fastapi"],
+                            target=target, headline=True)
+            case.update(db=backend, db_name=label, endpoint=ep, request=request)
+
+            def run_fn(name, srv, duration, warm, ep=ep, key=case["key"]):
+                return {key: rest_load.run_wrk(cli_pin, srv.port, ep, duration, templates)}
+            run_alternating(s, servers, [case], run_fn, f"rest {backend}: {cname}")
+            race["cases"].append(latency_summary(finish_case(case)))
+            lat = case["latency"]
+            log(f"  rest {backend}: {cname}: FastAPI/brisk latency "
+                + ", ".join(f"{p} {lat[p]['ratio']['median']:.2f}x" if lat[p]["ratio"] else f"{p} —"
+                            for p in rest_load.PERCENTILES))
+    except BenchError as e:
+        info.update(status="failed", reason=str(e).strip())
+        log(f"rest: {label} FAILED: {e}")
+    except Exception as e:  # noqa: BLE001 (the other database still runs)
+        info.update(status="failed", reason=f"{e.__class__.__name__}: {e}".strip())
+        log(f"rest: {label} FAILED: {traceback.format_exc()}")
+    finally:
+        for _, srv in servers:
+            srv.stop()
+        for name, _ in servers:
+            try:
+                size, foods = (pg.stats(f"foods_{name}") if pg else
+                               rest_load.sqlite_stats(urls[name].split(":", 1)[1]))
+                info["size"].setdefault(name, {}).update(end_bytes=size, end_foods=foods)
+            except Exception as e:  # noqa: BLE001 (a figure of the report, not of the race)
+                log(f"rest: {label}: no database size for {name}: {e}")
+        if pg:
+            pg.close()
+
+
+@guarded
 def race_rest(ctx):
-    race = new_race("rest", "REST API: brisk-foods vs FastAPI (SQLite, PostgreSQL)", "fastapi")
+    race = ctx["race"] = new_race("rest", "REST API: brisk-foods vs FastAPI (SQLite, PostgreSQL)",
+                                  "fastapi")
+    s, tmp = ctx["settings"], ctx["tmp"]
+    race["databases"] = []
+    peer_sh = PEERS / "foods-fastapi" / "run.sh"
     missing = []
     if not (BIN / "brisk-foods").exists():
         missing.append("build/bin/brisk-foods is not built yet")
-    peer = [p for p in (PEERS / "foods-fastapi" / "run.sh", PEERS / "fastapi_foods.py") if p.exists()]
-    if not peer:
-        missing.append("the FastAPI peer (bench/peers/) does not exist yet")
-    if not missing:
-        missing.append(f"brisk-foods and its peer bench/peers/{peer[0].relative_to(PEERS)} exist, "
-                       "but this race is not in the harness yet")
-    race.update(status="pending", reason="; ".join(missing))
-    race["method"] = ["Planned (brisk-foods issue): 50 concurrent connections per endpoint "
-                      "(categories, foods-list, bulk-insert of 100 foods, template-full), brisk-foods "
-                      "vs the FastAPI peer with the same workers, on SQLite and PostgreSQL; req/s and "
-                      "p50/p95/p99."]
+    if not (peer_sh.exists() and (PEERS / "fastapi_foods.py").exists()):
+        missing.append("the FastAPI peer (bench/peers/foods-fastapi/run.sh, "
+                       "bench/peers/fastapi_foods.py) does not exist yet")
+    if missing:
+        race.update(status="pending", reason="; ".join(missing))
+        race["method"] = ["Planned (brisk-foods issue): 50 concurrent connections per endpoint "
+                          "(categories, foods-list, bulk-insert of 100 foods, template-full), "
+                          "brisk-foods vs the FastAPI peer with the same workers, on SQLite and "
+                          "PostgreSQL; req/s and p50/p95/p99."]
+        return race
+    if not shutil.which("wrk"):
+        raise BenchError("wrk is not installed (bench/run.sh installs it)")
+    log("rest: making sure the FastAPI peer's packages are installed")
+    p = subprocess.run(["bash", str(peer_sh), "--install"], capture_output=True, text=True,
+                       timeout=900, stdin=subprocess.DEVNULL)
+    if p.returncode != 0:
+        raise BenchError("the FastAPI peer's packages (bench/requirements.txt) are not installed: "
+                         + (p.stderr or p.stdout).strip()[-1500:])
+    venv = Path(os.environ.get("FOODS_FASTAPI_VENV") or PEERS.parent / ".venv")
+    vers = rest_load.peer_versions(venv / "bin" / "python")
+    race["versions"] = vers
+    srv_pin, cli_pin = pins(ctx)
+    templates = max(1, REST_SEED // 10)
+    race["method"] = [
+        f"brisk: `build/bin/brisk-foods --listen 127.0.0.1:PORT --db URL --workers 1 --seed {REST_SEED}` "
+        "(its default pool: SQLite one writer connection, PostgreSQL 4 connections); FastAPI: "
+        f"`bench/peers/foods-fastapi/run.sh --listen 127.0.0.1:PORT --db URL --workers 1 --seed {REST_SEED}` "
+        "(bench/peers/fastapi_foods.py: uvicorn, one process, uvloop + httptools, a pool of 4 "
+        "connections: aiosqlite / asyncpg).",
+        f"Each server gets its own fresh database and seeds it itself with `--seed {REST_SEED}`: "
+        f"{REST_SEED:,} foods in 20 categories, {templates} templates of 5-15 items (the same "
+        "generator in both, so the same rows, and the same SQL: one JOIN for template-full).",
+        f"Servers (and PostgreSQL's processes) `{shlex.join(srv_pin) or 'unpinned'}`, load "
+        f"`{shlex.join(cli_pin) or 'unpinned'}`: `wrk -t1 -c50 -d{s.duration}s --timeout "
+        f"{rest_load.TIMEOUT_S}s -s bench/lib/rest.lua` (50 connections = the original's 50 "
+        "virtual users, each sending its next request as soon as the last is answered); "
+        "rest.lua's done() prints p50/p95/p99 from wrk's latency histogram.",
+        "Endpoints: " + "; ".join(f"**{e[1]}** `{e[2].replace('TEMPLATES', str(templates))}`"
+                                  for e in rest_load.ENDPOINTS) + ".",
+        f"Before each endpoint both servers are asked it once and their answers checked (status, "
+        f"JSON shape) and compared; then a {s.warmup} s warm-up each and {s.rounds} round(s) "
+        "brisk, FastAPI. The reads run first, bulk-insert last, so every read sees the seeded "
+        "database.",
+        "Ratios, round by round: throughput brisk / FastAPI; latency FastAPI / brisk. Both > 1 "
+        "mean brisk is better.",
+        "PostgreSQL (when its server binaries are installed): a throwaway cluster, `initdb` in a "
+        "temp dir as the postgres user, started on a free loopback port with "
+        "`synchronous_commit=off` (fsync on; the counterpart of SQLite's WAL with "
+        "synchronous=NORMAL), one database per server, stopped and removed afterwards.",
+    ]
+    if vers:
+        race["method"].append("Peer: " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".")
+    rest_dir = tmp / "rest"
+    rest_dir.mkdir()
+    for backend, label in REST_BACKENDS:
+        log(f"rest: ===== {label}")
+        rest_backend(ctx, race, backend, label, peer_sh, rest_dir)
+    order = {e[0]: i for i, e in enumerate(rest_load.ENDPOINTS)}
+    dbs = [b for b, _ in REST_BACKENDS]
+    race["cases"].sort(key=lambda c: (dbs.index(c["db"]), order[c["endpoint"]]))
+    for info in race["databases"]:
+        if info["status"] == "skipped":
+            race["notes"].append(f"{info['name']}: skipped: {info['reason']}.")
+    race["notes"].append("The databases grow during bulk-insert (100 foods per request, each "
+                         "server into its own database, so the faster server's grows more): the "
+                         "sizes after seeding and at the end are under each database's tables. "
+                         "The reads run before, on the seeded data only.")
+    race["notes"].append("Targets from the brisk-foods issue: categories and foods-list >= 10x "
+                         "FastAPI's req/s, bulk-insert >= 3x, template-full >= 5x; and better "
+                         "latency at every percentile on all four endpoints, on both databases.")
+    race["notes"].append("wrk is one thread on one core: against brisk on the cheapest endpoints it "
+                         "can be the limit (then the ratio is a floor).")
+    failed = [i for i in race["databases"] if i["status"] == "failed"]
+    if failed:
+        race["status"] = "failed"
+        race["reason"] = "\n".join(f"{i['name']}: {i['reason']}" for i in failed)
     return race
 
 

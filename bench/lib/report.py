@@ -9,6 +9,7 @@ from harness import log
 COLORS = {"brisk": "#e4572e", "node": "#4b7bb4", "nginx": "#6a9f58", "redis": "#a23b72",
           "fastapi": "#8c6bb1"}
 PEER_LABEL = {"node": "Node.js", "nginx": "nginx", "redis": "Redis", "fastapi": "FastAPI"}
+SERVER_LABEL = {"brisk": "brisk-foods", "fastapi": "FastAPI"}  # the rest race's tables
 
 
 # ---------------------------------------------------------------- formatting
@@ -84,6 +85,8 @@ def race_md(race, run):
         out += [f"Pending: {race['reason']}.", ""]
         out += [f"- {m}" for m in race["method"]]
         return out + [""]
+    if is_rest(race):
+        return rest_md(race, run)
     if race["status"] == "failed":
         out += [f"**FAILED**: {race['reason'].splitlines()[0] if race['reason'] else '?'}", ""]
         if len(race["reason"].splitlines()) > 1:
@@ -177,6 +180,217 @@ def race_md(race, run):
     return out
 
 
+# ---------------------------------------------------------------- rest race
+
+PCTS = ("p50", "p95", "p99")
+
+
+def is_rest(race):
+    return race["key"] == "rest" and race.get("databases") is not None
+
+
+def fms(v):
+    if v is None:
+        return "—"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def fspan_ms(s):
+    if not s:
+        return "—"
+    if s["n"] == 1:
+        return fms(s["median"])
+    return f"{fms(s['median'])} ({fms(s['min'])}-{fms(s['max'])})"
+
+
+def fbytes(n):
+    if n is None:
+        return "?"
+    for div, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} B"
+
+
+def fcount(n):
+    return "?" if n is None else f"{n:,}"
+
+
+def flat_met(case):
+    m = case.get("latency_met")
+    return {True: "yes", False: "no", None: "—"}[m]
+
+
+def rest_md(race, run):
+    """The rest section: per database, ratios (req/s brisk / FastAPI,
+    latency FastAPI / brisk: > 1 is brisk better), then absolute figures."""
+    out = [f"## {race['key']}", "", f"**{race['title']}**", ""]
+    if race["status"] == "failed":
+        out += [f"**FAILED**: {race['reason'].splitlines()[0] if race['reason'] else '?'}", ""]
+        if len(race["reason"].splitlines()) > 1:
+            out += ["```"] + race["reason"].splitlines()[:30] + ["```", ""]
+    nr = run["settings"]["rounds"]
+    for db in race["databases"]:
+        cases = [c for c in race["cases"] if c.get("db") == db["key"]]
+        out += [f"### {race['key']}: {db['name']}", ""]
+        if db.get("server"):
+            out += [f"Database: {db['server']}.", ""]
+        sizes = []
+        for n, sz in (db.get("size") or {}).items():
+            if "start_bytes" in sz:
+                sizes.append(f"{SERVER_LABEL.get(n, n)} {fbytes(sz['start_bytes'])} "
+                             f"({fcount(sz.get('start_foods'))} foods) after seeding"
+                             + (f", {fbytes(sz['end_bytes'])} ({fcount(sz.get('end_foods'))} foods) "
+                                "at the end" if "end_bytes" in sz else ""))
+        if sizes:
+            out += ["Database sizes (bulk-insert adds 100 foods a request): " + "; ".join(sizes) + ".",
+                    ""]
+        if db["status"] == "skipped":
+            out += [f"Skipped: {db['reason']}.", ""]
+            continue
+        if db["status"] == "failed":
+            out += [f"**FAILED**: {db['reason'].splitlines()[0]}", ""]
+        if not cases:
+            continue
+        out += ["Ratios computed round by round, median (min-max): throughput brisk / FastAPI, "
+                "latency FastAPI / brisk; above 1 means brisk is better.", "",
+                "| endpoint | req/s: brisk / FastAPI | p50: FastAPI / brisk | p95: FastAPI / brisk | "
+                "p99: FastAPI / brisk | req/s target | met? | better at every percentile? |",
+                "|---|---|---|---|---|---|---|---|"]
+        for c in cases:
+            lat = c.get("latency") or {}
+            out.append("| " + " | ".join(
+                [c["endpoint"], fratio(c["summary"].get("ratio:fastapi"), bold=True)]
+                + [fratio((lat.get(p) or {}).get("ratio")) for p in PCTS]
+                + [ftarget(c), fmet(c), flat_met(c)]) + " |")
+        out += ["", f"Absolute figures, median (min-max) over {plural(nr, 'round')}: requests per "
+                "second and latency in milliseconds.", "",
+                "| endpoint | request | brisk req/s | FastAPI req/s | brisk p50 | FastAPI p50 | "
+                "brisk p95 | FastAPI p95 | brisk p99 | FastAPI p99 |",
+                "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+        for c in cases:
+            lat = c.get("latency") or {}
+            cells = [c["endpoint"], f"`{c.get('request', '')}`",
+                     fspan(c["summary"].get("brisk")), fspan(c["summary"].get("fastapi"))]
+            for p in PCTS:
+                cells += [fspan_ms((lat.get(p) or {}).get(n)) for n in ("brisk", "fastapi")]
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    if race["charts"]:
+        out += [" ".join(f"![{c}]({c})" for c in race["charts"]), ""]
+    if race["method"]:
+        out += ["Method:", ""] + [f"- {m}" for m in race["method"]] + [""]
+    if race["notes"]:
+        out += ["Notes:", ""] + [f"- {m}" for m in race["notes"]] + [""]
+    rows = []
+    for c in race["cases"]:
+        for i, rnd in enumerate(c["rounds"], 1):
+            for n in c["contenders"]:
+                r = rnd.get(n)
+                if not r:
+                    continue
+                rows.append(f"| {c['name']} | {i} | {n} | {fnum(r.get('value'))} | "
+                            f"{fcount(r.get('requests'))} | "
+                            + " | ".join(fms(r.get(f"{p}_ms")) for p in PCTS) + " | "
+                            f"{fms(r.get('max_ms'))} | {r.get('errors') or '—'} | "
+                            f"{'FAILED: ' + r['failed'] if r.get('failed') else 'ok'} |")
+    if rows:
+        out += ["<details><summary>Every round</summary>", "",
+                "| case | round | server | req/s | requests | p50 ms | p95 ms | p99 ms | max ms | "
+                "socket errors | status |",
+                "|---|--:|---|--:|--:|--:|--:|--:|--:|---|---|"] + rows + ["", "</details>", ""]
+    return out
+
+
+def rest_headline_rows(race):
+    out = []
+    for db in race["databases"]:
+        cases = [c for c in race["cases"] if c.get("db") == db["key"]]
+        if db["status"] == "skipped":
+            out.append(f"| rest | {db['name']} | skipped | | {db['reason'].split(':')[0]} |")
+        elif db["status"] == "failed" and not cases:
+            out.append(f"| rest | {db['name']} | failed | | see latest.md |")
+        out += [rest_headline_row(c) for c in cases]
+    return out
+
+
+def rest_headline_row(c):
+    sb_, sp = c["summary"].get("brisk"), c["summary"].get("fastapi")
+    p99 = (c.get("latency") or {}).get("p99") or {}
+    b99, f99 = p99.get("brisk"), p99.get("fastapi")
+    b = (f"{fshort(sb_['median'])} req/s" if sb_ else "—") + \
+        (f", p99 {fms(b99['median'])} ms" if b99 else "")
+    p = "FastAPI " + (f"{fshort(sp['median'])} req/s" if sp else "—") + \
+        (f", p99 {fms(f99['median'])} ms" if f99 else "")
+    ratio = fratio(c["summary"].get("ratio:fastapi"), bold=True).replace(" (1 round)", "")
+    r99 = p99.get("ratio")
+    if r99:
+        ratio += f"; p99 {r99['median']:.2f}x"
+    return f"| rest | {c['name']} | {b} | {p} | {ratio} |"
+
+
+def rest_chart(race, outdir, plt, mode):
+    """rest.png: per database (rows) and endpoint (columns), the p50, p95
+    and p99 latency of brisk and FastAPI (bars: medians, whiskers min-max)."""
+    dbs = [db for db in race["databases"] if any(c.get("db") == db["key"] and c.get("latency")
+                                                for c in race["cases"])]
+    if not dbs:
+        return None
+    endpoints = []
+    for c in race["cases"]:
+        if c["endpoint"] not in endpoints:
+            endpoints.append(c["endpoint"])
+    names = ("brisk", "fastapi")
+    labels = {"brisk": "brisk-foods", "fastapi": "FastAPI"}
+    fig, axes = plt.subplots(len(dbs), len(endpoints), figsize=(3.6 * len(endpoints), 3.6 * len(dbs)),
+                             squeeze=False)
+    for row, db in zip(axes, dbs):
+        for ax, ep in zip(row, endpoints):
+            c = next((c for c in race["cases"] if c.get("db") == db["key"] and c["endpoint"] == ep),
+                     None)
+            if c is None or not c.get("latency"):
+                ax.set_visible(False)
+                continue
+            lat = c["latency"]
+            top = 0
+            for j, n in enumerate(names):
+                xs = [i + (j - 0.5) * 0.38 for i in range(len(PCTS))]
+                s_ = [lat[p].get(n) for p in PCTS]
+                med = [s["median"] if s else 0 for s in s_]
+                lo = [s["median"] - s["min"] if s else 0 for s in s_]
+                hi = [s["max"] - s["median"] if s else 0 for s in s_]
+                whiskers = {"yerr": [lo, hi], "capsize": 3} if any(lo + hi) else {}
+                bars = ax.bar(xs, med, width=0.36, **whiskers, label=labels[n],
+                              color=COLORS.get(n, "#888"), edgecolor="black", linewidth=0.5)
+                for b, v, h in zip(bars, med, hi):
+                    if v:
+                        ax.annotate(fms(v), (b.get_x() + b.get_width() / 2, v + h), ha="center",
+                                    va="bottom", fontsize=7, xytext=(0, 1), textcoords="offset points")
+                top = max([top] + [m + h for m, h in zip(med, hi)])
+            ticks = []
+            for p in PCTS:
+                r = lat[p].get("ratio")
+                ticks.append(f"{p}\n{r['median']:.1f}x" if r else p)
+            ax.set_xticks(range(len(PCTS)), ticks, fontsize=8)
+            ax.set_ylim(0, top * 1.18 or 1)
+            ax.set_ylabel("latency, ms (lower is better)", fontsize=8)
+            ax.tick_params(axis="y", labelsize=8)
+            ax.grid(axis="y", alpha=0.3)
+            sb_, sp = c["summary"].get("brisk"), c["summary"].get("fastapi")
+            rr = c["summary"].get("ratio:fastapi")
+            sub = (f"req/s {fshort(sb_['median']) if sb_ else '—'} vs "
+                   f"{fshort(sp['median']) if sp else '—'}" + (f" ({rr['median']:.1f}x)" if rr else ""))
+            ax.set_title(f"{db['name']}: {ep}\n{sub}", fontsize=9)
+            ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"rest: brisk-foods vs FastAPI, latency percentiles at 50 connections ({mode}); "
+                 "under each percentile: FastAPI / brisk", fontsize=10)
+    fig.tight_layout()
+    name = f"{race['key']}.png"
+    fig.savefig(outdir / name, dpi=110)
+    plt.close(fig)
+    return name
+
+
 def latest_md(run):
     s = run["settings"]
     out = ["# brisk benchmarks", "",
@@ -240,6 +454,9 @@ def headline_md(run):
         if race["status"] == "failed" and not race["cases"]:
             out.append(f"| {race['key']} | vs {plabel} | failed | | see latest.md |")
             continue
+        if is_rest(race):
+            out += rest_headline_rows(race)
+            continue
         for c in race["cases"]:
             if not c["headline"]:
                 continue
@@ -298,6 +515,12 @@ def charts(run, outdir):
     mode = (f"quick mode, {r} round{'s' if r > 1 else ''}" if run["settings"]["quick"] else
             f"{r} rounds") + (", medians, whiskers min-max" if r > 1 else "")
     for race in run["races"]:
+        if is_rest(race):
+            name = rest_chart(race, outdir, plt, mode)
+            if name:
+                race["charts"].append(name)
+                written.append(name)
+            continue
         cases = [c for c in race["cases"] if any(c["summary"].get(n) for n in c["contenders"])]
         if not cases:
             continue

@@ -5,8 +5,13 @@ would: pydantic models with limits, async drivers (aiosqlite, asyncpg,
 aiomysql) with a connection pool per worker process, errors reshaped to
 brisk-foods' {"error": ..., "field": ...}.
 
-Start (one line; the venv needs fastapi uvicorn aiosqlite asyncpg aiomysql):
-    .venv-bench/bin/python bench/peers/fastapi_foods.py --listen 127.0.0.1:8001 \
+Start it through bench/peers/foods-fastapi/run.sh, which installs the
+pinned packages of bench/requirements.txt (fastapi, uvicorn, uvloop,
+httptools, aiosqlite, asyncpg, aiomysql) into bench/.venv on first use:
+    bench/peers/foods-fastapi/run.sh --listen 127.0.0.1:8001 \
+        --db sqlite:/tmp/foods.db --workers 1 --seed 1000
+or directly with a Python that has them:
+    bench/.venv/bin/python bench/peers/fastapi_foods.py --listen 127.0.0.1:8001 \
         --db sqlite:/tmp/foods.db --workers 1 --seed 1000
 """
 from __future__ import annotations
