@@ -153,6 +153,21 @@ static int add_cgi(http_conf *c, const char *dir_base, const char *v, char sep, 
     if (m->prefix[plen - 1] != '/')
         m->prefix[plen++] = '/';
     m->prefix[plen] = '\0';
+    /* Requests are matched after normalisation, so the prefix must be in
+     * normal form too: "/a/b/", no empty, "." or ".." segment, no escapes,
+     * and not "/" alone (that would make every file a script). */
+    int bad = plen < 3 || strchr(m->prefix, '%') || strchr(m->prefix, '\\');
+    for (const char *q = m->prefix + 1; !bad && *q; ) {
+        const char *e = strchr(q, '/');
+        size_t n = (size_t)(e - q);
+        bad = n == 0 || (n == 1 && q[0] == '.') || (n == 2 && q[0] == '.' && q[1] == '.');
+        q = e + 1;
+    }
+    if (bad) {
+        snprintf(err, errlen, "invalid cgi prefix \"%s\" (a plain path such as /cgi-bin/)",
+                 m->prefix);
+        return -1;
+    }
     while (*++s == ' ')
         ;
     if (resolve_path(dir_base, s, m->dir, sizeof m->dir, err, errlen) < 0)
