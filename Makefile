@@ -3,6 +3,8 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 PYTEST     := .venv/bin/pytest
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS    ?= 1
 
 .PHONY: all build asan deps run test unit integration bench bench-quick bench-static fuzz clean
 
@@ -31,6 +33,7 @@ test:
 	@$(MAKE) --no-print-directory build asan
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(ASAN_BUILD) && ctest --output-on-failure
+	fuzz/run.sh --replay
 	BRISK_BIN_DIR=$(CURDIR)/$(BUILD)/bin BRISK_BIN=$(CURDIR)/$(BUILD)/bin/brisk \
 	  $(PYTEST) -q tests/integration
 	BRISK_BIN_DIR=$(CURDIR)/$(ASAN_BUILD)/bin BRISK_BIN=$(CURDIR)/$(ASAN_BUILD)/bin/brisk \
@@ -49,5 +52,10 @@ bench-static: build
 	@scripts/deps.sh bench
 	bench/static.sh
 
+# libFuzzer targets (fuzz/), ASan+UBSan, each run FUZZ_SECONDS.
+fuzz:
+	@scripts/deps.sh fuzz
+	fuzz/run.sh --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

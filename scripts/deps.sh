@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Installs what brisk needs that is missing: Debian packages (apt-get, via sudo
 # when not root) and, with --venv, the Python test tools in .venv.
-# Usage: scripts/deps.sh build|test|bench [--venv]
+# Usage: scripts/deps.sh build|test|bench|fuzz [--venv]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_pkgs="build-essential cmake ninja-build pkg-config libinih-dev media-types libsqlite3-dev libpq-dev libmariadb-dev libcjson-dev"
-test_pkgs="$build_pkgs libcmocka-dev curl python3-venv strace redis-tools redis-server postgresql mariadb-server nodejs"
+test_pkgs="$build_pkgs libcmocka-dev curl python3-venv strace redis-tools redis-server postgresql mariadb-server nodejs clang-14 libclang-rt-14-dev"
+fuzz_pkgs="$build_pkgs clang-14 libclang-rt-14-dev llvm-14"
 bench_pkgs="$build_pkgs curl nginx-light wrk strace procps"
 
 case "${1:-build}" in
   build) pkgs=$build_pkgs ;;
   test)  pkgs=$test_pkgs ;;
   bench) pkgs=$bench_pkgs ;;
-  *) echo "usage: $0 build|test|bench [--venv]" >&2; exit 2 ;;
+  fuzz)  pkgs=$fuzz_pkgs ;;
+  *) echo "usage: $0 build|test|bench|fuzz [--venv]" >&2; exit 2 ;;
 esac
 
 missing=()

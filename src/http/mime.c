@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#define MIME_FILE_MAX (4 * 1024 * 1024)
 
 typedef struct {
     char *ext; /* lower case, NUL-terminated */
@@ -132,12 +135,17 @@ mime_table *mime_load(const char *path, const char *default_type)
         if (add(t, builtin[i][0], strlen(builtin[i][0]), builtin[i][1], strlen(builtin[i][1])) < 0)
             goto fail;
     if (path) {
+        /* A regular file of sane size only: /dev/zero or a FIFO would never
+         * end the read loop. */
         FILE *f = fopen(path, "r");
-        if (f) {
+        struct stat st;
+        if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= MIME_FILE_MAX) {
             int rc = load_file(t, f);
             fclose(f);
             if (rc < 0)
                 goto fail;
+        } else if (f) {
+            fclose(f);
         }
     }
     /* Debian maps .js to application/javascript; browsers and RFC 9239 want

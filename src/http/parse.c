@@ -329,6 +329,7 @@ str http_parser_header(const http_parser *p, const char *base, str name)
 
 enum {
     CH_SIZE,       /* hex digits */
+    CH_SIZE_WS,    /* whitespace after the size: only ';' may follow */
     CH_EXT,        /* after ';' until CR */
     CH_SIZE_LF,    /* CR seen after the size line */
     CH_DATA,
@@ -382,13 +383,20 @@ ssize_t http_chunked_decode(http_chunked *c, char *buf, size_t len, size_t *out_
             } else if (ch == '\r') {
                 c->state = CH_SIZE_LF;
             } else if (ch == ' ' || ch == '\t') {
-                c->state = CH_EXT; /* BWS before ';' */
+                c->state = CH_SIZE_WS; /* BWS before ';' (RFC 9112 7.1.1) */
             } else {
                 return -400; /* "1_0", "0x10" */
             }
             i++;
             break;
         }
+        case CH_SIZE_WS:
+            if (ch == ';')
+                c->state = CH_EXT;
+            else if (ch != ' ' && ch != '\t')
+                return -400; /* "5 x": junk after the size */
+            i++;
+            break;
         case CH_EXT:
             if (ch == '\r')
                 c->state = CH_SIZE_LF;

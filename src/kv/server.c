@@ -314,6 +314,9 @@ static void process_input(kv_client *c)
         build_argv(c);
         kv_call(c);
         resp_parser_next(&c->parser);
+        /* Per command, not per read: one 16 KiB read can hold hundreds of
+         * GETs of a large value. */
+        check_output_limits(c);
     }
     if (c->flags & CLIENT_CLOSED)
         return;
