@@ -7,111 +7,14 @@ test and must exit 0 without a sanitizer report.
 """
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import threading
-import time
-from pathlib import Path
 
 import pytest
 
-from brisk_testlib import HTTP_DATE_RE, RawConn, free_port, req
+from brisk_testlib import HTTP_DATE_RE, free_port, req
 
-REPO = Path(__file__).resolve().parents[2]
-BIN_DIR = Path(os.environ.get("BRISK_BIN_DIR") or
-               Path(os.environ.get("BRISK_BIN", REPO / "build" / "bin" / "brisk")).parent)
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:",
-                     "ERROR: LeakSanitizer")
-
-
-class AppProc:
-    """One run of an app binary on a free loopback port."""
-
-    def __init__(self, name, workdir, args=(), workers="1"):
-        self.bin = BIN_DIR / name
-        if not os.access(self.bin, os.X_OK):
-            pytest.fail(f"{self.bin} not built (run `make` or set BRISK_BIN_DIR)",
-                        pytrace=False)
-        self.host, self.port = "127.0.0.1", free_port()
-        self.cmd = [str(self.bin), "--listen", f"{self.host}:{self.port}"]
-        if workers is not None:
-            self.cmd += ["--workers", str(workers)]
-        self.cmd += [str(a) for a in args]
-        self.workdir = Path(workdir)
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.err_path = self.workdir / f"{name}-{self.port}.stderr"
-        self.proc = None
-        self.killed = False
-
-    def start(self):
-        with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=err,
-                                         stdin=subprocess.DEVNULL, cwd=self.workdir,
-                                         start_new_session=True)
-        deadline = time.monotonic() + 5
-        while True:
-            if self.proc.poll() is not None:
-                pytest.fail(f"{self.cmd} exited during startup "
-                            f"({self.proc.returncode}):\n{self.stderr()}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return self
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.kill()
-                pytest.fail(f"{self.cmd} not listening after 5 s:\n{self.stderr()}")
-            time.sleep(0.02)
-
-    def stop(self, timeout=5.0):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode
-
-    def kill(self):
-        self.killed = True
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait(5)
-
-    def stderr(self):
-        return self.err_path.read_text(errors="replace") if self.err_path.exists() else ""
-
-    def problems(self):
-        out = [f"sanitizer report ({m!r})" for m in SANITIZER_MARKERS if m in self.stderr()]
-        if self.killed:
-            out.append("did not exit within 5 s of SIGTERM; killed")
-        elif self.proc is not None and self.proc.returncode not in (0, None):
-            out.append(f"exited with code {self.proc.returncode}")
-        return out
-
-    def connect(self, timeout=5.0) -> RawConn:
-        return RawConn(self.host, self.port, timeout=timeout)
-
-    def request(self, target, method="GET", headers=None, body=b"", version="HTTP/1.1"):
-        with self.connect() as c:
-            c.send(req(method, target, version=version, headers=headers, body=body,
-                       host=None if version == "HTTP/1.0" else "localhost"))
-            return c.read_response(method=method)
-
-
-def check_procs(procs):
-    problems = []
-    for p in procs:
-        if p.proc is None:
-            continue
-        p.stop()
-        problems += [f"{x}; cmd={p.cmd}\nstderr:\n{p.stderr()[-3000:]}" for x in p.problems()]
-    if problems:
-        pytest.fail("\n\n".join(problems), pytrace=False)
+from apps_lib import BIN_DIR, SANITIZER_MARKERS, AppProc, check_procs
 
 
 @pytest.fixture
@@ -119,7 +22,7 @@ def start_app(tmp_path):
     procs = []
 
     def _start(name, args=(), workers="1"):
-        p = AppProc(name, tmp_path, args, workers)
+        p = AppProc(name, tmp_path, args, workers=workers)
         procs.append(p)
         return p.start()
 
