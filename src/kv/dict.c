@@ -382,3 +382,26 @@ void dict_iter_end(dict_iter *it)
 {
     it->d->pause--;
 }
+
+dict *dict_new_owned(dict_key_fn key)
+{
+    dict *d = kv_malloc(sizeof *d);
+    dict_init(d, key);
+    return d;
+}
+
+static void free_owned_node(dict_node *n, void *ud)
+{
+    kv_free(n);
+}
+
+void dict_clear_owned(dict *d)
+{
+    dict_clear(d, free_owned_node, NULL);
+}
+
+void dict_free_owned(dict *d)
+{
+    dict_clear_owned(d);
+    kv_free(d);
+}

@@ -45,6 +45,13 @@ static inline uint32_t dict_hash32(const void *p, size_t len) { return (uint32_t
 void dict_init(dict *d, dict_key_fn key);
 /* Calls free_node (if not NULL) on every node, then empties d. */
 void dict_clear(dict *d, void (*free_node)(dict_node *n, void *ud), void *ud);
+
+/* A heap-allocated dict whose nodes are single kv_malloc blocks (hash
+ * fields, set members): dict_new_owned makes one, dict_free_owned frees it
+ * with every node. */
+dict *dict_new_owned(dict_key_fn key);
+void dict_clear_owned(dict *d); /* empties it, freeing the nodes */
+void dict_free_owned(dict *d);
 static inline size_t dict_size(const dict *d) { return d->used[0] + d->used[1]; }
 static inline int dict_rehashing(const dict *d) { return d->rehashidx >= 0; }
 

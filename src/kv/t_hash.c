@@ -17,20 +17,12 @@ static str hfield_key(const dict_node *n)
 
 dict *hash_new(void)
 {
-    dict *h = kv_malloc(sizeof *h);
-    dict_init(h, hfield_key);
-    return h;
-}
-
-static void free_node(dict_node *n, void *ud)
-{
-    kv_free(n);
+    return dict_new_owned(hfield_key);
 }
 
 void hash_free(dict *h)
 {
-    dict_clear(h, free_node, NULL);
-    kv_free(h);
+    dict_free_owned(h);
 }
 
 static kv_hfield *field_alloc(str f, str v)

@@ -13,20 +13,12 @@ static str member_key(const dict_node *n)
 
 dict *set_new(void)
 {
-    dict *s = kv_malloc(sizeof *s);
-    dict_init(s, member_key);
-    return s;
-}
-
-static void free_node(dict_node *n, void *ud)
-{
-    kv_free(n);
+    return dict_new_owned(member_key);
 }
 
 void set_free(dict *s)
 {
-    dict_clear(s, free_node, NULL);
-    kv_free(s);
+    dict_free_owned(s);
 }
 
 static kv_smember *member_alloc(str m, uint32_t hash)
@@ -339,7 +331,7 @@ static dict *set_op(kv_client *c, int first, int argc, int op, int write)
             dict_iter_end(&it);
         }
         if (op == OP_DIFF && !sets[0]) {
-            dict_clear(out, free_node, NULL);
+            dict_clear_owned(out);
         }
     }
     kv_free(sets);
