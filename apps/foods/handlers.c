@@ -213,7 +213,9 @@ static void h_openapi(brisk_req *req, brisk_res *res, void *udata)
 
 /* ---- /api/categories ------------------------------------------------ */
 
-static void categories_done(const db_result *r, void *udata)
+/* [{"id": .., "name": ..}, ...] from rows of (id, name): categories and
+ * the template list share it. */
+static void id_name_list_done(const db_result *r, void *udata)
 {
     req_ctx *ctx = udata;
     if (db_failed(ctx, r))
@@ -237,7 +239,7 @@ static void h_categories(brisk_req *req, brisk_res *res, void *udata)
 {
     req_ctx *ctx = ctx_new(req, res);
     if (ctx)
-        run1(ctx, ST_CATEGORIES, NULL, 0, categories_done);
+        run1(ctx, ST_CATEGORIES, NULL, 0, id_name_list_done);
 }
 
 /* ---- /api/foods ----------------------------------------------------- */
@@ -518,26 +520,6 @@ invalid:
 
 /* ---- /api/templates ------------------------------------------------- */
 
-static void templates_list_done(const db_result *r, void *udata)
-{
-    req_ctx *ctx = udata;
-    if (db_failed(ctx, r))
-        return;
-    jw *o = out_begin(ctx->w);
-    jw_arr_open(o);
-    for (int i = 0, n = db_result_nrows(r, 0); i < n; i++) {
-        const db_value *row = db_result_row(r, 0, i);
-        jw_obj_open(o);
-        jw_key(o, "id");
-        jw_int(o, db_as_int(&row[0]));
-        jw_key(o, "name");
-        jw_str(o, row[1].v.s.p, row[1].v.s.len);
-        jw_obj_close(o);
-    }
-    jw_arr_close(o);
-    send_json(ctx->res, 200, o);
-}
-
 static void h_templates_list(brisk_req *req, brisk_res *res, void *udata)
 {
     int64_t limit, offset;
@@ -549,7 +531,7 @@ static void h_templates_list(brisk_req *req, brisk_res *res, void *udata)
     if (!ctx)
         return;
     db_value p[2] = { db_int(limit), db_int(offset) };
-    run1(ctx, ST_TEMPLATES_LIST, p, 2, templates_list_done);
+    run1(ctx, ST_TEMPLATES_LIST, p, 2, id_name_list_done);
 }
 
 static void template_create_done(const db_result *r, void *udata)
