@@ -17,6 +17,8 @@ typedef struct {
 
 /* Monotonic milliseconds (vDSO, no syscall). */
 uint64_t clock_mono_ms(void);
+/* Monotonic microseconds (vDSO, no syscall). */
+uint64_t clock_mono_us(void);
 
 /* Refreshes c; returns 1 when the second changed. */
 int clock_cache_update(clock_cache *c);

@@ -208,12 +208,46 @@ static int next_timeout(loop *l)
     return d > 60000 ? 60000 : (int)d;
 }
 
+void loop_set_busy_poll(loop *l, unsigned us)
+{
+    l->busy_poll_us = us;
+    l->busy = 0;
+}
+
+/* Waits for events. With busy polling on and the last sleep short (events
+ * keep coming), it first looks for up to busy_poll_us without sleeping: a
+ * loop that is awake when the next request arrives spares the sender the
+ * cost of waking it (an inter-processor interrupt, and on a virtual machine
+ * an exit to the hypervisor), and the request its wake-up latency. An idle
+ * loop (last sleep >= LOOP_BUSY_GAP_US) sleeps at once and costs nothing. */
+static int wait_events(loop *l, int timeout_ms)
+{
+    if (timeout_ms == 0 || !l->busy_poll_us)
+        return backend_wait(l, timeout_ms);
+    if (l->busy) {
+        uint64_t until = clock_mono_us() + l->busy_poll_us;
+        do {
+            int n = backend_wait(l, 0);
+            if (n != 0)
+                return n;
+        } while (clock_mono_us() < until);
+    }
+    uint64_t t0 = clock_mono_us();
+    int n = backend_wait(l, timeout_ms);
+    l->busy = clock_mono_us() - t0 < LOOP_BUSY_GAP_US;
+    return n;
+}
+
 int loop_run(loop *l)
 {
     while (!l->stopping) {
-        int rc = backend_poll(l, next_timeout(l));
-        if (rc < 0)
-            return rc;
+        int n = wait_events(l, next_timeout(l));
+        if (n < 0)
+            return n;
+        l->now_ms = clock_mono_ms();
+        if (l->before_dispatch)
+            l->before_dispatch(l, l->udata);
+        backend_dispatch(l, n);
         l->now_ms = clock_mono_ms();
         run_timers(l);
         if (l->on_iteration_end)

@@ -49,15 +49,17 @@ int backend_ctl(loop *l, loop_io *io, enum backend_op op, unsigned mask)
     return 0;
 }
 
-int backend_poll(loop *l, int timeout_ms)
+int backend_wait(loop *l, int timeout_ms)
 {
-    struct epoll_event *evs = l->events;
-    int n = epoll_wait(l->backend_fd, evs, l->max_events, timeout_ms);
+    int n = epoll_wait(l->backend_fd, l->events, l->max_events, timeout_ms);
     if (n < 0)
         return errno == EINTR ? 0 : -errno;
-    l->now_ms = clock_mono_ms();
-    if (l->before_dispatch)
-        l->before_dispatch(l, l->udata);
+    return n;
+}
+
+void backend_dispatch(loop *l, int n)
+{
+    struct epoll_event *evs = l->events;
     for (int i = 0; i < n; i++) {
         loop_io *io = evs[i].data.ptr;
         if (io->fd < 0)
@@ -74,5 +76,4 @@ int backend_poll(loop *l, int timeout_ms)
             r |= LOOP_ERR;
         io->cb(l, io, r);
     }
-    return n;
 }

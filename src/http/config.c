@@ -56,6 +56,7 @@ static const struct key {
     { "open_file_cache_max", K_UINT, OFF(open_file_cache_max), 4, 1000000 },
     { "open_file_cache_valid", K_MSEC, OFF(open_file_cache_valid), 0, 0 },
     { "memory_cache_max_file", K_SIZE, OFF(memory_cache_max_file), 4, 1024 * 1024 },
+    { "busy_poll", K_UINT, OFF(busy_poll_us), FSZ(busy_poll_us), 10000 },
 };
 
 static void set_defaults(http_conf *c)
@@ -86,6 +87,7 @@ static void set_defaults(http_conf *c)
     c->memory_cache_max_file = 64 * 1024;
     c->cgi_timeout = 60000;
     c->cgi_max_processes = 64;
+    c->busy_poll_us = 0; /* off: see the README (it costs brisk static throughput) */
     c->root_fd = -1;
     c->access_fd = -1;
     for (int i = 0; i < HTTP_MAX_CGI; i++)

@@ -53,6 +53,7 @@ typedef struct http_conf {
     uint32_t open_file_cache_max;
     uint64_t open_file_cache_valid;
     uint32_t memory_cache_max_file; /* files up to this size are kept in memory */
+    uint32_t busy_poll_us;          /* loop_set_busy_poll: spin before sleeping while busy */
 
     http_cgi_map cgi[HTTP_MAX_CGI];
     int ncgi;

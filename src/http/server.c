@@ -94,6 +94,7 @@ static void use_conf(http_worker *hw, http_conf *conf)
     if (hw->conf && hw->conf != conf)
         http_conf_release(hw->conf); /* the first call passes the reference it already has */
     hw->conf = conf;
+    loop_set_busy_poll(&hw->w.loop, conf->busy_poll_us);
     if (hw->files)
         fcache_clear(hw->files); /* entries name files under the old root */
     hw->access_on = conf->access_fd >= 0 && hw->access.data;

@@ -53,6 +53,7 @@ static const opt opts[] = {
     { "tcp-backlog", O_INT, OFF(tcp_backlog), 1, 65535, 1 },
     { "active-expire-effort", O_INT, OFF(active_expire_effort), 1, 10, 0 },
     { "protected-mode", O_BOOL, OFF(protected_mode), 0, 1, 0 },
+    { "busy-poll-us", O_INT, OFF(busy_poll_us), 0, 10000, 0 },
 };
 
 /* Options accepted for compatibility; their value is remembered and
@@ -117,6 +118,7 @@ void kv_config_defaults(kv_config *cfg)
     cfg->bind[0] = xstrdup("127.0.0.1");
     cfg->bind[1] = xstrdup("-::1");
     cfg->nbind = 2;
+    cfg->busy_poll_us = 50;
     cfg->appendonly = 0;
     cfg->appendfsync = FSYNC_EVERYSEC;
     cfg->appendfilename = xstrdup("appendonly.aof");

@@ -792,6 +792,8 @@ static void usage(FILE *f)
             "  --maxclients N\n"
             "  --maxmemory BYTES\n"
             "  --maxmemory-policy noeviction|allkeys-lru|volatile-lru|allkeys-random|...\n"
+            "  --busy-poll-us N         look for work N microseconds before sleeping while\n"
+            "                           busy (50; 0 = off)\n"
             "Any redis.conf option brisk-kv knows may be given as --name value.\n");
 }
 
@@ -882,6 +884,7 @@ int kv_server_main(int argc, char **argv)
     srv.loop.before_dispatch = before_dispatch;
     srv.loop.on_iteration_end = on_iteration_end;
     srv.loop.on_wake = on_wake;
+    loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
     update_time();
     srv.start_ms = srv.now_ms;
     srv.lastsave = srv.now_ms / 1000;

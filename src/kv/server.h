@@ -289,6 +289,7 @@ typedef struct kv_config {
     int tcp_backlog;
     int active_expire_effort;
     int protected_mode; /* refuse non-loopback clients while no password is set */
+    int busy_poll_us;   /* loop_set_busy_poll; 0 = off */
 } kv_config;
 
 typedef struct kv_server {

@@ -734,6 +734,8 @@ void config_command(kv_client *c)
             }
             if (STR_IEQ(c->argv[i], "maxmemory") && srv.cfg.maxmemory)
                 kv_evict_if_needed();
+            if (STR_IEQ(c->argv[i], "busy-poll-us"))
+                loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
         }
         reply_ok(c);
     } else if (arg_is(sub, "resetstat") && c->argc == 2) {

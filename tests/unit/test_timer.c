@@ -17,6 +17,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
 
 static int setup_loop(void **state)
 {
@@ -490,6 +493,70 @@ static void test_timer_callbacks_change_heap(void **state)
     check_fired(&z);
 }
 
+/* Busy polling: events written by another thread every 200 us keep the
+ * loop "busy" (its sleeps are short), so it spins between them; every event
+ * is still dispatched and a timer due meanwhile still fires, not early. */
+typedef struct {
+    int wfd;
+    int count;
+} feeder;
+
+static void *feed(void *arg)
+{
+    feeder *f = arg;
+    for (int i = 0; i < f->count; i++) {
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+        ssize_t w = write(f->wfd, "x", 1);
+        assert_int_equal(w, 1);
+    }
+    return NULL;
+}
+
+typedef struct {
+    int got, want, saw_busy;
+} pipe_log;
+
+static void pipe_cb(loop *l, loop_io *io, unsigned events)
+{
+    pipe_log *pl = io->udata;
+    char b[64];
+    ssize_t n = read(io->fd, b, sizeof b);
+    assert_true(n > 0);
+    pl->got += (int)n;
+    pl->saw_busy |= l->busy;
+    if (pl->got == pl->want)
+        loop_stop(l);
+}
+
+static void test_busy_poll(void **state)
+{
+    loop *l = *state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    loop_set_busy_poll(l, 500);
+    pipe_log pl = { .want = 200 };
+    loop_io io;
+    assert_int_equal(loop_io_start(l, &io, p[0], LOOP_READ, pipe_cb, &pl), 0);
+    run_log lg = { .stop_after = 1000 };
+    rec_timer r;
+    rec_init(&r, 1, &lg, NULL);
+    rec_start(l, &r, 5);
+    feeder f = { p[1], pl.want };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, feed, &f), 0);
+    l->stopping = 0;
+    assert_int_equal(loop_run(l), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(pl.got, pl.want);
+    assert_true(pl.saw_busy);
+    check_fired(&r);
+    loop_io_stop(l, &io);
+    close(p[0]);
+    close(p[1]);
+    loop_set_busy_poll(l, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -505,6 +572,7 @@ int main(void)
                                         teardown_loop),
         cmocka_unit_test_setup_teardown(test_timer_callbacks_change_heap, setup_loop,
                                         teardown_loop),
+        cmocka_unit_test_setup_teardown(test_busy_poll, setup_loop, teardown_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

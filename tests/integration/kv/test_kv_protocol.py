@@ -285,3 +285,16 @@ def test_quit_and_max_clients(kv_factory):
     # (send nothing: data arriving after the close would reset the socket)
     assert raw(kv.port, b"", read_until_close=True) == b"-ERR max number of clients reached\r\n"
     a.close(); b.close()
+
+
+def test_busy_poll_setting(kv, r):
+    assert r.config_get("busy-poll-us") == {"busy-poll-us": "50"}
+    r.set("k", "1")
+    for us in ("0", "200", "50"):
+        assert r.config_set("busy-poll-us", us) is True
+        assert r.config_get("busy-poll-us") == {"busy-poll-us": us}
+        assert r.incr("k") >= 2  # still serving after each change
+    with pytest.raises(redis.ResponseError):
+        r.config_set("busy-poll-us", "-1")
+    with pytest.raises(redis.ResponseError):
+        r.config_set("busy-poll-us", "1000000")
