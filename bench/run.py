@@ -115,6 +115,7 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="brisk-bench."))
     os.chmod(tmp, 0o755)
     ctx = {"settings": settings, "tmp": tmp, "pins": harness.cpu_pins(), "costs": not a.no_costs}
+    harness.setup_probe(tmp, ctx["pins"])
     run = {"date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %z"),
            "settings": {"quick": settings.quick, "rounds": settings.rounds,
                         "duration": settings.duration, "warmup": settings.warmup,

@@ -244,6 +244,84 @@ def run_redis_benchmark(prefix, port, tests, n, pipeline, clients=50, size=64):
 
 # ---------------------------------------------------------------- race runner
 
+# ------------------------------------------------------------ machine state
+
+NEAR_NS = 250  # cache-line round trip below this: the two CPUs are close
+_PROBE = {}
+
+
+def setup_probe(tmp, pins):
+    """Builds bench/lib/cpu_rtt.c when the server and the client each have a
+    CPU: every run then records how far apart the two CPUs are (the host
+    moves the vCPUs of a small VM, and loopback races speed up or slow down
+    with it) and how idle the client's CPU was."""
+    srv, cli = pins
+    if not srv or not cli:
+        return
+    out = tmp / "cpu_rtt"
+    p = subprocess.run(["cc", "-O2", "-pthread", "-o", str(out), str(LIB / "cpu_rtt.c")],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        log(f"cpu_rtt probe not built: {p.stderr.strip()[:200]}")
+        return
+    _PROBE.update(bin=str(out), server_cpu=srv[-1], client_cpu=cli[-1])
+
+
+def cpu_rtt():
+    """Cache-line round trip (ns) between the server's and the client's CPU."""
+    if not _PROBE:
+        return None
+    try:
+        p = subprocess.run([_PROBE["bin"], _PROBE["server_cpu"], _PROBE["client_cpu"]],
+                           capture_output=True, text=True, timeout=10)
+        return int(p.stdout.strip())
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
+def _cpu_ticks(cpu):
+    """(idle ticks, all ticks) of one CPU from /proc/stat."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{cpu} "):
+                v = [int(x) for x in line.split()[1:]]
+                return v[3] + v[4], sum(v[:8])
+    return None
+
+
+def _measured(run):
+    """Runs run() and returns (its result, {cpu_rtt: [before, after], client_idle: %})."""
+    before = cpu_rtt()
+    t0 = _cpu_ticks(_PROBE["client_cpu"]) if _PROBE else None
+    res = run()
+    t1 = _cpu_ticks(_PROBE["client_cpu"]) if _PROBE else None
+    after = cpu_rtt()
+    idle = None
+    if t0 and t1 and t1[1] > t0[1]:
+        idle = round(100.0 * (t1[0] - t0[0]) / (t1[1] - t0[1]), 1)
+    return res, {"cpu_rtt": [before, after], "client_idle": idle}
+
+
+def fmachine(m):
+    rtt = "/".join(str(x) for x in m.get("cpu_rtt", []) if x is not None)
+    parts = [f"CPU RTT {rtt} ns"] if rtt else []
+    if m.get("client_idle") is not None:
+        parts.append(f"client idle {m['client_idle']:g}%")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def round_distance(rnd):
+    """'near', 'far' or 'mixed': the CPU distance over every run of a round."""
+    rtts = [x for r in rnd.values() for x in (r.get("cpu_rtt") or []) if x is not None]
+    if not rtts:
+        return None
+    if all(x < NEAR_NS for x in rtts):
+        return "near"
+    if all(x >= NEAR_NS for x in rtts):
+        return "far"
+    return "mixed"
+
+
 def run_alternating(settings, contenders, cases, run_fn, label):
     """contenders: [(name, server)], the first is brisk, the second its peer,
     any more are reference lines. cases: [case dict] (see new_case).
@@ -256,7 +334,9 @@ def run_alternating(settings, contenders, cases, run_fn, label):
     for i in range(settings.rounds):
         got = {}
         for name, server in contenders:
-            res = run_fn(name, server, settings.duration, False)
+            res, machine = _measured(lambda: run_fn(name, server, settings.duration, False))
+            for r in res.values():
+                r.update(machine)
             got[name] = res
             states = []
             for case in cases:
@@ -266,7 +346,8 @@ def run_alternating(settings, contenders, cases, run_fn, label):
                 states.append(f"FAILED ({r['failed']})" if r["failed"] else f"{r['value']:,.0f}")
                 if r["failed"] and r.get("raw"):
                     log("    " + "\n    ".join(r["raw"].splitlines()[-12:]))
-            log(f"  {label} round {i + 1}/{settings.rounds} {name}: " + ", ".join(states))
+            log(f"  {label} round {i + 1}/{settings.rounds} {name}: " + ", ".join(states)
+                + fmachine(machine))
         for case in cases:
             case["rounds"].append({name: got[name][case["key"]] for name, _ in contenders
                                    if case["key"] in got[name]})
@@ -296,6 +377,12 @@ def finish_case(case):
             if ra and rb and not ra.get("failed") and not rb.get("failed") and rb["value"]:
                 ratios.append(ra["value"] / rb["value"])
         summ[f"ratio:{b}"] = summarize(ratios)
+        for dist in ("near", "far"):
+            sub = [r[a]["value"] / r[b]["value"] for r in case["rounds"]
+                   if round_distance(r) == dist and r.get(a) and r.get(b)
+                   and not r[a].get("failed") and not r[b].get("failed") and r[b]["value"]]
+            if sub:
+                summ[f"ratio_{dist}:{b}"] = summarize(sub)
     case["summary"] = summ
     case["failed_runs"] = sum(1 for r in case["rounds"] for n in names
                               if n in r and r[n].get("failed"))

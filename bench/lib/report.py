@@ -79,6 +79,25 @@ def cost_cell(row, kind):
 
 # ---------------------------------------------------------------- markdown
 
+def distance_md(cases, peer):
+    """The ratios split by how far apart the two CPUs were (harness.round_distance)."""
+    lines = []
+    for c in cases:
+        parts = []
+        for dist in ("near", "far"):
+            sm = c["summary"].get(f"ratio_{dist}:{peer}")
+            if sm:
+                parts.append(f"{dist} {fratio(sm)}" + (f" ({sm['n']} rounds)" if sm["n"] > 1 else ""))
+        if parts:
+            lines.append(f"| {c['name']} | " + "; ".join(parts) + " |")
+    if not lines:
+        return []
+    return ["", "The same ratios by CPU distance: rounds where every run saw the server's and the "
+            "client's CPU close (cache-line round trip < 250 ns) or far apart; the host moves "
+            "the vCPUs, and loopback traffic between far CPUs costs both sides more.", "",
+            "| case | by distance |", "|---|---|"] + lines
+
+
 def race_md(race, run):
     out = [f"## {race['key']}", "", f"**{race['title']}**", ""]
     if race["status"] == "pending":
@@ -106,6 +125,7 @@ def race_md(race, run):
             cells += [fratio(c["summary"].get(f"ratio:{r}")) for r in refs]
             cells += [ftarget(c), fmet(c)]
             out.append("| " + " | ".join(cells) + " |")
+        out += distance_md(cases, peer)
         out += ["", f"Absolute figures: median (min-max) over {plural(run['settings']['rounds'], 'round')}.", ""]
         names = cases[0]["contenders"]
         head = ["case", "unit"] + names
@@ -170,13 +190,19 @@ def race_md(race, run):
                 r = rnd.get(n)
                 if not r:
                     continue
+                rtt = "/".join(str(x) for x in (r.get("cpu_rtt") or []) if x is not None)
+                idle = r.get("client_idle")
                 rows.append(f"| {c['name']} | {i} | {n} | {fnum(r.get('value'), c['metric'])} | "
                             f"{r.get('p50') or '—'} | {r.get('p99') or '—'} | {r.get('errors') or '—'} | "
+                            f"{rtt or '—'} | {'—' if idle is None else f'{idle:g}%'} | "
                             f"{'FAILED: ' + r['failed'] if r.get('failed') else 'ok'} |")
     if rows:
         out += ["<details><summary>Every round</summary>", "",
-                "| case | round | server | value | p50 | p99 | errors | status |",
-                "|---|--:|---|--:|--:|--:|---|---|"] + rows + ["", "</details>", ""]
+                "CPU RTT: cache-line round trip between the server's and the client's CPU before/after "
+                "the run (bench/lib/cpu_rtt.c); client idle: idle share of the client's CPU during "
+                "the run (near 0%: the load generator was the limit).", "",
+                "| case | round | server | value | p50 | p99 | errors | CPU RTT ns | client idle | status |",
+                "|---|--:|---|--:|--:|--:|---|--:|--:|---|"] + rows + ["", "</details>", ""]
     return out
 
 
