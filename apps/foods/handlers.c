@@ -23,6 +23,8 @@ typedef struct {
     size_t name_len;
     template_item_in *items;
     int nitems;
+    int64_t *cats; /* bulk: each item's category_id, then the new ids */
+    int nstmts;    /* bulk: INSERT statements in the batch */
 } req_ctx;
 
 static foods_worker *worker_of(brisk_res *res)
@@ -444,23 +446,63 @@ static void h_food_delete(brisk_req *req, brisk_res *res, void *udata)
 
 /* ---- /api/foods/bulk ------------------------------------------------ */
 
+/* A bulk goes as 100-row, then 10-row, then 1-row INSERTs. */
+static const struct {
+    int stmt, rows;
+} bulk_chunks[] = { { ST_FOOD_INSERT_100, 100 }, { ST_FOOD_INSERT_10, 10 }, { ST_FOOD_INSERT, 1 } };
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The database refused a category: find the first item that names one
+ * that does not exist (the statement that failed holds up to 100 items). */
+static void bulk_find_category(const db_result *r, void *udata)
+{
+    req_ctx *ctx = udata;
+    if (db_failed(ctx, r))
+        return;
+    int ncat = db_result_nrows(r, 0);
+    for (int i = 0; i < ctx->nitems; i++) {
+        int found = 0;
+        for (int k = 0; k < ncat && !found; k++)
+            found = db_as_int(&db_result_row(r, 0, k)[0]) == ctx->cats[i];
+        if (!found) {
+            char field[48];
+            snprintf(field, sizeof field, "[%d].category_id", i);
+            reply_error(ctx->res, 422, field, "unknown category");
+            return;
+        }
+    }
+    reply_error(ctx->res, 409, NULL, "conflicts with existing data");
+}
+
 static void bulk_done(const db_result *r, void *udata)
 {
     req_ctx *ctx = udata;
     if (db_result_status(r) == DB_ECONSTRAINT) {
-        char field[48];
-        snprintf(field, sizeof field, "[%d].category_id", db_result_failed(r));
-        reply_error(ctx->res, 422, field, "unknown category");
+        run1(ctx, ST_CATEGORIES, NULL, 0, bulk_find_category);
         return;
     }
     if (db_failed(ctx, r))
         return;
+    /* Each statement's ids, ascending: the order of its VALUES rows. */
+    int64_t *ids = ctx->cats; /* done with */
+    int n = 0;
+    for (int st = 0; st < ctx->nstmts; st++) {
+        int rows = db_result_nrows(r, st), first = n;
+        for (int k = 0; k < rows && n < ctx->nitems; k++)
+            ids[n++] = db_as_int(&db_result_row(r, st, k)[0]);
+        qsort(ids + first, (size_t)(n - first), sizeof *ids, cmp_i64);
+    }
     jw *o = out_begin(ctx->w);
     jw_obj_open(o);
     jw_key(o, "ids");
     jw_arr_open(o);
-    for (int i = 0, n = ctx->nitems; i < n; i++)
-        jw_int(o, db_as_int(&db_result_row(r, i, 0)[0]));
+    for (int i = 0; i < n; i++)
+        jw_int(o, ids[i]);
     jw_arr_close(o);
     jw_obj_close(o);
     send_json(ctx->res, 201, o);
@@ -487,8 +529,10 @@ static void h_foods_bulk(brisk_req *req, brisk_res *res, void *udata)
         goto invalid;
     }
     /* Everything is checked before anything is written. */
-    b = db_batch_new(n);
-    if (!b) {
+    food_in *fs = brisk_req_alloc(req, (size_t)n * sizeof *fs);
+    ctx->cats = brisk_req_alloc(req, (size_t)n * sizeof *ctx->cats);
+    b = db_batch_new(n / 100 + 10);
+    if (!fs || !ctx->cats || !b) {
         foods_fail(&e, 500, NULL, "out of memory");
         goto invalid;
     }
@@ -498,15 +542,24 @@ static void h_foods_bulk(brisk_req *req, brisk_res *res, void *udata)
     {
         char prefix[24];
         snprintf(prefix, sizeof prefix, "[%d].", i);
-        food_in f;
-        db_value p[6];
-        if (foods_food_from_json(it, prefix, &f, &e) < 0)
+        if (foods_food_from_json(it, prefix, &fs[i], &e) < 0)
             goto invalid;
-        if (db_batch_add(b, ST_FOOD_INSERT, p, food_params(&f, p)) < 0) {
-            foods_fail(&e, 500, NULL, "out of memory");
-            goto invalid;
-        }
+        ctx->cats[i] = fs[i].category_id;
         i++;
+    }
+    ctx->nstmts = 0;
+    for (size_t c = 0, at = 0; c < sizeof bulk_chunks / sizeof bulk_chunks[0]; c++) {
+        int rows = bulk_chunks[c].rows;
+        for (; at + (size_t)rows <= (size_t)n; at += (size_t)rows) {
+            db_value p[6 * 100];
+            for (int k = 0; k < rows; k++)
+                food_params(&fs[at + (size_t)k], p + 6 * k);
+            if (db_batch_add(b, bulk_chunks[c].stmt, p, 6 * rows) < 0) {
+                foods_fail(&e, 500, NULL, "out of memory");
+                goto invalid;
+            }
+            ctx->nstmts++;
+        }
     }
     cJSON_Delete(j); /* the batch holds copies */
     ctx->nitems = n;

@@ -23,6 +23,8 @@ enum foods_stmt {
     ST_CATEGORY_INSERT,
     ST_COUNT_CATEGORIES,
     ST_COUNT_FOODS,
+    ST_FOOD_INSERT_10,  /* ST_FOOD_INSERT with 10 rows: 60 parameters */
+    ST_FOOD_INSERT_100, /* 100 rows: 600 parameters */
     ST_COUNT,
 };
 

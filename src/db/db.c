@@ -380,7 +380,8 @@ static int batch_check(const db_config *cfg, db_batch *b)
     b->write = 0;
     for (int i = 0; i < b->nitems; i++) {
         const db_item *it = &b->items[i];
-        if (it->stmt < 0 || it->stmt >= cfg->nstmts || it->nparams != cfg->stmts[it->stmt].nparams) {
+        if (it->stmt < 0 || it->stmt >= cfg->nstmts || it->nparams != cfg->stmts[it->stmt].nparams ||
+            it->nparams > DB_MAX_PARAMS) {
             db_result_begin(&b->result, 0);
             db_result_fail(&b->result, DB_EINTERNAL, i, "statement %d: bad index or parameter count",
                            it->stmt);

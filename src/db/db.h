@@ -73,6 +73,7 @@ int64_t db_as_int(const db_value *v);
 double db_as_double(const db_value *v);
 
 enum { DB_WRITE = 1 }; /* db_stmt_def.flags */
+#define DB_MAX_PARAMS 640   /* parameters of one statement */
 
 typedef struct {
     const char *sql;    /* '?' placeholders, used by every backend without an override */

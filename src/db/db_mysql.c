@@ -18,7 +18,6 @@
 
 #define CONNECT_TIMEOUT_S 3
 #define IO_TIMEOUT_S 30
-#define MAX_PARAMS 32
 
 void db_mysql_library_init(void)
 {
@@ -409,13 +408,13 @@ static int my_run(void *p, const db_config *cfg, db_batch *b)
                 return 1;
             break;
         }
-        MYSQL_BIND bind[MAX_PARAMS];
-        unsigned long lens[MAX_PARAMS];
-        if (it->nparams > MAX_PARAMS) {
+        MYSQL_BIND bind[DB_MAX_PARAMS];
+        unsigned long lens[DB_MAX_PARAMS];
+        if (it->nparams > DB_MAX_PARAMS) {
             db_result_fail(r, DB_EINTERNAL, k, "too many parameters");
             break;
         }
-        memset(bind, 0, sizeof bind);
+        memset(bind, 0, (size_t)it->nparams * sizeof bind[0]);
         for (int i = 0; i < it->nparams; i++) {
             db_value *v = &b->params[it->first + i];
             switch (v->type) {

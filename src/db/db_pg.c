@@ -29,7 +29,6 @@
 #define CONNECT_TIMEOUT_MS 5000
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 2000
-#define MAX_PARAMS 32
 #define QUERY_TIMEOUT_MS 30000 /* a link silent this long on a batch is dropped */
 
 /* Type OIDs (catalog/pg_type.h is not in the client headers). */
@@ -136,7 +135,7 @@ typedef char param_buf[32];
 static int params_of(const db_batch *b, int k, const char **vals, param_buf *num)
 {
     const db_item *it = &b->items[k];
-    if (it->nparams > MAX_PARAMS)
+    if (it->nparams > DB_MAX_PARAMS)
         return -1;
     for (int i = 0; i < it->nparams; i++) {
         const db_value *v = &b->params[it->first + i];
@@ -248,8 +247,8 @@ static int pgs_run(void *p, const db_config *cfg, db_batch *b)
             PQclear(res);
             c->prepared[it->stmt] = 1;
         }
-        const char *vals[MAX_PARAMS];
-        param_buf num[MAX_PARAMS];
+        const char *vals[DB_MAX_PARAMS];
+        param_buf num[DB_MAX_PARAMS];
         if (params_of(b, k, vals, num) < 0) {
             db_result_fail(r, DB_EINTERNAL, k, "too many parameters");
             break;
@@ -432,8 +431,8 @@ static void link_send(pg_link *l, db_batch *b)
             ok = PQsendPrepare(l->pg, name, l->e->sql[it->stmt], l->e->cfg->stmts[it->stmt].nparams,
                                NULL);
         } else {
-            const char *vals[MAX_PARAMS];
-            param_buf num[MAX_PARAMS];
+            const char *vals[DB_MAX_PARAMS];
+            param_buf num[DB_MAX_PARAMS];
             if (params_of(b, k, vals, num) < 0) {
                 db_result_fail(&b->result, DB_EINTERNAL, k, "too many parameters");
                 vals[0] = NULL;

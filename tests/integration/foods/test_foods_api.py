@@ -161,6 +161,26 @@ def test_bulk_is_one_transaction(foods):
     assert len(api.ok("POST", "/api/foods/bulk", items, status=201)["ids"]) == 50
 
 
+def test_bulk_in_chunks(foods):
+    """123 foods go as INSERTs of 100, 10, 10, 1, 1 and 1 rows: the ids come
+    back in the order of the items, and a bad category deep in a chunk is
+    still named by its index."""
+    api = foods.api
+    prefix = unique("Chunks")
+    items = [food(f"{prefix} {i:03d}", category_id=1 + i % 20, kcal=float(i)) for i in range(123)]
+    items[105]["category_id"] = 4242
+    api.post("/api/foods/bulk", items).error(422, "[105].category_id")
+    items[105]["category_id"] = 5
+    items[121]["category_id"] = 4243
+    api.post("/api/foods/bulk", items).error(422, "[121].category_id")
+    assert api.ok("GET", f"/api/foods?q={prefix}") == []
+    items[121]["category_id"] = 6
+    ids = api.ok("POST", "/api/foods/bulk", items, status=201)["ids"]
+    assert len(ids) == 123 and ids == sorted(ids)
+    stored = api.all_foods(f"&q={prefix}")
+    assert stored == [{"id": i, **it} for i, it in zip(ids, items)]
+
+
 def test_bulk_limits(foods):
     api = foods.api
     prefix = unique("Max")
