@@ -32,8 +32,9 @@
 #define QUERY_TIMEOUT_MS 30000 /* a link silent this long on a batch is dropped */
 
 /* Type OIDs (catalog/pg_type.h is not in the client headers). */
-enum { OID_BOOL = 16, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_OID = 26,
-       OID_FLOAT4 = 700, OID_FLOAT8 = 701, OID_NUMERIC = 1700 };
+enum { OID_BOOL = 16, OID_NAME = 19, OID_INT8 = 20, OID_INT2 = 21, OID_INT4 = 23, OID_TEXT = 25,
+       OID_OID = 26, OID_FLOAT4 = 700, OID_FLOAT8 = 701, OID_BPCHAR = 1042, OID_VARCHAR = 1043,
+       OID_NUMERIC = 1700 };
 
 static PGconn *connect_start(const db_config *cfg, int blocking)
 {
@@ -89,7 +90,113 @@ static void fail_from(db_result *r, const PGresult *res, const PGconn *pg, int k
     db_result_fail(r, classify(res, pg), k, "postgresql: %s", msg_line(m, line, sizeof line));
 }
 
-/* Copies the rows of res into set k. 0 or -1 (out of memory). */
+/* Results come in text the first time a statement runs; when every column
+ * is of a type below, its later runs ask for PostgreSQL's binary format,
+ * which spares the server formatting numbers and us parsing them back
+ * (GET /api/foods?limit=20 on PostgreSQL: +10% requests per second). */
+static int binary_type(Oid t)
+{
+    switch (t) {
+    case OID_BOOL:
+    case OID_INT2:
+    case OID_INT4:
+    case OID_INT8:
+    case OID_OID:
+    case OID_FLOAT4:
+    case OID_FLOAT8:
+    case OID_NAME:
+    case OID_TEXT:
+    case OID_BPCHAR:
+    case OID_VARCHAR: return 1;
+    default: return 0;
+    }
+}
+
+static int binary_ok(const PGresult *res)
+{
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_COMMAND_OK)
+        return 1;
+    if (st != PGRES_TUPLES_OK)
+        return 0;
+    for (int j = 0, n = PQnfields(res); j < n; j++)
+        if (!binary_type(PQftype(res, j)))
+            return 0;
+    return 1;
+}
+
+static uint64_t be_bits(const char *v, int len)
+{
+    uint64_t u = 0;
+    for (int i = 0; i < len; i++)
+        u = u << 8 | (unsigned char)v[i];
+    return u;
+}
+
+/* One binary value; -1 when its type or size is not what binary_type
+ * promised (the schema changed under a running statement), -2 when out of
+ * memory. */
+static int from_binary(db_result *r, Oid t, const char *v, int len, db_value *out)
+{
+    switch (t) {
+    case OID_BOOL:
+        if (len != 1)
+            return -1;
+        *out = db_int(v[0] != 0);
+        return 0;
+    case OID_INT2:
+        if (len != 2)
+            return -1;
+        *out = db_int((int16_t)be_bits(v, 2));
+        return 0;
+    case OID_INT4:
+        if (len != 4)
+            return -1;
+        *out = db_int((int32_t)be_bits(v, 4));
+        return 0;
+    case OID_OID:
+        if (len != 4)
+            return -1;
+        *out = db_int((int64_t)be_bits(v, 4));
+        return 0;
+    case OID_INT8:
+        if (len != 8)
+            return -1;
+        *out = db_int((int64_t)be_bits(v, 8));
+        return 0;
+    case OID_FLOAT4: {
+        if (len != 4)
+            return -1;
+        uint32_t u = (uint32_t)be_bits(v, 4);
+        float f;
+        memcpy(&f, &u, sizeof f);
+        *out = db_double(f);
+        return 0;
+    }
+    case OID_FLOAT8: {
+        if (len != 8)
+            return -1;
+        uint64_t u = be_bits(v, 8);
+        double d;
+        memcpy(&d, &u, sizeof d);
+        *out = db_double(d);
+        return 0;
+    }
+    case OID_NAME:
+    case OID_TEXT:
+    case OID_BPCHAR:
+    case OID_VARCHAR: { /* the same bytes as in text */
+        const char *copy = db_result_copy(r, v, (size_t)len);
+        if (!copy)
+            return -2;
+        *out = db_text(copy, (size_t)len);
+        return 0;
+    }
+    default: return -1;
+    }
+}
+
+/* Copies the rows of res into set k. 0, or -1 with r failed. */
 static int store(db_result *r, int k, const PGresult *res)
 {
     const char *ct = PQcmdTuples((PGresult *)res);
@@ -100,13 +207,24 @@ static int store(db_result *r, int k, const PGresult *res)
     for (int i = 0; i < nrows; i++) {
         db_value *row = db_result_push_row(r, k, ncols);
         if (!row)
-            return -1;
+            goto oom;
         for (int j = 0; j < ncols; j++) {
             if (PQgetisnull(res, i, j)) {
                 row[j] = db_null();
                 continue;
             }
             const char *v = PQgetvalue(res, i, j);
+            if (PQfformat(res, j) == 1) {
+                int rc = from_binary(r, PQftype(res, j), v, PQgetlength(res, i, j), &row[j]);
+                if (rc == -2)
+                    goto oom;
+                if (rc < 0) {
+                    db_result_fail(r, DB_EINTERNAL, k, "postgresql: binary column %d of type %u", j,
+                                   (unsigned)PQftype(res, j));
+                    return -1;
+                }
+                continue;
+            }
             switch (PQftype(res, j)) {
             case OID_BOOL: row[j] = db_int(v[0] == 't'); break;
             case OID_INT2:
@@ -120,13 +238,16 @@ static int store(db_result *r, int k, const PGresult *res)
                 size_t len = (size_t)PQgetlength(res, i, j);
                 const char *copy = db_result_copy(r, v, len);
                 if (!copy)
-                    return -1;
+                    goto oom;
                 row[j] = db_text(copy, len);
             }
             }
         }
     }
     return 0;
+oom:
+    db_result_fail(r, DB_EINTERNAL, k, "out of memory");
+    return -1;
 }
 
 /* Text parameters for item k; numbers are formatted into num. */
@@ -160,8 +281,10 @@ static int params_of(const db_batch *b, int k, const char **vals, param_buf *num
 typedef struct {
     PGconn *pg;
     const db_config *cfg;
-    uint8_t *prepared;
+    uint8_t *prepared; /* per statement: PREP_DONE, | PREP_BINARY (binary_ok) */
 } pgs_conn;
+
+enum { PREP_DONE = 1, PREP_BINARY = 2 };
 
 static void pgs_close(void *p)
 {
@@ -245,7 +368,7 @@ static int pgs_run(void *p, const db_config *cfg, db_batch *b)
                 break;
             }
             PQclear(res);
-            c->prepared[it->stmt] = 1;
+            c->prepared[it->stmt] = PREP_DONE;
         }
         const char *vals[DB_MAX_PARAMS];
         param_buf num[DB_MAX_PARAMS];
@@ -253,11 +376,14 @@ static int pgs_run(void *p, const db_config *cfg, db_batch *b)
             db_result_fail(r, DB_EINTERNAL, k, "too many parameters");
             break;
         }
-        PGresult *res = PQexecPrepared(c->pg, name, it->nparams, vals, NULL, NULL, 0);
+        int binary = c->prepared[it->stmt] & PREP_BINARY;
+        PGresult *res = PQexecPrepared(c->pg, name, it->nparams, vals, NULL, NULL, binary ? 1 : 0);
         ExecStatusType st = PQresultStatus(res);
         if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
             if (store(r, k, res) < 0)
-                db_result_fail(r, DB_EINTERNAL, k, "out of memory");
+                c->prepared[it->stmt] &= (uint8_t)~PREP_BINARY;
+            else if (!binary && binary_ok(res))
+                c->prepared[it->stmt] |= PREP_BINARY;
         } else {
             fail_from(r, res, c->pg, k);
         }
@@ -301,6 +427,7 @@ struct pg_engine {
     const db_config *cfg;
     brisk_loop *loop;
     char **sql; /* per statement, with $n placeholders */
+    uint8_t *binary; /* per statement: ask for binary results (binary_ok) */
     int n;
     pg_link *links;
     db_batch *wait_head, *wait_tail;
@@ -438,7 +565,8 @@ static void link_send(pg_link *l, db_batch *b)
                 vals[0] = NULL;
                 ok = PQsendQueryPrepared(l->pg, name, 0, NULL, NULL, NULL, 0);
             } else {
-                ok = PQsendQueryPrepared(l->pg, name, it->nparams, vals, NULL, NULL, 0);
+                ok = PQsendQueryPrepared(l->pg, name, it->nparams, vals, NULL, NULL,
+                                         l->e->binary[it->stmt]);
             }
         }
         if (!ok) {
@@ -569,9 +697,14 @@ static void link_read(pg_link *l)
         }
         b->got = 1;
         if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
-            if (!b->internal && b->result.status == DB_OK && b->cur < b->nitems &&
-                store(&b->result, b->cur, res) < 0)
-                db_result_fail(&b->result, DB_EINTERNAL, b->cur, "out of memory");
+            if (!b->internal && b->result.status == DB_OK && b->cur < b->nitems) {
+                uint8_t *binary = &l->e->binary[b->items[b->cur].stmt];
+                int text = PQnfields(res) == 0 || PQfformat(res, 0) == 0;
+                if (store(&b->result, b->cur, res) < 0)
+                    *binary = 0;
+                else if (text && binary_ok(res))
+                    *binary = 1;
+            }
         } else if (st != PGRES_PIPELINE_ABORTED) {
             if (b->internal) {
                 char line[200];
@@ -708,6 +841,7 @@ static void pg_engine_close(void *engine)
     for (int i = 0; e->sql && i < e->cfg->nstmts; i++)
         free(e->sql[i]);
     free(e->sql);
+    free(e->binary);
     free(e->links);
     free(e);
 }
@@ -722,7 +856,8 @@ static void *pg_engine_open(db_pool *p, const db_config *cfg, brisk_loop *loop)
     e->n = cfg->pool_size > 0 ? cfg->pool_size : db_pg_backend.default_pool;
     e->links = calloc((size_t)e->n, sizeof *e->links);
     e->sql = calloc((size_t)cfg->nstmts + 1, sizeof *e->sql);
-    if (!e->links || !e->sql || !(e->watchdog = brisk_timer_new(loop, watchdog, e)))
+    e->binary = calloc((size_t)cfg->nstmts + 1, 1);
+    if (!e->links || !e->sql || !e->binary || !(e->watchdog = brisk_timer_new(loop, watchdog, e)))
         goto fail;
     for (int i = 0; i < cfg->nstmts; i++)
         if (!(e->sql[i] = db_sql_dollar(db_stmt_sql(cfg, i))))
