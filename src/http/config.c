@@ -1,5 +1,7 @@
 #include "http/config.h"
 
+#include "http/conn.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -407,6 +409,8 @@ http_conf *http_conf_load(const http_cli *cli, char *err)
     }
     if (apply_cli(c, cli, err) < 0 || open_resources(c, err) < 0)
         goto fail;
+    if (c->ncgi)
+        http_conn_children_possible(); /* before any worker uses c */
     return c;
 fail:
     http_conf_release(c);

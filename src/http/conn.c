@@ -2,7 +2,9 @@
 
 #include "core/net.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
@@ -40,6 +42,7 @@ static char *inbuf_get(http_worker *hw)
 
 static void inbuf_put(http_worker *hw, char *b)
 {
+    assert(b); /* a NULL in the pool would become a connection's buffer */
     if (hw->nbufpool < hw->bufpool_cap)
         hw->bufpool[hw->nbufpool++] = b;
     else
@@ -53,6 +56,19 @@ void http_worker_release_buffers(http_worker *hw)
 }
 
 /* ---- lifecycle ---- */
+
+/* close() removes a socket from epoll only when its last reference goes:
+ * while a CGI script started by another worker is between fork and exec,
+ * it holds one, and the closed socket would stay registered with a pointer
+ * to a connection struct that the next accept (same fd number, same struct
+ * from the free list) reuses; its stale EPOLLRDHUP then closed a live
+ * connection. So once CGI is configured, connections leave epoll explicitly. */
+static atomic_int may_spawn;
+
+void http_conn_children_possible(void)
+{
+    atomic_store(&may_spawn, 1);
+}
 
 static void set_accepting(http_worker *hw, int on)
 {
@@ -170,7 +186,10 @@ static void conn_close(http_conn *c)
         return;
     timer_stop(&hw->w.loop, &c->tm);
     int fd = c->io.fd;
-    loop_io_forget(&hw->w.loop, &c->io);
+    if (atomic_load_explicit(&may_spawn, memory_order_relaxed))
+        loop_io_stop(&hw->w.loop, &c->io);
+    else
+        loop_io_forget(&hw->w.loop, &c->io);
     close(fd);
     if (c->state == CONN_HANDLER) {
         c->orphan = 1;
@@ -687,8 +706,12 @@ static void conn_after_batch(http_conn *c)
         if (c->in_len == c->req_start && hw->stopping) {
             conn_close(c);
         } else if (c->in_len == c->req_start) {
-            /* Idle: give the buffer back and wait with the keep-alive timer. */
-            inbuf_put(hw, c->in);
+            /* Idle: give the buffer back (if a call before this one has not:
+             * a response ended from a callback while the socket was full
+             * gets here from the flush list and from the writable event)
+             * and wait with the keep-alive timer. */
+            if (c->in)
+                inbuf_put(hw, c->in);
             c->in = NULL;
             c->in_len = c->req_start = 0;
             conn_arm(c, c->conf->keepalive_timeout);
