@@ -75,8 +75,30 @@ int net_parse_addr(const char *s, net_addr *out, char *err, size_t errlen)
     return 0;
 }
 
+/* SO_REUSEPORT lets a second server of the same user share the port
+ * silently (and split the traffic); a plain bind still sees it. */
+static int nobody_listens(const net_addr *a)
+{
+    int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1, rc = 0;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        (a->ss.ss_family == AF_INET6 &&
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0) ||
+        bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0)
+        rc = -errno;
+    close(fd);
+    return rc;
+}
+
 int net_listen(const net_addr *a, int backlog, unsigned flags)
 {
+    if ((flags & (NET_REUSEPORT | NET_FIRST)) == (NET_REUSEPORT | NET_FIRST)) {
+        int rc = nobody_listens(a);
+        if (rc < 0)
+            return rc;
+    }
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;

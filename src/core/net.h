@@ -18,6 +18,8 @@ int net_parse_addr(const char *s, net_addr *out, char *err, size_t errlen);
 enum {
     NET_REUSEPORT = 1,    /* SO_REUSEPORT: one socket per worker */
     NET_DEFER_ACCEPT = 2, /* TCP_DEFER_ACCEPT: wake on data, for protocols where the client speaks first */
+    NET_FIRST = 4,        /* with NET_REUSEPORT: fail (EADDRINUSE) if another socket, of this
+                             process or another, already listens there */
 };
 
 /* A non-blocking listening socket with SO_REUSEADDR, IPV6_V6ONLY for IPv6,

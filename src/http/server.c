@@ -322,7 +322,8 @@ int http_server_run(const http_cli *cli, const http_app *app)
         hw->nlisten = conf->nlisten;
         for (int k = 0; k < conf->nlisten; k++) {
             hw->listen_io[k].fd = -1;
-            hw->listen_fd[k] = net_listen(&conf->listen[k], 4096, NET_REUSEPORT | NET_DEFER_ACCEPT);
+            hw->listen_fd[k] = net_listen(&conf->listen[k], 4096,
+                                          NET_REUSEPORT | NET_DEFER_ACCEPT | (i == 0 ? NET_FIRST : 0));
             if (hw->listen_fd[k] < 0) {
                 log_error("listen %s: %s", conf->listen[k].text, strerror(-hw->listen_fd[k]));
                 rc = 1;

@@ -7,6 +7,7 @@ import hashlib
 import http.client
 import re
 import signal
+import subprocess
 import threading
 import time
 
@@ -363,3 +364,16 @@ def test_keepalive_connection_survives_short_idle(start_brisk):
     r = c.read_response()
     c.close()
     assert r.status == 200
+
+
+def test_second_server_on_a_busy_port_refuses_to_start(start_brisk, brisk_bin, tmp_path):
+    """Workers share their port with SO_REUSEPORT; a second server of the
+    same user must not join them silently (and take half the traffic)."""
+    srv = start_brisk(workers="2")
+    p = subprocess.run([brisk_bin, "--listen", f"{srv.host}:{srv.port}", "--root", str(tmp_path)],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 1
+    assert f"listen {srv.host}:{srv.port}: Address already in use" in p.stderr
+    with srv.connect() as c:  # the first one still serves
+        c.send(req("GET", "/"))
+        assert c.read_response().status in (200, 403, 404)
