@@ -449,7 +449,13 @@ def latest_md(run):
             "to the other (taskset); each server gets a warm-up, then the servers of a race take "
             "turns (A B A B ...) for the rounds; figures are medians with min-max, and each ratio "
             "is computed within a round (brisk's run over its peer's run in the same round) "
-            "before taking the median.", ""]
+            "before taking the median. The host moves this VM's two vCPUs: sometimes they are "
+            "close (a cache line bounces between them in ~90 ns), sometimes far (~500 ns), and "
+            "loopback traffic between far CPUs costs both sides so much that the load generator "
+            "often becomes the limit for both servers. bench/lib/cpu_rtt.c measures it around "
+            "every run; before each round the harness waits up to 60 s (5 minutes per bench run "
+            "in all) for the CPUs to be close, a round whose runs saw both is run again (twice at "
+            "most), and each race gives its ratios of near and far rounds apart.", ""]
     for race in run["races"]:
         out += race_md(race, run)
     if run.get("cost_chart"):
