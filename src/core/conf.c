@@ -95,8 +95,9 @@ static int split_unit(const char *s, uint64_t *n, char *unit, size_t unitlen)
     size_t u = strlen(s + i);
     if (u >= unitlen)
         return -1;
-    for (size_t k = 0; k <= u; k++)
+    for (size_t k = 0; k < u; k++)
         unit[k] = ascii_lower(s[i + k]);
+    unit[u] = '\0';
     return 0;
 }
 
