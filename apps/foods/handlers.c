@@ -497,6 +497,11 @@ static void bulk_done(const db_result *r, void *udata)
             ids[n++] = db_as_int(&db_result_row(r, st, k)[0]);
         qsort(ids + first, (size_t)(n - first), sizeof *ids, cmp_i64);
     }
+    if (n != ctx->nitems) {
+        fprintf(stderr, "brisk-foods: bulk insert returned %d ids for %d foods\n", n, ctx->nitems);
+        reply_error(ctx->res, 500, NULL, "internal error");
+        return;
+    }
     jw *o = out_begin(ctx->w);
     jw_obj_open(o);
     jw_key(o, "ids");

@@ -1,6 +1,7 @@
 #include "core/loop.h"
 
 #include "core/clock.h"
+#include "core/common.h"
 #include "core/loop_backend.h"
 
 #include <errno.h>
@@ -225,12 +226,21 @@ static int wait_events(loop *l, int timeout_ms)
     if (timeout_ms == 0 || !l->busy_poll_us)
         return backend_wait(l, timeout_ms);
     if (l->busy) {
-        uint64_t until = clock_mono_us() + l->busy_poll_us;
+        /* Not past the next timer, and the sleep after is shorter by the
+         * time spun (rounded down: a timer never fires early). */
+        uint64_t spin = l->busy_poll_us, t0 = clock_mono_us(), now;
+        if (timeout_ms > 0 && (uint64_t)timeout_ms * 1000u < spin)
+            spin = (uint64_t)timeout_ms * 1000u;
         do {
             int n = backend_wait(l, 0);
             if (n != 0)
                 return n;
-        } while (clock_mono_us() < until);
+            now = clock_mono_us();
+        } while (now - t0 < spin);
+        if (timeout_ms > 0)
+            timeout_ms -= (int)MIN((uint64_t)timeout_ms, (now - t0) / 1000u);
+        if (timeout_ms == 0)
+            return 0; /* a timer is due */
     }
     uint64_t t0 = clock_mono_us();
     int n = backend_wait(l, timeout_ms);

@@ -75,9 +75,8 @@ int net_parse_addr(const char *s, net_addr *out, char *err, size_t errlen)
     return 0;
 }
 
-/* SO_REUSEPORT lets a second server of the same user share the port
- * silently (and split the traffic); a plain bind still sees it. */
-static int nobody_listens(const net_addr *a)
+/* A plain bind (no SO_REUSEPORT) fails where anything listens. */
+int net_check_free(const net_addr *a)
 {
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -94,11 +93,6 @@ static int nobody_listens(const net_addr *a)
 
 int net_listen(const net_addr *a, int backlog, unsigned flags)
 {
-    if ((flags & (NET_REUSEPORT | NET_FIRST)) == (NET_REUSEPORT | NET_FIRST)) {
-        int rc = nobody_listens(a);
-        if (rc < 0)
-            return rc;
-    }
     int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;

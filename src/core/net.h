@@ -18,14 +18,17 @@ int net_parse_addr(const char *s, net_addr *out, char *err, size_t errlen);
 enum {
     NET_REUSEPORT = 1,    /* SO_REUSEPORT: one socket per worker */
     NET_DEFER_ACCEPT = 2, /* TCP_DEFER_ACCEPT: wake on data, for protocols where the client speaks first */
-    NET_FIRST = 4,        /* with NET_REUSEPORT: fail (EADDRINUSE) if another socket, of this
-                             process or another, already listens there */
 };
 
 /* A non-blocking listening socket with SO_REUSEADDR, IPV6_V6ONLY for IPv6,
  * TCP_NODELAY (inherited by accepted sockets) and the NET_* flags. Returns
  * the fd or negative errno. */
 int net_listen(const net_addr *a, int backlog, unsigned flags);
+
+/* 0 if nothing listens on a yet, else negative errno (-EADDRINUSE). With
+ * SO_REUSEPORT a second server of the same user could otherwise share the
+ * address silently; call it for every address before listening on any. */
+int net_check_free(const net_addr *a);
 
 /* Formats the IP of sa into out (no port); returns its length. */
 size_t net_format_ip(const struct sockaddr *sa, char *out, size_t n);

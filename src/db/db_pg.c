@@ -102,13 +102,12 @@ static int binary_type(Oid t)
     case OID_INT4:
     case OID_INT8:
     case OID_OID:
-    case OID_FLOAT4:
-    case OID_FLOAT8:
+    case OID_FLOAT8: /* exact both ways (text is shortest-exact since PostgreSQL 12) */
     case OID_NAME:
     case OID_TEXT:
     case OID_BPCHAR:
     case OID_VARCHAR: return 1;
-    default: return 0;
+    default: return 0; /* float4 too: its text "0.1" is not (double)0.1f */
     }
 }
 
@@ -164,15 +163,6 @@ static int from_binary(db_result *r, Oid t, const char *v, int len, db_value *ou
             return -1;
         *out = db_int((int64_t)be_bits(v, 8));
         return 0;
-    case OID_FLOAT4: {
-        if (len != 4)
-            return -1;
-        uint32_t u = (uint32_t)be_bits(v, 4);
-        float f;
-        memcpy(&f, &u, sizeof f);
-        *out = db_double(f);
-        return 0;
-    }
     case OID_FLOAT8: {
         if (len != 8)
             return -1;
@@ -596,6 +586,9 @@ static void link_ready(pg_link *l)
         return;
     }
     l->state = LINK_READY;
+    /* A new connection may meet another schema: results go back to text
+     * until each statement shows its column types again. */
+    memset(e->binary, 0, (size_t)e->cfg->nstmts);
     l->backoff_ms = RETRY_MIN_MS;
     if (e->warned) {
         log_info("postgresql: connected again");

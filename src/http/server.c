@@ -306,6 +306,15 @@ int http_server_run(const http_cli *cli, const http_app *app)
     int rc = 0, started = 0;
     start_gate ready = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
                          .target = n };
+    /* Every address first: another server there must not be joined (and
+     * overlapping addresses of this config must not fail this check). */
+    for (int k = 0; k < conf->nlisten && rc == 0; k++) {
+        int e = net_check_free(&conf->listen[k]);
+        if (e < 0) {
+            log_error("listen %s: %s", conf->listen[k].text, strerror(-e));
+            rc = 1;
+        }
+    }
     for (int i = 0; i < n && rc == 0; i++) {
         http_worker *hw = &hws[i];
         hw->ready = &ready;
@@ -322,8 +331,7 @@ int http_server_run(const http_cli *cli, const http_app *app)
         hw->nlisten = conf->nlisten;
         for (int k = 0; k < conf->nlisten; k++) {
             hw->listen_io[k].fd = -1;
-            hw->listen_fd[k] = net_listen(&conf->listen[k], 4096,
-                                          NET_REUSEPORT | NET_DEFER_ACCEPT | (i == 0 ? NET_FIRST : 0));
+            hw->listen_fd[k] = net_listen(&conf->listen[k], 4096, NET_REUSEPORT | NET_DEFER_ACCEPT);
             if (hw->listen_fd[k] < 0) {
                 log_error("listen %s: %s", conf->listen[k].text, strerror(-hw->listen_fd[k]));
                 rc = 1;

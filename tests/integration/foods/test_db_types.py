@@ -8,8 +8,10 @@ import pytest
 from foods_lib import BIN_DIR
 
 EXPECTED = {
-    0: "i:1 i:2 i:-3 i:9007199254740993 d:1.5 d:0.10000000000000001 t:x t:ab null t:h\u00e9\"llo",
-    1: {"sqlite": "i:7 d:1.25", "postgresql": "i:7 d:1.25 t:2020-01-02", "mysql": "i:7 d:1.25"},
+    0: "i:1 i:2 i:-3 i:9007199254740993 d:0.10000000000000001 t:x t:ab null t:h\u00e9\"llo",
+    1: {"sqlite": "i:7 d:0.10000000000000001 d:1.25",
+        "postgresql": "i:7 d:0.10000000000000001 d:1.25 t:2020-01-02",
+        "mysql": "i:7 d:0.10000000000000001 d:1.25"},
 }
 
 
