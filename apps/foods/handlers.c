@@ -382,19 +382,30 @@ static void h_food_create(brisk_req *req, brisk_res *res, void *udata)
     run1(ctx, ST_FOOD_INSERT, p, n, food_create_done);
 }
 
+/* How a write to one food ends when it does not succeed: the database
+ * refused it (constraint: status, field, message), failed, or found no such
+ * food. 1 when that answered the request. */
+static int food_write_refused(req_ctx *ctx, const db_result *r, int status, const char *field,
+                              const char *msg)
+{
+    if (db_result_status(r) == DB_ECONSTRAINT) {
+        reply_error(ctx->res, status, field, msg);
+        return 1;
+    }
+    if (db_failed(ctx, r))
+        return 1;
+    if (db_result_affected(r, 0) == 0) {
+        reply_error(ctx->res, 404, "id", "food not found");
+        return 1;
+    }
+    return 0;
+}
+
 static void food_update_done(const db_result *r, void *udata)
 {
     req_ctx *ctx = udata;
-    if (db_result_status(r) == DB_ECONSTRAINT) {
-        reply_error(ctx->res, 422, "category_id", "unknown category");
+    if (food_write_refused(ctx, r, 422, "category_id", "unknown category"))
         return;
-    }
-    if (db_failed(ctx, r))
-        return;
-    if (db_result_affected(r, 0) == 0) {
-        reply_error(ctx->res, 404, "id", "food not found");
-        return;
-    }
     jw *o = out_begin(ctx->w);
     write_food_in(o, ctx->id, &ctx->food);
     send_json(ctx->res, 200, o);
@@ -418,16 +429,8 @@ static void h_food_update(brisk_req *req, brisk_res *res, void *udata)
 static void food_delete_done(const db_result *r, void *udata)
 {
     req_ctx *ctx = udata;
-    if (db_result_status(r) == DB_ECONSTRAINT) {
-        reply_error(ctx->res, 409, "id", "food is used by a template");
+    if (food_write_refused(ctx, r, 409, "id", "food is used by a template"))
         return;
-    }
-    if (db_failed(ctx, r))
-        return;
-    if (db_result_affected(r, 0) == 0) {
-        reply_error(ctx->res, 404, "id", "food not found");
-        return;
-    }
     brisk_res_status(ctx->res, 204);
     brisk_res_end(ctx->res, NULL, 0);
 }
