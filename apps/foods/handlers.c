@@ -148,6 +148,19 @@ static int path_id(brisk_req *req, brisk_res *res, int64_t *id)
     return 0;
 }
 
+/* GET/DELETE /api/.../{id}: one statement with the id from the path. */
+static void run_by_id(brisk_req *req, brisk_res *res, int stmt, db_cb cb)
+{
+    int64_t id;
+    if (path_id(req, res, &id) < 0)
+        return;
+    req_ctx *ctx = ctx_new(req, res);
+    if (!ctx)
+        return;
+    db_value p = db_int(id);
+    run1(ctx, stmt, &p, 1, cb);
+}
+
 static void write_food(jw *o, int64_t id, const char *name, size_t name_len, int64_t cat,
                        double kcal, double protein, double carbs, double fat)
 {
@@ -304,14 +317,7 @@ static void food_get_done(const db_result *r, void *udata)
 
 static void h_food_get(brisk_req *req, brisk_res *res, void *udata)
 {
-    int64_t id;
-    if (path_id(req, res, &id) < 0)
-        return;
-    req_ctx *ctx = ctx_new(req, res);
-    if (!ctx)
-        return;
-    db_value p = db_int(id);
-    run1(ctx, ST_FOOD_GET, &p, 1, food_get_done);
+    run_by_id(req, res, ST_FOOD_GET, food_get_done);
 }
 
 /* Parses and checks a food body into ctx->food, its name copied into the
@@ -437,14 +443,7 @@ static void food_delete_done(const db_result *r, void *udata)
 
 static void h_food_delete(brisk_req *req, brisk_res *res, void *udata)
 {
-    int64_t id;
-    if (path_id(req, res, &id) < 0)
-        return;
-    req_ctx *ctx = ctx_new(req, res);
-    if (!ctx)
-        return;
-    db_value p = db_int(id);
-    run1(ctx, ST_FOOD_DELETE, &p, 1, food_delete_done);
+    run_by_id(req, res, ST_FOOD_DELETE, food_delete_done);
 }
 
 /* ---- /api/foods/bulk ------------------------------------------------ */
@@ -763,14 +762,7 @@ static void template_full_done(const db_result *r, void *udata)
 
 static void h_template_full(brisk_req *req, brisk_res *res, void *udata)
 {
-    int64_t id;
-    if (path_id(req, res, &id) < 0)
-        return;
-    req_ctx *ctx = ctx_new(req, res);
-    if (!ctx)
-        return;
-    db_value p = db_int(id);
-    run1(ctx, ST_TEMPLATE_FULL, &p, 1, template_full_done);
+    run_by_id(req, res, ST_TEMPLATE_FULL, template_full_done);
 }
 
 /* ---- errors brisk makes itself (no route, 405, 413, 400), as JSON ---- */
