@@ -79,6 +79,17 @@ def cost_cell(row, kind):
 
 # ---------------------------------------------------------------- markdown
 
+def charts_method_notes_md(race):
+    out = []
+    if race["charts"]:
+        out += [" ".join(f"![{c}]({c})" for c in race["charts"]), ""]
+    if race["method"]:
+        out += ["Method:", ""] + [f"- {m}" for m in race["method"]] + [""]
+    if race["notes"]:
+        out += ["Notes:", ""] + [f"- {m}" for m in race["notes"]] + [""]
+    return out
+
+
 def distance_md(cases, peer):
     """The ratios split by how far apart the two CPUs were (harness.round_distance)."""
     lines = []
@@ -177,12 +188,7 @@ def race_md(race, run):
         for name, kind, err in errs:
             out.append(f"\n{kind} for {name} failed: {err}")
         out.append("")
-    if race["charts"]:
-        out += [" ".join(f"![{c}]({c})" for c in race["charts"]), ""]
-    if race["method"]:
-        out += ["Method:", ""] + [f"- {m}" for m in race["method"]] + [""]
-    if race["notes"]:
-        out += ["Notes:", ""] + [f"- {m}" for m in race["notes"]] + [""]
+    out += charts_method_notes_md(race)
     rows = []
     for c in cases:
         for i, rnd in enumerate(c["rounds"], 1):
@@ -302,12 +308,7 @@ def rest_md(race, run):
                 cells += [fspan_ms((lat.get(p) or {}).get(n)) for n in ("brisk", "fastapi")]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
-    if race["charts"]:
-        out += [" ".join(f"![{c}]({c})" for c in race["charts"]), ""]
-    if race["method"]:
-        out += ["Method:", ""] + [f"- {m}" for m in race["method"]] + [""]
-    if race["notes"]:
-        out += ["Notes:", ""] + [f"- {m}" for m in race["notes"]] + [""]
+    out += charts_method_notes_md(race)
     rows = []
     for c in race["cases"]:
         for i, rnd in enumerate(c["rounds"], 1):
