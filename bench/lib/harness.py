@@ -119,19 +119,11 @@ def run_wrk(prefix, url, duration, threads=1, conns=50, pipeline=0):
         argv += ["--", str(pipeline)]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
     r = sb.parse_wrk(p.stdout)
-    why = []
-    if p.returncode != 0:
-        why.append(f"wrk exit {p.returncode}")
-    if r["rps"] is None:
-        why.append("no Requests/sec in wrk output")
-    if not r["requests"]:
-        why.append("no completed requests")
-    if r["non2xx"]:
-        why.append(f"{r['non2xx']} non-2xx/3xx responses")
+    failed = sb.wrk_failed(p.returncode, r)
     errors = ", ".join(f"{k} {v}" for k, v in (r["sockerr"] or {}).items() if v)
-    return {"value": r["rps"], "failed": "; ".join(why), "p50": r["p50"], "p99": r["p99"],
+    return {"value": r["rps"], "failed": failed, "p50": r["p50"], "p99": r["p99"],
             "bps": r["bps"], "errors": errors,
-            "raw": (p.stdout + p.stderr)[-2000:] if why else ""}
+            "raw": (p.stdout + p.stderr)[-2000:] if failed else ""}
 
 
 def parse_hey(text):

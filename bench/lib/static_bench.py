@@ -288,6 +288,20 @@ def verify(server, root, tmp):
 UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 
+def wrk_failed(returncode, r):
+    """Why a wrk run (parse_wrk's r) does not count, or ""."""
+    why = []
+    if returncode != 0:
+        why.append(f"wrk exit {returncode}")
+    if r["rps"] is None:
+        why.append("no Requests/sec in wrk output")
+    if not r["requests"]:
+        why.append("no completed requests")
+    if r["non2xx"]:
+        why.append(f"{r['non2xx']} non-2xx/3xx responses")
+    return "; ".join(why)
+
+
 def parse_wrk(text):
     r = {"rps": None, "bps": None, "non2xx": 0, "sockerr": None, "p50": None, "p99": None,
          "requests": None}
@@ -323,16 +337,7 @@ def run_wrk(client_prefix, port, path, pipelined, duration):
     p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
     r = parse_wrk(p.stdout)
     r["raw"] = p.stdout + p.stderr
-    why = []
-    if p.returncode != 0:
-        why.append(f"wrk exit {p.returncode}")
-    if r["rps"] is None:
-        why.append("no Requests/sec in wrk output")
-    if not r["requests"]:
-        why.append("no completed requests")
-    if r["non2xx"]:
-        why.append(f"{r['non2xx']} non-2xx/3xx responses")
-    r["failed"] = "; ".join(why)
+    r["failed"] = wrk_failed(p.returncode, r)
     r["errors"] = ", ".join(f"{k} {v}" for k, v in (r["sockerr"] or {}).items() if v)
     return r
 
