@@ -1,5 +1,6 @@
 # Thin wrapper over CMake + Ninja. See README.md.
 BUILD      ?= build
+UNIT       ?= AUTO
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 PYTEST     := .venv/bin/pytest
@@ -14,11 +15,11 @@ deps:
 	@scripts/deps.sh build
 
 build: deps
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBRISK_UNIT_TESTS=$(UNIT) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 asan:
-	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRISK_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DBRISK_SANITIZE=ON -DBRISK_UNIT_TESTS=$(UNIT) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 
 # Serves www/ (and its CGI scripts) on http://127.0.0.1:8080/ and runs
@@ -30,7 +31,7 @@ run: build
 # build and against an AddressSanitizer + UndefinedBehaviorSanitizer build.
 test:
 	@scripts/deps.sh test --venv
-	@$(MAKE) --no-print-directory build asan
+	@$(MAKE) --no-print-directory build asan UNIT=ON
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(ASAN_BUILD) && ctest --output-on-failure
 	fuzz/run.sh --replay

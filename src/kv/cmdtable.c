@@ -53,6 +53,16 @@ const kv_cmd kv_commands[] = {
       "Returns the replication role.", "2.8.12", NULL, "@admin @fast @dangerous" },
     { "wait", 3, 0, wait_command, 0, 0, 0, "generic",
       "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", "3.0.0", NULL, "@slow @connection" },
+    { "function", -2, CMD_NOSCRIPT, function_command, 0, 0, 0, "scripting",
+      "A container for function commands.", "7.0.0", NULL, "@slow @scripting" },
+    { "sync", 1, CMD_ADMIN | CMD_NOSCRIPT, sync_command, 0, 0, 0, "server",
+      "An internal command used in replication.", "1.0.0", NULL, "@admin @slow @dangerous" },
+    { "psync", -3, CMD_ADMIN | CMD_NOSCRIPT, sync_command, 0, 0, 0, "server",
+      "An internal command used in replication.", "2.8.0", NULL, "@admin @slow @dangerous" },
+    { "replicaof", 3, CMD_ADMIN | CMD_NOSCRIPT | CMD_STALE, replicaof_command, 0, 0, 0, "server",
+      "Configures a server as replica of another, or promotes it to a master.", "5.0.0", NULL, "@admin @slow @dangerous" },
+    { "slaveof", 3, CMD_ADMIN | CMD_NOSCRIPT | CMD_STALE, replicaof_command, 0, 0, 0, "server",
+      "Sets a Redis server as a replica of another, or promotes it to being a master.", "1.0.0", NULL, "@admin @slow @dangerous" },
     { "readonly", 1, CMD_FAST | CMD_LOADING | CMD_STALE, readonly_noop_command, 0, 0, 0, "cluster",
       "Enables read-only queries for a connection to a Redis Cluster replica node.", "3.0.0", NULL, "@fast @connection" },
     { "subscribe", -2, CMD_PUBSUB | CMD_STALE | CMD_LOADING | CMD_NOSCRIPT, subscribe_command, 0, 0, 0, "pubsub",
@@ -315,6 +325,20 @@ const kv_cmd kv_commands[] = {
       "Stores the intersect of multiple sorted sets in a key.", "2.0.0", NULL, "@write @sortedset @slow" },
     { "zscan", -3, CMD_READONLY, zscan_command, 1, 1, 1, "sorted-set",
       "Iterates over members and scores of a sorted set.", "2.8.0", NULL, "@read @sortedset @slow" },
+    /* -- commands: blocking -- */
+    /* -- end blocking -- */
+    /* -- commands: bitops -- */
+    /* -- end bitops -- */
+    /* -- commands: geo -- */
+    /* -- end geo -- */
+    /* -- commands: dump -- */
+    /* -- end dump -- */
+    /* -- commands: client -- */
+    /* -- end client -- */
+    /* -- commands: acl -- */
+    /* -- end acl -- */
+    /* -- commands: misc -- */
+    /* -- end misc -- */
 };
 
 const size_t kv_ncommands = sizeof kv_commands / sizeof kv_commands[0];

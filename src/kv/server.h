@@ -206,6 +206,20 @@ struct kv_client {
     str *prop_argv;
     buf prop_buf;
     struct kv_subs *subs; /* Pub/Sub subscriptions, NULL when none yet */
+    /* -- client fields: blocking -- */
+    /* -- end blocking -- */
+    /* -- client fields: bitops -- */
+    /* -- end bitops -- */
+    /* -- client fields: geo -- */
+    /* -- end geo -- */
+    /* -- client fields: dump -- */
+    /* -- end dump -- */
+    /* -- client fields: client -- */
+    /* -- end client -- */
+    /* -- client fields: acl -- */
+    /* -- end acl -- */
+    /* -- client fields: misc -- */
+    /* -- end misc -- */
 };
 
 /* ---- commands ---- */
@@ -352,6 +366,20 @@ typedef struct kv_server {
     char *aof_path;
     char *executable;
     char *config_file;
+    /* -- server fields: blocking -- */
+    /* -- end blocking -- */
+    /* -- server fields: bitops -- */
+    /* -- end bitops -- */
+    /* -- server fields: geo -- */
+    /* -- end geo -- */
+    /* -- server fields: dump -- */
+    /* -- end dump -- */
+    /* -- server fields: client -- */
+    /* -- end client -- */
+    /* -- server fields: acl -- */
+    /* -- end acl -- */
+    /* -- server fields: misc -- */
+    /* -- end misc -- */
 } kv_server;
 
 extern kv_server srv;
@@ -381,6 +409,21 @@ void kv_flush_clients(void);
 void kv_client_output_added(kv_client *c);
 /* Per-second rate over the last samples: 0 commands, 1 bytes in, 2 out. */
 double kv_instantaneous(int what);
+
+/* -- declarations: blocking -- */
+/* -- end blocking -- */
+/* -- declarations: bitops -- */
+/* -- end bitops -- */
+/* -- declarations: geo -- */
+/* -- end geo -- */
+/* -- declarations: dump -- */
+/* -- end dump -- */
+/* -- declarations: client -- */
+/* -- end client -- */
+/* -- declarations: acl -- */
+/* -- end acl -- */
+/* -- declarations: misc -- */
+/* -- end misc -- */
 
 /* cmdtable.c */
 extern const kv_cmd kv_commands[];

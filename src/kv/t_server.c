@@ -232,6 +232,37 @@ void monitor_stub_command(kv_client *c)
     reply_error(c, "ERR MONITOR is not supported by brisk-kv");
 }
 
+/* FUNCTION: only FLUSH until scripting exists (Redis's test harness sends
+ * FUNCTION FLUSH before every test file; there are no functions to flush). */
+void function_command(kv_client *c)
+{
+    if (arg_is(c->argv[1], "flush")) {
+        if (c->argc > 3 || (c->argc == 3 && !arg_is(c->argv[2], "sync") &&
+                            !arg_is(c->argv[2], "async"))) {
+            reply_error(c, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
+            return;
+        }
+        reply_ok(c);
+        return;
+    }
+    subcommand_unknown(c, "FUNCTION");
+}
+
+/* Until replication exists, a replica pointed at brisk-kv gets an error it
+ * does not retry in a tight loop: Redis replicas wait a second after
+ * "-NOMASTERLINK"/an error reply before the next attempt, but retry at
+ * once on an unknown command; the same error text for SYNC and PSYNC. */
+void sync_command(kv_client *c)
+{
+    reply_error(c, "ERR Replication is not supported by brisk-kv");
+    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+}
+
+void replicaof_command(kv_client *c)
+{
+    reply_error(c, "ERR REPLICAOF is not supported by brisk-kv (replication is not implemented)");
+}
+
 /* ---- AUTH / HELLO / RESET ---- */
 
 static int password_ok(str pw)

@@ -68,7 +68,7 @@ CMD(ping); CMD(echo); CMD(quit); CMD(select); CMD(dbsize); CMD(flushdb); CMD(flu
 CMD(command); CMD(client); CMD(hello); CMD(auth); CMD(info); CMD(config); CMD(time);
 CMD(lastsave); CMD(bgrewriteaof); CMD(shutdown); CMD(reset); CMD(debug); CMD(memory);
 CMD(save); CMD(bgsave); CMD(swapdb); CMD(move); CMD(role); CMD(readonly_noop);
-CMD(wait); CMD(monitor_stub);
+CMD(wait); CMD(monitor_stub); CMD(function); CMD(sync); CMD(replicaof);
 /* pub/sub */
 CMD(subscribe); CMD(unsubscribe); CMD(psubscribe); CMD(punsubscribe); CMD(publish); CMD(pubsub);
 /* transactions */
@@ -99,6 +99,20 @@ CMD(zrank); CMD(zrevrank); CMD(zrange); CMD(zrangebyscore); CMD(zrevrangebyscore
 CMD(zrangebylex); CMD(zrevrangebylex); CMD(zrevrange); CMD(zrem); CMD(zremrangebyrank);
 CMD(zremrangebyscore); CMD(zremrangebylex); CMD(zpopmin); CMD(zpopmax); CMD(zrandmember);
 CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
+/* -- handlers: blocking -- */
+/* -- end blocking -- */
+/* -- handlers: bitops -- */
+/* -- end bitops -- */
+/* -- handlers: geo -- */
+/* -- end geo -- */
+/* -- handlers: dump -- */
+/* -- end dump -- */
+/* -- handlers: client -- */
+/* -- end client -- */
+/* -- handlers: acl -- */
+/* -- end acl -- */
+/* -- handlers: misc -- */
+/* -- end misc -- */
 #undef CMD
 
 /* Helpers shared by command files. */
