@@ -20,33 +20,6 @@ import redis
 
 from kvlib import KV_BIN, free_port
 
-REDIS_SERVER = shutil.which("redis-server")
-
-
-@pytest.fixture
-def reference(tmp_path):
-    if not REDIS_SERVER:
-        pytest.skip("redis-server is not installed (scripts/deps.sh test installs it)")
-    port = free_port()
-    proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    c = redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
-    deadline = time.time() + 10
-    while True:
-        try:
-            c.ping()
-            break
-        except redis.ConnectionError:
-            if time.time() > deadline:
-                proc.kill()
-                raise
-            time.sleep(0.05)
-    yield c
-    c.close()
-    proc.terminate()
-    proc.wait(10)
-
 
 SIZES = [0, 1, 7, 60, 64, 100, 119, 120, 121, 127, 128, 129, 200, 500, 990, 1000, 1024,
          1100, 5000, 20000]
