@@ -339,6 +339,8 @@ const kv_cmd kv_commands[] = {
     /* -- end acl -- */
     /* -- commands: misc -- */
     /* -- end misc -- */
+    /* -- commands: notify -- */
+    /* -- end notify -- */
 };
 
 const size_t kv_ncommands = sizeof kv_commands / sizeof kv_commands[0];

@@ -220,6 +220,8 @@ struct kv_client {
     /* -- end acl -- */
     /* -- client fields: misc -- */
     /* -- end misc -- */
+    /* -- client fields: notify -- */
+    /* -- end notify -- */
 };
 
 /* ---- commands ---- */
@@ -380,6 +382,8 @@ typedef struct kv_server {
     /* -- end acl -- */
     /* -- server fields: misc -- */
     /* -- end misc -- */
+    /* -- server fields: notify -- */
+    /* -- end notify -- */
 } kv_server;
 
 extern kv_server srv;
@@ -424,6 +428,8 @@ double kv_instantaneous(int what);
 /* -- end acl -- */
 /* -- declarations: misc -- */
 /* -- end misc -- */
+/* -- declarations: notify -- */
+/* -- end notify -- */
 
 /* cmdtable.c */
 extern const kv_cmd kv_commands[];

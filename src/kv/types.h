@@ -113,6 +113,8 @@ CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- end acl -- */
 /* -- handlers: misc -- */
 /* -- end misc -- */
+/* -- handlers: notify -- */
+/* -- end notify -- */
 #undef CMD
 
 /* Helpers shared by command files. */
