@@ -91,7 +91,9 @@ void http_files_handle(http_conn *c, const http_request *r)
         return;
     }
     const http_cgi_map *m = http_cgi_match(c->conf, rel, (size_t)len);
-    if (m)
+    if (m && (size_t)len + 2 == strlen(m->prefix) && !dir_form)
+        static_redirect_to_dir(c, r); /* "/cgi-bin" -> "/cgi-bin/", as for a directory */
+    else if (m)
         http_cgi_handle(c, r, m, rel, (size_t)len);
     else
         static_serve(c, r, rel, (size_t)len, dir_form);

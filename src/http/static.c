@@ -251,7 +251,7 @@ static int status_for_errno(int err)
     }
 }
 
-static void redirect_to_dir(http_conn *c, const http_request *r)
+void static_redirect_to_dir(http_conn *c, const http_request *r)
 {
     /* Location is the path as sent plus '/', so it is already encoded. */
     size_t n = r->path.len + 1 + (r->query.len ? r->query.len + 1 : 0);
@@ -405,7 +405,10 @@ static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_en
     };
     str ae = http_request_header(r, HH_ACCEPT_ENCODING);
     *any_variant = 0;
-    if (!c->conf->precompressed || !ae.p || f->key_len + 4 > PATH_MAX)
+    /* Siblings are looked for even when the client accepts no coding: the
+     * identity response must say Vary too, or a shared cache could hand
+     * it the compressed one (nginx's gzip_vary). */
+    if (!c->conf->precompressed || f->key_len + 4 > PATH_MAX)
         return NULL;
     char name[PATH_MAX];
     memcpy(name, f->key, f->key_len);
@@ -417,7 +420,7 @@ static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_en
                       (v->mtime.tv_sec == f->mtime.tv_sec && v->mtime.tv_nsec >= f->mtime.tv_nsec));
         if (usable) {
             *any_variant = 1;
-            if (static_accepts_encoding(ae, variants[i].coding)) {
+            if (ae.p && static_accepts_encoding(ae, variants[i].coding)) {
                 *coding = variants[i].coding;
                 return v;
             }
@@ -546,7 +549,7 @@ void static_serve(http_conn *c, const http_request *r, const char *path, size_t 
     if (f->is_dir) {
         if (!dir_form) {
             fcache_release(f);
-            redirect_to_dir(c, r);
+            static_redirect_to_dir(c, r);
             return;
         }
         size_t ilen = (size_t)snprintf(rel + len, sizeof rel - (size_t)len, "%s%s",

@@ -636,11 +636,19 @@ def test_stderr_goes_to_error_log(start_cgi):
 def test_not_executable_and_directory_403(start_cgi):
     srv = start_cgi()
     for target in ("/cgi-bin/plain.sh", "/cgi-bin/subdir", "/cgi-bin/subdir/",
-                   "/cgi-bin/subdir/inner.sh", "/cgi-bin/.hidden.sh", "/cgi-bin/",
-                   "/cgi-bin"):
+                   "/cgi-bin/subdir/inner.sh", "/cgi-bin/.hidden.sh", "/cgi-bin/"):
         r = request(srv, target)
         assert r.status == 403, (target, r)
         assert b"not executable" not in r.body and b"hidden" not in r.body
+
+
+def test_prefix_without_slash_redirects(start_cgi):
+    # As for a directory (and as the README promises): 301 to the slash form.
+    srv = start_cgi()
+    for target, loc in (("/cgi-bin", "/cgi-bin/"), ("/cgi-bin?a=1", "/cgi-bin/?a=1")):
+        r = request(srv, target)
+        assert r.status == 301, (target, r)
+        assert r.header("Location") == loc, r
 
 
 def test_two_mappings_and_prefix_without_slash(start_cgi, tmp_path):

@@ -388,6 +388,20 @@ def test_plain_served_without_accept_encoding(server):
     assert r.status == 200
     assert r.header("Content-Encoding") in (None, "identity")
     assert r.body == plain
+    # A sibling exists, so the identity response varies too (a shared cache
+    # must not hand it to a client that accepts gzip, nor the reverse).
+    assert "accept-encoding" in r.tokens("Vary"), r
+
+
+def test_identity_response_varies_when_sibling_exists(server):
+    for ae in ("br", "identity", "gzip;q=0"):
+        r, c = server.raw(req("GET", "/style.css", headers={"Accept-Encoding": ae}))
+        c.close()
+        assert r.status == 200 and r.header("Content-Encoding") in (None, "identity"), r
+        assert "accept-encoding" in r.tokens("Vary"), (ae, r)
+    r, c = server.raw(req("GET", "/hello.txt"))  # no sibling: no Vary
+    c.close()
+    assert r.status == 200 and r.header("Vary") is None, r
 
 
 def test_brotli_variant_served(server):
