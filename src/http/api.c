@@ -686,12 +686,10 @@ void brisk_res_error(brisk_res *res, int status)
         return;
     }
     c->api.hdrs.len = 0; /* drop the headers set so far */
-    c->api.status = status;
     c->api.has_type = 0;
-    str reason = http_status_reason(status);
-    char body[128];
-    int n = snprintf(body, sizeof body, "%.*s\n", (int)reason.len, reason.p);
-    brisk_res_end(res, body, (size_t)n);
+    /* The same page as the errors brisk makes itself: the application's
+     * renderer (brisk_on_error) when it has one, else the default page. */
+    http_resp_error(c, status, NULL);
 }
 
 int brisk_res_aborted(const brisk_res *res)

@@ -430,10 +430,13 @@ def test_no_body_status(app, code):
 def test_error_page(app):
     r = app.request("/error?code=503")
     assert r.status == 503
-    assert r.header("Content-Type").startswith("text/plain")
+    # the same page as brisk's own errors (a 404 for no route): one style
+    assert r.header("Content-Type").startswith("text/html")
     assert r.header("X-Dropped") is None          # headers set before are dropped
-    assert r.body == b"Service Unavailable\n"
-    assert app.request("/error?code=404").body == b"Not Found\n"
+    assert b"<title>503 Service Unavailable</title>" in r.body
+    nf = app.request("/error?code=404")
+    assert nf.body == app.request("/no/such/route").body
+    assert b"<title>404 Not Found</title>" in nf.body
 
 
 def test_error_after_write_cuts_the_body(app):
