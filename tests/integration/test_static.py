@@ -138,6 +138,11 @@ def test_autoindex_lists_and_escapes_names(start_brisk):
     assert "&lt;b&gt;&amp;" in body, body
     assert ODD_NAME not in body, "unescaped file name in listing"
     assert "<b>&" not in body, body
+    # every byte is the listing's: no NUL, every entry line starts with its link
+    assert b"\x00" not in r.body
+    pre = body.split("<pre>\n", 1)[1].split("</pre>", 1)[0]
+    for line in pre.splitlines():
+        assert line.startswith('<a href="'), repr(line)
     # a directory with an index.html still serves the index
     status, _, top = srv.get("/")
     assert status == 200 and top == (srv.root / "index.html").read_bytes()
