@@ -74,6 +74,12 @@ brisk_server *brisk_create_server(brisk_handler handler, void *udata);
  * --help, --version and bad flags. */
 void brisk_server_args(brisk_server *s, int argc, char **argv);
 
+/* A few words about the application for its start-up log line, e.g.
+ * "database sqlite foods.db": "brisk-foods 0.1.0 started: 2 workers,
+ * listening on 127.0.0.1:8080, database sqlite foods.db". The program's
+ * name comes from argv[0] (brisk_server_args). The text is copied. */
+void brisk_server_describe(brisk_server *s, const char *what);
+
 /* Adds a listen address; the first call replaces the default. 0 or -1. */
 int brisk_listen(brisk_server *s, const char *addr);
 

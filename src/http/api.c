@@ -52,6 +52,7 @@ struct brisk_server {
     brisk_error_fn error_fn;
     void *error_udata;
     char workers_text[16];
+    char what[256]; /* brisk_server_describe */
 };
 
 /* ---- per-request arena ---- */
@@ -353,6 +354,12 @@ void brisk_server_free(brisk_server *s)
     }
     free(s->routes);
     free(s);
+}
+
+void brisk_server_describe(brisk_server *s, const char *what)
+{
+    snprintf(s->what, sizeof s->what, "%s", what ? what : "");
+    s->cli.what = s->what[0] ? s->what : NULL;
 }
 
 int brisk_run(brisk_server *s)
@@ -928,6 +935,7 @@ static void parse_args(brisk_server *s, int argc, char **argv, int full)
     };
     const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     http_cli *cli = &s->cli;
+    cli->prog = prog; /* argv outlives the server */
     int test_only = 0, ch;
     while ((ch = getopt_long(argc, argv, full ? "c:thv" : "hv", full ? all : basic, NULL)) != -1) {
         switch (ch) {

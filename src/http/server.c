@@ -359,8 +359,10 @@ int http_server_run(const http_cli *cli, const http_app *app)
             strcat(addrs, k ? " " : "");
             strcat(addrs, conf->listen[k].text);
         }
-        log_info("brisk %s started: %d worker%s, listening on %s%s%s", BRISK_VERSION, n,
-                 n == 1 ? "" : "s", addrs, conf->root[0] ? ", root " : "", conf->root);
+        log_info("%s %s started: %d worker%s, listening on %s%s%s%s%s",
+                 cli->prog ? cli->prog : "brisk", BRISK_VERSION, n, n == 1 ? "" : "s", addrs,
+                 conf->root[0] ? ", root " : "", conf->root, cli->what ? ", " : "",
+                 cli->what ? cli->what : "");
     }
 
     while (rc == 0) {
