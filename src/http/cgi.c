@@ -83,6 +83,11 @@ void http_cgi_shutdown(http_worker *hw)
 
 void http_files_handle(http_conn *c, const http_request *r)
 {
+    if (r->method == HTTP_METHOD_UNKNOWN) {
+        c->must_close = 1; /* as for a request brisk could not parse */
+        http_resp_error(c, 501, NULL);
+        return;
+    }
     char rel[STATIC_PATH_MAX];
     int dir_form;
     int len = static_normalize_path(r->path, rel, sizeof rel, &dir_form);

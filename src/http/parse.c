@@ -162,8 +162,8 @@ static int parse_request_line(http_parser *p, const char *line, uint32_t off, ui
         return -505;
     p->version_minor = minor == '0' ? 0 : 1;
 
-    if (p->method == HTTP_METHOD_UNKNOWN)
-        return -501;
+    /* An unknown method (a token) parses: the handler decides (brisk's
+     * files answer 501, an application's router 405 with Allow). */
     if (line[t] != '/' && !(p->method == HTTP_OPTIONS && p->target_len == 1 && line[t] == '*') &&
         !(p->target_len > 7 && (memcmp(line + t, "http://", 7) == 0 ||
                                 memcmp(line + t, "https://", 8) == 0)))
