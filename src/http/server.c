@@ -172,10 +172,9 @@ static void worker_run(worker *w)
     while (hw->free_conns) {
         http_conn *c = hw->free_conns;
         hw->free_conns = c->free_next;
-        buf_free(&c->body);
-        buf_free(&c->out);
         free(c);
     }
+    http_worker_release_exchanges(hw);
     for (int i = 0; i < hw->nlisten; i++)
         if (hw->listen_fd[i] >= 0)
             close(hw->listen_fd[i]);
