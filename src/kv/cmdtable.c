@@ -330,6 +330,30 @@ const kv_cmd kv_commands[] = {
     /* -- commands: bitops -- */
     /* -- end bitops -- */
     /* -- commands: geo -- */
+    { "geoadd", -5, CMD_WRITE | CMD_DENYOOM, geoadd_command, 1, 1, 1, "geo",
+      "Add one or more geospatial items in the geospatial index represented using a sorted set", "3.2.0", NULL, "@write @geo @slow" },
+    { "geodist", -4, CMD_READONLY, geodist_command, 1, 1, 1, "geo",
+      "Returns the distance between two members of a geospatial index", "3.2.0", NULL, "@read @geo @slow" },
+    { "geohash", -2, CMD_READONLY, geohash_command, 1, 1, 1, "geo",
+      "Returns members of a geospatial index as standard geohash strings", "3.2.0", NULL, "@read @geo @slow" },
+    { "geopos", -2, CMD_READONLY, geopos_command, 1, 1, 1, "geo",
+      "Returns longitude and latitude of members of a geospatial index", "3.2.0", NULL, "@read @geo @slow" },
+    { "georadius", -6, CMD_WRITE | CMD_DENYOOM, georadius_command, 1, 1, 1, "geo",
+      "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point", "3.2.0", NULL, "@write @geo @slow" },
+    { "georadius_ro", -6, CMD_READONLY, georadius_ro_command, 1, 1, 1, "geo",
+      "A read-only variant for GEORADIUS", "3.2.10", NULL, "@read @geo @slow" },
+    { "georadiusbymember", -5, CMD_WRITE | CMD_DENYOOM, georadiusbymember_command, 1, 1, 1, "geo",
+      "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member", "3.2.0", NULL, "@write @geo @slow" },
+    { "georadiusbymember_ro", -5, CMD_READONLY, georadiusbymember_ro_command, 1, 1, 1, "geo",
+      "A read-only variant for GEORADIUSBYMEMBER", "3.2.10", NULL, "@read @geo @slow" },
+    { "geosearch", -7, CMD_READONLY, geosearch_command, 1, 1, 1, "geo",
+      "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.", "6.2.0", NULL, "@read @geo @slow" },
+    { "geosearchstore", -8, CMD_WRITE | CMD_DENYOOM, geosearchstore_command, 1, 2, 1, "geo",
+      "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.", "6.2.0", NULL, "@write @geo @slow" },
+    { "sort", -2, CMD_WRITE | CMD_DENYOOM, sort_command, 1, 1, 1, "generic",
+      "Sort the elements in a list, set or sorted set", "1.0.0", NULL, "@write @set @sortedset @list @slow @dangerous" },
+    { "sort_ro", -2, CMD_READONLY, sort_ro_command, 1, 1, 1, "generic",
+      "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", "7.0.0", NULL, "@read @set @sortedset @list @slow @dangerous" },
     /* -- end geo -- */
     /* -- commands: dump -- */
     /* -- end dump -- */

@@ -419,6 +419,10 @@ double kv_instantaneous(int what);
 /* -- declarations: bitops -- */
 /* -- end bitops -- */
 /* -- declarations: geo -- */
+/* Key positions (argv indexes, into pos[3]) of the commands whose keys
+ * depend on their options: SORT's STORE, GEORADIUS's STORE/STOREDIST.
+ * Returns the number of keys, or -1 when cmd has fixed key positions. */
+int kv_movable_keys(const kv_cmd *cmd, int argc, const str *argv, int *pos);
 /* -- end geo -- */
 /* -- declarations: dump -- */
 /* -- end dump -- */
