@@ -168,7 +168,9 @@ static int set_int_order(const void *pa, const void *pb)
     return a->score > b->score ? 1 : a->score < b->score ? -1 : 0;
 }
 
-static int load_set(dict *s, sort_item *v)
+/* Loads the members of s into v in the order Redis lists them (that order
+ * shows without sorting, and in how ALPHA BY orders equal values). */
+static void load_set(dict *s, sort_item *v)
 {
     size_t n = 0;
     int all_ints = dict_size(s) <= 512;
@@ -185,7 +187,10 @@ static int load_set(dict *s, sort_item *v)
         n++;
     }
     dict_iter_end(&it);
-    return all_ints;
+    if (all_ints)
+        qsort(v, n, sizeof *v, set_int_order);
+    for (size_t k = 0; k < n; k++)
+        v[k].score = 0; /* a missing BY value sorts as 0 */
 }
 
 enum { MAX_GETS_STACK = 8 };
@@ -293,8 +298,7 @@ static void sort_generic(kv_client *c, int readonly)
             }
         }
     } else if (type == KV_SET) {
-        if (load_set(obj, v) && dontsort)
-            qsort(v, (size_t)len, sizeof *v, set_int_order);
+        load_set(obj, v);
         n = len;
     } else if (type == KV_ZSET) {
         zset *z = obj;
@@ -341,7 +345,8 @@ static void sort_generic(kv_client *c, int readonly)
             char *w = arena;
             for (long long k = 0; k < n; k++) {
                 str s = by.p ? v[k].cmp : v[k].elem;
-                memcpy(w, s.p, s.len);
+                if (s.len) /* a missing BY value has no bytes at all */
+                    memcpy(w, s.p, s.len);
                 w[s.len] = '\0';
                 v[k].cstr = w;
                 w += s.len + 1;
