@@ -142,6 +142,140 @@ static int sort_cmp(const void *pa, const void *pb, void *ud)
     return x->desc ? -r : r;
 }
 
+/* ---- partial quicksort ----
+ *
+ * Redis orders a LIMITed SORT BY and a GEO search with COUNT with a partial
+ * quicksort: Bentley and McIlroy's "Engineering a sort function" (1993) as
+ * the BSD libcs implement it (median of three, ninther above 40 elements,
+ * insertion sort below 7 or when a pass swapped nothing, equal keys
+ * gathered at the ends), recursing only into the parts that overlap the
+ * wanted range. Its result for that range is sorted whatever the method;
+ * doing the same swaps matters only for the order of equal keys, which is
+ * what a client sees. */
+
+typedef struct {
+    size_t es;
+    kv_cmp_fn *cmp;
+    void *ud;
+} pq_ctx;
+
+static void pq_swap(char *a, char *b, size_t n)
+{
+    char t[64];
+    while (n) {
+        size_t k = n < sizeof t ? n : sizeof t;
+        memcpy(t, a, k);
+        memcpy(a, b, k);
+        memcpy(b, t, k);
+        a += k;
+        b += k;
+        n -= k;
+    }
+}
+
+static char *pq_med3(const pq_ctx *x, char *a, char *b, char *c)
+{
+    if (x->cmp(a, b, x->ud) < 0)
+        return x->cmp(b, c, x->ud) < 0 ? b : x->cmp(a, c, x->ud) < 0 ? c : a;
+    return x->cmp(b, c, x->ud) > 0 ? b : x->cmp(a, c, x->ud) < 0 ? a : c;
+}
+
+static void pq_insertion(const pq_ctx *x, char *a, size_t n)
+{
+    size_t es = x->es;
+    for (char *m = a + es; m < a + n * es; m += es)
+        for (char *l = m; l > a && x->cmp(l - es, l, x->ud) > 0; l -= es)
+            pq_swap(l, l - es, es);
+}
+
+/* Whether [l, r] (bytes) misses the wanted range [lo, hi] entirely. */
+static int pq_outside(const char *l, const char *r, const char *lo, const char *hi)
+{
+    return (lo < l && hi < l) || (lo > r && hi > r);
+}
+
+static void pq_sort(const pq_ctx *x, char *a, size_t n, const char *lo, const char *hi)
+{
+    size_t es = x->es;
+    for (;;) {
+        if (n < 7) {
+            pq_insertion(x, a, n);
+            return;
+        }
+        char *pm = a + (n / 2) * es;
+        if (n > 7) {
+            char *pl = a, *pn = a + (n - 1) * es;
+            if (n > 40) {
+                size_t d = (n / 8) * es;
+                pl = pq_med3(x, pl, pl + d, pl + 2 * d);
+                pm = pq_med3(x, pm - d, pm, pm + d);
+                pn = pq_med3(x, pn - 2 * d, pn - d, pn);
+            }
+            pm = pq_med3(x, pl, pm, pn);
+        }
+        pq_swap(a, pm, es); /* the pivot waits at a */
+        char *pa = a + es, *pb = pa, *pc = a + (n - 1) * es, *pd = pc;
+        int swapped = 0;
+        for (;;) {
+            int r;
+            while (pb <= pc && (r = x->cmp(pb, a, x->ud)) <= 0) {
+                if (r == 0) { /* equal keys gather at the left end */
+                    swapped = 1;
+                    pq_swap(pa, pb, es);
+                    pa += es;
+                }
+                pb += es;
+            }
+            while (pb <= pc && (r = x->cmp(pc, a, x->ud)) >= 0) {
+                if (r == 0) { /* ... and at the right end */
+                    swapped = 1;
+                    pq_swap(pc, pd, es);
+                    pd -= es;
+                }
+                pc -= es;
+            }
+            if (pb > pc)
+                break;
+            pq_swap(pb, pc, es);
+            swapped = 1;
+            pb += es;
+            pc -= es;
+        }
+        if (!swapped) { /* already ordered around the pivot */
+            pq_insertion(x, a, n);
+            return;
+        }
+        /* Move the equal keys from the ends to the middle. */
+        char *pn = a + n * es;
+        size_t r = MIN((size_t)(pa - a), (size_t)(pb - pa));
+        if (r)
+            pq_swap(a, pb - r, r);
+        r = MIN((size_t)(pd - pc), (size_t)(pn - pd) - es);
+        if (r)
+            pq_swap(pb, pn - r, r);
+        r = (size_t)(pb - pa);
+        if (r > es && !pq_outside(a, a + r - 1, lo, hi))
+            pq_sort(x, a, r / es, lo, hi);
+        r = (size_t)(pd - pc);
+        if (r <= es)
+            return;
+        a = pn - r; /* the greater part: iterate, not recurse */
+        n = r / es;
+        if (pq_outside(a, a + r - 1, lo, hi))
+            return;
+    }
+}
+
+void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t first,
+               size_t last)
+{
+    if (n < 2)
+        return;
+    pq_ctx x = { es, cmp, ud };
+    char *a = base;
+    pq_sort(&x, a, n, a + first * es, a + (last + 1) * es - 1);
+}
+
 /* strtod over the value read as a C string, as Redis does: leading spaces
  * and hex are fine, trailing junk, overflow, underflow and NaN are not. */
 static int parse_sort_score(str v, double *out)
@@ -352,7 +486,11 @@ static void sort_generic(kv_client *c, int readonly)
                 w += s.len + 1;
             }
         }
-        if (!bad_score && n > 1)
+        /* A LIMIT with BY sorts partially, as Redis does (equal ALPHA BY
+         * values then come out in its order). */
+        if (!bad_score && n > 1 && by.p && (start != 0 || end != n - 1))
+            kv_pqsort(v, (size_t)n, sizeof *v, sort_cmp, &ctx, (size_t)start, (size_t)end);
+        else if (!bad_score && n > 1)
             qsort_r(v, (size_t)n, sizeof *v, sort_cmp, &ctx);
     }
 

@@ -364,15 +364,12 @@ static void points_in_cover(zset *z, const geohash_cover *cv, const geohash_shap
     }
 }
 
-static int cmp_dist_asc(const void *a, const void *b)
+/* ud: non-NULL for descending order. */
+static int cmp_dist(const void *a, const void *b, void *ud)
 {
     double x = ((const geo_point *)a)->dist, y = ((const geo_point *)b)->dist;
-    return x > y ? 1 : x == y ? 0 : -1;
-}
-
-static int cmp_dist_desc(const void *a, const void *b)
-{
-    return -cmp_dist_asc(a, b);
+    int r = x > y ? 1 : x == y ? 0 : -1;
+    return ud ? -r : r;
 }
 
 static void store_points(kv_client *c, str dst, geo_points *pts, size_t n, int storedist,
@@ -550,8 +547,15 @@ static void georadius_generic(kv_client *c, int src_idx, int flags)
     size_t n = pts.len;
     if (count && (unsigned long long)count < n)
         n = (size_t)count;
-    if (sort != SORT_NONE && pts.len > 1)
-        qsort(pts.p, pts.len, sizeof *pts.p, sort == SORT_ASC ? cmp_dist_asc : cmp_dist_desc);
+    /* All of them: a full sort (glibc's, stable, as Redis's qsort call);
+     * the first N: Redis's partial quicksort, for the same order among
+     * equal distances. */
+    static int desc_flag;
+    void *ud = sort == SORT_DESC ? &desc_flag : NULL;
+    if (sort != SORT_NONE && pts.len > 1 && n == pts.len)
+        qsort_r(pts.p, pts.len, sizeof *pts.p, cmp_dist, ud);
+    else if (sort != SORT_NONE && pts.len > 1 && n > 0)
+        kv_pqsort(pts.p, pts.len, sizeof *pts.p, cmp_dist, ud, 0, n - 1);
 
     if (has_store) {
         store_points(c, storekey, &pts, n, storedist, shape.conversion);

@@ -157,6 +157,23 @@ def test_random_dense_searches_match_redis(pair):
              r_km, "km", "COUNT", "5", "DESC", "WITHHASH")
 
 
+def test_equal_distances_with_count(pair):
+    # COUNT sorts partially (Redis's own quicksort): equal distances come out
+    # in its order
+    rng = random.Random(29)
+    args = []
+    for i in range(400):
+        spot = rng.choice([(12.5, 41.9), (12.51, 41.9), (12.5, 41.91), (12.49, 41.89)])
+        args += [repr(spot[0]), repr(spot[1]), f"t{i}"]
+    both(pair, "GEOADD", "ties", *args)
+    for count in (1, 2, 5, 7, 8, 40, 41, 100, 399, 400, 401):
+        for order in ("ASC", "DESC"):
+            same(pair, "GEORADIUS", "ties", "12.5", "41.9", "10", "km", "COUNT", str(count), order)
+            same(pair, "GEOSEARCH", "ties", "FROMMEMBER", "t3", "BYBOX", "20", "20", "km",
+                 "COUNT", str(count), order, "WITHDIST")
+        same(pair, "GEORADIUS", "ties", "12.5", "41.9", "10", "km", "COUNT", str(count))
+
+
 def test_poles_and_antimeridian(pair):
     rng = random.Random(3)
     both(pair, "GEOADD", "edge", "179.5", "36", "a", "-179.5", "36", "b", "45", "65", "c",
