@@ -419,6 +419,16 @@ double kv_instantaneous(int what);
 /* -- declarations: bitops -- */
 /* -- end bitops -- */
 /* -- declarations: geo -- */
+/* Key positions (argv indexes, into pos[3]) of the commands whose keys
+ * depend on their options: SORT's STORE, GEORADIUS's STORE/STOREDIST.
+ * Returns the number of keys, or -1 when cmd has fixed key positions. */
+int kv_movable_keys(const kv_cmd *cmd, int argc, const str *argv, int *pos);
+/* Sorts base[0..n) (elements of es bytes) enough that [first, last] holds
+ * what a full sort puts there, with Redis's partial quicksort (sort.c):
+ * equal elements end up where Redis puts them. */
+typedef int kv_cmp_fn(const void *a, const void *b, void *ud);
+void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t first,
+               size_t last);
 /* -- end geo -- */
 /* -- declarations: dump -- */
 /* -- end dump -- */

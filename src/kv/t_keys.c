@@ -452,8 +452,8 @@ const char *obj_encoding(kv_entry *e)
         return s.len <= 44 ? "embstr" : "raw";
     }
     case KV_LIST: {
-        kv_list *l = entry_obj(e);
-        return l->len <= 128 ? "listpack" : "quicklist";
+        /* Redis 7.0 lists are always quicklists (listpack lists are 7.2). */
+        return "quicklist";
     }
     case KV_SET: {
         dict *s = entry_obj(e);

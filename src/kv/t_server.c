@@ -954,6 +954,14 @@ void command_command(kv_client *c)
             reply_error(c, "ERR The command has no key arguments");
             return;
         }
+        int pos[3];
+        int nk = kv_movable_keys(cmd, argc, argv, pos);
+        if (nk >= 0) {
+            reply_array(c, nk);
+            for (int i = 0; i < nk; i++)
+                reply_bulk_str(c, argv[pos[i]]);
+            return;
+        }
         int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
         int step = cmd->key_step > 0 ? cmd->key_step : 1;
         size_t h = reply_defer(c);

@@ -104,6 +104,9 @@ CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- handlers: bitops -- */
 /* -- end bitops -- */
 /* -- handlers: geo -- */
+CMD(geoadd); CMD(geopos); CMD(geohash); CMD(geodist); CMD(georadius); CMD(georadius_ro);
+CMD(georadiusbymember); CMD(georadiusbymember_ro); CMD(geosearch); CMD(geosearchstore);
+CMD(sort); CMD(sort_ro);
 /* -- end geo -- */
 /* -- handlers: dump -- */
 /* -- end dump -- */
