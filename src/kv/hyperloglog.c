@@ -219,9 +219,9 @@ static uint64_t hll_estimate(const int *histo)
 /* ---- walking a sparse value ---- */
 
 /* Calls fn for each run (first register, length, value) of the sparse
- * code p[0..n). Returns 0 when the runs cover exactly the 16384 registers,
- * -1 otherwise; a VAL run passing the end stops the walk (as in Redis), and
- * fn is only called for runs that fit. */
+ * code p[0..n) that fits in the 16384 registers. Returns 0 when the runs
+ * cover exactly the 16384 registers, -1 otherwise (a VAL run passing the
+ * end is invalid at once). */
 typedef void (*run_fn)(void *ud, uint32_t first, uint32_t len, unsigned val);
 
 static int sparse_walk(const unsigned char *p, size_t n, run_fn fn, void *ud)
@@ -242,7 +242,7 @@ static int sparse_walk(const unsigned char *p, size_t n, run_fn fn, void *ud)
             len = op_val_len(b);
             val = op_val_value(b);
             if (idx + len > HLL_REGS)
-                break;
+                return -1;
             i++;
         }
         if (idx + len <= HLL_REGS)
@@ -488,6 +488,10 @@ void pfadd_command(kv_client *c)
     for (int i = 2; i < c->argc; i++) {
         int r = hll_add(&h, c->argv[i]);
         if (r < 0) {
+            /* Redis leaves the registers already raised in place, with a
+             * stale cache and no change counted. */
+            if (updated)
+                hll_invalidate(&h);
             reply_error(c, ERR_HLL_CORRUPT);
             return;
         }

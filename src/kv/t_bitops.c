@@ -16,16 +16,18 @@
     "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is."
 
 /* A bit offset argument. With hash, "#N" means N * bits (BITFIELD's
- * field-index form). The byte it falls in must stay below
- * proto-max-bulk-len, so every later size computation fits. Replies on
- * error. */
+ * field-index form); the product wraps modulo 2^64 as it does in Redis (so
+ * "#1152921504606846976" of an i64 is offset 0 there too). The byte it
+ * falls in must stay below proto-max-bulk-len, so every later size
+ * computation fits. Replies on error. */
 static int bit_offset_arg(kv_client *c, str s, int hash, int bits, uint64_t *off)
 {
     int usehash = hash && s.len > 1 && s.p[0] == '#';
     long long v;
-    if (kv_parse_ll(s.p + usehash, s.len - (size_t)usehash, &v) < 0 ||
-        (usehash && __builtin_mul_overflow(v, (long long)bits, &v)) || v < 0 ||
-        (uint64_t)(v >> 3) >= srv.cfg.proto_max_bulk_len) {
+    int bad = kv_parse_ll(s.p + usehash, s.len - (size_t)usehash, &v) < 0;
+    if (!bad && usehash)
+        v = (long long)((uint64_t)v * (uint64_t)bits);
+    if (bad || v < 0 || (uint64_t)(v >> 3) >= srv.cfg.proto_max_bulk_len) {
         reply_error(c, ERR_BIT_OFFSET);
         return -1;
     }
@@ -408,32 +410,62 @@ static int64_t bf_value(uint64_t raw, int bits, int sign)
     return (int64_t)raw;
 }
 
-/* Fits the exact value want into the field's range. Returns 0 when it
- * fits (*out = want), 1 on overflow with *out wrapped or saturated per
- * policy (FAIL leaves it unset). */
-static int bf_fit(__int128 want, int bits, int sign, int policy, int64_t *out)
+/* Applies an increment to a field's value under an OVERFLOW policy.
+ * Returns 0 when the result fits (*out = value + incr), 1 on overflow with
+ * *out wrapped or saturated (FAIL leaves it unset). A SET is value = the
+ * argument, incr = 0.
+ *
+ * The range test follows Redis's exactly, 64-bit wrap-around of the
+ * headroom included: for a signed field narrower than 64 bits, a SET of a
+ * value within 2^bits of INT64_MIN reads as an overflow upwards and
+ * saturates to the maximum. */
+static int bf_fit_signed(int64_t value, int64_t incr, int bits, int policy, int64_t *out)
 {
-    __int128 max, min;
-    if (sign) {
-        max = ((__int128)1 << (bits - 1)) - 1;
-        min = -max - 1;
-    } else {
-        max = ((__int128)1 << bits) - 1;
-        min = 0;
-    }
-    if (want >= min && want <= max) {
-        *out = (int64_t)want;
+    int64_t max = bits == 64 ? INT64_MAX : (int64_t)((1ull << (bits - 1)) - 1);
+    int64_t min = -max - 1;
+    int64_t up = (int64_t)((uint64_t)max - (uint64_t)value);
+    int64_t down = (int64_t)((uint64_t)min - (uint64_t)value);
+    int dir = 0;
+    if (value > max || (bits != 64 && incr > up) || (value >= 0 && incr > 0 && incr > up))
+        dir = 1;
+    else if (value < min || (bits != 64 && incr < down) || (value < 0 && incr < 0 && incr < down))
+        dir = -1;
+    if (!dir) {
+        *out = value + incr;
         return 0;
     }
     if (policy == BF_SAT) {
-        *out = (int64_t)(want > max ? max : min);
+        *out = dir > 0 ? max : min;
     } else if (policy == BF_WRAP) {
-        /* Modulo 2^bits: conversion to uint64 is modulo 2^64. */
-        uint64_t u = (uint64_t)want;
+        /* Modulo 2^bits, then sign-extended. */
+        uint64_t u = (uint64_t)value + (uint64_t)incr;
         if (bits < 64)
             u &= ~(UINT64_MAX << bits);
-        *out = bf_value(u, bits, sign);
+        *out = bf_value(u, bits, 1);
     }
+    return 1;
+}
+
+/* The unsigned twin (bits <= 63); a SET's argument is taken as a 64-bit
+ * unsigned number, so a negative one overflows upwards. */
+static int bf_fit_unsigned(uint64_t value, int64_t incr, int bits, int policy, int64_t *out)
+{
+    uint64_t max = (1ull << bits) - 1;
+    int64_t up = (int64_t)(max - value);
+    int64_t down = (int64_t)(0 - value);
+    int dir = 0;
+    if (value > max || (incr > 0 && incr > up))
+        dir = 1;
+    else if (incr < 0 && incr < down)
+        dir = -1;
+    if (!dir) {
+        *out = (int64_t)(value + (uint64_t)incr);
+        return 0;
+    }
+    if (policy == BF_SAT)
+        *out = dir > 0 ? (int64_t)max : 0;
+    else if (policy == BF_WRAP)
+        *out = (int64_t)((value + (uint64_t)incr) & max);
     return 1;
 }
 
@@ -539,13 +571,12 @@ static void bitfield_generic(kv_client *c, int readonly_cmd)
         }
         unsigned char *p = (unsigned char *)entry_val(e);
         int64_t old = bf_value(bf_read(p, o->offset, o->bits), o->bits, o->sign);
-        /* An unsigned SET takes the argument as a 64-bit unsigned number,
-         * so a negative value overflows (as in Redis). */
-        __int128 want = o->op == BF_INCRBY ? (__int128)old + o->arg
-                        : o->sign          ? (__int128)o->arg
-                                           : (__int128)(uint64_t)o->arg;
+        int64_t value = o->op == BF_INCRBY ? old : o->arg;
+        int64_t incr = o->op == BF_INCRBY ? o->arg : 0;
         int64_t nv = 0;
-        if (bf_fit(want, o->bits, o->sign, o->overflow, &nv) && o->overflow == BF_FAIL) {
+        int over = o->sign ? bf_fit_signed(value, incr, o->bits, o->overflow, &nv)
+                           : bf_fit_unsigned((uint64_t)value, incr, o->bits, o->overflow, &nv);
+        if (over && o->overflow == BF_FAIL) {
             reply_null(c);
             continue;
         }
