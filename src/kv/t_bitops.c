@@ -373,8 +373,30 @@ done:
 
 /* ---- BITFIELD ---- */
 
-enum { BF_GET, BF_SET, BF_INCRBY };
+enum { BF_GET, BF_SET, BF_INCRBY, BF_OVERFLOW };
 enum { BF_WRAP, BF_SAT, BF_FAIL };
+
+typedef struct {
+    const char *name; /* lower case */
+    int args;         /* arguments it needs after its name */
+} bf_word;
+
+/* Indexed by the enums above. */
+static const bf_word bf_subcommands[] = {
+    [BF_GET] = { "get", 2 }, [BF_SET] = { "set", 3 }, [BF_INCRBY] = { "incrby", 3 },
+    [BF_OVERFLOW] = { "overflow", 1 },
+};
+static const bf_word bf_policies[] = {
+    [BF_WRAP] = { "wrap", 0 }, [BF_SAT] = { "sat", 0 }, [BF_FAIL] = { "fail", 0 },
+};
+
+static int word_index(str s, const bf_word *words, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (str_ieq_lit(s, words[i].name, strlen(words[i].name)))
+            return (int)i;
+    return -1;
+}
 
 typedef struct {
     uint64_t offset;
@@ -498,30 +520,18 @@ static void bitfield_generic(kv_client *c, int readonly_cmd)
     bf_op *ops = cap <= 16 ? stack_ops : kv_malloc((size_t)cap * sizeof *ops);
     for (int j = 2; j < c->argc; j++) {
         int more = c->argc - j - 1;
-        str sub = c->argv[j];
-        int op;
-        if (STR_IEQ(sub, "get") && more >= 2) {
-            op = BF_GET;
-        } else if (STR_IEQ(sub, "set") && more >= 3) {
-            op = BF_SET;
-        } else if (STR_IEQ(sub, "incrby") && more >= 3) {
-            op = BF_INCRBY;
-        } else if (STR_IEQ(sub, "overflow") && more >= 1) {
-            str o = c->argv[++j];
-            if (STR_IEQ(o, "wrap"))
-                policy = BF_WRAP;
-            else if (STR_IEQ(o, "sat"))
-                policy = BF_SAT;
-            else if (STR_IEQ(o, "fail"))
-                policy = BF_FAIL;
-            else {
+        int op = word_index(c->argv[j], bf_subcommands, ARRAY_LEN(bf_subcommands));
+        if (op < 0 || more < bf_subcommands[op].args) {
+            reply_error(c, ERR_SYNTAX);
+            goto done;
+        }
+        if (op == BF_OVERFLOW) {
+            policy = word_index(c->argv[++j], bf_policies, ARRAY_LEN(bf_policies));
+            if (policy < 0) {
                 reply_error(c, "ERR Invalid OVERFLOW type specified");
                 goto done;
             }
             continue;
-        } else {
-            reply_error(c, ERR_SYNTAX);
-            goto done;
         }
         int sign, bits;
         uint64_t off;
