@@ -90,6 +90,16 @@ static int put_zero_run(unsigned char *out, uint32_t len)
     return 1;
 }
 
+/* The run of len registers (len < 5 for a VAL run) that was at the value
+ * oldval, or at 0 when zero; returns the bytes used. */
+static int put_run(unsigned char *out, int zero, unsigned oldval, uint32_t len)
+{
+    if (zero)
+        return put_zero_run(out, len);
+    out[0] = op_val(oldval, len);
+    return 1;
+}
+
 /* ---- dense registers ---- */
 
 /* Register i sits at bit 6i, LSB first. The last register ends inside the
@@ -393,10 +403,10 @@ static int hll_sparse_set(hll_ref *h, uint32_t index, unsigned count)
         int n = 0;
         int zero = op_is_zero(b) || op_is_xzero(b);
         if (index != first)
-            n += zero ? put_zero_run(seq + n, index - first) : (seq[n] = op_val(oldval, index - first), 1);
+            n += put_run(seq + n, zero, oldval, index - first);
         seq[n++] = op_val(count, 1);
         if (index != last)
-            n += zero ? put_zero_run(seq + n, last - index) : (seq[n] = op_val(oldval, last - index), 1);
+            n += put_run(seq + n, zero, oldval, last - index);
         size_t oldlen = op_is_xzero(b) ? 2 : 1;
         long delta = (long)n - (long)oldlen;
         if (delta > 0 && end + (size_t)delta > srv.cfg.hll_sparse_max_bytes)
