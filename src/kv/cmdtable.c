@@ -328,6 +328,30 @@ const kv_cmd kv_commands[] = {
     /* -- commands: blocking -- */
     /* -- end blocking -- */
     /* -- commands: bitops -- */
+    { "setbit", 4, CMD_WRITE | CMD_DENYOOM, setbit_command, 1, 1, 1, "bitmap",
+      "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", "2.2.0", NULL, "@write @bitmap @slow" },
+    { "getbit", 3, CMD_READONLY | CMD_FAST, getbit_command, 1, 1, 1, "bitmap",
+      "Returns a bit value by offset.", "2.2.0", NULL, "@read @bitmap @fast" },
+    { "bitcount", -2, CMD_READONLY, bitcount_command, 1, 1, 1, "bitmap",
+      "Counts the number of set bits (population counting) in a string.", "2.6.0", NULL, "@read @bitmap @slow" },
+    { "bitpos", -3, CMD_READONLY, bitpos_command, 1, 1, 1, "bitmap",
+      "Finds the first set (1) or clear (0) bit in a string.", "2.8.7", NULL, "@read @bitmap @slow" },
+    { "bitop", -4, CMD_WRITE | CMD_DENYOOM, bitop_command, 2, -1, 1, "bitmap",
+      "Performs bitwise operations on multiple strings, and stores the result.", "2.6.0", NULL, "@write @bitmap @slow" },
+    { "bitfield", -2, CMD_WRITE | CMD_DENYOOM, bitfield_command, 1, 1, 1, "bitmap",
+      "Performs arbitrary bitfield integer operations on strings.", "3.2.0", NULL, "@write @bitmap @slow" },
+    { "bitfield_ro", -2, CMD_READONLY | CMD_FAST, bitfield_ro_command, 1, 1, 1, "bitmap",
+      "Performs arbitrary read-only bitfield integer operations on strings.", "6.0.0", NULL, "@read @bitmap @fast" },
+    { "pfadd", -2, CMD_WRITE | CMD_DENYOOM | CMD_FAST, pfadd_command, 1, 1, 1, "hyperloglog",
+      "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", "2.8.9", NULL, "@write @hyperloglog @fast" },
+    { "pfcount", -2, CMD_READONLY, pfcount_command, 1, -1, 1, "hyperloglog",
+      "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", "2.8.9", NULL, "@read @hyperloglog @slow" },
+    { "pfmerge", -2, CMD_WRITE | CMD_DENYOOM, pfmerge_command, 1, -1, 1, "hyperloglog",
+      "Merges one or more HyperLogLog values into a single key.", "2.8.9", NULL, "@write @hyperloglog @slow" },
+    { "pfdebug", 3, CMD_WRITE | CMD_DENYOOM | CMD_ADMIN, pfdebug_command, 2, 2, 1, "hyperloglog",
+      "Internal commands for debugging HyperLogLog values.", "2.8.9", NULL, "@write @hyperloglog @admin @slow @dangerous" },
+    { "pfselftest", 1, CMD_ADMIN, pfselftest_command, 0, 0, 0, "hyperloglog",
+      "An internal command for testing HyperLogLog values.", "2.8.9", NULL, "@hyperloglog @admin @slow @dangerous" },
     /* -- end bitops -- */
     /* -- commands: geo -- */
     { "geoadd", -5, CMD_WRITE | CMD_DENYOOM, geoadd_command, 1, 1, 1, "geo",

@@ -293,6 +293,7 @@ typedef struct kv_config {
     int maxmemory_samples;
     int databases;
     uint64_t proto_max_bulk_len;
+    uint64_t hll_sparse_max_bytes; /* a sparse HyperLogLog larger turns dense */
     uint64_t obuf_hard, obuf_soft, obuf_soft_secs;
     int hz;
     uint64_t auto_aof_rewrite_pct, auto_aof_rewrite_min;

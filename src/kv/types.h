@@ -102,6 +102,8 @@ CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- handlers: blocking -- */
 /* -- end blocking -- */
 /* -- handlers: bitops -- */
+CMD(setbit); CMD(getbit); CMD(bitcount); CMD(bitpos); CMD(bitop); CMD(bitfield);
+CMD(bitfield_ro); CMD(pfadd); CMD(pfcount); CMD(pfmerge); CMD(pfdebug); CMD(pfselftest);
 /* -- end bitops -- */
 /* -- handlers: geo -- */
 CMD(geoadd); CMD(geopos); CMD(geohash); CMD(geodist); CMD(georadius); CMD(georadius_ro);
