@@ -401,6 +401,10 @@ const kv_cmd kv_commands[] = {
     /* -- end misc -- */
     /* -- commands: notify -- */
     /* -- end notify -- */
+    /* -- commands: stream -- */
+    /* -- end stream -- */
+    /* -- commands: script -- */
+    /* -- end script -- */
 };
 
 const size_t kv_ncommands = sizeof kv_commands / sizeof kv_commands[0];

@@ -222,6 +222,18 @@ struct kv_client {
     /* -- end misc -- */
     /* -- client fields: notify -- */
     /* -- end notify -- */
+/* -- declarations: stream -- */
+/* -- end stream -- */
+/* -- declarations: script -- */
+/* -- end script -- */
+    /* -- server fields: stream -- */
+    /* -- end stream -- */
+    /* -- server fields: script -- */
+    /* -- end script -- */
+    /* -- client fields: stream -- */
+    /* -- end stream -- */
+    /* -- client fields: script -- */
+    /* -- end script -- */
 };
 
 /* ---- commands ---- */
@@ -385,6 +397,18 @@ typedef struct kv_server {
     /* -- end misc -- */
     /* -- server fields: notify -- */
     /* -- end notify -- */
+/* -- declarations: stream -- */
+/* -- end stream -- */
+/* -- declarations: script -- */
+/* -- end script -- */
+    /* -- server fields: stream -- */
+    /* -- end stream -- */
+    /* -- server fields: script -- */
+    /* -- end script -- */
+    /* -- client fields: stream -- */
+    /* -- end stream -- */
+    /* -- client fields: script -- */
+    /* -- end script -- */
 } kv_server;
 
 extern kv_server srv;
@@ -441,6 +465,10 @@ void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t
 /* -- end misc -- */
 /* -- declarations: notify -- */
 /* -- end notify -- */
+/* -- declarations: stream -- */
+/* -- end stream -- */
+/* -- declarations: script -- */
+/* -- end script -- */
 
 /* cmdtable.c */
 extern const kv_cmd kv_commands[];

@@ -120,6 +120,10 @@ CMD(sort); CMD(sort_ro);
 /* -- end misc -- */
 /* -- handlers: notify -- */
 /* -- end notify -- */
+/* -- handlers: stream -- */
+/* -- end stream -- */
+/* -- handlers: script -- */
+/* -- end script -- */
 #undef CMD
 
 /* Helpers shared by command files. */
