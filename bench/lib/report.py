@@ -3,7 +3,9 @@ first, then absolute figures), latest.json, headline.md (README-ready) and
 PNG charts, all in bench/results/."""
 import json
 import math
+from pathlib import Path
 
+import frontpage
 from harness import log
 
 COLORS = {"brisk": "#e4572e", "node": "#4b7bb4", "nginx": "#6a9f58", "redis": "#a23b72",
@@ -685,4 +687,6 @@ def write_all(run, outdir):
     (outdir / "latest.md").write_text(latest_md(run))
     (outdir / "latest.json").write_text(json.dumps(run, indent=1, default=str) + "\n")
     (outdir / "headline.md").write_text(headline_md(run))
+    if outdir.resolve() == (Path(__file__).resolve().parents[1] / "results"):
+        frontpage.update(outdir)  # the front page make run serves shows the latest run
     return ["latest.md", "latest.json", "headline.md"] + written
