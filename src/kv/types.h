@@ -110,6 +110,7 @@ CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- handlers: client -- */
 /* -- end client -- */
 /* -- handlers: acl -- */
+CMD(acl);
 /* -- end acl -- */
 /* -- handlers: misc -- */
 /* -- end misc -- */
