@@ -1364,6 +1364,9 @@ static void kill_pubsub_clients(kv_client *self, const acl_user *nu, const acl_u
         for (int j = 0; j < nu->sel[i]->chans.n; j++)
             plist_add(&up, nu->sel[i]->chans.v[j]);
     int match = 1;
+    for (int i = 0; i < u->nsel && match; i++) /* losing allchannels is never a superset */
+        if (u->sel[i]->flags & SEL_ALLCHANNELS)
+            match = 0;
     for (int i = 0; i < u->nsel && match; i++)
         for (int j = 0; j < u->sel[i]->chans.n && match; j++)
             match = plist_find(&up, u->sel[i]->chans.v[j]->p, u->sel[i]->chans.v[j]->len) != NULL;
@@ -2246,8 +2249,8 @@ void acl_command(kv_client *c)
         /* cat, genpass and log take at most one argument */
         if ((acl_subs[i].fn == acl_cat || acl_subs[i].fn == acl_genpass ||
              acl_subs[i].fn == acl_log) && c->argc > 3) {
-            reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%s'. Try "
-                            "ACL HELP.", acl_subs[i].name);
+            reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
+                            "Try ACL HELP.", (int)MIN(c->argv[1].len, 128), c->argv[1].p);
             return;
         }
         if (acl_subs[i].needs_file && (!A.aclfile || !A.aclfile[0])) {
