@@ -30,6 +30,7 @@
 typedef struct {
     const char *container, *sub;
     uint32_t cats;
+    int first_key, last_key, key_step;
 } acl_subdef;
 
 typedef struct {
@@ -132,7 +133,9 @@ static const char *const acl_categories[] = {
 
 enum { KEY_R = 1, KEY_W = 2 };
 enum { CHAN_NONE, CHAN_PUBLISH, CHAN_SUBSCRIBE, CHAN_PSUBSCRIBE };
-enum { VAR_NONE, VAR_SET, VAR_BITFIELD };
+/* Commands whose keys depend on their arguments (Redis's variable flags,
+ * keyword and incomplete key specs). */
+enum { VAR_NONE, VAR_SET, VAR_BITFIELD, VAR_STORE, VAR_GEOSTORE, VAR_MIGRATE };
 
 typedef struct {
     const kv_cmd *cmd; /* the row (for subcommands: the container's) */
@@ -140,6 +143,7 @@ typedef struct {
     uint32_t cats;
     int parent;        /* -1, or the container's id */
     int sub0, nsub;    /* a container's subcommand ids */
+    int first_key, last_key, key_step; /* as in kv_cmd */
     unsigned char kf_first, kf_rest, var, chan;
     signed char nk_pos; /* numkeys argument (0: keys from the row) */
     signed char nk_dest; /* 1: a destination key at argv[1] before numkeys */
@@ -1032,29 +1036,62 @@ static int command_keys(const acl_cmd *ac, int argc, const str *argv, int *pos, 
     else if (ac->var == VAR_BITFIELD)
         first = rest = KEY_R | ((has_arg(argc, argv, 2, "set") || has_arg(argc, argv, 2, "incrby"))
                                     ? KEY_W : 0);
+    if (ac->var == VAR_MIGRATE) {
+        /* MIGRATE host port key|"" db timeout [COPY] [REPLACE] [AUTH pw]
+         * [AUTH2 user pw] [KEYS key...] */
+        if (argc > 3 && argv[3].len) {
+            pos[n] = 3;
+            fl[n++] = first;
+            return n;
+        }
+        for (int i = 6; i < argc; i++) {
+            if (STR_IEQ(argv[i], "auth")) {
+                i++;
+            } else if (STR_IEQ(argv[i], "auth2")) {
+                i += 2;
+            } else if (STR_IEQ(argv[i], "keys")) {
+                for (i++; i < argc; i++) {
+                    pos[n] = i;
+                    fl[n++] = first;
+                }
+            }
+        }
+        return n;
+    }
     if (ac->nk_pos > 0) {
         if (ac->nk_dest && argc > 1) {
             pos[n] = 1;
             fl[n++] = first;
         }
         long long nk;
+        /* a numkeys that is not a count of the arguments there names no keys */
         if (ac->nk_pos >= argc ||
-            kv_parse_ll(argv[ac->nk_pos].p, argv[ac->nk_pos].len, &nk) < 0 || nk <= 0)
+            kv_parse_ll(argv[ac->nk_pos].p, argv[ac->nk_pos].len, &nk) < 0 || nk <= 0 ||
+            nk > argc - ac->nk_pos - 1)
             return n;
-        for (long long i = 0; i < nk && ac->nk_pos + 1 + i < argc; i++) {
+        for (long long i = 0; i < nk; i++) {
             pos[n] = ac->nk_pos + 1 + (int)i;
             fl[n++] = ac->nk_dest ? rest : first;
         }
         return n;
     }
-    const kv_cmd *cmd = ac->cmd;
-    if (cmd->first_key <= 0)
+    if (ac->first_key <= 0)
         return 0;
-    int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
-    int step = cmd->key_step > 0 ? cmd->key_step : 1;
-    for (int i = cmd->first_key; i <= last && i < argc; i += step) {
+    int last = ac->last_key < 0 ? argc + ac->last_key : ac->last_key;
+    int step = ac->key_step > 0 ? ac->key_step : 1;
+    for (int i = ac->first_key; i <= last && i < argc; i += step) {
         pos[n] = i;
-        fl[n++] = i == cmd->first_key ? first : rest;
+        fl[n++] = i == ac->first_key ? first : rest;
+    }
+    if (ac->var == VAR_STORE || ac->var == VAR_GEOSTORE) {
+        /* SORT ... STORE dst; GEORADIUS ... STORE|STOREDIST dst */
+        for (int i = 2; i + 1 < argc && n < argc; i++)
+            if (STR_IEQ(argv[i], "store") ||
+                (ac->var == VAR_GEOSTORE && STR_IEQ(argv[i], "storedist"))) {
+                pos[n] = i + 1;
+                fl[n++] = KEY_W;
+                i++;
+            }
     }
     return n;
 }
@@ -1221,11 +1258,11 @@ static str user_name_str(const kv_client *c)
     return u ? (str){ u->name, u->nlen } : STR("default");
 }
 
-/* Logs a denial of c's current command line. */
-static void log_denial(kv_client *c, int rc, int id, int idx, int context)
+/* Logs a denial of a command line of c (argv: c's own, or a script's). */
+static void log_denial(kv_client *c, const str *argv, int rc, int id, int idx, int context)
 {
     str object = rc == DENIED_CMD ? (str){ A.cmds[id].name, strlen(A.cmds[id].name) }
-                                  : c->argv[idx];
+                                  : argv[idx];
     log_add(c, rc, context, object, user_name_str(c));
 }
 
@@ -1236,7 +1273,7 @@ int kv_acl_deny(kv_client *c, const kv_cmd *cmd)
     int rc = user_check(u, id, c->argc, c->argv, &idx);
     if (rc == ACL_OK)
         return 0;
-    log_denial(c, rc, id, idx, (c->flags & CLIENT_MULTI) ? CTX_MULTI : CTX_TOPLEVEL);
+    log_denial(c, c->argv, rc, id, idx, (c->flags & CLIENT_MULTI) ? CTX_MULTI : CTX_TOPLEVEL);
     c->cmd = cmd;
     if (rc == DENIED_CMD)
         reply_errorf(c, "NOPERM this user has no permissions to run the '%s' command",
@@ -1259,7 +1296,7 @@ int kv_acl_exec_deny(kv_client *c, const kv_cmd *cmd)
     int rc = user_check(u, id, c->argc, c->argv, &idx);
     if (rc == ACL_OK)
         return 0;
-    log_denial(c, rc, id, idx, CTX_MULTI);
+    log_denial(c, c->argv, rc, id, idx, CTX_MULTI);
     static const char *const reasons[] = {
         [DENIED_CMD] = "no permission to execute the command or subcommand",
         [DENIED_KEY] = "no permission to touch the specified keys",
@@ -1271,6 +1308,45 @@ int kv_acl_exec_deny(kv_client *c, const kv_cmd *cmd)
                     "accumulated and the EXEC call. This command is no longer allowed for the "
                     "following reason: %s", reasons[rc]);
     return -1;
+}
+
+const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, const str *argv)
+{
+    const acl_user *u = (const acl_user *)caller->user;
+    if (!u || u->pub.open)
+        return NULL;
+    int id = command_id(cmd, argc, argv), idx = 0;
+    int rc = user_check(u, id, argc, argv, &idx);
+    if (rc == ACL_OK)
+        return NULL;
+    log_denial(caller, argv, rc, id, idx, CTX_LUA);
+    if (rc == DENIED_CMD)
+        return "The user executing the script can't run this command or subcommand";
+    if (rc == DENIED_KEY)
+        return "The user executing the script can't access at least one of the keys mentioned "
+               "in the command";
+    return "The user executing the script can't publish to the channel mentioned in the command";
+}
+
+int kv_acl_full_key_access(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
+{
+    const acl_user *u = (const acl_user *)c->user;
+    if (!u || u->pub.open)
+        return 1;
+    int id = command_id(cmd, argc, argv);
+    for (int i = 0; i < u->nsel; i++) {
+        const acl_sel *s = u->sel[i];
+        int idx = 0, nkeys = 0; /* keys not looked at: only the command */
+        if (sel_check(s, id, argc, argv, NULL, NULL, &nkeys, &idx) != ACL_OK)
+            continue;
+        if (s->flags & SEL_ALLKEYS)
+            return 1;
+        for (int j = 0; j < s->keys.n; j++)
+            if (s->keys.v[j]->len == 1 && s->keys.v[j]->p[0] == '*' &&
+                (s->keys.v[j]->flags & KEY_R))
+                return 1;
+    }
+    return 0;
 }
 
 /* ---- authentication ---- */
@@ -1655,6 +1731,9 @@ static void build_command_ids(void)
         ac->name = (char *)kv_commands[i].name;
         ac->parent = -1;
         ac->cats = parse_categories(kv_commands[i].acl);
+        ac->first_key = kv_commands[i].first_key;
+        ac->last_key = kv_commands[i].last_key;
+        ac->key_step = kv_commands[i].key_step;
         cmd_key_access(ac);
         static const char *const chans[] = { [CHAN_PUBLISH] = "publish",
                                              [CHAN_SUBSCRIBE] = "subscribe",
@@ -1666,10 +1745,18 @@ static void build_command_ids(void)
             ac->chan = CHAN_PUBLISH;
         if (strcmp(ac->name, "ssubscribe") == 0)
             ac->chan = CHAN_SUBSCRIBE;
-        if (strcmp(ac->name, "set") == 0)
-            ac->var = VAR_SET;
-        if (strcmp(ac->name, "bitfield") == 0)
-            ac->var = VAR_BITFIELD;
+        static const struct {
+            const char *name;
+            unsigned char var;
+        } vars[] = { { "set", VAR_SET },
+                     { "bitfield", VAR_BITFIELD },
+                     { "sort", VAR_STORE },
+                     { "georadius", VAR_GEOSTORE },
+                     { "georadiusbymember", VAR_GEOSTORE },
+                     { "migrate", VAR_MIGRATE } };
+        for (size_t k = 0; k < ARRAY_LEN(vars); k++)
+            if (strcmp(ac->name, vars[k].name) == 0)
+                ac->var = vars[k].var;
         for (size_t k = 0; k < ARRAY_LEN(numkeys_cmds); k++)
             if (strcmp(ac->name, numkeys_cmds[k].name) == 0) {
                 ac->nk_pos = numkeys_cmds[k].pos;
@@ -1693,6 +1780,9 @@ static void build_command_ids(void)
             sc->cmd = ac->cmd;
             sc->parent = i;
             sc->cats = sd->cats;
+            sc->first_key = sd->first_key;
+            sc->last_key = sd->last_key;
+            sc->key_step = sd->key_step;
             cmd_key_access(sc);
             ac->nsub++;
         }
@@ -1972,8 +2062,7 @@ static void acl_getuser(kv_client *c)
 {
     acl_user *u = user_get(c->argv[2].p, c->argv[2].len);
     if (!u) {
-        reply_errorf(c, "ERR Can not find user '%.*s' in ACL", (int)c->argv[2].len,
-                     c->argv[2].p);
+        reply_null(c);
         return;
     }
     reply_map(c, 6);

@@ -42,6 +42,14 @@ int kv_acl_deny(kv_client *c, const kv_cmd *cmd);
  * was queued): same contract, EXEC's error text. */
 int kv_acl_exec_deny(kv_client *c, const kv_cmd *cmd);
 
+/* Scripts (redis.call): whether the script caller's user may run cmd with
+ * argv. NULL when it may; else the denial is logged (context "lua") and
+ * Redis's error text is returned (static, without a code). */
+const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, const str *argv);
+/* SORT BY/GET patterns: whether c's user may run cmd and read any key (a
+ * selector allowing the command has allkeys or a read pattern "*"). */
+int kv_acl_full_key_access(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+
 /* AUTH / HELLO AUTH: checks user and password; on success c->user is set
  * (the caller marks the client authenticated) and 0 is returned, else the
  * failure is logged and -1 returned (the caller replies WRONGPASS). */
