@@ -1602,7 +1602,8 @@ static char *load_file(kv_client *self, const char *path)
                 rl--;
             int rc = user_apply(u, r, rl);
             if (rc != E_OK)
-                errf(&errs, "%s:%d: %s. ", path, lineno, rule_errors[rc]);
+                errf(&errs, "%s:%d: Error in applying operation '%.*s': %s. ", path, lineno,
+                     (int)rl, r, rule_errors[rc]);
         }
         free_strs(rules, margc);
     }
