@@ -1181,10 +1181,16 @@ static int user_check(const acl_user *u, int id, int argc, const str *argv, int 
 
 /* ---- the ACL log ---- */
 
+/* CLIENT LIST's line for c, naming the command being refused as Redis
+ * does (cmd= shows the last command otherwise). */
 static char *client_info_line(kv_client *c)
 {
     buf b = { 0 };
+    const kv_cmd *last = c->lastcmd;
+    if (c->cmd)
+        c->lastcmd = c->cmd;
     kv_client_info(c, &b);
+    c->lastcmd = last;
     if (b.len && b.data[b.len - 1] == '\n')
         b.len--;
     char *s = kv_strndup(b.data ? b.data : "", b.len);
@@ -1273,8 +1279,8 @@ int kv_acl_deny(kv_client *c, const kv_cmd *cmd)
     int rc = user_check(u, id, c->argc, c->argv, &idx);
     if (rc == ACL_OK)
         return 0;
-    log_denial(c, c->argv, rc, id, idx, (c->flags & CLIENT_MULTI) ? CTX_MULTI : CTX_TOPLEVEL);
     c->cmd = cmd;
+    log_denial(c, c->argv, rc, id, idx, (c->flags & CLIENT_MULTI) ? CTX_MULTI : CTX_TOPLEVEL);
     if (rc == DENIED_CMD)
         reply_errorf(c, "NOPERM this user has no permissions to run the '%s' command",
                      A.cmds[id].name);
@@ -1296,6 +1302,7 @@ int kv_acl_exec_deny(kv_client *c, const kv_cmd *cmd)
     int rc = user_check(u, id, c->argc, c->argv, &idx);
     if (rc == ACL_OK)
         return 0;
+    c->cmd = cmd;
     log_denial(c, c->argv, rc, id, idx, CTX_MULTI);
     static const char *const reasons[] = {
         [DENIED_CMD] = "no permission to execute the command or subcommand",
@@ -1408,6 +1415,15 @@ const char *kv_acl_client_user(const kv_client *c)
 {
     const acl_user *u = (const acl_user *)c->user;
     return u ? u->name : "default";
+}
+
+int kv_acl_user_exists(str name) { return user_get(name.p, name.len) != NULL; }
+
+int kv_acl_client_is(const kv_client *c, str name)
+{
+    const acl_user *u = (const acl_user *)c->user;
+    str un = u ? (str){ u->name, u->nlen } : STR("default");
+    return un.len == name.len && memcmp(un.p, name.p, name.len) == 0;
 }
 
 void kv_acl_requirepass_changed(const char *pw, size_t n)
@@ -2164,6 +2180,23 @@ static void acl_genpass(kv_client *c)
     reply_bulk(c, hex, chars);
 }
 
+/* Redis 7.0 writes doubles with %.17g (0.029999999999999999), in both
+ * protocols; reply_double writes the shortest form. */
+static void reply_double_17g(kv_client *c, double v)
+{
+    char b[64];
+    int n = snprintf(b + 1, sizeof b - 3, "%.17g", v);
+    if (n < 0 || n > (int)sizeof b - 4)
+        n = 0;
+    if (c->resp >= 3) {
+        b[0] = ',';
+        memcpy(b + 1 + n, "\r\n", 2);
+        reply_raw(c, b, (size_t)n + 3);
+    } else {
+        reply_bulk(c, b + 1, (size_t)n);
+    }
+}
+
 static void acl_log(kv_client *c)
 {
     long long count = 10;
@@ -2200,7 +2233,7 @@ static void acl_log(kv_client *c)
         reply_bulk_cstr(c, "username");
         reply_bulk_cstr(c, e->username);
         reply_bulk_cstr(c, "age-seconds");
-        reply_double(c, (double)(now - e->ctime_ms) / 1000);
+        reply_double_17g(c, (double)(now - e->ctime_ms) / 1000);
         reply_bulk_cstr(c, "client-info");
         reply_bulk_cstr(c, e->cinfo);
     }

@@ -58,6 +58,9 @@ int kv_acl_authenticate(kv_client *c, str user, str pass);
 int kv_acl_client_reset(kv_client *c);
 /* The name of c's user, for CLIENT LIST and the ACL log. */
 const char *kv_acl_client_user(const kv_client *c);
+/* CLIENT KILL USER: whether the user exists; whether c is logged in as it. */
+int kv_acl_user_exists(str name);
+int kv_acl_client_is(const kv_client *c, str name);
 
 /* Config options aclfile, acllog-max-len, acl-pubsub-default and the "user"
  * directive (files and command line only). Returns 1 when name is none of
