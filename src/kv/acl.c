@@ -903,7 +903,7 @@ static void describe_commands(const acl_sel *s, buf *out)
         sel_set_category(temp, 1u << best, !additive);
         buf_cstr(out, additive ? "+@" : "-@");
         buf_cstr(out, acl_categories[best]);
-        buf_put(out, " ", 1);
+        buf_append(out, " ", 1);
         applied[best] = 1;
     }
     for (int id = 0; id < A.ncmd; id++) {
@@ -912,18 +912,18 @@ static void describe_commands(const acl_sel *s, buf *out)
             int x = k < 0 ? id : ac->sub0 + k;
             int ub = sel_bit(s, x), fb = sel_bit(fake, x);
             if (ub != fb) {
-                buf_put(out, ub ? "+" : "-", 1);
+                buf_append(out, ub ? "+" : "-", 1);
                 buf_cstr(out, A.cmds[x].name);
-                buf_put(out, " ", 1);
+                buf_append(out, " ", 1);
                 sel_change(fake, x, ub);
             }
             if (!ub && s->firstargs && s->firstargs[x])
                 for (int j = 0; s->firstargs[x][j]; j++) {
-                    buf_put(out, "+", 1);
+                    buf_append(out, "+", 1);
                     buf_cstr(out, A.cmds[x].name);
-                    buf_put(out, "|", 1);
+                    buf_append(out, "|", 1);
                     buf_cstr(out, s->firstargs[x][j]);
-                    buf_put(out, " ", 1);
+                    buf_append(out, " ", 1);
                 }
         }
     }
@@ -947,7 +947,7 @@ static void describe_selector(const acl_sel *s, buf *out)
     } else {
         for (int i = 0; i < s->keys.n; i++) {
             describe_key_pattern(out, s->keys.v[i]);
-            buf_put(out, " ", 1);
+            buf_append(out, " ", 1);
         }
     }
     if (s->flags & SEL_ALLCHANNELS) {
@@ -955,9 +955,9 @@ static void describe_selector(const acl_sel *s, buf *out)
     } else {
         buf_cstr(out, "resetchannels ");
         for (int i = 0; i < s->chans.n; i++) {
-            buf_put(out, "&", 1);
+            buf_append(out, "&", 1);
             buf_append(out, s->chans.v[i]->p, s->chans.v[i]->len);
-            buf_put(out, " ", 1);
+            buf_append(out, " ", 1);
         }
     }
     describe_commands(s, out);
@@ -968,19 +968,19 @@ static void describe_user(const acl_user *u, buf *out)
     for (size_t j = 0; j < ARRAY_LEN(user_flags); j++)
         if (u->flags & user_flags[j].flag) {
             buf_cstr(out, user_flags[j].name);
-            buf_put(out, " ", 1);
+            buf_append(out, " ", 1);
         }
     for (int i = 0; i < u->npw; i++) {
-        buf_put(out, "#", 1);
+        buf_append(out, "#", 1);
         buf_append(out, u->pw[i], 64);
-        buf_put(out, " ", 1);
+        buf_append(out, " ", 1);
     }
     for (int i = 0; i < u->nsel; i++) {
         if (i > 0)
             buf_cstr(out, " (");
         describe_selector(u->sel[i], out);
         if (i > 0)
-            buf_put(out, ")", 1);
+            buf_append(out, ")", 1);
     }
 }
 
@@ -989,7 +989,7 @@ static void describe_user_line(const acl_user *u, buf *out)
 {
     buf_cstr(out, "user ");
     buf_append(out, u->name, u->nlen);
-    buf_put(out, " ", 1);
+    buf_append(out, " ", 1);
     describe_user(u, out);
 }
 
@@ -1483,11 +1483,12 @@ static void kill_pubsub_clients(kv_client *self, const acl_user *nu, const acl_u
 
 /* ---- SETUSER argument merging: "(+get" "~x)" is one selector ---- */
 
-/* Returns the merged rules (strings owned by the array) and their count,
- * or NULL with *bad set to the argument that opened an unclosed "(". */
-static char **merge_selectors(int argc, const str *argv, int *outc, int *bad)
+/* Returns the merged rules (binary safe; their bytes are owned by the
+ * array, free with free_strs) and their count, or NULL with *bad set to
+ * the argument that opened an unclosed "(". */
+static str *merge_selectors(int argc, const str *argv, int *outc, int *bad)
 {
-    char **out = kv_malloc((size_t)(argc + 1) * sizeof *out);
+    str *out = kv_malloc((size_t)(argc + 1) * sizeof *out);
     int n = 0, open = -1;
     buf sel = { 0 };
     for (int j = 0; j < argc; j++) {
@@ -1499,20 +1500,20 @@ static char **merge_selectors(int argc, const str *argv, int *outc, int *bad)
             continue;
         }
         if (open >= 0) {
-            buf_put(&sel, " ", 1);
+            buf_append(&sel, " ", 1);
             buf_append(&sel, op.p, op.len);
             if (op.len > 0 && op.p[op.len - 1] == ')') {
                 open = -1;
-                out[n++] = kv_strndup(sel.data, sel.len);
+                out[n++] = (str){ kv_strndup(sel.data, sel.len), sel.len };
             }
             continue;
         }
-        out[n++] = kv_strndup(op.p, op.len);
+        out[n++] = (str){ kv_strndup(op.p, op.len), op.len };
     }
     buf_free(&sel);
     if (open >= 0) {
         for (int i = 0; i < n; i++)
-            kv_free(out[i]);
+            kv_free((char *)out[i].p);
         kv_free(out);
         *bad = open;
         return NULL;
@@ -1521,10 +1522,10 @@ static char **merge_selectors(int argc, const str *argv, int *outc, int *bad)
     return out;
 }
 
-static void free_strs(char **v, int n)
+static void free_strs(str *v, int n)
 {
     for (int i = 0; i < n; i++)
-        kv_free(v[i]);
+        kv_free((char *)v[i].p);
     kv_free(v);
 }
 
@@ -1568,22 +1569,27 @@ static char *load_file(kv_client *self, const char *path)
     acl_user **nv = NULL;
     int nn = 0, ncap = 0;
     int lineno = 0;
+    str *words = NULL;
     for (size_t off = 0; off < text.len;) {
         const char *line = text.data + off;
         const char *nl = memchr(line, '\n', text.len - off);
         size_t ll = nl ? (size_t)(nl - line) : text.len - off;
         off += ll + (nl ? 1 : 0);
         lineno++;
-        while (ll && strchr(" \t\r\n", line[0]))
+        while (ll && memchr(" \t\r\n", line[0], 4))
             line++, ll--;
-        while (ll && strchr(" \t\r\n", line[ll - 1]))
+        while (ll && memchr(" \t\r\n", line[ll - 1], 4))
             ll--;
         if (ll == 0)
             continue;
         /* split on single spaces, as Redis does (empty rules are no-ops) */
-        str words[1024];
+        size_t nspaces = 0;
+        for (size_t i = 0; i < ll; i++)
+            nspaces += line[i] == ' ';
+        kv_free(words);
+        words = kv_malloc((nspaces + 1) * sizeof *words);
         int nw = 0;
-        for (size_t s = 0, i = 0; i <= ll && nw < (int)ARRAY_LEN(words); i++)
+        for (size_t s = 0, i = 0; i <= ll; i++)
             if (i == ll || line[i] == ' ') {
                 words[nw++] = (str){ line + s, i - s };
                 s = i + 1;
@@ -1606,15 +1612,15 @@ static char *load_file(kv_client *self, const char *path)
         acl_user *u = user_new(words[1].p, words[1].len);
         users_insert(&nv, &nn, &ncap, u);
         int margc = 0, bad = 0;
-        char **rules = merge_selectors(nw - 2, words + 2, &margc, &bad);
+        str *rules = merge_selectors(nw - 2, words + 2, &margc, &bad);
         if (!rules) {
             errf(&errs, "%s:%d: Unmatched parenthesis in selector definition.", path, lineno);
             continue;
         }
         for (int j = 0; j < margc; j++) {
-            char *r = rules[j];
-            size_t rl = strlen(r);
-            while (rl && strchr("\t\r\n", r[rl - 1]))
+            const char *r = rules[j].p;
+            size_t rl = rules[j].len;
+            while (rl && memchr("\t\r\n", r[rl - 1], 3))
                 rl--;
             int rc = user_apply(u, r, rl);
             if (rc != E_OK)
@@ -1624,6 +1630,7 @@ static char *load_file(kv_client *self, const char *path)
         free_strs(rules, margc);
     }
     buf_free(&text);
+    kv_free(words);
     if (errs.len) {
         users_free_all(nv, nn);
         errf(&errs, "WARNING: ACL errors detected, no change to the previously active ACL rules "
@@ -1662,7 +1669,7 @@ static int save_file(const char *path)
     buf out = { 0 };
     for (int i = 0; i < A.nusers; i++) {
         describe_user_line(A.users[i], &out);
-        buf_put(&out, "\n", 1);
+        buf_append(&out, "\n", 1);
     }
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d-%lld", path, (int)getpid(), (long long)kv_unix_ms());
@@ -1907,7 +1914,7 @@ int kv_acl_config_set(const char *name, int argc, char **argv, int at_runtime, c
         for (int i = 0; i < argc; i++)
             words[i] = (str){ argv[i], strlen(argv[i]) };
         int margc = 0, bad = 0;
-        char **rules = merge_selectors(argc - 1, words + 1, &margc, &bad);
+        str *rules = merge_selectors(argc - 1, words + 1, &margc, &bad);
         kv_free(words);
         if (!rules) {
             snprintf(err, errlen, "Unmatched parenthesis in acl selector starting at '%s'.",
@@ -1917,7 +1924,7 @@ int kv_acl_config_set(const char *name, int argc, char **argv, int at_runtime, c
         char **line = kv_malloc((size_t)(margc + 2) * sizeof *line);
         line[0] = kv_strndup(argv[0], strlen(argv[0]));
         for (int i = 0; i < margc; i++)
-            line[i + 1] = rules[i];
+            line[i + 1] = (char *)rules[i].p;
         line[margc + 1] = NULL;
         kv_free(rules);
         A.pending = kv_realloc(A.pending, (size_t)(A.npending + 1) * sizeof *A.pending);
@@ -1995,7 +2002,7 @@ static void reply_selector(kv_client *c, const acl_sel *s)
     } else {
         for (int i = 0; i < s->keys.n; i++) {
             if (i)
-                buf_put(&b, " ", 1);
+                buf_append(&b, " ", 1);
             describe_key_pattern(&b, s->keys.v[i]);
         }
     }
@@ -2007,8 +2014,8 @@ static void reply_selector(kv_client *c, const acl_sel *s)
     } else {
         for (int i = 0; i < s->chans.n; i++) {
             if (i)
-                buf_put(&b, " ", 1);
-            buf_put(&b, "&", 1);
+                buf_append(&b, " ", 1);
+            buf_append(&b, "&", 1);
             buf_append(&b, s->chans.v[i]->p, s->chans.v[i]->len);
         }
     }
@@ -2024,7 +2031,7 @@ static void acl_setuser(kv_client *c)
         return;
     }
     int margc = 0, bad = 0;
-    char **rules = merge_selectors(c->argc - 3, c->argv + 3, &margc, &bad);
+    str *rules = merge_selectors(c->argc - 3, c->argv + 3, &margc, &bad);
     if (!rules) {
         reply_errorf(c, "ERR Unmatched parenthesis in acl selector starting at '%.*s'.",
                      (int)c->argv[3 + bad].len, c->argv[3 + bad].p);
@@ -2035,9 +2042,9 @@ static void acl_setuser(kv_client *c)
     if (u)
         user_copy(tmp, u);
     for (int j = 0; j < margc; j++) {
-        int rc = user_apply(tmp, rules[j], strlen(rules[j]));
+        int rc = user_apply(tmp, rules[j].p, rules[j].len);
         if (rc != E_OK) {
-            reply_errorf(c, "ERR Error in ACL SETUSER modifier '%s': %s", rules[j],
+            reply_errorf(c, "ERR Error in ACL SETUSER modifier '%s': %s", rules[j].p,
                          rule_errors[rc]);
             goto out;
         }
@@ -2318,7 +2325,12 @@ static void acl_load(kv_client *c)
         reply_ok(c);
         return;
     }
-    reply_errorf(c, "ERR %s", errs);
+    size_t n = strlen(errs);
+    char *msg = kv_malloc(n + 5); /* not reply_errorf: the text may pass its 1 KB */
+    memcpy(msg, "ERR ", 4);
+    memcpy(msg + 4, errs, n + 1);
+    reply_error(c, msg);
+    kv_free(msg);
     kv_free(errs);
 }
 

@@ -406,6 +406,17 @@ def test_aclfile_save_and_load_like_redis(kv_factory, tmp_path):
         proc.wait(10)
 
 
+def test_aclfile_long_lines(kv_factory, tmp_path):
+    rules = " ".join(f"~k{i}" for i in range(3000))
+    (tmp_path / "u.acl").write_text(f"user default on nopass ~* &* +@all\nuser many on {rules}\n")
+    kv = kv_factory("--aclfile", str(tmp_path / "u.acl"))
+    r = kv.client(decode_responses=True)
+    keys = r.execute_command("ACL", "GETUSER", "many")[7]
+    assert keys.split(" ")[-1] == "~k2999" and len(keys.split(" ")) == 3000
+    (tmp_path / "u.acl").write_text("user default on nopass ~* &* +@all\x00\n")
+    assert "Unknown command" in str(reply(r, "ACL", "LOAD"))
+
+
 def test_user_lines_in_config(kv_factory, tmp_path):
     conf = tmp_path / "kv.conf"
     port = free_port()
