@@ -83,6 +83,8 @@ RULE_SETS = [
     ["allkeys", "resetkeys", "~k1", "~k1"],
     ["allchannels", "resetchannels", "&a", "&a"],
     ["nocommands"],
+    ["on", ">a\x00b", "<a\x00c"],
+    ["on", ">a\x00b", "<a\x00b", "\x00"],
 ]
 
 
@@ -234,6 +236,11 @@ def test_auth_with_user_names(kv, r, reference):
         with pytest.raises(redis.AuthenticationError) as e:
             bad.ping()
         assert "invalid username-password pair" in str(e.value)
+    both(r, reference, "ACL", "SETUSER", "bin", "on", ">p\x00q", "+@all")
+    for port in (kv.port, ref_port(reference)):
+        assert redis.Redis(port=port, username="bin", password="p\x00q").ping()
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port, username="bin", password="p").ping()
     both(r, reference, "ACL", "SETUSER", "alice", "off")
     for port in (kv.port, ref_port(reference)):
         with pytest.raises(redis.AuthenticationError):
