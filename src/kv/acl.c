@@ -1765,10 +1765,15 @@ static void build_command_ids(void)
         for (int k = 1; k < (int)ARRAY_LEN(chans); k++)
             if (strcmp(ac->name, chans[k]) == 0)
                 ac->chan = (unsigned char)k;
+        /* Shard channels sit where keys do (for cluster slots), but their
+         * key specs are NOT_KEY: checked as channels, never as keys. */
         if (strcmp(ac->name, "spublish") == 0)
             ac->chan = CHAN_PUBLISH;
         if (strcmp(ac->name, "ssubscribe") == 0)
             ac->chan = CHAN_SUBSCRIBE;
+        if (strcmp(ac->name, "spublish") == 0 || strcmp(ac->name, "ssubscribe") == 0 ||
+            strcmp(ac->name, "sunsubscribe") == 0)
+            ac->first_key = ac->last_key = ac->key_step = 0;
         static const struct {
             const char *name;
             unsigned char var;
