@@ -480,3 +480,13 @@ def test_hostile_rules_leave_server_alive(kv, r):
         r.execute_command("ACL", "SETUSER", f"u{i}", "(~a +get)", "(~b +set)")
     assert r.execute_command("ACL", "DELUSER", *[f"u{i}" for i in range(200)]) == 200
     assert r.ping()
+
+
+def test_resp3_replies_byte_for_byte(kv, r, reference):
+    both(r, reference, "ACL", "SETUSER", "r3", "on", ">p", "~a", "(~b +get)", "&c")
+    req = (b"HELLO 3\r\nACL GETUSER r3\r\nACL GETUSER default\r\nACL GETUSER nobody\r\n"
+           b"ACL CAT\r\nACL USERS\r\nAUTH r3 bad\r\nACL WHOAMI\r\n")
+    a = raw(kv.port, req)
+    b = raw(ref_port(reference), req)
+    # the HELLO maps differ (server version); everything after them is equal
+    assert a[a.index(b"%6\r\n$5\r\nflags"):] == b[b.index(b"%6\r\n$5\r\nflags"):]
