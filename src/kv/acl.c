@@ -30,7 +30,7 @@
 typedef struct {
     const char *container, *sub;
     uint32_t cats;
-    int first_key, last_key, key_step;
+    int first_key, last_key, key_step, arity;
 } acl_subdef;
 
 typedef struct {
@@ -143,7 +143,7 @@ typedef struct {
     uint32_t cats;
     int parent;        /* -1, or the container's id */
     int sub0, nsub;    /* a container's subcommand ids */
-    int first_key, last_key, key_step; /* as in kv_cmd */
+    int first_key, last_key, key_step, arity; /* as in kv_cmd */
     unsigned char kf_first, kf_rest, var, chan;
     signed char nk_pos; /* numkeys argument (0: keys from the row) */
     signed char nk_dest; /* 1: a destination key at argv[1] before numkeys */
@@ -1758,6 +1758,7 @@ static void build_command_ids(void)
         ac->first_key = kv_commands[i].first_key;
         ac->last_key = kv_commands[i].last_key;
         ac->key_step = kv_commands[i].key_step;
+        ac->arity = kv_commands[i].arity;
         cmd_key_access(ac);
         static const char *const chans[] = { [CHAN_PUBLISH] = "publish",
                                              [CHAN_SUBSCRIBE] = "subscribe",
@@ -1812,6 +1813,7 @@ static void build_command_ids(void)
             sc->first_key = sd->first_key;
             sc->last_key = sd->last_key;
             sc->key_step = sd->key_step;
+            sc->arity = sd->arity;
             cmd_key_access(sc);
             ac->nsub++;
         }
@@ -2265,11 +2267,17 @@ static void acl_dryrun(kv_client *c)
     }
     int argc = c->argc - 3;
     const str *argv = c->argv + 3;
-    if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
-        reply_errorf(c, "ERR wrong number of arguments for '%s' command", cmd->name);
+    int id = command_id(cmd, argc, argv), idx = 0;
+    /* as Redis's lookup: a container with an unknown subcommand is no command */
+    if (A.cmds[id].nsub && argc >= 2) {
+        reply_errorf(c, "ERR Command '%.*s' not found", (int)c->argv[3].len, c->argv[3].p);
         return;
     }
-    int id = command_id(cmd, argc, argv), idx = 0;
+    int ar = A.cmds[id].arity;
+    if ((ar > 0 && argc != ar) || (ar < 0 && argc < -ar)) {
+        reply_errorf(c, "ERR wrong number of arguments for '%s' command", A.cmds[id].name);
+        return;
+    }
     int rc = user_check(u, id, argc, argv, &idx);
     char msg[512];
     if (rc == ACL_OK) {

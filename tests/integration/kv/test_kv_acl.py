@@ -149,6 +149,8 @@ def test_acl_subcommand_errors_like_redis(r, reference):
         ("ACL", "LOG", "99999999999999999999"), ("ACL", "SAVE"), ("ACL", "LOAD"),
         ("ACL", "DRYRUN", "nobody", "get", "x"), ("ACL", "DRYRUN", "default", "nosuch"),
         ("ACL", "DRYRUN", "default", "get"), ("ACL", "DRYRUN", "default", "get", "x"),
+        ("ACL", "DRYRUN", "default", "config", "foo"), ("ACL", "DRYRUN", "default", "config"),
+        ("ACL", "DRYRUN", "default", "config", "get"), ("ACL", "DRYRUN", "default", "client", "id", "x"),
         ("AUTH", "x"), ("AUTH", "a", "b", "c"), ("AUTH", "nobody", "x"),
     ]:
         both(r, reference, *args)
