@@ -1276,6 +1276,14 @@ int kv_acl_deny(kv_client *c, const kv_cmd *cmd)
 {
     const acl_user *u = (const acl_user *)c->user;
     int id = command_id(cmd, c->argc, c->argv), idx = 0;
+    const acl_cmd *ac = &A.cmds[id];
+    /* Redis checks a subcommand's arity before the ACL */
+    if (ac->parent >= 0 && ((ac->arity > 0 && c->argc != ac->arity) ||
+                            (ac->arity < 0 && c->argc < -ac->arity))) {
+        c->cmd = cmd;
+        reply_errorf(c, "ERR wrong number of arguments for '%s' command", ac->name);
+        return -1;
+    }
     int rc = user_check(u, id, c->argc, c->argv, &idx);
     if (rc == ACL_OK)
         return 0;

@@ -193,7 +193,7 @@ def test_noperm_errors_like_redis(kv, r, reference):
         ("INCR", "w3"), ("INCR", "k3"), ("DEL", "k1"), ("PUBLISH", "news.1", "m"),
         ("PUBLISH", "other", "m"), ("CONFIG", "GET", "maxmemory"), ("CONFIG", "SET", "x", "y"),
         ("SELECT", "0"), ("SELECT", "1"), ("COPY", "r1", "w9"), ("COPY", "w1", "r9"),
-        ("ACL", "WHOAMI"), ("PING",),
+        ("ACL", "WHOAMI"), ("PING",), ("CONFIG", "GET"), ("CONFIG", "SET", "a"),
     ]:
         same(a, b, *args)
     # in MULTI the refusal flags the transaction
