@@ -1280,15 +1280,15 @@ int kv_acl_deny(kv_client *c, const kv_cmd *cmd)
     /* Redis checks a subcommand's arity before the ACL */
     if (ac->parent >= 0 && ((ac->arity > 0 && c->argc != ac->arity) ||
                             (ac->arity < 0 && c->argc < -ac->arity))) {
-        c->cmd = cmd;
         reply_errorf(c, "ERR wrong number of arguments for '%s' command", ac->name);
         return -1;
     }
     int rc = user_check(u, id, c->argc, c->argv, &idx);
     if (rc == ACL_OK)
         return 0;
-    c->cmd = cmd;
+    c->cmd = cmd; /* for cmd= in the log's client info */
     log_denial(c, c->argv, rc, id, idx, (c->flags & CLIENT_MULTI) ? CTX_MULTI : CTX_TOPLEVEL);
+    c->cmd = NULL; /* a rejected call (the caller counts it), not a failed one */
     if (rc == DENIED_CMD)
         reply_errorf(c, "NOPERM this user has no permissions to run the '%s' command",
                      A.cmds[id].name);
