@@ -1974,7 +1974,8 @@ int kv_acl_config_set(const char *name, int argc, char **argv, int at_runtime, c
         return 0;
     }
     if (strcasecmp(name, "acl-pubsub-default") == 0) {
-        if (argc != 1 || (strcasecmp(argv[0], "allchannels") && strcasecmp(argv[0], "resetchannels"))) {
+        if (argc != 1 ||
+            (strcasecmp(argv[0], "allchannels") && strcasecmp(argv[0], "resetchannels"))) {
             snprintf(err, errlen, "argument(s) must be one of the following: allchannels, "
                                   "resetchannels");
             return -1;

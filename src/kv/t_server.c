@@ -437,7 +437,8 @@ int kv_client_info(kv_client *c, buf *out)
         flags, c->db->id, c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0,
         (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len,
         c->rbuf.cap - c->rbuf.len, c->rbuf.cap, obl, c->wbuf.cap,
-        sizeof *c + c->rbuf.cap + c->wbuf.cap, c->lastcmd ? c->lastcmd->name : "NULL", kv_acl_client_user(c), c->resp,
+        sizeof *c + c->rbuf.cap + c->wbuf.cap, c->lastcmd ? c->lastcmd->name : "NULL",
+        kv_acl_client_user(c), c->resp,
         c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
     if (n < 0)
         return -1;
