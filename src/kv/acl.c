@@ -1425,6 +1425,12 @@ const char *kv_acl_client_user(const kv_client *c)
     return u ? u->name : "default";
 }
 
+int kv_acl_client_skip_sanitize(const kv_client *c)
+{
+    const acl_user *u = (const acl_user *)c->user;
+    return u && (u->flags & U_SKIP_SANITIZE);
+}
+
 int kv_acl_user_exists(str name) { return user_get(name.p, name.len) != NULL; }
 
 int kv_acl_client_is(const kv_client *c, str name)

@@ -58,6 +58,9 @@ int kv_acl_authenticate(kv_client *c, str user, str pass);
 int kv_acl_client_reset(kv_client *c);
 /* The name of c's user, for CLIENT LIST and the ACL log. */
 const char *kv_acl_client_user(const kv_client *c);
+/* RESTORE with sanitize-dump-payload "clients": whether c's user has the
+ * skip-sanitize-payload flag (then the deep check is skipped). */
+int kv_acl_client_skip_sanitize(const kv_client *c);
 /* CLIENT KILL USER: whether the user exists; whether c is logged in as it. */
 int kv_acl_user_exists(str name);
 int kv_acl_client_is(const kv_client *c, str name);
