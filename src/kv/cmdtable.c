@@ -396,6 +396,8 @@ const kv_cmd kv_commands[] = {
     /* -- commands: client -- */
     /* -- end client -- */
     /* -- commands: acl -- */
+    { "acl", -2, CMD_STALE | CMD_LOADING | CMD_NOSCRIPT, acl_command, 0, 0, 0, "server",
+      "A container for Access List Control commands.", "6.0.0", NULL, "@slow" },
     /* -- end acl -- */
     /* -- commands: misc -- */
     /* -- end misc -- */

@@ -1,6 +1,7 @@
 #include "kv/config.h"
 
 #include "core/common.h"
+#include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/mem.h"
 #include "kv/resp.h"
@@ -218,6 +219,9 @@ static void set_int(kv_config *cfg, const opt *o, long long v)
 int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int at_runtime,
                   char *err, size_t errlen)
 {
+    int acl_rc = kv_acl_config_set(name, argc, argv, at_runtime, err, errlen);
+    if (acl_rc != 1)
+        return acl_rc;
     const opt *o = NULL;
     for (size_t i = 0; i < ARRAY_LEN(opts); i++)
         if (strcasecmp(name, opts[i].name) == 0)
@@ -531,4 +535,5 @@ void kv_config_get(const kv_config *cfg, str pattern,
         if (kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))
             fn(ud, name, noops[i].value);
     }
+    kv_acl_config_get(pattern, fn, ud);
 }

@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "core/net.h"
+#include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/config.h"
 #include "kv/db.h"
@@ -112,7 +113,8 @@ static kv_client *client_alloc(int fd)
     resp_parser_init(&c->parser);
     c->parser.max_bulk = srv.cfg.proto_max_bulk_len;
     c->ctime_ms = c->last_ms = srv.now_ms;
-    if (!srv.cfg.requirepass || !srv.cfg.requirepass[0])
+    c->user = kv_acl_default_user();
+    if (kv_acl_default_nopass())
         c->flags |= CLIENT_AUTHED;
     else {
         c->parser.max_multibulk = UNAUTH_MAX_MULTIBULK;
@@ -125,6 +127,7 @@ kv_client *kv_client_new_fake(void)
 {
     kv_client *c = client_alloc(-1);
     c->flags |= CLIENT_FAKE | CLIENT_AUTHED;
+    c->user = NULL;
     c->parser.max_bulk = RESP_MAX_BULK;
     c->parser.max_multibulk = RESP_MAX_MULTIBULK;
     return c;
@@ -397,7 +400,7 @@ static void accept_cb(loop *l, loop_io *io, unsigned events)
         }
         char ip[64];
         net_format_ip((struct sockaddr *)&ss, ip, sizeof ip);
-        if (kv_protected_refuses(&srv.cfg, (struct sockaddr *)&ss)) {
+        if (kv_acl_protected_refuses((struct sockaddr *)&ss)) {
             static const char msg[] = "-" ERR_DENIED "\r\n";
             ssize_t w = write(fd, msg, sizeof msg - 1);
             (void)w;
@@ -561,8 +564,17 @@ void kv_call(kv_client *c)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
-    if (UNLIKELY(!(c->flags & CLIENT_AUTHED)) && !(cmd->flags & CMD_NO_AUTH)) {
+    /* Not authenticated: refused unless the default user became nopass. */
+    if (UNLIKELY(!(c->flags & CLIENT_AUTHED)) && !(cmd->flags & CMD_NO_AUTH) &&
+        !kv_acl_default_nopass()) {
         reply_error(c, ERR_NOAUTH);
+        if (c->flags & CLIENT_MULTI)
+            c->flags |= CLIENT_DIRTY_EXEC;
+        return;
+    }
+    if (UNLIKELY(c->user && !c->user->open) && kv_acl_deny(c, cmd)) {
+        srv.cmd_stats[cmd - kv_commands].rejected++;
+        c->cmd = NULL;
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
@@ -595,7 +607,9 @@ int kv_exec_command(kv_client *c, int argc, str *argv)
     str *sargv = c->argv;
     c->argc = argc;
     c->argv = argv;
-    if (srv.cfg.maxmemory && (cmd->flags & CMD_DENYOOM) && kv_evict_if_needed() < 0) {
+    if (kv_acl_exec_deny(c, cmd) < 0) {
+        /* replied: the rules changed since the command was queued */
+    } else if (srv.cfg.maxmemory && (cmd->flags & CMD_DENYOOM) && kv_evict_if_needed() < 0) {
         c->cmd = cmd;
         reply_error(c, ERR_OOM);
     } else {
@@ -765,6 +779,7 @@ static void teardown(void)
     }
     kv_free(srv.dbs);
     pubsub_free();
+    kv_acl_free();
     kv_free(srv.cmd_stats);
     kv_free(srv.aof_path);
     kv_free(srv.child_tmpfile);
@@ -895,6 +910,8 @@ int kv_server_main(int argc, char **argv)
     pthread_mutex_init(&srv.fsync_mu, NULL);
     pthread_cond_init(&srv.fsync_cv, NULL);
     cmd_table_init();
+    if (kv_acl_init() < 0)
+        return 1;
     kv_ticks_calibrate();
     srv.dbs = kv_calloc((size_t)srv.cfg.databases * sizeof *srv.dbs);
     for (int i = 0; i < srv.cfg.databases; i++)

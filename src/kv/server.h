@@ -217,6 +217,7 @@ struct kv_client {
     /* -- client fields: client -- */
     /* -- end client -- */
     /* -- client fields: acl -- */
+    struct kv_acl_user *user; /* NULL: may run anything (AOF loading) */
     /* -- end acl -- */
     /* -- client fields: misc -- */
     /* -- end misc -- */
@@ -460,6 +461,7 @@ void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t
 /* -- declarations: client -- */
 /* -- end client -- */
 /* -- declarations: acl -- */
+typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- end acl -- */
 /* -- declarations: misc -- */
 /* -- end misc -- */

@@ -1,6 +1,7 @@
 /* Connection and server commands: PING ECHO QUIT SELECT AUTH HELLO CLIENT
  * INFO CONFIG COMMAND TIME FLUSHDB ... */
 #include "core/log.h"
+#include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/config.h"
 #include "kv/db.h"
@@ -265,16 +266,6 @@ void replicaof_command(kv_client *c)
 
 /* ---- AUTH / HELLO / RESET ---- */
 
-static int password_ok(str pw)
-{
-    const char *want = srv.cfg.requirepass;
-    size_t n = strlen(want);
-    unsigned diff = (unsigned)(pw.len ^ n);
-    for (size_t i = 0; i < pw.len; i++)
-        diff |= (unsigned)(unsigned char)pw.p[i] ^ (unsigned char)(i < n ? want[i] : 0);
-    return diff == 0;
-}
-
 static void set_authed(kv_client *c)
 {
     c->flags |= CLIENT_AUTHED;
@@ -285,8 +276,7 @@ static void set_authed(kv_client *c)
 /* Returns 1 when authenticated, 0 after replying with the error. */
 static int check_auth(kv_client *c, str user, str pass)
 {
-    int nopass = !srv.cfg.requirepass[0];
-    if (arg_is(user, "default") && (nopass || password_ok(pass))) {
+    if (kv_acl_authenticate(c, user, pass) == 0) {
         set_authed(c);
         return 1;
     }
@@ -300,7 +290,7 @@ void auth_command(kv_client *c)
         reply_error(c, ERR_SYNTAX);
         return;
     }
-    if (c->argc == 2 && !srv.cfg.requirepass[0]) {
+    if (c->argc == 2 && kv_acl_default_nopass()) {
         reply_error(c, "ERR AUTH <password> called without any password configured for the "
                        "default user. Are you sure your configuration is correct?");
         return;
@@ -340,13 +330,14 @@ void hello_command(kv_client *c)
             return;
         }
     }
-    str setname = STR_NULL;
-    int has_name = 0;
+    str setname = STR_NULL, user = STR_NULL, pass = STR_NULL;
+    int has_name = 0, has_auth = 0;
     for (; i < c->argc; i++) {
         int more = c->argc - i - 1;
         if (arg_is(c->argv[i], "auth") && more >= 2) {
-            if (!check_auth(c, c->argv[i + 1], c->argv[i + 2]))
-                return;
+            user = c->argv[i + 1];
+            pass = c->argv[i + 2];
+            has_auth = 1;
             i += 2;
         } else if (arg_is(c->argv[i], "setname") && more >= 1) {
             setname = c->argv[i + 1];
@@ -358,6 +349,8 @@ void hello_command(kv_client *c)
             return;
         }
     }
+    if (has_auth && !check_auth(c, user, pass))
+        return;
     if (!(c->flags & CLIENT_AUTHED)) {
         reply_error(c, "NOAUTH HELLO must be called with the client already authenticated, "
                        "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
@@ -404,7 +397,9 @@ void reset_command(kv_client *c)
     kv_client_set_db(c, 0);
     c->resp = 2;
     set_name(c, STR_NULL);
-    if (srv.cfg.requirepass[0]) {
+    if (kv_acl_client_reset(c)) {
+        set_authed(c);
+    } else {
         c->flags &= ~CLIENT_AUTHED;
         c->parser.max_multibulk = 10;
         c->parser.max_bulk = 16384;
@@ -435,14 +430,15 @@ int kv_client_info(kv_client *c, buf *out)
         line, sizeof line,
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d "
         "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 "
-        "obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d "
+        "obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d "
         "lib-name=%s lib-ver=%s\n",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)((srv.now_ms - c->ctime_ms) / 1000), (long long)((srv.now_ms - c->last_ms) / 1000),
         flags, c->db->id, c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0,
         (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len,
         c->rbuf.cap - c->rbuf.len, c->rbuf.cap, obl, c->wbuf.cap,
-        sizeof *c + c->rbuf.cap + c->wbuf.cap, c->lastcmd ? c->lastcmd->name : "NULL", c->resp,
+        sizeof *c + c->rbuf.cap + c->wbuf.cap, c->lastcmd ? c->lastcmd->name : "NULL",
+        kv_acl_client_user(c), c->resp,
         c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
     if (n < 0)
         return -1;
@@ -765,6 +761,8 @@ void config_command(kv_client *c)
             }
             if (STR_IEQ(c->argv[i], "maxmemory") && srv.cfg.maxmemory)
                 kv_evict_if_needed();
+            if (STR_IEQ(c->argv[i], "requirepass")) /* binary safe, unlike the config copy */
+                kv_acl_requirepass_changed(c->argv[i + 1].p, c->argv[i + 1].len);
             if (STR_IEQ(c->argv[i], "busy-poll-us"))
                 loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
         }

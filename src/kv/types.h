@@ -115,6 +115,7 @@ CMD(sort); CMD(sort_ro);
 /* -- handlers: client -- */
 /* -- end client -- */
 /* -- handlers: acl -- */
+CMD(acl);
 /* -- end acl -- */
 /* -- handlers: misc -- */
 /* -- end misc -- */
