@@ -7,6 +7,7 @@
  *
  * usage: probe PORT RESPONSE_FILE   (the response's exact bytes, head and body)
  * Not part of brisk: bench/run.sh builds it into bench/.peers/probe. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
