@@ -72,6 +72,8 @@ void kv_unwatch_all(kv_client *c)
 
 void kv_touch_key(kv_db *db, str key)
 {
+    if (UNLIKELY(tracking_active()))
+        tracking_invalidate_key(key);
     if (!srv.watch_keys || dict_size(&db->watched) == 0)
         return;
     kv_watch *w = (kv_watch *)(void *)dict_find(&db->watched, key.p, key.len,
@@ -84,6 +86,8 @@ void kv_touch_key(kv_db *db, str key)
 
 void kv_touch_db(kv_db *db)
 {
+    if (UNLIKELY(srv.trk_nclients || dict_size(&srv.trk_keys)))
+        tracking_invalidate_all();
     if (!srv.watch_keys || dict_size(&db->watched) == 0)
         return;
     dict_iter it;
