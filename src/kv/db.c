@@ -270,7 +270,10 @@ int db_expire_if_needed(kv_db *db, kv_entry *e)
 kv_entry *db_lookup_read(kv_db *db, str key)
 {
     kv_entry *e = db_find(db, key);
-    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
+    /* CLIENT PAUSE freezes the dataset: an expired key reads as missing
+     * but stays until the pause ends (the DEL would be a write). */
+    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) &&
+        (UNLIKELY(srv.pause_type) ? db_expired(e) : db_expire_if_needed(db, e)))
         e = NULL;
     if (e) {
         e->lru = srv.lru_clock;

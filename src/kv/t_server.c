@@ -765,10 +765,10 @@ void info_command(kv_client *c)
     if (want_section(c, "clients", 1)) {
         addf(&b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
                  "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
-                 "blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+                 "blocked_clients:%llu\r\ntracking_clients:%d\r\nclients_in_timeout_table:0\r\n"
                  "total_blocking_keys:0\r\ntotal_blocking_keys_on_nokey:0\r\n\r\n",
              (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, max_in,
-             max_out);
+             max_out, (unsigned long long)srv.nheld, srv.trk_nclients);
     }
     if (want_section(c, "memory", 1)) {
         size_t used = kv_used_memory() + cbufs;
@@ -816,6 +816,8 @@ void info_command(kv_client *c)
                  "instantaneous_output_kbps:%.2f\r\nrejected_connections:%llu\r\n"
                  "expired_keys:%llu\r\nevicted_keys:%llu\r\nkeyspace_hits:%llu\r\n"
                  "keyspace_misses:%llu\r\npubsub_channels:%zu\r\npubsub_patterns:%zu\r\n"
+                 "tracking_total_keys:%zu\r\ntracking_total_items:%llu\r\n"
+                 "tracking_total_prefixes:%d\r\n"
                  "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
                  "total_writes_processed:0\r\n\r\n",
              (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
@@ -825,7 +827,8 @@ void info_command(kv_client *c)
              (unsigned long long)srv.stat_rejected_conns, (unsigned long long)srv.stat_expired,
              (unsigned long long)srv.stat_evicted, (unsigned long long)srv.stat_hits,
              (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
-             dict_size(&srv.patterns), (unsigned long long)srv.stat_errors);
+             dict_size(&srv.patterns), dict_size(&srv.trk_keys),
+             (unsigned long long)srv.trk_items, srv.trk_nprefix, (unsigned long long)srv.stat_errors);
     }
     if (want_section(c, "replication", 1)) {
         addf(&b, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"

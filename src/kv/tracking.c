@@ -89,10 +89,12 @@ static void put_bulk(buf *b, str s)
  * the flush message (a null). */
 static int format_msg(buf *b, const kv_client *target, int redirected, const str *keys, int n)
 {
+    static const char push[] = ">2\r\n$10\r\ninvalidate\r\n";
+    static const char msg[] = "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n";
     if (target->resp >= 3)
-        buf_append(b, ">2\r\n$10\r\ninvalidate\r\n", 21);
+        buf_append(b, push, sizeof push - 1);
     else if (redirected && pubsub_count(target) > 0)
-        buf_append(b, "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n", 41);
+        buf_append(b, msg, sizeof msg - 1);
     else
         return 0;
     if (!keys) {
