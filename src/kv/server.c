@@ -341,8 +341,7 @@ static void process_input(kv_client *c)
         c->rbuf.len = rest;
         resp_parser_shift(&c->parser, used);
     }
-    if (c->rbuf.len == 0 && c->rbuf.cap > 4 * READ_CHUNK)
-        buf_free(&c->rbuf);
+    /* Large idle query buffers are shrunk by kv_client_cron. */
     if (c->wbuf.len > c->wpos) {
         check_output_limits(c);
         mark_pending(c);
@@ -373,6 +372,8 @@ static void client_read(kv_client *c)
         return;
     }
     c->rbuf.len += (size_t)n;
+    if (c->rbuf.len > c->cl_qb_peak)
+        c->cl_qb_peak = c->rbuf.len;
     srv.stat_net_in += (uint64_t)n;
     c->last_ms = srv.now_ms;
     if (c->rbuf.len > QUERYBUF_MAX) {
@@ -704,7 +705,7 @@ static void cron_cb(loop *l, timer *t)
     int64_t budget_us = 25000 * (int64_t)srv.cfg.active_expire_effort / 10 * 10 / srv.cfg.hz;
     if (budget_us < 1000)
         budget_us = 1000;
-    kv_pause_cron();
+    kv_client_cron();
     tracking_cron();
     if (!srv.pause_type) /* a pause freezes the dataset: no active expiry */
         db_active_expire(budget_us);

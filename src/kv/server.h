@@ -222,6 +222,7 @@ struct kv_client {
     struct kv_trk_prefix **trk_prefixes; /* BCAST prefixes of this client */
     int trk_nprefixes;
     kv_client *held_next;       /* in srv.held while CLIENT PAUSE holds its command */
+    size_t cl_qb_peak;          /* largest query buffer since the last cron resize */
     /* -- end client -- */
     /* -- client fields: acl -- */
     /* -- end acl -- */
@@ -476,8 +477,10 @@ void kv_client_note_cmd(kv_client *c, const kv_cmd *cmd);
 void kv_client_after_command(kv_client *c, size_t mark);
 /* Whether CLIENT PAUSE holds the command in c->argv (then marks c held). */
 int kv_pause_holds(kv_client *c);
-/* Ends an expired pause (cron) and runs the held commands (batch end). */
-void kv_pause_cron(void);
+/* Cron: ends an expired pause; frees or shrinks the query
+ * buffers of idle clients (as Redis's clientsCronResizeQueryBuffer). */
+void kv_client_cron(void);
+/* Runs the held commands once the pause ended (batch end). */
 void kv_pause_resume_held(void);
 /* MONITOR: feeds one executed command to the monitors. */
 void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);

@@ -144,7 +144,7 @@ int kv_client_info(kv_client *c, buf *out)
         (long long)((srv.now_ms - c->last_ms) / 1000), flags, c->db->id,
         c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0,
         (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len, c->rbuf.cap - c->rbuf.len,
-        argv_mem, multi_mem, c->rbuf.cap, c->rbuf.len, obl, obl ? c->wbuf.cap : 0,
+        argv_mem, multi_mem, c->rbuf.cap, c->cl_qb_peak, obl, obl ? c->wbuf.cap : 0,
         sizeof *c + c->rbuf.cap + c->wbuf.cap + argv_mem + multi_mem,
         obl ? "w" : "", cmd, (c->cl_flags & CL_TRACKING) ? (long long)c->trk_redir : -1LL,
         c->resp);
@@ -480,10 +480,34 @@ int kv_pause_holds(kv_client *c)
     return 1;
 }
 
-void kv_pause_cron(void)
+#define QB_BASE (16 * 1024)        /* what a read reserves */
+#define QB_RESIZE_MIN (32 * 1024)  /* smaller buffers are left alone while in use */
+
+static void resize_query_buffer(kv_client *c)
+{
+    if (c->cl_flags & CL_HELD)
+        return; /* the parser points into the buffer */
+    if (c->rbuf.len == 0 && srv.now_ms - c->last_ms >= 2000) {
+        buf_free(&c->rbuf);
+    } else if (c->rbuf.cap > QB_RESIZE_MIN && c->cl_qb_peak < c->rbuf.cap / 2) {
+        size_t want = MAX(c->cl_qb_peak, (size_t)QB_BASE);
+        if (want >= c->rbuf.len && want < c->rbuf.cap) {
+            char *d = realloc(c->rbuf.data, want);
+            if (d) {
+                c->rbuf.data = d;
+                c->rbuf.cap = want;
+            }
+        }
+    }
+    c->cl_qb_peak = c->rbuf.len;
+}
+
+void kv_client_cron(void)
 {
     if (srv.pause_type && srv.pause_end_ms <= srv.now_ms)
         pause_end();
+    for (kv_client *c = srv.clients; c; c = c->next)
+        resize_query_buffer(c);
 }
 
 static void held_unlink(kv_client *c)
