@@ -405,8 +405,8 @@ static void client_pause(kv_client *c)
             return;
         }
     } else if (c->argc > 4) {
-        reply_error(c, "ERR unknown subcommand or wrong number of arguments for 'pause'. Try "
-                       "CLIENT HELP.");
+        reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
+                        "CLIENT HELP.", (int)MIN(c->argv[1].len, 128), c->argv[1].p);
         return;
     }
     int64_t end = ms > INT64_MAX - srv.now_ms ? INT64_MAX : srv.now_ms + ms;
