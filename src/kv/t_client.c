@@ -85,6 +85,8 @@ void kv_client_note_cmd(kv_client *c, const kv_cmd *cmd)
 
 /* ---- CLIENT LIST / INFO ---- */
 
+/* Redis 7.0.15's fields in its order, then 7.2's lib-name and lib-ver
+ * (clients such as node-redis read back what CLIENT SETINFO set). */
 int kv_client_info(kv_client *c, buf *out)
 {
     char flags[16];
@@ -138,7 +140,7 @@ int kv_client_info(kv_client *c, buf *out)
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d "
         "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
         "rbp=%zu obl=%zu oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=default redir=%lld "
-        "resp=%d\n",
+        "resp=%d lib-name=%s lib-ver=%s\n",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)((srv.now_ms - c->ctime_ms) / 1000),
         (long long)((srv.now_ms - c->last_ms) / 1000), flags, c->db->id,
@@ -147,7 +149,7 @@ int kv_client_info(kv_client *c, buf *out)
         argv_mem, multi_mem, c->rbuf.cap, c->cl_qb_peak, obl, obl ? c->wbuf.cap : 0,
         sizeof *c + c->rbuf.cap + c->wbuf.cap + argv_mem + multi_mem,
         obl ? "w" : "", cmd, (c->cl_flags & CL_TRACKING) ? (long long)c->trk_redir : -1LL,
-        c->resp);
+        c->resp, c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
     if (n < 0)
         return -1;
     return buf_append(out, line, (size_t)MIN((size_t)n, sizeof line - 1));
