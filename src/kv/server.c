@@ -488,6 +488,8 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     c->prop_argc = 0;
     c->cmd = cmd;
     kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
+    int executing = srv.cl_executing;
+    srv.cl_executing = 1;
     if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0) {
         uint64_t t0 = kv_ticks();
         cmd->proc(c);
@@ -496,6 +498,7 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     } else {
         cmd->proc(c);
     }
+    srv.cl_executing = executing;
     st->calls++;
     srv.stat_cmds++;
     if (UNLIKELY(srv.nmonitors))

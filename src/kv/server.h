@@ -403,6 +403,7 @@ typedef struct kv_server {
     buf trk_self;               /* invalidations for the running client, sent after its reply */
     int64_t trk_flush_stamp;    /* the command that already sent the flush invalidation */
     kv_client *cl_running;      /* the client whose command runs (top level) */
+    int cl_executing;           /* inside a command's handler (not eviction before it) */
     /* -- end client -- */
     /* -- server fields: acl -- */
     /* -- end acl -- */

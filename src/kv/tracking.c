@@ -126,7 +126,7 @@ static void send_invalidation(kv_client *c, const str *keys, int n)
                 char m[96];
                 int ml = snprintf(m, sizeof m, ">2\r\n$21\r\ntracking-redir-broken\r\n:%llu\r\n",
                                   (unsigned long long)c->trk_redir);
-                if (c == srv.cl_running) {
+                if (c == srv.cl_running && srv.cl_executing) {
                     buf_append(&srv.trk_self, m, (size_t)ml);
                 } else {
                     reply_raw(c, m, (size_t)ml);
@@ -137,8 +137,9 @@ static void send_invalidation(kv_client *c, const str *keys, int n)
         }
         redirected = 1;
     }
-    if (target == srv.cl_running) {
-        /* After the reply of the running command, not inside it. */
+    if (target == srv.cl_running && srv.cl_executing) {
+        /* After the reply of the running command, not inside it (keys
+         * evicted before the command ran are told before its reply). */
         format_msg(&srv.trk_self, target, redirected, keys, n);
         return;
     }
