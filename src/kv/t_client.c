@@ -173,9 +173,7 @@ static int parse_type(str t)
 
 static int client_type(const kv_client *x)
 {
-    /* Monitors are replicas to Redis: CLIENT LIST TYPE normal skips them. */
-    if (x->cl_flags & CL_MONITOR)
-        return TYPE_REPLICA;
+    /* Monitors are replicas inside Redis but listed as normal clients. */
     return pubsub_count(x) ? TYPE_PUBSUB : TYPE_NORMAL;
 }
 
