@@ -86,8 +86,6 @@ void kv_touch_key(kv_db *db, str key)
 
 void kv_touch_db(kv_db *db)
 {
-    if (UNLIKELY(srv.trk_nclients || dict_size(&srv.trk_keys)))
-        tracking_invalidate_all();
     if (!srv.watch_keys || dict_size(&db->watched) == 0)
         return;
     dict_iter it;

@@ -475,9 +475,11 @@ static void touch_command_keys(kv_client *c, const kv_cmd *cmd)
 {
     if (cmd->first_key <= 0)
         return;
+    int first = cmd->first_key;
     int last = cmd->last_key < 0 ? c->argc + cmd->last_key : cmd->last_key;
     int step = cmd->key_step > 0 ? cmd->key_step : 1;
-    for (int i = cmd->first_key; i <= last && i < c->argc; i += step)
+    kv_written_keys(cmd, &first, &last);
+    for (int i = first; i <= last && i < c->argc; i += step)
         kv_touch_key(c->db, c->argv[i]);
 }
 
@@ -800,6 +802,7 @@ static void teardown(void)
     kv_free(srv.dbs);
     pubsub_free();
     tracking_free();
+    kv_client_tables_free();
     kv_free(srv.monitors);
     kv_free(srv.cmd_stats);
     kv_free(srv.aof_path);

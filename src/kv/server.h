@@ -401,7 +401,6 @@ typedef struct kv_server {
     int trk_nprefix, trk_prefix_cap;
     int trk_bcast_pending;      /* a BCAST prefix has keys to send at batch end */
     buf trk_self;               /* invalidations for the running client, sent after its reply */
-    int64_t trk_flush_stamp;    /* the command that already sent the flush invalidation */
     kv_client *cl_running;      /* the client whose command runs (top level) */
     int cl_executing;           /* inside a command's handler (not eviction before it) */
     /* -- end client -- */
@@ -471,6 +470,10 @@ int kv_client_name_valid(str s);
 void kv_client_set_name(kv_client *c, str name);
 /* RESET: tracking, MONITOR, REPLY OFF and NO-EVICT back to their defaults. */
 void kv_client_reset(kv_client *c);
+/* Narrows [first, last] of a write command's keys to those it changes
+ * (SINTERSTORE dst src...: dst only; COPY src dst: dst), for WATCH and
+ * tracking. */
+void kv_written_keys(const kv_cmd *cmd, int *first, int *last);
 /* Called by kv_call once the command is known (NULL: unknown). */
 void kv_client_note_cmd(kv_client *c, const kv_cmd *cmd);
 /* After a top-level command of c ran (its reply starts at wbuf offset
@@ -492,6 +495,7 @@ void kv_client_process_input(kv_client *c);
 /* tracking.c */
 void tracking_init(void);
 void tracking_free(void);
+void kv_client_tables_free(void);
 void tracking_enable(kv_client *c, uint64_t redir, kv_client *target, unsigned opts,
                      const str *prefixes, int nprefixes);
 void tracking_disable(kv_client *c);
@@ -501,7 +505,7 @@ int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, s
 void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
 /* key changed in the keyspace (cheap when no client tracks). */
 void tracking_invalidate_key(str key);
-void tracking_invalidate_all(void); /* FLUSHDB / FLUSHALL */
+void tracking_invalidate_all(void); /* FLUSHDB / FLUSHALL (once per command) */
 void tracking_broadcast(void);      /* batch end: BCAST messages */
 void tracking_send_self(kv_client *c);
 void tracking_cron(void);

@@ -72,6 +72,36 @@ static int is_container(const kv_cmd *cmd)
     return *slot == 1;
 }
 
+/* Per kv_commands index: 0 not looked at yet, 1 every key is written,
+ * 2 only the first (the destination of *STORE), 3 only the second (COPY). */
+static unsigned char *written_tab;
+
+void kv_written_keys(const kv_cmd *cmd, int *first, int *last)
+{
+    if (UNLIKELY(!written_tab))
+        written_tab = kv_calloc(kv_ncommands);
+    unsigned char *slot = &written_tab[cmd - kv_commands];
+    if (UNLIKELY(!*slot)) {
+        size_t n = strlen(cmd->name);
+        *slot = 1;
+        if (n > 5 && strcmp(cmd->name + n - 5, "store") == 0)
+            *slot = 2;
+        else if (strcmp(cmd->name, "copy") == 0)
+            *slot = 3;
+    }
+    if (*slot == 2)
+        *last = *first;
+    else if (*slot == 3)
+        *first = *last = *first + 1;
+}
+
+void kv_client_tables_free(void)
+{
+    kv_free(written_tab);
+    kv_free(container_tab);
+    written_tab = container_tab = NULL;
+}
+
 void kv_client_note_cmd(kv_client *c, const kv_cmd *cmd)
 {
     c->lastcmd = cmd;

@@ -102,6 +102,7 @@ void flushdb_command(kv_client *c)
     if (!flush_args_ok(c))
         return;
     kv_touch_db(c->db);
+    tracking_invalidate_all();
     db_flush(c->db);
     kv_dirty(1);
     reply_ok(c);
@@ -111,6 +112,7 @@ void flushall_command(kv_client *c)
 {
     if (!flush_args_ok(c))
         return;
+    tracking_invalidate_all();
     for (int i = 0; i < srv.cfg.databases; i++) {
         kv_touch_db(&srv.dbs[i]);
         db_flush(&srv.dbs[i]);

@@ -400,10 +400,8 @@ void tracking_invalidate_key(str key)
 
 void tracking_invalidate_all(void)
 {
-    /* FLUSHALL touches every db: one message per command is enough. */
-    if (srv.cl_running && srv.trk_flush_stamp == (int64_t)srv.stat_cmds + 1)
+    if (!srv.trk_nclients && !dict_size(&srv.trk_keys))
         return;
-    srv.trk_flush_stamp = (int64_t)srv.stat_cmds + 1;
     for (int i = 0; i < srv.trk_nclients; i++)
         send_invalidation(srv.trk_clients[i], NULL, 0);
     dict_clear(&srv.trk_keys, free_key_node, NULL);

@@ -511,3 +511,29 @@ def test_reset_clears_client_modes(kv):
     assert t.cmd("PING") == (b"+", b"PONG")  # no MONITOR line in between
     t.close()
     r.close()
+
+
+def test_tracking_only_written_keys_are_invalidated(kv, reference):
+    """SINTERSTORE dst src: only dst changes; COPY src dst: only dst;
+    SWAPDB sends nothing -- as Redis."""
+    out = []
+    for port in both(kv, reference):
+        t, w = Raw(port), Raw(port)
+        t.cmd("HELLO", "3")
+        t.cmd("CLIENT", "TRACKING", "on")
+        w.cmd("SADD", "a", "1")
+        w.cmd("SET", "s", "1")
+        for k in ("a", "s", "d", "c"):
+            t.cmd("TYPE", k) if k != "a" else t.cmd("SMEMBERS", "a")
+            t.cmd("GET", k) if k != "a" else None
+        w.cmd("SINTERSTORE", "d", "a", "a")
+        w.cmd("COPY", "s", "c")
+        w.cmd("SWAPDB", "0", "1")
+        w.cmd("SWAPDB", "0", "1")
+        w.cmd("SET", "s", "2")
+        got = [t.read(), t.read(), t.read()]
+        assert t.silent(0.2)
+        out.append(got)
+        t.close()
+        w.close()
+    assert out[0] == out[1]
