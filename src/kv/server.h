@@ -219,8 +219,8 @@ struct kv_client {
     char cl_lastsub[24];        /* subcommand of lastcmd when it is a container ("list") */
     uint64_t trk_redir;         /* CLIENT TRACKING REDIRECT id, 0 = none */
     kv_client *trk_target;      /* the client trk_redir names; NULL once it closed */
-    struct kv_trk_prefix **trk_prefixes; /* BCAST prefixes of this client */
-    int trk_nprefixes;
+    struct kv_trk_prefix **trk_prefixes; /* BCAST prefixes of this client, sorted */
+    int trk_nprefixes, trk_prefixes_cap;
     kv_client *held_next;       /* in srv.held while CLIENT PAUSE holds its command */
     size_t cl_qb_peak;          /* largest query buffer since the last cron resize */
     /* -- end client -- */
@@ -397,9 +397,14 @@ typedef struct kv_server {
     int trk_nclients, trk_clients_cap;
     dict trk_keys;              /* key -> kv_trk_key (ids of clients that read it) */
     uint64_t trk_items;         /* sum of the ids in trk_keys */
-    struct kv_trk_prefix **trk_prefix_tab;
-    int trk_nprefix, trk_prefix_cap;
-    int trk_bcast_pending;      /* a BCAST prefix has keys to send at batch end */
+    dict trk_prefix_d;          /* BCAST prefix -> kv_trk_prefix (its subscribers) */
+    int trk_nprefix;
+    uint32_t *trk_plens;        /* the distinct prefix lengths, ascending, and how */
+    uint32_t *trk_plen_refs;    /* many prefixes have each (a write looks up only those) */
+    int trk_nplens, trk_plens_cap;
+    struct kv_trk_prefix **trk_pending; /* prefixes with changed keys to send */
+    int trk_npending, trk_pending_cap;
+    int trk_bcast_pending;      /* trk_pending is not empty: send at batch end */
     buf trk_self;               /* invalidations for the running client, sent after its reply */
     kv_client *cl_running;      /* the client whose command runs (top level) */
     int cl_executing;           /* inside a command's handler (not eviction before it) */
@@ -510,6 +515,7 @@ void tracking_broadcast(void);      /* batch end: BCAST messages */
 void tracking_send_self(kv_client *c);
 void tracking_cron(void);
 void tracking_client_closed(kv_client *c);
+str tracking_prefix_str(const struct kv_trk_prefix *p);
 static inline int tracking_active(void) { return dict_size(&srv.trk_keys) || srv.trk_nprefix; }
 /* -- end client -- */
 /* -- declarations: acl -- */

@@ -908,9 +908,7 @@ static void client_trackinginfo(kv_client *c)
     reply_bulk_cstr(c, "prefixes");
     reply_array(c, c->trk_nprefixes);
     for (int i = 0; i < c->trk_nprefixes; i++) {
-        /* kv_trk_prefix starts with its (pointer, length) key */
-        const str *p = (const str *)(const void *)c->trk_prefixes[i];
-        reply_bulk_str(c, *p);
+        reply_bulk_str(c, tracking_prefix_str(c->trk_prefixes[i]));
     }
 }
 

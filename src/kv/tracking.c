@@ -8,9 +8,10 @@
  * change. Ids, not pointers, so a client that turns tracking off or goes
  * away needs no cleanup of the table (stale ids are skipped).
  *
- * BCAST mode: srv.trk_prefix_tab holds the prefixes clients asked for;
- * each changed key is queued on the prefixes it starts with, and at the
- * end of the loop batch every subscriber gets one message per prefix.
+ * BCAST mode: srv.trk_prefix_d holds the prefixes clients asked for;
+ * each changed key is queued on the prefixes it starts with (found by one
+ * lookup per distinct prefix length, not a scan of every prefix), and at
+ * the end of the loop batch every subscriber gets one message per prefix.
  *
  * Messages are RESP3 pushes (">2 invalidate [keys]"), or, when redirected
  * to a RESP2 client subscribed to anything, a Pub/Sub message of the
@@ -23,16 +24,28 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 typedef struct kv_trk_prefix {
-    str prefix; /* first: t_client.c reads it as a str */
+    dict_node node; /* aux = prefix length */
     kv_client **clients;
     int n, cap;
-    buf keys; /* queued changes: [u64 id of the client that made it][u32 len][key] */
+    int pending; /* in srv.trk_pending */
+    buf keys;    /* queued changes: [u64 id of the client that made it][u32 len][key] */
     char data[];
 } kv_trk_prefix;
+
+str tracking_prefix_str(const kv_trk_prefix *p)
+{
+    return (str){ p->data, p->node.aux };
+}
+
+static str prefix_key_fn(const dict_node *n)
+{
+    return tracking_prefix_str((const kv_trk_prefix *)(const void *)n);
+}
 
 typedef struct kv_trk_key {
     dict_node node; /* aux = key length */
@@ -50,6 +63,16 @@ static str trk_key_fn(const dict_node *n)
 void tracking_init(void)
 {
     dict_init(&srv.trk_keys, trk_key_fn);
+    dict_init(&srv.trk_prefix_d, prefix_key_fn);
+}
+
+static void free_prefix_node(dict_node *n, void *ud)
+{
+    (void)ud;
+    kv_trk_prefix *x = (kv_trk_prefix *)(void *)n;
+    kv_free(x->clients);
+    buf_free(&x->keys);
+    kv_free(x);
 }
 
 static void free_key_node(dict_node *n, void *ud)
@@ -63,12 +86,10 @@ static void free_key_node(dict_node *n, void *ud)
 void tracking_free(void)
 {
     dict_clear(&srv.trk_keys, free_key_node, NULL);
-    for (int i = 0; i < srv.trk_nprefix; i++) {
-        kv_free(srv.trk_prefix_tab[i]->clients);
-        buf_free(&srv.trk_prefix_tab[i]->keys);
-        kv_free(srv.trk_prefix_tab[i]);
-    }
-    kv_free(srv.trk_prefix_tab);
+    dict_clear(&srv.trk_prefix_d, free_prefix_node, NULL);
+    kv_free(srv.trk_plens);
+    kv_free(srv.trk_plen_refs);
+    kv_free(srv.trk_pending);
     kv_free(srv.trk_clients);
     buf_free(&srv.trk_self);
 }
@@ -170,39 +191,102 @@ static kv_client *tracking_client_by_id(uint64_t id)
 
 static kv_trk_prefix *prefix_find(str p)
 {
-    for (int i = 0; i < srv.trk_nprefix; i++) {
-        kv_trk_prefix *x = srv.trk_prefix_tab[i];
-        if (x->prefix.len == p.len && memcmp(x->prefix.p, p.p, p.len) == 0)
-            return x;
+    return (kv_trk_prefix *)(void *)dict_find(&srv.trk_prefix_d, p.p, p.len,
+                                               dict_hash32(p.p, p.len));
+}
+
+static int cmp_bytes(str a, str b)
+{
+    int r = memcmp(a.p, b.p, MIN(a.len, b.len));
+    return r ? r : (a.len > b.len) - (a.len < b.len);
+}
+
+/* Where p goes in c's sorted prefixes (the first not below it). */
+static int client_prefix_pos(const kv_client *c, str p)
+{
+    int lo = 0, hi = c->trk_nprefixes;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (cmp_bytes(tracking_prefix_str(c->trk_prefixes[mid]), p) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return NULL;
+    return lo;
+}
+
+/* Counts a prefix length in srv.trk_plens (delta +1 or -1). */
+static void plen_ref(uint32_t len, int delta)
+{
+    int i = 0, hi = srv.trk_nplens;
+    while (i < hi) {
+        int mid = i + (hi - i) / 2;
+        if (srv.trk_plens[mid] < len)
+            i = mid + 1;
+        else
+            hi = mid;
+    }
+    if (i < srv.trk_nplens && srv.trk_plens[i] == len) {
+        srv.trk_plen_refs[i] += (uint32_t)delta;
+        if (srv.trk_plen_refs[i] == 0) {
+            srv.trk_nplens--;
+            memmove(srv.trk_plens + i, srv.trk_plens + i + 1,
+                    (size_t)(srv.trk_nplens - i) * sizeof *srv.trk_plens);
+            memmove(srv.trk_plen_refs + i, srv.trk_plen_refs + i + 1,
+                    (size_t)(srv.trk_nplens - i) * sizeof *srv.trk_plen_refs);
+        }
+        return;
+    }
+    assert(delta > 0);
+    if (srv.trk_nplens == srv.trk_plens_cap) {
+        srv.trk_plens_cap = srv.trk_plens_cap ? srv.trk_plens_cap * 2 : 8;
+        srv.trk_plens = kv_realloc(srv.trk_plens, (size_t)srv.trk_plens_cap * sizeof *srv.trk_plens);
+        srv.trk_plen_refs = kv_realloc(srv.trk_plen_refs,
+                                       (size_t)srv.trk_plens_cap * sizeof *srv.trk_plen_refs);
+    }
+    memmove(srv.trk_plens + i + 1, srv.trk_plens + i,
+            (size_t)(srv.trk_nplens - i) * sizeof *srv.trk_plens);
+    memmove(srv.trk_plen_refs + i + 1, srv.trk_plen_refs + i,
+            (size_t)(srv.trk_nplens - i) * sizeof *srv.trk_plen_refs);
+    srv.trk_plens[i] = len;
+    srv.trk_plen_refs[i] = 1;
+    srv.trk_nplens++;
 }
 
 static void prefix_add_client(kv_client *c, str p)
 {
+    if (p.len > UINT32_MAX)
+        return;
     kv_trk_prefix *x = prefix_find(p);
     if (!x) {
         x = kv_calloc(sizeof *x + p.len + 1);
         memcpy(x->data, p.p, p.len);
-        x->prefix = (str){ x->data, p.len };
-        if (srv.trk_nprefix == srv.trk_prefix_cap) {
-            srv.trk_prefix_cap = srv.trk_prefix_cap ? srv.trk_prefix_cap * 2 : 4;
-            srv.trk_prefix_tab = kv_realloc(srv.trk_prefix_tab, (size_t)srv.trk_prefix_cap *
-                                                                    sizeof *srv.trk_prefix_tab);
-        }
-        srv.trk_prefix_tab[srv.trk_nprefix++] = x;
+        x->node.hash = dict_hash32(p.p, p.len);
+        x->node.aux = (uint32_t)p.len;
+        dict_add(&srv.trk_prefix_d, &x->node);
+        srv.trk_nprefix++;
+        plen_ref((uint32_t)p.len, 1);
     }
     for (int i = 0; i < x->n; i++)
         if (x->clients[i] == c)
-            return;
+            return; /* already one of c's (BCAST again without PREFIX: "") */
     if (x->n == x->cap) {
         x->cap = x->cap ? x->cap * 2 : 4;
         x->clients = kv_realloc(x->clients, (size_t)x->cap * sizeof *x->clients);
     }
     x->clients[x->n++] = c;
-    c->trk_prefixes = kv_realloc(c->trk_prefixes,
-                                 (size_t)(c->trk_nprefixes + 1) * sizeof *c->trk_prefixes);
-    c->trk_prefixes[c->trk_nprefixes++] = x;
+    if (c->trk_nprefixes == c->trk_prefixes_cap) {
+        c->trk_prefixes_cap = c->trk_prefixes_cap ? c->trk_prefixes_cap * 2 : 4;
+        c->trk_prefixes = kv_realloc(c->trk_prefixes,
+                                     (size_t)c->trk_prefixes_cap * sizeof *c->trk_prefixes);
+    }
+    c->trk_prefixes[c->trk_nprefixes++] = x; /* sorted by tracking_enable */
+}
+
+static int cmp_prefix_ptr(const void *a, const void *b)
+{
+    return cmp_bytes(tracking_prefix_str(*(kv_trk_prefix *const *)a),
+                     tracking_prefix_str(*(kv_trk_prefix *const *)b));
 }
 
 static void prefix_drop_client(kv_trk_prefix *x, kv_client *c)
@@ -215,49 +299,87 @@ static void prefix_drop_client(kv_trk_prefix *x, kv_client *c)
     }
     if (x->n > 0)
         return;
-    for (int i = 0; i < srv.trk_nprefix; i++) {
-        if (srv.trk_prefix_tab[i] == x) {
-            srv.trk_prefix_tab[i] = srv.trk_prefix_tab[--srv.trk_nprefix];
-            break;
+    if (x->pending) {
+        for (int i = 0; i < srv.trk_npending; i++) {
+            if (srv.trk_pending[i] == x) {
+                srv.trk_pending[i] = srv.trk_pending[--srv.trk_npending];
+                break;
+            }
         }
     }
-    kv_free(x->clients);
-    buf_free(&x->keys);
-    kv_free(x);
+    plen_ref(x->node.aux, -1);
+    dict_unlink_node(&srv.trk_prefix_d, &x->node);
+    srv.trk_nprefix--;
+    free_prefix_node(&x->node, NULL);
 }
 
 static int overlaps(str a, str b)
 {
-    size_t n = MIN(a.len, b.len);
-    return memcmp(a.p, b.p, n) == 0;
+    return memcmp(a.p, b.p, MIN(a.len, b.len)) == 0;
 }
+
+typedef struct {
+    str s;
+    int idx;
+} prefix_arg;
+
+static int cmp_prefix_arg(const void *a, const void *b)
+{
+    const prefix_arg *x = a, *y = b;
+    int r = cmp_bytes(x->s, y->s);
+    return r ? r : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+#define PREFIX_EXACT_SCAN 2000 /* up to this many, name the pair as Redis does */
 
 int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, size_t errlen)
 {
+    static const char tail[] = "Prefixes for a single client must not overlap.";
+    /* Against c's own, which never overlap each other: only the one just
+     * below p (a prefix of p) and the one at p (starting with p) can. */
     for (int i = 0; i < n; i++) {
-        for (int k = 0; k < c->trk_nprefixes; k++) {
-            str old = c->trk_prefixes[k]->prefix;
+        int pos = client_prefix_pos(c, prefixes[i]);
+        for (int k = pos - 1; k <= pos; k++) {
+            if (k < 0 || k >= c->trk_nprefixes)
+                continue;
+            str old = tracking_prefix_str(c->trk_prefixes[k]);
             if (overlaps(prefixes[i], old)) {
                 snprintf(err, errlen,
-                         "ERR Prefix '%.*s' overlaps with an existing prefix '%.*s'. Prefixes for "
-                         "a single client must not overlap.",
+                         "ERR Prefix '%.*s' overlaps with an existing prefix '%.*s'. %s",
                          (int)MIN(prefixes[i].len, 128), prefixes[i].p, (int)MIN(old.len, 128),
-                         old.p);
-                return 1;
-            }
-        }
-        for (int j = i + 1; j < n; j++) {
-            if (overlaps(prefixes[i], prefixes[j])) {
-                snprintf(err, errlen,
-                         "ERR Prefix '%.*s' overlaps with another provided prefix '%.*s'. "
-                         "Prefixes for a single client must not overlap.",
-                         (int)MIN(prefixes[i].len, 128), prefixes[i].p,
-                         (int)MIN(prefixes[j].len, 128), prefixes[j].p);
+                         old.p, tail);
                 return 1;
             }
         }
     }
-    return 0;
+    if (n < 2)
+        return 0;
+    /* Among themselves: sorted, an overlap shows between neighbours. */
+    prefix_arg *v = kv_malloc((size_t)n * sizeof *v);
+    for (int i = 0; i < n; i++)
+        v[i] = (prefix_arg){ prefixes[i], i };
+    qsort(v, (size_t)n, sizeof *v, cmp_prefix_arg);
+    int a = -1, b = -1;
+    for (int i = 0; i + 1 < n && a < 0; i++) {
+        if (overlaps(v[i].s, v[i + 1].s)) {
+            a = MIN(v[i].idx, v[i + 1].idx);
+            b = MAX(v[i].idx, v[i + 1].idx);
+        }
+    }
+    kv_free(v);
+    if (a < 0)
+        return 0;
+    if (n <= PREFIX_EXACT_SCAN) { /* the first pair in argument order */
+        int found = 0;
+        for (int i = 0; i < n && !found; i++)
+            for (int j = i + 1; j < n && !found; j++)
+                if (overlaps(prefixes[i], prefixes[j]))
+                    a = i, b = j, found = 1;
+    }
+    snprintf(err, errlen, "ERR Prefix '%.*s' overlaps with another provided prefix '%.*s'. %s",
+             (int)MIN(prefixes[a].len, 128), prefixes[a].p, (int)MIN(prefixes[b].len, 128),
+             prefixes[b].p, tail);
+    return 1;
 }
 
 void tracking_enable(kv_client *c, uint64_t redir, kv_client *target, unsigned opts,
@@ -281,6 +403,8 @@ void tracking_enable(kv_client *c, uint64_t redir, kv_client *target, unsigned o
             prefix_add_client(c, STR(""));
         for (int i = 0; i < nprefixes; i++)
             prefix_add_client(c, prefixes[i]);
+        qsort(c->trk_prefixes, (size_t)c->trk_nprefixes, sizeof *c->trk_prefixes,
+              cmp_prefix_ptr);
     }
     c->cl_flags |= opts & (CL_TRK_OPTIN | CL_TRK_OPTOUT | CL_TRK_NOLOOP);
 }
@@ -293,7 +417,7 @@ void tracking_disable(kv_client *c)
         prefix_drop_client(c->trk_prefixes[i], c);
     kv_free(c->trk_prefixes);
     c->trk_prefixes = NULL;
-    c->trk_nprefixes = 0;
+    c->trk_nprefixes = c->trk_prefixes_cap = 0;
     for (int i = 0; i < srv.trk_nclients; i++) {
         if (srv.trk_clients[i] == c) {
             srv.trk_clients[i] = srv.trk_clients[--srv.trk_nclients];
@@ -380,14 +504,23 @@ static void invalidate_entry(kv_trk_key *k, const kv_client *changer)
 void tracking_invalidate_key(str key)
 {
     uint64_t changer_id = srv.cl_running ? srv.cl_running->id : 0;
-    for (int i = 0; i < srv.trk_nprefix; i++) {
-        kv_trk_prefix *x = srv.trk_prefix_tab[i];
-        if (key.len < x->prefix.len || memcmp(key.p, x->prefix.p, x->prefix.len) != 0)
+    for (int i = 0; i < srv.trk_nplens && srv.trk_plens[i] <= key.len; i++) {
+        kv_trk_prefix *x = prefix_find((str){ key.p, srv.trk_plens[i] });
+        if (!x)
             continue;
         uint32_t len = (uint32_t)MIN(key.len, (size_t)UINT32_MAX);
         buf_append(&x->keys, &changer_id, sizeof changer_id);
         buf_append(&x->keys, &len, sizeof len);
         buf_append(&x->keys, key.p, len);
+        if (!x->pending) {
+            if (srv.trk_npending == srv.trk_pending_cap) {
+                srv.trk_pending_cap = srv.trk_pending_cap ? srv.trk_pending_cap * 2 : 8;
+                srv.trk_pending = kv_realloc(srv.trk_pending, (size_t)srv.trk_pending_cap *
+                                                                  sizeof *srv.trk_pending);
+            }
+            srv.trk_pending[srv.trk_npending++] = x;
+            x->pending = 1;
+        }
         srv.trk_bcast_pending = 1;
     }
     if (!dict_size(&srv.trk_keys))
@@ -413,10 +546,9 @@ void tracking_broadcast(void)
     srv.trk_bcast_pending = 0;
     str *keys = NULL;
     size_t cap = 0;
-    for (int i = 0; i < srv.trk_nprefix; i++) {
-        kv_trk_prefix *x = srv.trk_prefix_tab[i];
-        if (!x->keys.len)
-            continue;
+    for (int i = 0; i < srv.trk_npending; i++) {
+        kv_trk_prefix *x = srv.trk_pending[i];
+        x->pending = 0;
         for (int j = 0; j < x->n; j++) {
             kv_client *t = x->clients[j];
             int n = 0;
@@ -442,6 +574,7 @@ void tracking_broadcast(void)
         if (x->keys.cap > 64 * 1024)
             buf_free(&x->keys);
     }
+    srv.trk_npending = 0;
     kv_free(keys);
 }
 

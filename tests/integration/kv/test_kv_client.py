@@ -537,3 +537,30 @@ def test_tracking_only_written_keys_are_invalidated(kv, reference):
         t.close()
         w.close()
     assert out[0] == out[1]
+
+
+def test_tracking_many_prefixes_stay_fast(kv):
+    """100k BCAST prefixes in one command: no quadratic work, and a
+    collision among them is an error found at once."""
+    c = kv.client(socket_timeout=10)
+    many = ["p%06d:" % i for i in range(100000)]
+    args = ["CLIENT", "TRACKING", "on", "BCAST"]
+    for p in many:
+        args += ["PREFIX", p]
+    t0 = time.time()
+    with pytest.raises(redis.ResponseError, match="overlaps with another provided prefix"):
+        c.execute_command(*(args + ["PREFIX", "p"]))
+    assert c.execute_command(*args) == b"OK"
+    assert time.time() - t0 < 5
+    info = c.execute_command("CLIENT", "TRACKINGINFO")
+    info = dict(zip(info[::2], info[1::2]))
+    assert len(info[b"prefixes"]) == 100000
+    w = kv.client()
+    t0 = time.time()
+    for i in range(2000):
+        w.set("q%d" % i, "x")
+    assert time.time() - t0 < 5
+    assert c.execute_command("CLIENT", "TRACKING", "off") == b"OK"
+    assert kv.client().info()["tracking_total_prefixes"] == 0
+    c.close()
+    w.close()
