@@ -123,6 +123,8 @@ int kv_client_info(kv_client *c, buf *out)
     size_t nf = 0;
     if (c->cl_flags & CL_MONITOR)
         flags[nf++] = 'O';
+    if (pubsub_count(c))
+        flags[nf++] = 'P';
     if (c->flags & CLIENT_MULTI)
         flags[nf++] = 'x';
     if (c->cl_flags & CL_HELD)
@@ -139,8 +141,6 @@ int kv_client_info(kv_client *c, buf *out)
         flags[nf++] = 'c';
     if (c->flags & CLIENT_CLOSE_ASAP)
         flags[nf++] = 'A';
-    if (pubsub_count(c))
-        flags[nf++] = 'P';
     if (c->cl_flags & CL_NO_EVICT)
         flags[nf++] = 'e';
     if (nf == 0)

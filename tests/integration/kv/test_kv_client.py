@@ -564,3 +564,22 @@ def test_tracking_many_prefixes_stay_fast(kv):
     assert kv.client().info()["tracking_total_prefixes"] == 0
     c.close()
     w.close()
+
+
+def test_client_list_flags_match_reference(kv, reference):
+    out = []
+    for port in both(kv, reference):
+        a, b = Raw(port), Raw(port)
+        a.cmd("HELLO", "3")
+        a.cmd("SUBSCRIBE", "ch")
+        a.cmd("CLIENT", "NO-EVICT", "on")
+        a.cmd("MULTI")
+        bid = int(b.cmd("CLIENT", "ID")[1])
+        b.cmd("CLIENT", "TRACKING", "on", "BCAST", "REDIRECT", bid)
+        b.cmd("WATCH", "k")
+        Raw(port).cmd("SET", "k", "1")
+        listing = b.cmd("CLIENT", "LIST")[1].decode()
+        out.append(sorted(f for f in re.findall(r"flags=(\S+)", listing) if f != "N"))
+        a.close()
+        b.close()
+    assert out[0] == out[1]
