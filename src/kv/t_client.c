@@ -33,6 +33,15 @@ static void sub_arity_error(kv_client *c)
     reply_errorf(c, "ERR wrong number of arguments for 'client|%s' command", name);
 }
 
+/* A CLIENT subcommand: arity counts "client" and the subcommand; admin
+ * ones are hidden from MONITOR. The table is at the end of the file. */
+typedef struct {
+    const char *name;
+    int arity;
+    int admin;
+    void (*proc)(kv_client *c);
+} client_sub;
+
 /* ---- names ---- */
 
 int kv_client_name_valid(str s)
@@ -663,18 +672,53 @@ static int redacted(const kv_cmd *cmd, int argc, const str *argv, int i)
     return 0;
 }
 
-static int sub_is_admin(const kv_cmd *cmd, int argc, const str *argv);
+static const client_sub *find_sub(str name);
+
+/* Redis 7.0's admin subcommands of containers (MONITOR hides them; HELP
+ * and the harmless ones show). CLIENT's come from client_subs. */
+static const struct {
+    const char *container;
+    const char *const subs[10];
+} admin_subs[] = {
+    { "config", { "get", "set", "rewrite", "resetstat" } },
+    { "slowlog", { "get", "len", "reset" } },
+    { "latency", { "doctor", "graph", "histogram", "history", "latest", "reset" } },
+    { "acl", { "deluser", "dryrun", "getuser", "list", "load", "log", "save", "setuser", "users" } },
+    { "module", { "list", "load", "loadex", "unload" } },
+};
+
+static int hidden_from_monitor(const kv_cmd *cmd, int argc, const str *argv)
+{
+    if (cmd->proc == client_command) {
+        const client_sub *s = argc >= 2 ? find_sub(argv[1]) : NULL;
+        return s && s->admin;
+    }
+    for (size_t i = 0; i < ARRAY_LEN(admin_subs); i++) {
+        if (strcmp(cmd->name, admin_subs[i].container) != 0)
+            continue;
+        for (size_t k = 0; argc >= 2 && k < ARRAY_LEN(admin_subs[i].subs) && admin_subs[i].subs[k]; k++)
+            if (arg_is(argv[1], admin_subs[i].subs[k]))
+                return 1;
+        return 0;
+    }
+    return (cmd->flags & CMD_ADMIN) != 0;
+}
 
 void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
 {
-    if ((cmd->flags & CMD_ADMIN) || (c->flags & CLIENT_FAKE) || sub_is_admin(cmd, argc, argv))
+    /* A fake client outside AOF loading runs a script's commands: Redis
+     * shows them as from "lua". */
+    if ((c->flags & CLIENT_FAKE) && srv.loading)
         return;
+    if (hidden_from_monitor(cmd, argc, argv))
+        return;
+    const char *addr = (c->flags & CLIENT_FAKE) ? "lua" : c->addr;
     struct timeval tv;
     gettimeofday(&tv, NULL);
     buf line = { 0 };
     char head[128];
     int n = snprintf(head, sizeof head, "+%ld.%06ld [%d %s]", (long)tv.tv_sec, (long)tv.tv_usec,
-                     c->db->id, c->addr);
+                     c->db->id, addr);
     buf_append(&line, head, (size_t)n);
     for (int i = 0; i < argc; i++) {
         buf_append(&line, " ", 1);
@@ -971,15 +1015,8 @@ static void client_help(kv_client *c)
         reply_simple(c, lines[i]);
 }
 
-/* Redis 7.0's CLIENT subcommands: arity counts "client" and the
- * subcommand; admin ones are hidden from MONITOR. UNBLOCK is added by the
- * blocking family (its row goes here). */
-typedef struct {
-    const char *name;
-    int arity;
-    int admin;
-    void (*proc)(kv_client *c);
-} client_sub;
+/* Redis 7.0's CLIENT subcommands. UNBLOCK is added by the blocking family
+ * (its row goes in the marked spot). */
 
 static const client_sub client_subs[] = {
     { "id", 2, 0, client_id },
@@ -1008,14 +1045,6 @@ static const client_sub *find_sub(str name)
         if (arg_is(name, client_subs[i].name))
             return &client_subs[i];
     return NULL;
-}
-
-static int sub_is_admin(const kv_cmd *cmd, int argc, const str *argv)
-{
-    if (cmd->proc != client_command || argc < 2)
-        return 0;
-    const client_sub *s = find_sub(argv[1]);
-    return s && s->admin;
 }
 
 void client_command(kv_client *c)

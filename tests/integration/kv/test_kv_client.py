@@ -469,6 +469,7 @@ def monitor_lines(port):
     c.cmd("AUTH", "u", "p")
     c.cmd("HELLO", "2", "AUTH", "u", "p")
     c.cmd("CONFIG", "GET", "x")      # admin: not shown
+    c.cmd("CONFIG", "HELP")          # not admin: shown
     c.cmd("NOSUCHCOMMAND")           # rejected: not shown
     c.cmd("GET")                     # rejected: not shown
     c.cmd("CLIENT", "LIST")          # admin subcommand: not shown
