@@ -173,25 +173,31 @@ int kv_client_info(kv_client *c, buf *out)
             multi_mem += c->mq[i].argv[j].len;
     }
     size_t obl = c->wbuf.len - c->wpos;
-    char line[1024];
-    int n = snprintf(
+    /* Names and library strings have any length: appended, not formatted. */
+    char line[512];
+    int n = snprintf(line, sizeof line, "id=%llu addr=%s laddr=%s fd=%d name=",
+                     (unsigned long long)c->id, c->addr, c->laddr, c->fd);
+    if (n < 0 || buf_append(out, line, (size_t)n) < 0 ||
+        (c->name && buf_append(out, c->name, strlen(c->name)) < 0))
+        return -1;
+    n = snprintf(
         line, sizeof line,
-        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d "
-        "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu "
-        "rbp=%zu obl=%zu oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=default redir=%lld "
-        "resp=%d lib-name=%s lib-ver=%s\n",
-        (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
+        " age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d ssub=0 multi=%d qbuf=%zu "
+        "qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu rbp=%zu obl=%zu oll=0 omem=%zu "
+        "tot-mem=%zu events=r%s cmd=%s user=default redir=%lld resp=%d lib-name=",
         (long long)((srv.now_ms - c->ctime_ms) / 1000),
         (long long)((srv.now_ms - c->last_ms) / 1000), flags, c->db->id,
         c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0,
         (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len, c->rbuf.cap - c->rbuf.len,
         argv_mem, multi_mem, c->rbuf.cap, c->cl_qb_peak, obl, obl ? c->wbuf.cap : 0,
-        sizeof *c + c->rbuf.cap + c->wbuf.cap + argv_mem + multi_mem,
-        obl ? "w" : "", cmd, (c->cl_flags & CL_TRACKING) ? (long long)c->trk_redir : -1LL,
-        c->resp, c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
-    if (n < 0)
+        sizeof *c + c->rbuf.cap + c->wbuf.cap + argv_mem + multi_mem, obl ? "w" : "", cmd,
+        (c->cl_flags & CL_TRACKING) ? (long long)c->trk_redir : -1LL, c->resp);
+    if (n < 0 || (size_t)n >= sizeof line || buf_append(out, line, (size_t)n) < 0 ||
+        (c->lib_name && buf_append(out, c->lib_name, strlen(c->lib_name)) < 0) ||
+        buf_append(out, " lib-ver=", 9) < 0 ||
+        (c->lib_ver && buf_append(out, c->lib_ver, strlen(c->lib_ver)) < 0))
         return -1;
-    return buf_append(out, line, (size_t)MIN((size_t)n, sizeof line - 1));
+    return buf_append(out, "\n", 1);
 }
 
 /* Client types of CLIENT LIST TYPE / CLIENT KILL TYPE: 0 unknown. */

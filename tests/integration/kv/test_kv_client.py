@@ -584,3 +584,15 @@ def test_client_list_flags_match_reference(kv, reference):
         a.close()
         b.close()
     assert out[0] == out[1]
+
+
+def test_client_list_long_name_is_whole(kv):
+    c = kv.client(decode_responses=True)
+    name = "n" * 20000
+    assert c.execute_command("CLIENT", "SETNAME", name) == "OK"
+    assert c.execute_command("CLIENT", "GETNAME") == name
+    info = c.execute_command("CLIENT", "INFO")
+    assert f" name={name} age=" in info and info.endswith("\n") and " lib-ver=" in info
+    assert c.execute_command("CLIENT", "SETINFO", "LIB-NAME", "x" * 5000) == "OK"
+    assert ("lib-name=" + "x" * 5000 + " lib-ver=") in c.execute_command("CLIENT", "LIST")
+    c.close()
