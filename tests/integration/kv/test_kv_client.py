@@ -596,3 +596,22 @@ def test_client_list_long_name_is_whole(kv):
     assert c.execute_command("CLIENT", "SETINFO", "LIB-NAME", "x" * 5000) == "OK"
     assert ("lib-name=" + "x" * 5000 + " lib-ver=") in c.execute_command("CLIENT", "LIST")
     c.close()
+
+
+def test_pause_held_clients_that_leave_or_are_killed(kv):
+    r = kv.client(decode_responses=True)
+    r.execute_command("CLIENT", "PAUSE", "100000", "WRITE")
+    gone, killed, stays = Raw(kv.port), Raw(kv.port), Raw(kv.port)
+    kid = int(killed.cmd("CLIENT", "ID")[1])
+    for c in (gone, killed, stays):
+        c.send("INCR", "n")
+    wait_info(r, "blocked_clients", 3)
+    gone.close()
+    assert r.execute_command("CLIENT", "KILL", "ID", kid) == 1
+    wait_info(r, "blocked_clients", 1)
+    r.execute_command("CLIENT", "UNPAUSE")
+    assert stays.read() == (b":", b"1")
+    assert r.get("n") == "1"
+    stays.close()
+    killed.close()
+    r.close()
