@@ -801,12 +801,12 @@ static void teardown(void)
     }
     kv_free(srv.dbs);
     pubsub_free();
-    tracking_free();
-    kv_client_tables_free();
-    kv_free(srv.monitors);
     kv_free(srv.cmd_stats);
     kv_free(srv.aof_path);
     kv_free(srv.child_tmpfile);
+    tracking_free();
+    kv_client_tables_free();
+    kv_free(srv.monitors);
     buf_free(&srv.aof_buf);
     buf_free(&srv.aof_rewrite_buf);
     if (srv.aof_fd >= 0)
