@@ -308,6 +308,11 @@ void auth_command(kv_client *c)
         reply_ok(c);
 }
 
+static void set_name(kv_client *c, str name)
+{
+    kv_client_set_name(c, name);
+}
+
 void hello_command(kv_client *c)
 {
     long long ver = 0;
@@ -353,7 +358,7 @@ void hello_command(kv_client *c)
             reply_error(c, "ERR Client names cannot contain spaces, newlines or special characters.");
             return;
         }
-        kv_client_set_name(c, setname);
+        set_name(c, setname);
     }
     if (ver)
         c->resp = (int)ver;
@@ -384,10 +389,10 @@ void reset_command(kv_client *c)
     }
     kv_unwatch_all(c);
     pubsub_unsubscribe_all(c);
+    kv_client_reset(c);
     kv_client_set_db(c, 0);
     c->resp = 2;
-    kv_client_set_name(c, STR_NULL);
-    kv_client_reset(c);
+    set_name(c, STR_NULL);
     if (srv.cfg.requirepass[0]) {
         c->flags &= ~CLIENT_AUTHED;
         c->parser.max_multibulk = 10;
