@@ -77,7 +77,7 @@ const kv_cmd kv_commands[] = {
       "Posts a message to a channel.", "2.0.0", NULL, "@pubsub @fast" },
     { "pubsub", -2, CMD_PUBSUB | CMD_STALE | CMD_LOADING, pubsub_command, 0, 0, 0, "pubsub",
       "A container for Pub/Sub commands.", "2.8.0", NULL, "@pubsub @slow" },
-    { "monitor", 1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, monitor_stub_command, 0, 0, 0, "server",
+    { "monitor", 1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, monitor_command, 0, 0, 0, "server",
       "Listens for all requests received by the server in real-time.", "1.0.0", NULL, "@admin @slow @dangerous" },
     { "multi", 1, CMD_FAST | CMD_STALE | CMD_LOADING | CMD_NOSCRIPT, multi_command, 0, 0, 0, "transactions",
       "Starts a transaction.", "1.2.0", NULL, "@fast @transaction" },

@@ -98,6 +98,7 @@ static struct {
     { "unixsocketperm", "0" },              { "cluster-enabled", "no" },
     { "oom-score-adj", "no" },              { "disable-thp", "yes" },
     { "replica-lazy-flush", "no" },
+    { "tracking-table-max-keys", "1000000" }, /* read by tracking.c */
 };
 
 static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",

@@ -187,6 +187,8 @@ void kv_client_close(kv_client *c)
     kv_unwatch_all(c);
     discard_multi(c);
     pubsub_unsubscribe_all(c);
+    if (c->cl_flags || srv.trk_nclients)
+        kv_client_gone(c);
     c->next_free = srv.to_free;
     srv.to_free = c;
 }
@@ -303,7 +305,10 @@ static void build_argv(kv_client *c)
 static void process_input(kv_client *c)
 {
     while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) {
-        int rc = resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
+        /* A command CLIENT PAUSE held is parsed already: run it now. */
+        int rc = UNLIKELY(c->cl_flags & CL_HELD) ? RESP_CMD
+                                                 : resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
+        c->cl_flags &= ~CL_HELD;
         if (rc == RESP_AGAIN)
             break;
         if (rc == RESP_ERROR) {
@@ -315,7 +320,14 @@ static void process_input(kv_client *c)
             break;
         }
         build_argv(c);
+        if (UNLIKELY(srv.pause_type) && kv_pause_holds(c))
+            break; /* run by kv_pause_resume_held when the pause ends */
+        size_t mark = c->wbuf.len;
+        srv.cl_running = c;
         kv_call(c);
+        srv.cl_running = NULL;
+        if (UNLIKELY(c->cl_flags | srv.trk_self.len))
+            kv_client_after_command(c, mark);
         resp_parser_next(&c->parser);
         /* Per command, not per read: one 16 KiB read can hold hundreds of
          * GETs of a large value. */
@@ -332,12 +344,16 @@ static void process_input(kv_client *c)
         c->rbuf.len = rest;
         resp_parser_shift(&c->parser, used);
     }
-    if (c->rbuf.len == 0 && c->rbuf.cap > 4 * READ_CHUNK)
-        buf_free(&c->rbuf);
+    /* Large idle query buffers are shrunk by kv_client_cron. */
     if (c->wbuf.len > c->wpos) {
         check_output_limits(c);
         mark_pending(c);
     }
+}
+
+void kv_client_process_input(kv_client *c)
+{
+    process_input(c);
 }
 
 static void client_read(kv_client *c)
@@ -359,6 +375,8 @@ static void client_read(kv_client *c)
         return;
     }
     c->rbuf.len += (size_t)n;
+    if (c->rbuf.len > c->cl_qb_peak)
+        c->cl_qb_peak = c->rbuf.len;
     srv.stat_net_in += (uint64_t)n;
     c->last_ms = srv.now_ms;
     if (c->rbuf.len > QUERYBUF_MAX) {
@@ -367,6 +385,8 @@ static void client_read(kv_client *c)
         kv_client_close(c);
         return;
     }
+    if (UNLIKELY(c->cl_flags & CL_HELD))
+        return; /* input waits behind the held command */
     process_input(c);
 }
 
@@ -458,9 +478,11 @@ static void touch_command_keys(kv_client *c, const kv_cmd *cmd)
 {
     if (cmd->first_key <= 0)
         return;
+    int first = cmd->first_key;
     int last = cmd->last_key < 0 ? c->argc + cmd->last_key : cmd->last_key;
     int step = cmd->key_step > 0 ? cmd->key_step : 1;
-    for (int i = cmd->first_key; i <= last && i < c->argc; i += step)
+    kv_written_keys(cmd, &first, &last);
+    for (int i = first; i <= last && i < c->argc; i += step)
         kv_touch_key(c->db, c->argv[i]);
 }
 
@@ -471,6 +493,8 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     c->prop_argc = 0;
     c->cmd = cmd;
     kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
+    int executing = srv.cl_executing;
+    srv.cl_executing = 1;
     if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0) {
         uint64_t t0 = kv_ticks();
         cmd->proc(c);
@@ -479,8 +503,13 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     } else {
         cmd->proc(c);
     }
+    srv.cl_executing = executing;
     st->calls++;
     srv.stat_cmds++;
+    if (UNLIKELY(srv.nmonitors))
+        kv_monitor_feed(c, cmd, c->argc, c->argv);
+    if (UNLIKELY(c->cl_flags & CL_TRACKING) && (cmd->flags & CMD_READONLY))
+        tracking_remember(c, cmd, c->argc, c->argv);
     if (srv.dirty != dirty && (cmd->flags & CMD_WRITE)) {
         if (!(c->flags & CLIENT_NO_PROPAGATE) && !srv.loading) {
             if (c->prop_argc > 0)
@@ -488,10 +517,9 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
             else if (c->prop_argc == 0)
                 aof_feed(c->db, c->argc, c->argv);
         }
-        if (srv.watch_keys)
+        if (srv.watch_keys || UNLIKELY(tracking_active()))
             touch_command_keys(c, cmd);
     }
-    c->lastcmd = cmd;
 }
 
 void kv_propagate_as(kv_client *c, int argc, const str *argv)
@@ -548,6 +576,7 @@ void kv_call(kv_client *c)
 {
     const kv_cmd *cmd = kv_cmd_lookup(c->argv[0]);
     c->cmd = NULL;
+    kv_client_note_cmd(c, cmd);
     if (UNLIKELY(!cmd)) {
         unknown_command(c);
         if (c->flags & CLIENT_MULTI)
@@ -644,6 +673,10 @@ static void free_closed(void)
 
 static void on_iteration_end(loop *l, void *ud)
 {
+    if (UNLIKELY(srv.resume_held))
+        kv_pause_resume_held();
+    if (UNLIKELY(srv.trk_bcast_pending))
+        tracking_broadcast();
     if (srv.aof_buf.len)
         aof_flush(0);
     if (srv.pending)
@@ -691,7 +724,10 @@ static void cron_cb(loop *l, timer *t)
     int64_t budget_us = 25000 * (int64_t)srv.cfg.active_expire_effort / 10 * 10 / srv.cfg.hz;
     if (budget_us < 1000)
         budget_us = 1000;
-    db_active_expire(budget_us);
+    kv_client_cron();
+    tracking_cron();
+    if (!srv.pause_type) /* a pause freezes the dataset: no active expiry */
+        db_active_expire(budget_us);
     /* Incremental rehash of idle tables: at most ~1 ms. */
     int64_t start = kv_unix_us();
     for (int i = 0; i < srv.cfg.databases; i++) {
@@ -704,7 +740,7 @@ static void cron_cb(loop *l, timer *t)
     aof_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
-            if (!(c->flags & CLIENT_MULTI) &&
+            if (!(c->flags & CLIENT_MULTI) && !(c->cl_flags & CL_HELD) &&
                 (uint64_t)(srv.now_ms - c->last_ms) > srv.cfg.timeout * 1000)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }
@@ -783,6 +819,9 @@ static void teardown(void)
     kv_free(srv.cmd_stats);
     kv_free(srv.aof_path);
     kv_free(srv.child_tmpfile);
+    tracking_free();
+    kv_client_tables_free();
+    kv_free(srv.monitors);
     buf_free(&srv.aof_buf);
     buf_free(&srv.aof_rewrite_buf);
     if (srv.aof_fd >= 0)
@@ -917,6 +956,7 @@ int kv_server_main(int argc, char **argv)
     for (int i = 0; i < srv.cfg.databases; i++)
         db_init(&srv.dbs[i], i);
     pubsub_init();
+    tracking_init();
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);

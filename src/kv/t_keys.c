@@ -61,22 +61,29 @@ void del_command(kv_client *c)
     reply_int(c, n);
 }
 
-void exists_command(kv_client *c)
+/* EXISTS leaves the access time alone (Redis's LOOKUP_NOTOUCH); TOUCH
+ * refreshes it. */
+static void exists_generic(kv_client *c, kv_entry *(*lookup)(kv_db *, str))
 {
     long long n = 0;
     for (int i = 1; i < c->argc; i++)
-        n += db_lookup_read(c->db, c->argv[i]) != NULL;
+        n += lookup(c->db, c->argv[i]) != NULL;
     reply_int(c, n);
+}
+
+void exists_command(kv_client *c)
+{
+    exists_generic(c, db_lookup_notouch);
 }
 
 void touch_command(kv_client *c)
 {
-    exists_command(c);
+    exists_generic(c, db_lookup_read);
 }
 
 void type_command(kv_client *c)
 {
-    kv_entry *e = db_lookup_read(c->db, c->argv[1]);
+    kv_entry *e = db_lookup_notouch(c->db, c->argv[1]);
     reply_simple(c, e ? obj_type_name(e->type) : "none");
 }
 
@@ -156,7 +163,7 @@ void pexpireat_command(kv_client *c) { expire_generic(c, 0, 1); }
 
 static void ttl_generic(kv_client *c, int ms, int absolute)
 {
-    kv_entry *e = db_lookup_read(c->db, c->argv[1]);
+    kv_entry *e = db_lookup_notouch(c->db, c->argv[1]);
     if (!e) {
         reply_int(c, -2);
         return;

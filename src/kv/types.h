@@ -68,7 +68,7 @@ CMD(ping); CMD(echo); CMD(quit); CMD(select); CMD(dbsize); CMD(flushdb); CMD(flu
 CMD(command); CMD(client); CMD(hello); CMD(auth); CMD(info); CMD(config); CMD(time);
 CMD(lastsave); CMD(bgrewriteaof); CMD(shutdown); CMD(reset); CMD(debug); CMD(memory);
 CMD(save); CMD(bgsave); CMD(swapdb); CMD(move); CMD(role); CMD(readonly_noop);
-CMD(wait); CMD(monitor_stub); CMD(function); CMD(sync); CMD(replicaof);
+CMD(wait); CMD(function); CMD(sync); CMD(replicaof);
 /* pub/sub */
 CMD(subscribe); CMD(unsubscribe); CMD(psubscribe); CMD(punsubscribe); CMD(publish); CMD(pubsub);
 /* transactions */
@@ -113,6 +113,7 @@ CMD(sort); CMD(sort_ro);
 /* -- handlers: dump -- */
 /* -- end dump -- */
 /* -- handlers: client -- */
+CMD(monitor);
 /* -- end client -- */
 /* -- handlers: acl -- */
 CMD(acl);
