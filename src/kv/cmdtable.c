@@ -407,6 +407,8 @@ const kv_cmd kv_commands[] = {
     /* -- end stream -- */
     /* -- commands: script -- */
     /* -- end script -- */
+    /* -- commands: repl -- */
+    /* -- end repl -- */
 };
 
 const size_t kv_ncommands = sizeof kv_commands / sizeof kv_commands[0];

@@ -235,14 +235,28 @@ struct kv_client {
 /* -- end stream -- */
 /* -- declarations: script -- */
 /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
     /* -- server fields: stream -- */
     /* -- end stream -- */
     /* -- server fields: script -- */
     /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
     /* -- client fields: stream -- */
     /* -- end stream -- */
     /* -- client fields: script -- */
     /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
 };
 
 /* ---- commands ---- */
@@ -433,14 +447,28 @@ typedef struct kv_server {
 /* -- end stream -- */
 /* -- declarations: script -- */
 /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
     /* -- server fields: stream -- */
     /* -- end stream -- */
     /* -- server fields: script -- */
     /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
     /* -- client fields: stream -- */
     /* -- end stream -- */
     /* -- client fields: script -- */
     /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
 } kv_server;
 
 extern kv_server srv;
@@ -565,6 +593,8 @@ typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- end stream -- */
 /* -- declarations: script -- */
 /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
 
 /* cmdtable.c */
 extern const kv_cmd kv_commands[];

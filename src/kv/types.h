@@ -126,6 +126,8 @@ CMD(acl);
 /* -- end stream -- */
 /* -- handlers: script -- */
 /* -- end script -- */
+/* -- handlers: repl -- */
+/* -- end repl -- */
 #undef CMD
 
 /* Helpers shared by command files. */
