@@ -338,6 +338,18 @@ const kv_cmd kv_commands[] = {
     /* -- commands: acl -- */
     /* -- end acl -- */
     /* -- commands: misc -- */
+    { "zunion", -3, CMD_READONLY, zunion_command, 0, 0, 0, "sorted-set",
+      "Returns the union of multiple sorted sets.", "6.2.0", NULL, "@read @sortedset @slow" },
+    { "zinter", -3, CMD_READONLY, zinter_command, 0, 0, 0, "sorted-set",
+      "Returns the intersect of multiple sorted sets.", "6.2.0", NULL, "@read @sortedset @slow" },
+    { "zdiff", -3, CMD_READONLY, zdiff_command, 0, 0, 0, "sorted-set",
+      "Returns the difference between multiple sorted sets.", "6.2.0", NULL, "@read @sortedset @slow" },
+    { "zdiffstore", -4, CMD_WRITE | CMD_DENYOOM, zdiffstore_command, 1, 1, 1, "sorted-set",
+      "Stores the difference of multiple sorted sets in a key.", "6.2.0", NULL, "@write @sortedset @slow" },
+    { "zintercard", -3, CMD_READONLY, zintercard_command, 0, 0, 0, "sorted-set",
+      "Returns the number of members of the intersect of multiple sorted sets.", "7.0.0", NULL, "@read @sortedset @slow" },
+    { "lcs", -3, CMD_READONLY, lcs_command, 1, 2, 1, "string",
+      "Finds the longest common substring.", "7.0.0", NULL, "@read @string @slow" },
     /* -- end misc -- */
     /* -- commands: notify -- */
     /* -- end notify -- */

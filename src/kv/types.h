@@ -112,6 +112,7 @@ CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- handlers: acl -- */
 /* -- end acl -- */
 /* -- handlers: misc -- */
+CMD(zunion); CMD(zinter); CMD(zdiff); CMD(zdiffstore); CMD(zintercard); CMD(lcs);
 /* -- end misc -- */
 /* -- handlers: notify -- */
 /* -- end notify -- */
