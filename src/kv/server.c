@@ -466,6 +466,7 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
 {
     uint64_t dirty = srv.dirty;
     c->prop_argc = 0;
+    srv.cmd_touched_keys = 0;
     c->cmd = cmd;
     kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
     if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0) {
@@ -485,7 +486,7 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
             else if (c->prop_argc == 0)
                 aof_feed(c->db, c->argc, c->argv);
         }
-        if (srv.watch_keys)
+        if (srv.watch_keys && !srv.cmd_touched_keys)
             touch_command_keys(c, cmd);
     }
     c->lastcmd = cmd;
@@ -572,6 +573,11 @@ void kv_call(kv_client *c)
         return;
     }
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
+        if (UNLIKELY(cmd->flags & CMD_NO_MULTI)) {
+            reply_error(c, "ERR Command not allowed inside a transaction");
+            c->flags |= CLIENT_DIRTY_EXEC;
+            return;
+        }
         queue_multi(c, cmd);
         return;
     }

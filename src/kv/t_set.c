@@ -215,10 +215,10 @@ void spop_command(kv_client *c)
 void srandmember_command(kv_client *c)
 {
     int err;
-    dict *s = get_set(c, c->argv[1], 0, &err);
-    if (err)
-        return;
     if (c->argc == 2) {
+        dict *s = get_set(c, c->argv[1], 0, &err);
+        if (err)
+            return;
         if (!s)
             reply_null(c);
         else
@@ -230,16 +230,24 @@ void srandmember_command(kv_client *c)
         return;
     }
     long long count;
-    if (arg_ll(c, c->argv[2], &count) < 0)
+    if (arg_rand_count(c, c->argv[2], &count) < 0)
+        return;
+    dict *s = get_set(c, c->argv[1], 0, &err);
+    if (err)
         return;
     if (!s || count == 0) {
         reply_empty_array(c);
         return;
     }
     if (count < 0) {
+        if (rand_draws_check(c, count) < 0)
+            return;
+        rand_picker p;
+        rand_picker_init(&p, s, (unsigned long long)-count);
         reply_array(c, -count);
         for (long long i = 0; i < -count; i++)
-            reply_bulk_str(c, smember_str((kv_smember *)(void *)dict_random(s)));
+            reply_bulk_str(c, smember_str((kv_smember *)(void *)rand_picker_next(&p)));
+        rand_picker_end(&p);
         return;
     }
     size_t size = dict_size(s), n = MIN((size_t)count, size);
@@ -429,7 +437,12 @@ void smove_command(kv_client *c)
         dst = set_new();
         db_add_obj(c->db, c->argv[2], KV_SET, dst);
     }
-    set_add(dst, c->argv[3]);
+    /* As Redis: a member already in the destination leaves it unchanged,
+     * so a WATCH of the destination stays valid. */
+    kv_touch_key(c->db, c->argv[1]);
+    if (set_add(dst, c->argv[3]))
+        kv_touch_key(c->db, c->argv[2]);
+    srv.cmd_touched_keys = 1;
     kv_dirty(1);
     reply_int(c, 1);
 }

@@ -614,30 +614,38 @@ void zpopmax_command(kv_client *c) { pop_generic(c, 1); }
 void zrandmember_command(kv_client *c)
 {
     int err;
-    zset *z = get_zset(c, c->argv[1], 0, &err);
-    if (err)
-        return;
     if (c->argc == 2) {
+        zset *z = get_zset(c, c->argv[1], 0, &err);
+        if (err)
+            return;
         if (!z)
             reply_null(c);
         else
             reply_bulk_str(c, zs_member(zset_at_rank(z, 1 + kv_rand64() % z->length)));
         return;
     }
+    /* As Redis: the count, then the options, then the key. */
     long long count;
-    if (arg_ll(c, c->argv[2], &count) < 0)
+    if (arg_rand_count(c, c->argv[2], &count) < 0)
         return;
     int withscores = 0;
-    if (c->argc == 4 && arg_is(c->argv[3], "withscores"))
+    if (c->argc == 4 && arg_is(c->argv[3], "withscores")) {
         withscores = 1;
-    else if (c->argc >= 4) {
+        if (rand_pairs_check(c, count) < 0)
+            return;
+    } else if (c->argc >= 4) {
         reply_error(c, ERR_SYNTAX);
         return;
     }
+    zset *z = get_zset(c, c->argv[1], 0, &err);
+    if (err)
+        return;
     if (!z || count == 0) {
         reply_empty_array(c);
         return;
     }
+    if (count < 0 && rand_draws_check(c, withscores ? 2 * count : count) < 0)
+        return;
     zsink s = { .c = c, .withscores = withscores };
     if (count < 0) {
         reply_array(c, header_count(&s, -count));
