@@ -850,6 +850,7 @@ int kv_server_main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+        cmd_table_init(); /* the checker refuses unknown commands, as the loader */
         return aof_check_main(argv[2 + fix], fix);
     }
     srv.executable = argv[0];
