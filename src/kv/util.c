@@ -84,18 +84,28 @@ int kv_parse_double(const char *p, size_t len, double *out)
             }
         }
     }
-    char tmp[KV_DBL_STR_MAX * 4];
-    if (valid_float_text(p, len, tmp, sizeof tmp) < 0)
-        return -1;
+    /* strtod wants a terminated copy; Redis sets no length limit (DBL_MAX
+     * in full is 309 digits), so long texts get a heap copy. */
+    char stack[KV_DBL_STR_MAX * 4];
+    char *tmp = len < sizeof stack ? stack : malloc(len + 1);
+    if (!tmp)
+        abort();
+    int rc = -1;
+    if (valid_float_text(p, len, tmp, len < sizeof stack ? sizeof stack : len + 1) < 0)
+        goto out;
     char *end;
     errno = 0;
     double v = strtod(tmp, &end);
     if (end != tmp + len || isnan(v))
-        return -1;
+        goto out;
     if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL || fpclassify(v) == FP_ZERO))
-        return -1;
+        goto out;
     *out = v;
-    return 0;
+    rc = 0;
+out:
+    if (tmp != stack)
+        free(tmp);
+    return rc;
 }
 
 int kv_parse_ldouble(const char *p, size_t len, long double *out)
