@@ -372,7 +372,10 @@ static void setop_store(kv_client *c, int op)
         db_add_obj(c->db, c->argv[1], KV_SET, r);
     else
         set_free(r);
-    kv_dirty(1);
+    /* As Redis: an empty result over a missing destination changes nothing
+     * (no WATCH invalidation, nothing to propagate). */
+    if (n > 0 || old)
+        kv_dirty(1);
     reply_int(c, n);
 }
 

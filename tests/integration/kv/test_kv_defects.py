@@ -234,6 +234,11 @@ WATCH_CASES = [
     ([("SET", "x", "1")], ["x"], [("SWAPDB", "0", "1")]),
     ([], ["x"], [("SWAPDB", "0", "1")]),
     ([("SELECT", "1"), ("SET", "x", "1"), ("SELECT", "0")], ["x"], [("SWAPDB", "0", "1")]),
+    ([], ["d"], [("SINTERSTORE", "d", "nokey", "nokey2")]),
+    ([("SET", "d", "1")], ["d"], [("SINTERSTORE", "d", "nokey")]),
+    ([], ["d"], [("ZUNIONSTORE", "d", "1", "nokey")]),
+    ([("SET", "d", "1")], ["d"], [("ZINTERSTORE", "d", "1", "nokey")]),
+    ([("SADD", "s", "a")], ["d"], [("SDIFFSTORE", "d", "s", "s")]),
 ]
 
 
