@@ -398,27 +398,34 @@ void hrandfield_command(kv_client *c)
         return;
     }
     size_t n = (size_t)count < size ? (size_t)count : size;
-    /* distinct: pick the first n of a partial Fisher-Yates over the nodes */
-    kv_hfield **all = kv_malloc(size * sizeof *all);
-    size_t k = 0;
-    dict_iter it;
-    dict_iter_init(&it, h);
-    for (dict_node *dn; (dn = dict_iter_next(&it));)
-        all[k++] = (kv_hfield *)(void *)dn;
-    dict_iter_end(&it);
-    for (size_t i = 0; i < n; i++) {
-        size_t j = i + kv_rand64() % (size - i);
-        kv_hfield *t = all[i];
-        all[i] = all[j];
-        all[j] = t;
+    dict_node **all;
+    if (RAND_FEW_DISTINCT(n, size)) {
+        all = kv_malloc(n * sizeof *all);
+        rand_distinct_nodes(h, all, n);
+    } else {
+        /* the first n of a partial Fisher-Yates over every node */
+        all = kv_malloc(size * sizeof *all);
+        size_t k = 0;
+        dict_iter it;
+        dict_iter_init(&it, h);
+        for (dict_node *dn; (dn = dict_iter_next(&it));)
+            all[k++] = dn;
+        dict_iter_end(&it);
+        for (size_t i = 0; i < n; i++) {
+            size_t j = i + kv_rand64() % (size - i);
+            dict_node *t = all[i];
+            all[i] = all[j];
+            all[j] = t;
+        }
     }
     reply_array(c, withvalues && c->resp < 3 ? (long long)n * 2 : (long long)n);
     for (size_t i = 0; i < n; i++) {
+        kv_hfield *f = (kv_hfield *)(void *)all[i];
         if (withvalues && c->resp >= 3)
             reply_array(c, 2);
-        reply_bulk_str(c, hfield_name(all[i]));
+        reply_bulk_str(c, hfield_name(f));
         if (withvalues)
-            reply_bulk_str(c, hfield_value(all[i]));
+            reply_bulk_str(c, hfield_value(f));
     }
     kv_free(all);
 }

@@ -6,6 +6,7 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
+#include <assert.h>
 #include <limits.h>
 
 /* A negative count asks for |count| elements whatever the collection's
@@ -75,4 +76,61 @@ void rand_picker_end(rand_picker *p)
 {
     kv_free(p->all);
     p->all = NULL;
+}
+
+/* Values already picked, open addressing (0 marks a free slot, so values
+ * are stored + 1). Sized for at most half full. */
+typedef struct {
+    uint64_t *slot;
+    size_t mask;
+} picked_set;
+
+static void picked_init(picked_set *s, size_t count)
+{
+    size_t cap = 8;
+    while (cap < 2 * count)
+        cap <<= 1;
+    s->slot = kv_calloc(cap * sizeof *s->slot);
+    s->mask = cap - 1;
+}
+
+/* Returns 1 when v was not picked yet (and records it). */
+static int picked_add(picked_set *s, uint64_t v)
+{
+    uint64_t key = v + 1;
+    size_t i = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 17) & s->mask;
+    while (s->slot[i]) {
+        if (s->slot[i] == key)
+            return 0;
+        i = (i + 1) & s->mask;
+    }
+    s->slot[i] = key;
+    return 1;
+}
+
+void rand_distinct_nodes(dict *d, dict_node **out, size_t count)
+{
+    assert(count * 3 <= dict_size(d));
+    picked_set seen;
+    picked_init(&seen, count);
+    for (size_t n = 0; n < count;) {
+        dict_node *x = dict_random(d);
+        if (picked_add(&seen, (uint64_t)(uintptr_t)x))
+            out[n++] = x;
+    }
+    kv_free(seen.slot);
+}
+
+/* Floyd's sampling: exactly count draws, each subset equally likely. */
+void rand_distinct_ranks(size_t size, size_t *out, size_t count)
+{
+    assert(count <= size);
+    picked_set seen;
+    picked_init(&seen, count);
+    size_t n = 0;
+    for (size_t j = size - count; j < size; j++) {
+        size_t t = (size_t)(kv_rand64() % (j + 1));
+        out[n++] = (picked_add(&seen, t) ? t : (picked_add(&seen, j), j)) + 1;
+    }
+    kv_free(seen.slot);
 }

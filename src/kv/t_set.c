@@ -251,22 +251,29 @@ void srandmember_command(kv_client *c)
         return;
     }
     size_t size = dict_size(s), n = MIN((size_t)count, size);
-    kv_smember **all = kv_malloc(size * sizeof *all);
-    size_t k = 0;
-    dict_iter it;
-    dict_iter_init(&it, s);
-    for (dict_node *dn; (dn = dict_iter_next(&it));)
-        all[k++] = (kv_smember *)(void *)dn;
-    dict_iter_end(&it);
-    for (size_t i = 0; i < n; i++) {
-        size_t j = i + kv_rand64() % (size - i);
-        kv_smember *t = all[i];
-        all[i] = all[j];
-        all[j] = t;
+    dict_node **all;
+    if (RAND_FEW_DISTINCT(n, size)) {
+        all = kv_malloc(n * sizeof *all);
+        rand_distinct_nodes(s, all, n);
+    } else {
+        /* the first n of a partial Fisher-Yates over every node */
+        all = kv_malloc(size * sizeof *all);
+        size_t k = 0;
+        dict_iter it;
+        dict_iter_init(&it, s);
+        for (dict_node *dn; (dn = dict_iter_next(&it));)
+            all[k++] = dn;
+        dict_iter_end(&it);
+        for (size_t i = 0; i < n; i++) {
+            size_t j = i + kv_rand64() % (size - i);
+            dict_node *t = all[i];
+            all[i] = all[j];
+            all[j] = t;
+        }
     }
     reply_array(c, (long long)n);
     for (size_t i = 0; i < n; i++)
-        reply_bulk_str(c, smember_str(all[i]));
+        reply_bulk_str(c, smember_str((kv_smember *)(void *)all[i]));
     kv_free(all);
 }
 

@@ -654,6 +654,15 @@ void zrandmember_command(kv_client *c)
         return;
     }
     size_t size = z->length, n = MIN((size_t)count, size);
+    if (RAND_FEW_DISTINCT(n, size)) {
+        size_t *ranks = kv_malloc(n * sizeof *ranks);
+        rand_distinct_ranks(size, ranks, n);
+        reply_array(c, header_count(&s, (long long)n));
+        for (size_t i = 0; i < n; i++)
+            sink_emit(&s, zset_at_rank(z, ranks[i]));
+        kv_free(ranks);
+        return;
+    }
     zs_node **all = kv_malloc(size * sizeof *all);
     size_t k = 0;
     for (zs_node *x = z->header->lv[0].forward; x; x = x->lv[0].forward)

@@ -130,6 +130,12 @@ typedef struct {
 void rand_picker_init(rand_picker *p, dict *d, unsigned long long draws);
 dict_node *rand_picker_next(rand_picker *p);
 void rand_picker_end(rand_picker *p);
+/* Distinct uniform picks without copying the collection, for counts of at
+ * most a third of its size (RAND_FEW_DISTINCT): count nodes of d, or count
+ * ranks in 1..size. Cheaper than a shuffle of every element beyond that. */
+#define RAND_FEW_DISTINCT(count, size) ((count) * 3 <= (size))
+void rand_distinct_nodes(dict *d, dict_node **out, size_t count);
+void rand_distinct_ranks(size_t size, size_t *out, size_t count);
 /* -- end misc -- */
 /* -- handlers: notify -- */
 /* -- end notify -- */

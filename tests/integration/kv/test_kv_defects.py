@@ -262,3 +262,23 @@ def test_watch_invalidation_as_redis(kv, reference, setup, watch, action):
     want = scenario(lambda: redis.Redis(host=ref_kw["host"], port=ref_kw["port"],
                                         single_connection_client=True))
     assert got == want
+
+
+def test_few_distinct_picks_are_distinct_and_uniform(kv):
+    """Counts up to a third of the size draw without copying the collection."""
+    c = kv.client()
+    members = [f"m{i}" for i in range(30)]
+    c.sadd("s", *members)
+    c.hset("h", mapping={m: "v" for m in members})
+    c.zadd("z", {m: i for i, m in enumerate(members)})
+    for cmd, key in (("SRANDMEMBER", "s"), ("HRANDFIELD", "h"), ("ZRANDMEMBER", "z")):
+        picks = []
+        for _ in range(600):
+            got = c.execute_command(cmd, key, 5)
+            assert len(got) == 5 and len(set(got)) == 5
+            picks += got
+        assert set(picks) <= {m.encode() for m in members}
+        # df = 29: 73 has probability 1e-5
+        assert chi_square(picks) < 73
+    assert len(c.execute_command("ZRANDMEMBER", "z", 10, "WITHSCORES")) == 20
+    assert len(c.execute_command("HRANDFIELD", "h", 10, "WITHVALUES")) == 20
