@@ -282,3 +282,24 @@ def test_few_distinct_picks_are_distinct_and_uniform(kv):
         assert chi_square(picks) < 73
     assert len(c.execute_command("ZRANDMEMBER", "z", 10, "WITHSCORES")) == 20
     assert len(c.execute_command("HRANDFIELD", "h", 10, "WITHVALUES")) == 20
+
+
+def test_randomkey_uniform_after_mass_deletion(kv):
+    """A sparse key table used to favour the keys after long empty runs."""
+    c = kv.client()
+    p = c.pipeline(transaction=False)
+    for i in range(0, 50000, 5000):
+        p.mset({f"k{j}": 1 for j in range(i, i + 5000)})
+    p.execute()
+    keep = {f"k{j}" for j in range(0, 50000, 5000)}
+    p = c.pipeline(transaction=False)
+    for i in range(0, 50000, 5000):
+        p.delete(*[f"k{j}" for j in range(i, i + 5000) if f"k{j}" not in keep])
+    p.execute()
+    assert c.dbsize() == 10
+    p = c.pipeline(transaction=False)
+    for _ in range(1000):
+        p.randomkey()
+    picks = p.execute()
+    assert set(picks) == {k.encode() for k in keep}
+    assert chi_square(picks) < 40
