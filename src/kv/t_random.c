@@ -1,6 +1,7 @@
-/* The COUNT argument of the random-member commands (SRANDMEMBER,
- * HRANDFIELD, ZRANDMEMBER) and a uniform picker for their negative counts
- * (draws with replacement). */
+/* What the random-member commands (SRANDMEMBER, HRANDFIELD, ZRANDMEMBER)
+ * share: the range checks of their COUNT, a uniform picker for negative
+ * counts (draws with replacement) and distinct picks for small positive
+ * counts (without copying the collection). */
 #include "kv/mem.h"
 #include "kv/reply.h"
 #include "kv/types.h"
