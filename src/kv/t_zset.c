@@ -466,7 +466,8 @@ static void zrange_generic(kv_client *c, int key_idx, int by, int rev, int opts_
             db_add_obj(c->db, c->argv[1], KV_ZSET, s.store);
         else
             zset_free(s.store);
-        kv_dirty(1);
+        if (s.n || old) /* as Redis: nothing over nothing is no change */
+            kv_dirty(1);
         reply_int(c, s.n);
     }
 }

@@ -239,6 +239,8 @@ WATCH_CASES = [
     ([], ["d"], [("ZUNIONSTORE", "d", "1", "nokey")]),
     ([("SET", "d", "1")], ["d"], [("ZINTERSTORE", "d", "1", "nokey")]),
     ([("SADD", "s", "a")], ["d"], [("SDIFFSTORE", "d", "s", "s")]),
+    ([], ["d"], [("ZRANGESTORE", "d", "nokey", "0", "-1")]),
+    ([("SET", "d", "1")], ["d"], [("ZRANGESTORE", "d", "nokey", "0", "-1")]),
 ]
 
 
