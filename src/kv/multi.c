@@ -82,11 +82,25 @@ void kv_touch_key(kv_db *db, str key)
         w->clients[i]->flags |= CLIENT_DIRTY_CAS;
 }
 
+void kv_touch_db(kv_db *db)
+{
+    if (!srv.watch_keys || dict_size(&db->watched) == 0)
+        return;
+    dict_iter it;
+    dict_iter_init(&it, &db->watched);
+    for (dict_node *n; (n = dict_iter_next(&it));) {
+        kv_watch *w = (kv_watch *)(void *)n;
+        for (int i = 0; i < w->n; i++)
+            w->clients[i]->flags |= CLIENT_DIRTY_CAS;
+    }
+    dict_iter_end(&it);
+}
+
 /* As Redis: a flush or swap changes only the watched keys that hold a value
  * in emptied now (stale ones don't count) or will hold one from
  * replaced_with (SWAPDB; NULL for FLUSHDB/FLUSHALL). Watching a key that
  * does not exist survives a FLUSHALL. */
-void kv_touch_db(kv_db *emptied, kv_db *replaced_with)
+void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with)
 {
     if (!srv.watch_keys || dict_size(&emptied->watched) == 0)
         return;

@@ -404,7 +404,10 @@ int kv_peer_is_local(const struct sockaddr *sa);
 int kv_protected_refuses(const kv_config *cfg, const struct sockaddr *sa);
 int kv_exec_command(kv_client *c, int argc, str *argv);
 void kv_touch_key(kv_db *db, str key);
-void kv_touch_db(kv_db *emptied, kv_db *replaced_with);
+void kv_touch_db(kv_db *db); /* every watched key of db */
+/* FLUSHDB/FLUSHALL (replaced_with NULL) and SWAPDB: the watched keys whose
+ * value changes, as Redis. */
+void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with);
 void kv_unwatch_all(kv_client *c);
 str kv_watch_key_fn(const dict_node *n);
 void kv_client_set_db(kv_client *c, int id);

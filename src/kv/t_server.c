@@ -101,7 +101,7 @@ void flushdb_command(kv_client *c)
 {
     if (!flush_args_ok(c))
         return;
-    kv_touch_db(c->db, NULL);
+    kv_touch_flushed_db(c->db, NULL);
     db_flush(c->db);
     kv_dirty(1);
     reply_ok(c);
@@ -112,7 +112,7 @@ void flushall_command(kv_client *c)
     if (!flush_args_ok(c))
         return;
     for (int i = 0; i < srv.cfg.databases; i++) {
-        kv_touch_db(&srv.dbs[i], NULL);
+        kv_touch_flushed_db(&srv.dbs[i], NULL);
         db_flush(&srv.dbs[i]);
     }
     kv_dirty(1);
@@ -136,8 +136,8 @@ void swapdb_command(kv_client *c)
     }
     kv_db *x = &srv.dbs[a], *y = &srv.dbs[b];
     if (x != y) {
-        kv_touch_db(x, y);
-        kv_touch_db(y, x);
+        kv_touch_flushed_db(x, y);
+        kv_touch_flushed_db(y, x);
         keytab tk = x->keys;
         x->keys = y->keys;
         y->keys = tk;

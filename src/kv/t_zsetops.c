@@ -212,7 +212,7 @@ static void zop_generic(kv_client *c, zop_spec spec)
     zset *dst = NULL;
     for (long long i = 0; i < numkeys; i++) {
         str key = c->argv[nk_idx + 1 + i];
-        kv_entry *e = spec.store ? db_lookup_write(c->db, key) : db_lookup_read(c->db, key);
+        kv_entry *e = db_lookup_read(c->db, key); /* as Redis: sources count as reads */
         src[i].weight = 1.0;
         src[i].pos = (size_t)i;
         if (!e)
