@@ -98,6 +98,33 @@ void kv_touch_db(kv_db *db)
     dict_iter_end(&it);
 }
 
+/* As Redis: a flush or swap changes only the watched keys that hold a value
+ * in emptied now (stale ones don't count) or will hold one from
+ * replaced_with (SWAPDB; NULL for FLUSHDB/FLUSHALL). Watching a key that
+ * does not exist survives a FLUSHALL. */
+void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with)
+{
+    if (!srv.watch_keys || dict_size(&emptied->watched) == 0)
+        return;
+    dict_iter it;
+    dict_iter_init(&it, &emptied->watched);
+    for (dict_node *n; (n = dict_iter_next(&it));) {
+        kv_watch *w = (kv_watch *)(void *)n;
+        str key = { w->key, n->aux };
+        kv_entry *e = db_find(emptied, key);
+        int changed = e && !db_expired(e);
+        if (!changed && replaced_with) {
+            e = db_find(replaced_with, key);
+            changed = e && !db_expired(e);
+        }
+        if (!changed)
+            continue;
+        for (int i = 0; i < w->n; i++)
+            w->clients[i]->flags |= CLIENT_DIRTY_CAS;
+    }
+    dict_iter_end(&it);
+}
+
 void multi_command(kv_client *c)
 {
     if (c->flags & CLIENT_MULTI) {

@@ -491,6 +491,7 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
 {
     uint64_t dirty = srv.dirty;
     c->prop_argc = 0;
+    srv.cmd_touched_keys = 0;
     c->cmd = cmd;
     kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
     int executing = srv.cl_executing;
@@ -517,7 +518,7 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
             else if (c->prop_argc == 0)
                 aof_feed(c->db, c->argc, c->argv);
         }
-        if (srv.watch_keys || UNLIKELY(tracking_active()))
+        if ((srv.watch_keys || UNLIKELY(tracking_active())) && !srv.cmd_touched_keys)
             touch_command_keys(c, cmd);
     }
 }
@@ -613,6 +614,11 @@ void kv_call(kv_client *c)
         return;
     }
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
+        if (UNLIKELY(cmd->flags & CMD_NO_MULTI)) {
+            reply_error(c, "ERR Command not allowed inside a transaction");
+            c->flags |= CLIENT_DIRTY_EXEC;
+            return;
+        }
         queue_multi(c, cmd);
         return;
     }
@@ -898,6 +904,7 @@ int kv_server_main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+        cmd_table_init(); /* the checker refuses unknown commands, as the loader */
         return aof_check_main(argv[2 + fix], fix);
     }
     srv.executable = argv[0];

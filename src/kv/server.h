@@ -272,7 +272,7 @@ enum {
     CMD_STALE = 1u << 7,
     CMD_FAST = 1u << 8,
     CMD_NO_AUTH = 1u << 9,
-    CMD_NO_MULTI = 1u << 10, /* runs at once even inside MULTI */
+    CMD_NO_MULTI = 1u << 10, /* refused inside MULTI (Redis no-multi) */
     CMD_ALLOW_BUSY = 1u << 11,
 };
 
@@ -440,6 +440,8 @@ typedef struct kv_server {
     /* -- server fields: acl -- */
     /* -- end acl -- */
     /* -- server fields: misc -- */
+    int cmd_touched_keys; /* the running command signalled its changed keys
+                           * itself (kv_touch_key): no touch of all its keys */
     /* -- end misc -- */
     /* -- server fields: notify -- */
     /* -- end notify -- */
@@ -487,7 +489,10 @@ int kv_peer_is_local(const struct sockaddr *sa);
 int kv_protected_refuses(const kv_config *cfg, const struct sockaddr *sa);
 int kv_exec_command(kv_client *c, int argc, str *argv);
 void kv_touch_key(kv_db *db, str key);
-void kv_touch_db(kv_db *db);
+void kv_touch_db(kv_db *db); /* every watched key of db */
+/* FLUSHDB/FLUSHALL (replaced_with NULL) and SWAPDB: the watched keys whose
+ * value changes, as Redis. */
+void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with);
 void kv_unwatch_all(kv_client *c);
 str kv_watch_key_fn(const dict_node *n);
 void kv_client_set_db(kv_client *c, int id);

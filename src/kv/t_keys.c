@@ -290,7 +290,8 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
     }
     scan_acc acc = { 0 };
     uint64_t v = cursor;
-    long long maxiter = count * 10;
+    /* Ten empty buckets per wanted element at most; COUNT may be LLONG_MAX. */
+    long long maxiter = count > LLONG_MAX / 10 ? LLONG_MAX : count * 10;
     if (kind == 0) {
         do {
             v = keytab_scan(&c->db->keys, v, scan_collect, &acc);

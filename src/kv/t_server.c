@@ -102,7 +102,7 @@ void flushdb_command(kv_client *c)
 {
     if (!flush_args_ok(c))
         return;
-    kv_touch_db(c->db);
+    kv_touch_flushed_db(c->db, NULL);
     tracking_invalidate_all();
     db_flush(c->db);
     kv_dirty(1);
@@ -115,7 +115,7 @@ void flushall_command(kv_client *c)
         return;
     tracking_invalidate_all();
     for (int i = 0; i < srv.cfg.databases; i++) {
-        kv_touch_db(&srv.dbs[i]);
+        kv_touch_flushed_db(&srv.dbs[i], NULL);
         db_flush(&srv.dbs[i]);
     }
     kv_dirty(1);
@@ -139,8 +139,8 @@ void swapdb_command(kv_client *c)
     }
     kv_db *x = &srv.dbs[a], *y = &srv.dbs[b];
     if (x != y) {
-        kv_touch_db(x);
-        kv_touch_db(y);
+        kv_touch_flushed_db(x, y);
+        kv_touch_flushed_db(y, x);
         keytab tk = x->keys;
         x->keys = y->keys;
         y->keys = tk;
@@ -511,7 +511,7 @@ static const struct {
     { CMD_WRITE, "write" },     { CMD_READONLY, "readonly" }, { CMD_DENYOOM, "denyoom" },
     { CMD_ADMIN, "admin" },     { CMD_PUBSUB, "pubsub" },     { CMD_NOSCRIPT, "noscript" },
     { CMD_LOADING, "loading" }, { CMD_STALE, "stale" },       { CMD_FAST, "fast" },
-    { CMD_NO_AUTH, "no_auth" }, { CMD_ALLOW_BUSY, "allow_busy" },
+    { CMD_NO_AUTH, "no_auth" }, { CMD_NO_MULTI, "no_multi" }, { CMD_ALLOW_BUSY, "allow_busy" },
 };
 
 static void reply_command_info(kv_client *c, const kv_cmd *cmd)

@@ -119,6 +119,30 @@ CMD(monitor);
 CMD(acl);
 /* -- end acl -- */
 /* -- handlers: misc -- */
+CMD(zunion); CMD(zinter); CMD(zdiff); CMD(zdiffstore); CMD(zintercard); CMD(lcs);
+/* The COUNT of SRANDMEMBER/HRANDFIELD/ZRANDMEMBER, in the range Redis
+ * accepts; replies the error and returns -1. */
+int arg_rand_count(kv_client *c, str s, long long *count);
+/* WITHVALUES/WITHSCORES: Redis halves the range (two replies each). */
+int rand_pairs_check(kv_client *c, long long count);
+/* Refuses (replies, returns -1) a negative count too large to answer. */
+int rand_draws_check(kv_client *c, long long count);
+/* Uniform draws with replacement from a dict that must not change while
+ * the picker is in use. */
+typedef struct {
+    dict *d;
+    dict_node **all; /* every node, when many draws make it worth it */
+    size_t n;
+} rand_picker;
+void rand_picker_init(rand_picker *p, dict *d, unsigned long long draws);
+dict_node *rand_picker_next(rand_picker *p);
+void rand_picker_end(rand_picker *p);
+/* Distinct uniform picks without copying the collection, for counts of at
+ * most a third of its size (RAND_FEW_DISTINCT): count nodes of d, or count
+ * ranks in 1..size. Cheaper than a shuffle of every element beyond that. */
+#define RAND_FEW_DISTINCT(count, size) ((count) * 3 <= (size))
+void rand_distinct_nodes(dict *d, dict_node **out, size_t count);
+void rand_distinct_ranks(size_t size, size_t *out, size_t count);
 /* -- end misc -- */
 /* -- handlers: notify -- */
 /* -- end notify -- */
