@@ -332,6 +332,15 @@ const kv_cmd kv_commands[] = {
     /* -- commands: geo -- */
     /* -- end geo -- */
     /* -- commands: dump -- */
+    { "dump", 2, CMD_READONLY, dump_command, 1, 1, 1, "generic",
+      "Return a serialized version of the value stored at the specified key.", "2.6.0", NULL,
+      "@keyspace @read @slow" },
+    { "restore", -4, CMD_WRITE | CMD_DENYOOM, restore_command, 1, 1, 1, "generic",
+      "Create a key using the provided serialized value, previously obtained using DUMP.",
+      "2.6.0", NULL, "@keyspace @write @slow @dangerous" },
+    { "restore-asking", -4, CMD_WRITE | CMD_DENYOOM, restore_command, 1, 1, 1, "server",
+      "An internal command for migrating keys in a cluster", "3.0.0", NULL,
+      "@keyspace @write @slow @dangerous" },
     /* -- end dump -- */
     /* -- commands: client -- */
     /* -- end client -- */

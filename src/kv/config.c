@@ -62,8 +62,8 @@ static struct {
     const char *name;
     char value[96];
 } noops[] = {
-    { "hash-max-listpack-entries", "128" }, { "hash-max-listpack-value", "64" },
-    { "hash-max-ziplist-entries", "128" },  { "hash-max-ziplist-value", "64" },
+    { "hash-max-listpack-entries", "512" }, { "hash-max-listpack-value", "64" },
+    { "hash-max-ziplist-entries", "512" },  { "hash-max-ziplist-value", "64" },
     { "list-max-listpack-size", "-2" },     { "list-max-ziplist-size", "-2" },
     { "list-compress-depth", "0" },         { "set-max-intset-entries", "512" },
     { "set-max-listpack-entries", "128" },  { "set-max-listpack-value", "64" },
