@@ -688,6 +688,7 @@ static void cron_cb(loop *l, timer *t)
                 break;
     }
     aof_cron();
+    migrate_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
             if (!(c->flags & CLIENT_MULTI) &&

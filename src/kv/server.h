@@ -421,6 +421,10 @@ double kv_instantaneous(int what);
 /* -- declarations: geo -- */
 /* -- end geo -- */
 /* -- declarations: dump -- */
+/* t_dump.c: MIGRATE's cached connections (INFO), closed after 10 s idle
+ * by migrate_cron (called from the server cron). */
+size_t migrate_cached_sockets(void);
+void migrate_cron(void);
 /* -- end dump -- */
 /* -- declarations: client -- */
 /* -- end client -- */

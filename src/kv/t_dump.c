@@ -7,7 +7,16 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define ERR_BUSYKEY "BUSYKEY Target key name already exists."
 #define ERR_PAYLOAD "ERR DUMP payload version or checksum are wrong"
@@ -147,4 +156,358 @@ void restore_command(kv_client *c)
     kv_touch_key(c->db, key);
     kv_dirty(1);
     reply_ok(c);
+}
+
+/* ---- MIGRATE ----
+ * A blocking client, as Redis's: the server waits for the target (at most
+ * the timeout per step) while it sends RESTORE commands and reads the
+ * replies. Connections are cached per host:port for 10 s of idleness. */
+
+#define MIGRATE_CACHE_MAX 64
+#define MIGRATE_CACHE_TTL_MS 10000
+
+typedef struct mig_sock {
+    char name[300]; /* "host:port" */
+    int fd;
+    long long last_db;
+    int64_t last_use_ms;
+    char rbuf[1024];
+    size_t rlen;
+} mig_sock;
+
+static mig_sock *mig_cache[MIGRATE_CACHE_MAX];
+static size_t mig_n;
+
+size_t migrate_cached_sockets(void)
+{
+    return mig_n;
+}
+
+static void mig_close_at(size_t i)
+{
+    close(mig_cache[i]->fd);
+    kv_free(mig_cache[i]);
+    mig_cache[i] = mig_cache[--mig_n];
+}
+
+static void mig_close_name(const char *name)
+{
+    for (size_t i = 0; i < mig_n; i++) {
+        if (strcmp(mig_cache[i]->name, name) == 0) {
+            mig_close_at(i);
+            return;
+        }
+    }
+}
+
+void migrate_cron(void)
+{
+    for (size_t i = 0; i < mig_n;) {
+        if (srv.now_ms - mig_cache[i]->last_use_ms > MIGRATE_CACHE_TTL_MS)
+            mig_close_at(i);
+        else
+            i++;
+    }
+}
+
+/* Waits until fd is ready for ev or the deadline passes; -1 with errno
+ * ETIMEDOUT then. */
+static int mig_wait(int fd, short ev, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - kv_unix_ms();
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd p = { .fd = fd, .events = ev };
+        int rc = poll(&p, 1, (int)MIN(left, INT_MAX));
+        if (rc > 0)
+            return 0;
+        if (rc < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+static int mig_connect(const char *host, const char *port, long long timeout)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) != 0)
+        return -1;
+    int fd = -1;
+    int64_t deadline = kv_unix_ms() + timeout;
+    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0)
+            continue;
+        /* Like Redis, a refused connection shows at the first write
+         * ("error writing"); only a timeout fails here. */
+        if (connect(fd, a->ai_addr, a->ai_addrlen) < 0 &&
+            (errno != EINPROGRESS || mig_wait(fd, POLLOUT, deadline) < 0)) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    return fd;
+}
+
+static mig_sock *mig_get(kv_client *c, const char *name, str host, str port, long long timeout)
+{
+    for (size_t i = 0; i < mig_n; i++) {
+        if (strcmp(mig_cache[i]->name, name) == 0) {
+            mig_cache[i]->last_use_ms = srv.now_ms;
+            return mig_cache[i];
+        }
+    }
+    if (mig_n == MIGRATE_CACHE_MAX)
+        mig_close_at((size_t)(kv_rand64() % mig_n));
+    char h[256], p[32];
+    snprintf(h, sizeof h, "%.*s", (int)MIN(host.len, sizeof h - 1), host.p);
+    snprintf(p, sizeof p, "%.*s", (int)MIN(port.len, sizeof p - 1), port.p);
+    int fd = mig_connect(h, p, timeout);
+    if (fd < 0) {
+        reply_error(c, "IOERR error or timeout connecting to the client");
+        return NULL;
+    }
+    mig_sock *s = kv_calloc(sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->fd = fd;
+    s->last_db = -1;
+    s->last_use_ms = srv.now_ms;
+    mig_cache[mig_n++] = s;
+    return s;
+}
+
+static int mig_write(mig_sock *s, const char *p, size_t n, long long timeout)
+{
+    int64_t deadline = kv_unix_ms() + timeout;
+    while (n > 0) {
+        ssize_t w = send(s->fd, p, n, MSG_NOSIGNAL);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+        } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+            return -1;
+        } else if (mig_wait(s->fd, POLLOUT, deadline) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One reply line (without CRLF) into out. Returns 0 or -1. */
+static int mig_read_line(mig_sock *s, char *out, size_t cap, long long timeout)
+{
+    int64_t deadline = kv_unix_ms() + timeout;
+    for (;;) {
+        char *nl = memchr(s->rbuf, '\n', s->rlen);
+        if (nl) {
+            size_t n = (size_t)(nl - s->rbuf) + 1, l = n - 1;
+            if (l > 0 && s->rbuf[l - 1] == '\r')
+                l--;
+            l = MIN(l, cap - 1);
+            memcpy(out, s->rbuf, l);
+            out[l] = '\0';
+            memmove(s->rbuf, s->rbuf + n, s->rlen - n);
+            s->rlen -= n;
+            return 0;
+        }
+        if (s->rlen == sizeof s->rbuf)
+            s->rlen = 0; /* an over-long line: keep its tail only */
+        ssize_t r = recv(s->fd, s->rbuf + s->rlen, sizeof s->rbuf - s->rlen, 0);
+        if (r > 0) {
+            s->rlen += (size_t)r;
+        } else if (r == 0) {
+            errno = ECONNRESET;
+            return -1;
+        } else if (errno != EAGAIN && errno != EINTR) {
+            return -1;
+        } else if (mig_wait(s->fd, POLLIN, deadline) < 0) {
+            return -1;
+        }
+    }
+}
+
+static void resp_bulk(buf *b, const char *p, size_t n)
+{
+    char h[32];
+    int hn = snprintf(h, sizeof h, "$%zu\r\n", n);
+    if (buf_append(b, h, (size_t)hn) < 0 || buf_append(b, p, n) < 0 || buf_append(b, "\r\n", 2) < 0)
+        abort();
+}
+
+static void resp_count(buf *b, int n)
+{
+    char h[32];
+    int hn = snprintf(h, sizeof h, "*%d\r\n", n);
+    if (buf_append(b, h, (size_t)hn) < 0)
+        abort();
+}
+
+void migrate_command(kv_client *c)
+{
+    int copy = 0, replace = 0, first_key = 3, num_keys = 1;
+    str *user = NULL, *pass = NULL;
+    for (int j = 6; j < c->argc; j++) {
+        int more = c->argc - j - 1;
+        str o = c->argv[j];
+        if (arg_is(o, "copy")) {
+            copy = 1;
+        } else if (arg_is(o, "replace")) {
+            replace = 1;
+        } else if (arg_is(o, "auth") && more >= 1) {
+            pass = &c->argv[++j];
+        } else if (arg_is(o, "auth2") && more >= 2) {
+            user = &c->argv[++j];
+            pass = &c->argv[++j];
+        } else if (arg_is(o, "keys")) {
+            if (c->argv[3].len != 0) {
+                reply_error(c, "ERR When using MIGRATE KEYS option, the key argument must be set "
+                               "to the empty string");
+                return;
+            }
+            first_key = j + 1;
+            num_keys = c->argc - j - 1;
+            break;
+        } else {
+            reply_error(c, ERR_SYNTAX);
+            return;
+        }
+    }
+    long long timeout, dbid;
+    if (arg_ll(c, c->argv[5], &timeout) < 0 || arg_ll(c, c->argv[4], &dbid) < 0)
+        return;
+    if (timeout <= 0)
+        timeout = 1000;
+
+    /* The keys that exist, with their payloads, made before any I/O. */
+    str *keys = kv_malloc(((size_t)num_keys + 1) * sizeof *keys);
+    int nk = 0;
+    buf cmd = { 0 };
+    char name[300];
+    snprintf(name, sizeof name, "%.*s:%.*s", (int)MIN(c->argv[1].len, 256), c->argv[1].p,
+             (int)MIN(c->argv[2].len, 32), c->argv[2].p);
+    int may_retry = 1, write_error = 0;
+    int nlookup = 0;
+    for (int j = 0; j < num_keys; j++)
+        nlookup += db_lookup_read(c->db, c->argv[first_key + j]) != NULL;
+    if (nlookup == 0) {
+        reply_simple(c, "NOKEY");
+        goto done;
+    }
+try_again:
+    write_error = 0;
+    nk = 0;
+    cmd.len = 0;
+    mig_sock *s = mig_get(c, name, c->argv[1], c->argv[2], timeout);
+    if (!s)
+        goto done;
+    if (pass) {
+        resp_count(&cmd, user ? 3 : 2);
+        resp_bulk(&cmd, "AUTH", 4);
+        if (user)
+            resp_bulk(&cmd, user->p, user->len);
+        resp_bulk(&cmd, pass->p, pass->len);
+    }
+    int select = s->last_db != dbid;
+    if (select) {
+        char d[KV_LL_STR_MAX];
+        resp_count(&cmd, 2);
+        resp_bulk(&cmd, "SELECT", 6);
+        resp_bulk(&cmd, d, kv_fmt_ll(d, dbid));
+    }
+    for (int j = 0; j < num_keys; j++) {
+        str key = c->argv[first_key + j];
+        kv_entry *e = db_find(c->db, key);
+        if (!e || db_expired(e))
+            continue;
+        long long ttl = 0;
+        if (e->flags & ENTRY_EXPIRES) {
+            ttl = entry_expire(e) - srv.now_ms;
+            if (ttl < 1)
+                ttl = 1;
+        }
+        keys[nk++] = key;
+        buf payload = { 0 };
+        rdb_dump_payload(&payload, e);
+        char t[KV_LL_STR_MAX];
+        resp_count(&cmd, replace ? 5 : 4);
+        resp_bulk(&cmd, "RESTORE", 7);
+        resp_bulk(&cmd, key.p, key.len);
+        resp_bulk(&cmd, t, kv_fmt_ll(t, ttl));
+        resp_bulk(&cmd, payload.data, payload.len);
+        if (replace)
+            resp_bulk(&cmd, "REPLACE", 7);
+        buf_free(&payload);
+    }
+    if (mig_write(s, cmd.data, cmd.len, timeout) < 0) {
+        write_error = 1;
+        goto socket_err;
+    }
+    char line0[1024] = "", line1[1024] = "", line2[1024] = "";
+    if (pass && mig_read_line(s, line0, sizeof line0, timeout) < 0)
+        goto socket_err;
+    if (select && mig_read_line(s, line1, sizeof line1, timeout) < 0)
+        goto socket_err;
+    int target_error = 0, socket_error = 0, ndel = 0, j;
+    for (j = 0; j < nk; j++) {
+        if (mig_read_line(s, line2, sizeof line2, timeout) < 0) {
+            socket_error = 1;
+            break;
+        }
+        if ((pass && line0[0] == '-') || (select && line1[0] == '-') || line2[0] == '-') {
+            if (!target_error) {
+                const char *err = (pass && line0[0] == '-')     ? line0
+                                  : (select && line1[0] == '-') ? line1
+                                                                : line2;
+                s->last_db = -1;
+                target_error = 1;
+                reply_errorf(c, "ERR Target instance replied with error: %s", err + 1);
+            }
+        } else if (!copy) {
+            /* Acknowledged: the local key goes (by name: a key may repeat). */
+            if (db_delete(c->db, keys[j])) {
+                kv_touch_key(c->db, keys[j]);
+                kv_dirty(1);
+            }
+            keys[ndel++] = keys[j];
+        }
+    }
+    if (!target_error && socket_error && j == 0 && may_retry && errno != ETIMEDOUT)
+        goto socket_err;
+    if (socket_error)
+        mig_close_name(name);
+    if (!copy && ndel > 0) {
+        /* The AOF gets a DEL of the keys the target acknowledged. */
+        str *del = kv_malloc(((size_t)ndel + 1) * sizeof *del);
+        del[0] = STR("DEL");
+        memcpy(del + 1, keys, (size_t)ndel * sizeof *del);
+        kv_propagate_as(c, ndel + 1, del);
+        kv_free(del);
+    }
+    if (!target_error && socket_error) {
+        may_retry = 0;
+        goto socket_err;
+    }
+    if (!target_error) {
+        s->last_db = dbid;
+        reply_ok(c);
+    }
+    goto done;
+
+socket_err:
+    mig_close_name(name);
+    if (errno != ETIMEDOUT && may_retry) {
+        may_retry = 0;
+        goto try_again;
+    }
+    reply_errorf(c, "IOERR error or timeout %s to target instance", write_error ? "writing" : "reading");
+done:
+    buf_free(&cmd);
+    kv_free(keys);
 }

@@ -106,7 +106,7 @@ CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- handlers: geo -- */
 /* -- end geo -- */
 /* -- handlers: dump -- */
-CMD(dump); CMD(restore);
+CMD(dump); CMD(restore); CMD(migrate);
 /* -- end dump -- */
 /* -- handlers: client -- */
 /* -- end client -- */
