@@ -88,9 +88,21 @@ size_t rdb_lzf_compress(const void *in_data, size_t in_len, void *out_data, size
                 return 0;
             out[op - lit - 1] = (unsigned char)(lit - 1); /* close the literal run */
             op -= !lit;
-            do
-                len++;
-            while (len < maxlen && in[ref + len] == in[ip + len]);
+            /* liblzf first compares 16 bytes unrolled without looking at
+             * maxlen (safe: more than 16 remain), then goes on while under
+             * it, so a long match may end up to 2 bytes past maxlen. */
+            int open_run = 1;
+            if (maxlen > 16) {
+                for (int k = 0; k < 16 && open_run; k++) {
+                    len++;
+                    open_run = in[ref + len] == in[ip + len];
+                }
+            }
+            if (open_run) {
+                do
+                    len++;
+                while (len < maxlen && in[ref + len] == in[ip + len]);
+            }
             len -= 2;
             ip++;
             if (len < 7) {
@@ -662,8 +674,8 @@ static size_t score_text(char *o, size_t cap, double d)
         return (size_t)snprintf(o, cap, "nan");
     if (isinf(d))
         return (size_t)snprintf(o, cap, d < 0 ? "-inf" : "inf");
-    if (d == 0)
-        return (size_t)snprintf(o, cap, signbit(d) ? "-0" : "0");
+    if (d == 0) /* -0 too: Redis 7.0 stores it as the integer 0 */
+        return (size_t)snprintf(o, cap, "0");
     if (d > -4503599627370495.0 && d < 4503599627370496.0 && d == (double)(long long)d)
         return kv_fmt_ll(o, (long long)d);
     return (size_t)snprintf(o, cap, "%.17g", d);
@@ -1038,8 +1050,15 @@ static int pair_elem(void *ud, const char *p, size_t n)
         else
             hash_set(a->obj, k, (str){ p, n });
     } else {
-        double d;
-        if (kv_parse_double(p, n, &d) < 0 || zset_find(a->obj, k))
+        /* Redis reads packed scores with strtod on up to 127 bytes and does
+         * not check them: junk reads as 0. NaN is refused (it would break
+         * the ordering). */
+        char t[128];
+        size_t tn = MIN(n, sizeof t - 1);
+        memcpy(t, p, tn);
+        t[tn] = '\0';
+        double d = strtod(t, NULL);
+        if (isnan(d) || zset_find(a->obj, k))
             rc = -1;
         else
             zset_insert(a->obj, d, k);
@@ -1387,8 +1406,9 @@ int rdb_load_payload(const char *p, size_t n, rdb_value *v)
 {
     if (n < 11)
         return -1;
-    rdb_reader r = { (const unsigned char *)p + 1, (const unsigned char *)p + n - 10 };
-    /* Like Redis, bytes left between the object and the footer are
-     * ignored (the CRC covered them). */
+    /* Like Redis (whose reader's buffer is the whole payload), the object
+     * may run into the footer bytes, and bytes left before it are ignored:
+     * the CRC covered them all. */
+    rdb_reader r = { (const unsigned char *)p + 1, (const unsigned char *)p + n };
     return rdb_load_object(&r, (unsigned char)p[0], v);
 }
