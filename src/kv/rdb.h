@@ -117,4 +117,13 @@ int rdb_verify_payload(const char *p, size_t n);
  * Returns 0 or -1. */
 int rdb_load_payload(const char *p, size_t n, rdb_value *v);
 
+/* ---- dump.rdb (rdb_file.c) ---- */
+
+/* Writes every database to path through a temp file renamed over it.
+ * Returns 0, or -1 (logged). */
+int rdb_save_file(const char *path);
+/* Loads path into the databases (empty at start-up). Returns 1 when
+ * loaded, 0 when there is no such file, -1 with a message in err. */
+int rdb_load_file(const char *path, char *err, size_t errlen);
+
 #endif

@@ -688,7 +688,7 @@ static void cron_cb(loop *l, timer *t)
                 break;
     }
     aof_cron();
-    migrate_cron();
+    dump_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
             if (!(c->flags & CLIENT_MULTI) &&
@@ -913,6 +913,8 @@ int kv_server_main(int argc, char **argv)
                  (double)(kv_unix_ms() - t0) / 1000.0);
         if (aof_open() < 0)
             return 1;
+    } else if (dump_load_at_start() < 0) {
+        return 1;
     }
     if (listen_all() < 0)
         return 1;

@@ -375,6 +375,11 @@ typedef struct kv_server {
     /* -- server fields: geo -- */
     /* -- end geo -- */
     /* -- server fields: dump -- */
+    pid_t rdb_child_pid;       /* BGSAVE child, or -1 / 0 */
+    int rdb_last_bgsave_failed;
+    uint64_t rdb_dirty_at_save; /* srv.dirty at the last successful save */
+    uint64_t rdb_dirty_at_fork;
+    int64_t rdb_save_start_ms;
     /* -- end dump -- */
     /* -- server fields: client -- */
     /* -- end client -- */
@@ -424,7 +429,10 @@ double kv_instantaneous(int what);
 /* t_dump.c: MIGRATE's cached connections (INFO), closed after 10 s idle
  * by migrate_cron (called from the server cron). */
 size_t migrate_cached_sockets(void);
-void migrate_cron(void);
+/* Server cron: closes idle MIGRATE sockets, reaps the BGSAVE child. */
+void dump_cron(void);
+/* Loads dbfilename at start-up when the AOF is off. Returns 0 or -1. */
+int dump_load_at_start(void);
 /* -- end dump -- */
 /* -- declarations: client -- */
 /* -- end client -- */

@@ -1,5 +1,7 @@
 /* DUMP, RESTORE (and RESTORE-ASKING), MIGRATE: values moved between
  * servers as DUMP payloads (rdb.h), with Redis 7.0's options and errors. */
+#include "core/log.h"
+#include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/rdb.h"
@@ -15,7 +17,9 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define ERR_BUSYKEY "BUSYKEY Target key name already exists."
@@ -200,8 +204,17 @@ static void mig_close_name(const char *name)
     }
 }
 
-void migrate_cron(void)
+static void bgsave_check_child(void);
+static int bgsave_start(void);
+static int bgsave_scheduled;
+
+void dump_cron(void)
 {
+    bgsave_check_child();
+    if (bgsave_scheduled && srv.child_pid <= 0 && srv.rdb_child_pid <= 0) {
+        bgsave_scheduled = 0;
+        bgsave_start();
+    }
     for (size_t i = 0; i < mig_n;) {
         if (srv.now_ms - mig_cache[i]->last_use_ms > MIGRATE_CACHE_TTL_MS)
             mig_close_at(i);
@@ -510,4 +523,135 @@ socket_err:
 done:
     buf_free(&cmd);
     kv_free(keys);
+}
+
+/* ---- SAVE / BGSAVE (dump.rdb) ---- */
+
+static void cfg_str_cb(void *ud, const char *name, const char *value)
+{
+    (void)name;
+    snprintf(ud, 256, "%s", value);
+}
+
+/* The configured dbfilename (relative to dir, the working directory). */
+static void rdb_filename(char out[256])
+{
+    snprintf(out, 256, "dump.rdb");
+    kv_config_get(&srv.cfg, STR("dbfilename"), cfg_str_cb, out);
+}
+
+static void saved(void)
+{
+    srv.lastsave = srv.now_ms / 1000;
+}
+
+void save_command(kv_client *c)
+{
+    if (srv.rdb_child_pid > 0) {
+        reply_error(c, "ERR Background save already in progress");
+        return;
+    }
+    char path[256];
+    rdb_filename(path);
+    uint64_t dirty = srv.dirty;
+    if (rdb_save_file(path) < 0) {
+        reply_error(c, "ERR");
+        return;
+    }
+    srv.rdb_dirty_at_save = dirty;
+    saved();
+    log_info("DB saved on disk");
+    reply_ok(c);
+}
+
+static int bgsave_start(void)
+{
+    char path[256];
+    rdb_filename(path);
+    pid_t pid = fork();
+    if (pid < 0) {
+        srv.rdb_last_bgsave_failed = 1;
+        log_warn("Can't save in background: fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        _exit(rdb_save_file(path) == 0 ? 0 : 1);
+    }
+    srv.rdb_child_pid = pid;
+    srv.rdb_dirty_at_fork = srv.dirty;
+    srv.rdb_save_start_ms = srv.now_ms;
+    log_info("Background saving started by pid %d", (int)pid);
+    return 0;
+}
+
+static void bgsave_check_child(void)
+{
+    if (srv.rdb_child_pid <= 0)
+        return;
+    int status;
+    pid_t pid = waitpid(srv.rdb_child_pid, &status, WNOHANG);
+    if (pid == 0)
+        return;
+    int ok = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok) {
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)srv.rdb_child_pid);
+        unlink(tmp);
+    }
+    srv.rdb_child_pid = -1;
+    srv.rdb_last_bgsave_failed = !ok;
+    if (ok) {
+        srv.rdb_dirty_at_save = srv.rdb_dirty_at_fork;
+        saved();
+        log_info("Background saving terminated with success");
+    } else {
+        log_warn("Background saving error");
+    }
+}
+
+void bgsave_command(kv_client *c)
+{
+    int schedule = 0;
+    if (c->argc > 1) {
+        if (c->argc == 2 && arg_is(c->argv[1], "schedule")) {
+            schedule = 1;
+        } else {
+            reply_error(c, ERR_SYNTAX);
+            return;
+        }
+    }
+    if (srv.rdb_child_pid > 0) {
+        reply_error(c, "ERR Background save already in progress");
+    } else if (srv.child_pid > 0 || (c->flags & CLIENT_MULTI)) {
+        if (schedule || (c->flags & CLIENT_MULTI)) {
+            bgsave_scheduled = 1;
+            reply_simple(c, "Background saving scheduled");
+        } else {
+            reply_error(c, "ERR Another child process is active (AOF?): can't BGSAVE right now. "
+                           "Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.");
+        }
+    } else if (bgsave_start() == 0) {
+        reply_simple(c, "Background saving started");
+    } else {
+        reply_error(c, "ERR");
+    }
+}
+
+int dump_load_at_start(void)
+{
+    char path[256], err[256];
+    rdb_filename(path);
+    int64_t t0 = kv_unix_ms();
+    int rc = rdb_load_file(path, err, sizeof err);
+    if (rc < 0) {
+        log_warn("%s", err);
+        return -1;
+    }
+    if (rc > 0) {
+        log_info("DB loaded from disk: %.3f seconds", (double)(kv_unix_ms() - t0) / 1000.0);
+        srv.rdb_dirty_at_save = srv.dirty;
+    }
+    return 0;
 }

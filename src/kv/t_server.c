@@ -177,16 +177,6 @@ void bgrewriteaof_command(kv_client *c)
     reply_simple(c, "Background append only file rewriting started");
 }
 
-void save_command(kv_client *c)
-{
-    reply_error(c, "ERR brisk-kv persists with the AOF only: use BGREWRITEAOF");
-}
-
-void bgsave_command(kv_client *c)
-{
-    save_command(c);
-}
-
 void shutdown_command(kv_client *c)
 {
     for (int i = 1; i < c->argc; i++) {
@@ -1084,13 +1074,14 @@ void info_command(kv_client *c)
     }
     if (want_section(c, "persistence", 1)) {
         addf(&b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
-                 "rdb_changes_since_last_save:%llu\r\nrdb_bgsave_in_progress:0\r\n"
-                 "rdb_last_save_time:%lld\r\nrdb_last_bgsave_status:ok\r\n"
+                 "rdb_changes_since_last_save:%llu\r\nrdb_bgsave_in_progress:%d\r\n"
+                 "rdb_last_save_time:%lld\r\nrdb_last_bgsave_status:%s\r\n"
                  "aof_enabled:%d\r\naof_rewrite_in_progress:%d\r\naof_rewrite_scheduled:0\r\n"
                  "aof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:%lld\r\n"
                  "aof_last_bgrewrite_status:%s\r\naof_rewrites:%llu\r\naof_last_write_status:%s\r\n",
-             srv.loading, (unsigned long long)srv.dirty, (long long)srv.lastsave,
-             srv.aof_state != 0, srv.child_pid > 0,
+             srv.loading, (unsigned long long)(srv.dirty - srv.rdb_dirty_at_save),
+             srv.rdb_child_pid > 0, (long long)srv.lastsave,
+             srv.rdb_last_bgsave_failed ? "err" : "ok", srv.aof_state != 0, srv.child_pid > 0,
              srv.child_pid > 0 ? (long long)((srv.now_ms - srv.aof_rewrite_start_ms) / 1000) : -1LL,
              srv.aof_last_bgrewrite_ok ? "ok" : "err", (unsigned long long)srv.aof_rewrites,
              srv.aof_last_write_ok ? "ok" : "err");
