@@ -437,3 +437,116 @@ def test_migrate_large_value(kv, kb, reference):
     assert kb.migrate("127.0.0.1", ref_port(reference), "key", 9, 10000) == b"OK"
     c9 = redis.Redis(port=ref_port(reference), db=9)
     assert c9.llen("key") == 4000 and c9.ttl("key") == -1
+
+
+# ---- SAVE / BGSAVE / dump.rdb ----
+
+def _fill(c: redis.Redis):
+    i = 0
+    for kind in ("list", "set", "intset", "zset", "hash", "string"):
+        for n, size in ((1, 5), (5, 30), (129, 65), (600, 100), (3000, 40)):
+            build(c, "%s:%d:%d" % (kind, n, size), kind, n, size, i)
+            i += 1
+    c.set("ttl", "v", px=100000)
+    c.execute_command("SELECT", 7)
+    c.set("db7", "x")
+    c.execute_command("SELECT", 0)
+
+
+def _same_keyspace(a: redis.Redis, b: redis.Redis):
+    for db in (0, 7):
+        a.execute_command("SELECT", db)
+        b.execute_command("SELECT", db)
+        keys = sorted(a.keys("*"))
+        assert keys == sorted(b.keys("*"))
+        for k in keys:
+            assert content(a, k) == content(b, k), k
+            assert a.object("encoding", k) == b.object("encoding", k), k
+            assert abs(a.pttl(k) - b.pttl(k)) < 5000, k
+    for c in (a, b):
+        c.execute_command("SELECT", 0)
+
+
+def _start_redis(dirpath):
+    import shutil
+    import subprocess
+    from kvlib import free_port
+    port = free_port()
+    proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no", "--dir", str(dirpath)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    c = redis.Redis(port=port, socket_timeout=10)
+    deadline = time.time() + 10
+    while True:
+        try:
+            c.ping()
+            return proc, c
+        except redis.ConnectionError:
+            assert time.time() < deadline
+            time.sleep(0.05)
+
+
+def test_save_file_checked_and_loaded_by_redis(kv_factory, tmp_path):
+    import shutil
+    import subprocess
+    s = kv_factory()
+    c = s.client()
+    _fill(c)
+    assert c.execute_command("SAVE") in (True, b"OK")
+    rdb = s.dir / "dump.rdb"
+    if shutil.which("redis-check-rdb"):
+        out = subprocess.run(["redis-check-rdb", str(rdb)], capture_output=True, text=True)
+        assert "RDB looks OK" in out.stdout, out.stdout[-2000:]
+    rdir = tmp_path / "redis"
+    rdir.mkdir()
+    shutil.copy(rdb, rdir / "dump.rdb")
+    proc, rc = _start_redis(rdir)
+    try:
+        _same_keyspace(c, rc)
+        # And back: Redis's own dump.rdb loads into a fresh brisk-kv.
+        assert rc.execute_command("SAVE") in (True, b"OK")
+        kdir = tmp_path / "kv2"
+        kdir.mkdir()
+        shutil.copy(rdir / "dump.rdb", kdir / "dump.rdb")
+        s2 = kv_factory(workdir=kdir)
+        _same_keyspace(s2.client(), rc)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_bgsave_and_restart(kv_factory):
+    s = kv_factory()
+    c = s.client()
+    c.rpush("l", *range(100))
+    c.hset("h", mapping={"a": "1", "b": "2"})
+    assert c.bgsave() in (True, b"Background saving started")
+    assert call(c, "BGSAVE", "x") == "ERR: syntax error"
+    deadline = time.time() + 10
+    while c.info("persistence")["rdb_bgsave_in_progress"] or \
+            c.info("persistence")["rdb_changes_since_last_save"] != 0:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    assert c.info("persistence")["rdb_last_bgsave_status"] == "ok"
+    assert c.lastsave()
+    s.restart()
+    c = s.client()
+    assert c.lrange("l", 0, -1) == [str(i).encode() for i in range(100)]
+    assert c.hgetall("h") == {b"a": b"1", b"b": b"2"}
+
+
+def test_corrupt_rdb_refused_at_start(kv_factory, tmp_path):
+    s = kv_factory()
+    c = s.client()
+    c.set("a", "b" * 100)
+    c.execute_command("SAVE")
+    s.stop()
+    data = bytearray((s.dir / "dump.rdb").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (s.dir / "dump.rdb").write_bytes(bytes(data))
+    s.expect_exit = True
+    s.proc = None
+    s2 = kv_factory(workdir=s.dir, start=False)
+    s2.expect_exit = True
+    s2.start(wait=False)
+    assert s2.proc.wait(10) != 0
