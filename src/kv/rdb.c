@@ -197,6 +197,19 @@ static void cfg_cb(void *ud, const char *name, const char *value)
         *(long long *)ud = v;
 }
 
+static void cfg_bool_cb(void *ud, const char *name, const char *value)
+{
+    (void)name;
+    *(int *)ud = strcmp(value, "no") != 0;
+}
+
+static int cfg_bool(const char *name, int dflt)
+{
+    int v = dflt;
+    kv_config_get(&srv.cfg, (str){ name, strlen(name) }, cfg_bool_cb, &v);
+    return v;
+}
+
 static long long cfg_ll(const char *name, long long dflt)
 {
     long long v = dflt;
@@ -289,7 +302,7 @@ void rdb_save_string(buf *b, const char *p, size_t n)
         out(b, h, hn);
         return;
     }
-    if (n > 20 && cfg_ll("rdbcompression", 1) != 0) {
+    if (n > 20 && cfg_bool("rdbcompression", 1)) {
         /* Worth it only when it saves at least 4 bytes (Redis's rule). */
         size_t cap = n - 4;
         unsigned char *z = kv_malloc(cap + 1);
