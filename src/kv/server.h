@@ -433,6 +433,8 @@ size_t migrate_cached_sockets(void);
 void dump_cron(void);
 /* Loads dbfilename at start-up when the AOF is off. Returns 0 or -1. */
 int dump_load_at_start(void);
+/* SHUTDOWN SAVE: stops a BGSAVE child and saves dbfilename. 0 or -1. */
+int dump_shutdown_save(void);
 /* -- end dump -- */
 /* -- declarations: client -- */
 /* -- end client -- */

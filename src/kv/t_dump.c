@@ -639,6 +639,25 @@ void bgsave_command(kv_client *c)
     }
 }
 
+int dump_shutdown_save(void)
+{
+    if (srv.rdb_child_pid > 0) {
+        char tmp[64];
+        kill(srv.rdb_child_pid, SIGKILL);
+        waitpid(srv.rdb_child_pid, NULL, 0);
+        snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)srv.rdb_child_pid);
+        unlink(tmp);
+        srv.rdb_child_pid = -1;
+    }
+    char path[256];
+    rdb_filename(path);
+    log_info("Saving the final RDB snapshot before exiting.");
+    if (rdb_save_file(path) < 0)
+        return -1;
+    log_info("DB saved on disk");
+    return 0;
+}
+
 int dump_load_at_start(void)
 {
     char path[256], err[256];

@@ -179,7 +179,11 @@ void bgrewriteaof_command(kv_client *c)
 
 void shutdown_command(kv_client *c)
 {
+    int save = 0, nosave = 0, force = 0;
     for (int i = 1; i < c->argc; i++) {
+        save |= arg_is(c->argv[i], "save");
+        nosave |= arg_is(c->argv[i], "nosave");
+        force |= arg_is(c->argv[i], "force");
         if (!arg_is(c->argv[i], "nosave") && !arg_is(c->argv[i], "save") &&
             !arg_is(c->argv[i], "now") && !arg_is(c->argv[i], "force") &&
             !arg_is(c->argv[i], "abort")) {
@@ -192,6 +196,11 @@ void shutdown_command(kv_client *c)
         }
     }
     log_info("User requested shutdown...");
+    if ((save || (!nosave && srv.cfg.save && srv.cfg.save[0])) && dump_shutdown_save() < 0 &&
+        !force) {
+        reply_error(c, "ERR Errors trying to SHUTDOWN. Check logs.");
+        return;
+    }
     srv.shutdown_asap = -1;
     loop_stop(&srv.loop);
 }

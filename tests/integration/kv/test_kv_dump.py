@@ -550,3 +550,17 @@ def test_corrupt_rdb_refused_at_start(kv_factory, tmp_path):
     s2.expect_exit = True
     s2.start(wait=False)
     assert s2.proc.wait(10) != 0
+
+
+def test_shutdown_save_then_load(kv_factory):
+    s = kv_factory()
+    c = s.client()
+    c.zadd("z", {"a": 1.5, "b": 2})
+    try:
+        c.execute_command("SHUTDOWN", "SAVE")
+    except redis.ConnectionError:
+        pass
+    assert s.proc.wait(10) == 0
+    assert (s.dir / "dump.rdb").exists()
+    s.start()
+    assert s.client().zrange("z", 0, -1, withscores=True) == [(b"a", 1.5), (b"b", 2.0)]
