@@ -16,7 +16,9 @@
 
 /* ---- CRC-64/Jones ---- */
 
-static uint64_t crc_table[256];
+/* Slice-by-8: crc_table[k][i] is the CRC of byte i followed by k zero
+ * bytes, so eight input bytes fold in with eight lookups. */
+static uint64_t crc_table[8][256];
 static int crc_ready;
 
 static void crc_init(void)
@@ -26,8 +28,11 @@ static void crc_init(void)
         uint64_t c = i;
         for (int k = 0; k < 8; k++)
             c = (c & 1) ? (c >> 1) ^ 0x95ac9329ac4bc9b5ull : c >> 1;
-        crc_table[i] = c;
+        crc_table[0][i] = c;
     }
+    for (unsigned i = 0; i < 256; i++)
+        for (int k = 1; k < 8; k++)
+            crc_table[k][i] = (crc_table[k - 1][i] >> 8) ^ crc_table[0][crc_table[k - 1][i] & 0xff];
     crc_ready = 1;
 }
 
@@ -36,8 +41,18 @@ uint64_t rdb_crc64(uint64_t crc, const void *p, size_t n)
     if (UNLIKELY(!crc_ready))
         crc_init();
     const unsigned char *s = p;
+    for (; n >= 8; n -= 8, s += 8) {
+        uint64_t w = 0;
+        for (int i = 0; i < 8; i++)
+            w |= (uint64_t)s[i] << (8 * i);
+        crc ^= w;
+        crc = crc_table[7][crc & 0xff] ^ crc_table[6][(crc >> 8) & 0xff] ^
+              crc_table[5][(crc >> 16) & 0xff] ^ crc_table[4][(crc >> 24) & 0xff] ^
+              crc_table[3][(crc >> 32) & 0xff] ^ crc_table[2][(crc >> 40) & 0xff] ^
+              crc_table[1][(crc >> 48) & 0xff] ^ crc_table[0][crc >> 56];
+    }
     for (size_t i = 0; i < n; i++)
-        crc = crc_table[(crc ^ s[i]) & 0xff] ^ (crc >> 8);
+        crc = crc_table[0][(crc ^ s[i]) & 0xff] ^ (crc >> 8);
     return crc;
 }
 
@@ -66,18 +81,26 @@ size_t rdb_lzf_compress(const void *in_data, size_t in_len, void *out_data, size
 {
     const unsigned char *in = in_data;
     unsigned char *out = out_data;
-    if (!in_len || !out_len || in_len < 3)
+    if (!in_len || !out_len || in_len < 3 || in_len > UINT32_MAX)
         return 0;
-    /* Positions + 1 (0 = empty); a match at position 0 is never taken. */
-    static uint32_t htab[LZF_HSIZE];
-    memset(htab, 0, sizeof htab);
+    /* Slots hold generation << 32 | position: a slot of an older call reads
+     * as empty (position 0, never a match), so the table needs no clearing
+     * per call (a 512 KB memset would cost more than compressing a short
+     * string). Cleared only when the generation counter wraps. */
+    static uint64_t htab[LZF_HSIZE];
+    static uint32_t gen;
+    if (++gen == 0) {
+        memset(htab, 0, sizeof htab);
+        gen = 1;
+    }
+    const uint64_t tag = (uint64_t)gen << 32;
     size_t ip = 0, op = 1, lit = 0, end = in_len;
     uint32_t hval = ((uint32_t)in[0] << 8) | in[1];
     while (ip + 2 < end) {
         hval = (hval << 8) | in[ip + 2];
-        uint32_t *slot = &htab[lzf_idx(hval)];
-        size_t ref = *slot; /* position, 0 = none */
-        *slot = (uint32_t)ip;
+        uint64_t *slot = &htab[lzf_idx(hval)];
+        size_t ref = (*slot & ~0xffffffffull) == tag ? (size_t)(uint32_t)*slot : 0; /* 0 = none */
+        *slot = tag | ip;
         size_t off;
         if (ref > 0 && ref < ip && (off = ip - ref - 1) < LZF_MAX_OFF && in[ref + 2] == in[ip + 2] &&
             in[ref] == in[ip] && in[ref + 1] == in[ip + 1]) {
@@ -120,10 +143,10 @@ size_t rdb_lzf_compress(const void *in_data, size_t in_len, void *out_data, size
             ip -= 2;
             hval = ((uint32_t)in[ip] << 8) | in[ip + 1];
             hval = (hval << 8) | in[ip + 2];
-            htab[lzf_idx(hval)] = (uint32_t)ip;
+            htab[lzf_idx(hval)] = tag | ip;
             ip++;
             hval = (hval << 8) | in[ip + 2];
-            htab[lzf_idx(hval)] = (uint32_t)ip;
+            htab[lzf_idx(hval)] = tag | ip;
             ip++;
         } else {
             if (op >= out_len)
