@@ -1269,6 +1269,10 @@ static int load_quicklist(rdb_reader *r, rdb_value *v, int version)
             size_t n;
             if (rdb_load_string(r, &s, &n) < 0)
                 return -1;
+            if (n == 0) { /* Redis refuses a node of encoded length 0 */
+                kv_free(s);
+                return -1;
+            }
             list_push(v->obj, 1, lelem_new(s, n));
             kv_free(s);
             continue;

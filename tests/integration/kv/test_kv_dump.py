@@ -564,3 +564,65 @@ def test_shutdown_save_then_load(kv_factory):
     assert (s.dir / "dump.rdb").exists()
     s.start()
     assert s.client().zrange("z", 0, -1, withscores=True) == [(b"a", 1.5), (b"b", 2.0)]
+
+
+SUITE_TGZ = "/work/shared/redis-suite/redis-7.0.15-tests.tar.gz"
+
+
+def _tcl_unescape(s: str) -> bytes:
+    import re
+    out = bytearray()
+    i = 0
+    while i < len(s):
+        ch = s[i]
+        if ch != "\\":
+            out += ch.encode("latin1")
+            i += 1
+            continue
+        i += 1
+        c = s[i]
+        if c == "x":
+            m = re.match(r"[0-9a-fA-F]{1,2}", s[i + 1:])
+            out.append(int(m.group(0), 16))
+            i += 1 + len(m.group(0))
+        elif c in "01234567":
+            m = re.match(r"[0-7]{1,3}", s[i:])
+            out.append(int(m.group(0), 8) & 0xFF)
+            i += len(m.group(0))
+        else:
+            out += {"n": b"\n", "r": b"\r", "t": b"\t"}.get(c, c.encode("latin1"))
+            i += 1
+    return bytes(out)
+
+
+def test_redis_corrupt_dump_payloads(kb, reference):
+    """The payloads of Redis's integration/corrupt-dump.tcl (read from the suite
+    tarball when present): brisk-kv accepts exactly those a sanitizing Redis
+    accepts, and survives using what it accepted."""
+    import os
+    import re
+    import tarfile
+    if not os.path.exists(SUITE_TGZ):
+        pytest.skip("no Redis test suite tarball")
+    with tarfile.open(SUITE_TGZ) as t:
+        src = t.extractfile("redis-7.0.15/tests/integration/corrupt-dump.tcl").read().decode("latin1")
+    payloads = [_tcl_unescape(m.group(1))
+                for m in re.finditer(r'restore \S+ 0 "((?:[^"\\]|\\.)*)"', src)]
+    assert len(payloads) > 20
+    reference.config_set("sanitize-dump-payload", "yes")
+    for p in payloads:
+        got = [call(c, "RESTORE", "key", 0, p, "REPLACE") for c in (kb, reference)]
+        ok = [r in (True, b"OK") for r in got]
+        assert ok[0] == ok[1], (got, p[:40])
+        t = kb.type("key").decode()
+        kb.dump("key")
+        if t == "list":
+            kb.lrange("key", 0, -1)
+            kb.rpush("key", "x")
+        elif t == "hash":
+            kb.hgetall("key")
+        elif t == "set":
+            kb.smembers("key")
+        elif t == "zset":
+            kb.zrange("key", 0, -1, withscores=True)
+    assert kb.ping()
