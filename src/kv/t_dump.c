@@ -208,12 +208,43 @@ static void bgsave_check_child(void);
 static int bgsave_start(void);
 static int bgsave_scheduled;
 
+/* Whether a save point of the "save" option ("secs changes ..." pairs) is
+ * reached: that many changes since the last save and that many seconds. */
+static int save_point_reached(void)
+{
+    const char *p = srv.cfg.save;
+    uint64_t changes = srv.dirty - srv.rdb_dirty_at_save;
+    if (!p || !*p || changes == 0)
+        return 0;
+    int64_t since = srv.now_ms / 1000 - srv.lastsave;
+    while (*p) {
+        char *end;
+        long long secs = strtoll(p, &end, 10);
+        if (end == p)
+            return 0;
+        p = end;
+        long long min_changes = strtoll(p, &end, 10);
+        if (end == p)
+            return 0;
+        p = end;
+        if ((long long)changes >= min_changes && since > secs)
+            return 1;
+        while (*p == ' ')
+            p++;
+    }
+    return 0;
+}
+
 void dump_cron(void)
 {
     bgsave_check_child();
-    if (bgsave_scheduled && srv.child_pid <= 0 && srv.rdb_child_pid <= 0) {
-        bgsave_scheduled = 0;
-        bgsave_start();
+    if (srv.child_pid <= 0 && srv.rdb_child_pid <= 0) {
+        /* After a failed BGSAVE, save points wait 5 s before a retry. */
+        int retry_ok = !srv.rdb_last_bgsave_failed || srv.now_ms - srv.rdb_save_start_ms > 5000;
+        if (bgsave_scheduled || (retry_ok && save_point_reached())) {
+            bgsave_scheduled = 0;
+            bgsave_start();
+        }
     }
     for (size_t i = 0; i < mig_n;) {
         if (srv.now_ms - mig_cache[i]->last_use_ms > MIGRATE_CACHE_TTL_MS)
@@ -571,6 +602,7 @@ static int bgsave_start(void)
     pid_t pid = fork();
     if (pid < 0) {
         srv.rdb_last_bgsave_failed = 1;
+        srv.rdb_save_start_ms = srv.now_ms;
         log_warn("Can't save in background: fork: %s", strerror(errno));
         return -1;
     }

@@ -626,3 +626,17 @@ def test_redis_corrupt_dump_payloads(kb, reference):
         elif t == "zset":
             kb.zrange("key", 0, -1, withscores=True)
     assert kb.ping()
+
+
+def test_save_points_and_sigterm_snapshot(kv_factory):
+    s = kv_factory("--save", "1 1")
+    c = s.client()
+    c.set("a", "1")
+    deadline = time.time() + 10
+    while not (s.dir / "dump.rdb").exists():
+        assert time.time() < deadline
+        time.sleep(0.1)
+    c.set("b", "2")  # not yet saved: SIGTERM with save points snapshots it
+    assert s.stop() == 0
+    s.start()
+    assert s.client().mget("a", "b") == [b"1", b"2"]
