@@ -119,6 +119,14 @@ int rdb_load_payload(const char *p, size_t n, rdb_value *v);
 
 /* ---- dump.rdb (rdb_file.c) ---- */
 
+/* Writes the whole keyspace as an RDB file image to fd (a file, a pipe or
+ * a replica's socket: blocking writes). Returns 0 or -1 (write error). */
+int rdb_write_snapshot(int fd);
+/* Loads an RDB file image (e.g. received from a master) into the
+ * databases, which the caller has emptied; expired keys are dropped.
+ * Returns 0, or -1 with a message in err (the databases then hold what was
+ * loaded before the error: flush them). */
+int rdb_load_image(const unsigned char *img, size_t size, char *err, size_t errlen);
 /* Writes every database to path through a temp file renamed over it.
  * Returns 0, or -1 (logged). */
 int rdb_save_file(const char *path);

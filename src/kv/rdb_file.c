@@ -117,6 +117,14 @@ static int write_keyspace(rdb_out *o)
     return o->failed ? -1 : 0;
 }
 
+int rdb_write_snapshot(int fd)
+{
+    rdb_out o = { .fd = fd };
+    int rc = write_keyspace(&o);
+    buf_free(&o.b);
+    return rc;
+}
+
 int rdb_save_file(const char *path)
 {
     char tmp[64];
@@ -172,9 +180,7 @@ static int skip_string(rdb_reader *r)
     return 0;
 }
 
-/* Parses the file image into the databases. Returns 0 or -1 with a
- * message in err. */
-static int load_image(const unsigned char *img, size_t size, char *err, size_t errlen)
+int rdb_load_image(const unsigned char *img, size_t size, char *err, size_t errlen)
 {
     if (size < 9 || memcmp(img, "REDIS", 5) != 0) {
         snprintf(err, errlen, "Wrong signature trying to load DB from file");
@@ -332,7 +338,7 @@ int rdb_load_file(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "Short read loading DB");
     } else {
         srv.loading = 1;
-        rc = load_image(img, size, err, errlen);
+        rc = rdb_load_image(img, size, err, errlen);
         srv.loading = 0;
         if (rc < 0)
             for (int d = 0; d < srv.cfg.databases; d++)
