@@ -925,8 +925,7 @@ int kv_server_main(int argc, char **argv)
     int rc = loop_run(&srv.loop);
     if (srv.shutdown_asap > 0)
         log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
-    if (srv.shutdown_asap > 0 && srv.cfg.save && srv.cfg.save[0])
-        dump_shutdown_save(); /* save points configured: a final snapshot */
+    dump_at_exit();
     on_iteration_end(&srv.loop, NULL);
     if (srv.aof_state) {
         aof_flush(1);

@@ -435,6 +435,9 @@ void dump_cron(void);
 int dump_load_at_start(void);
 /* SHUTDOWN SAVE: stops a BGSAVE child and saves dbfilename. 0 or -1. */
 int dump_shutdown_save(void);
+/* At exit: stops a BGSAVE child; after a signal, saves when save points
+ * are configured (SHUTDOWN saved already, or was told not to). */
+void dump_at_exit(void);
 /* -- end dump -- */
 /* -- declarations: client -- */
 /* -- end client -- */

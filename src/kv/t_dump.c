@@ -671,16 +671,28 @@ void bgsave_command(kv_client *c)
     }
 }
 
+static void bgsave_kill_child(void)
+{
+    if (srv.rdb_child_pid <= 0)
+        return;
+    char tmp[64];
+    kill(srv.rdb_child_pid, SIGKILL);
+    waitpid(srv.rdb_child_pid, NULL, 0);
+    snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)srv.rdb_child_pid);
+    unlink(tmp);
+    srv.rdb_child_pid = -1;
+}
+
+void dump_at_exit(void)
+{
+    bgsave_kill_child();
+    if (srv.shutdown_asap > 0 && srv.cfg.save && srv.cfg.save[0])
+        dump_shutdown_save();
+}
+
 int dump_shutdown_save(void)
 {
-    if (srv.rdb_child_pid > 0) {
-        char tmp[64];
-        kill(srv.rdb_child_pid, SIGKILL);
-        waitpid(srv.rdb_child_pid, NULL, 0);
-        snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)srv.rdb_child_pid);
-        unlink(tmp);
-        srv.rdb_child_pid = -1;
-    }
+    bgsave_kill_child();
     char path[256];
     rdb_filename(path);
     log_info("Saving the final RDB snapshot before exiting.");
