@@ -240,6 +240,31 @@ static long long cfg_ll(const char *name, long long dflt)
     return v;
 }
 
+/* The options the writer follows, read once per command (a SAVE writes
+ * millions of values; a CONFIG SET is a command of its own, so it always
+ * shows in the next one). In a BGSAVE child the counter stands still. */
+static struct {
+    uint64_t at_cmd;
+    int valid;
+    int compression, list_fill;
+    long long hash_entries, hash_value, zset_entries, zset_value, intset_entries;
+} cfg;
+
+static void cfg_refresh(void)
+{
+    if (cfg.valid && cfg.at_cmd == srv.stat_cmds)
+        return;
+    cfg.compression = cfg_bool("rdbcompression", 1);
+    cfg.list_fill = (int)cfg_ll("list-max-listpack-size", -2);
+    cfg.hash_entries = cfg_ll("hash-max-listpack-entries", 512);
+    cfg.hash_value = cfg_ll("hash-max-listpack-value", 64);
+    cfg.zset_entries = cfg_ll("zset-max-listpack-entries", 128);
+    cfg.zset_value = cfg_ll("zset-max-listpack-value", 64);
+    cfg.intset_entries = cfg_ll("set-max-intset-entries", 512);
+    cfg.at_cmd = srv.stat_cmds;
+    cfg.valid = 1;
+}
+
 /* ---- writing helpers ---- */
 
 static void out(buf *b, const void *p, size_t n)
@@ -325,7 +350,8 @@ void rdb_save_string(buf *b, const char *p, size_t n)
         out(b, h, hn);
         return;
     }
-    if (n > 20 && cfg_bool("rdbcompression", 1)) {
+    cfg_refresh();
+    if (n > 20 && cfg.compression) {
         /* Worth it only when it saves at least 4 bytes (Redis's rule). */
         size_t cap = n - 4;
         unsigned char *z = kv_malloc(cap + 1);
@@ -459,12 +485,16 @@ static void lp_end(buf *b, size_t count)
 
 /* ---- what Redis 7.0 would hold ---- */
 
-static int list_quicklist_fill(void) { return (int)cfg_ll("list-max-listpack-size", -2); }
+static int list_quicklist_fill(void)
+{
+    cfg_refresh();
+    return cfg.list_fill;
+}
 
 static int hash_is_listpack(dict *h)
 {
-    long long max_entries = cfg_ll("hash-max-listpack-entries", 128);
-    long long max_value = cfg_ll("hash-max-listpack-value", 64);
+    cfg_refresh();
+    long long max_entries = cfg.hash_entries, max_value = cfg.hash_value;
     if ((long long)dict_size(h) > max_entries)
         return 0;
     dict_iter it;
@@ -480,8 +510,8 @@ static int hash_is_listpack(dict *h)
 
 static int zset_is_listpack(zset *z)
 {
-    long long max_entries = cfg_ll("zset-max-listpack-entries", 128);
-    long long max_value = cfg_ll("zset-max-listpack-value", 64);
+    cfg_refresh();
+    long long max_entries = cfg.zset_entries, max_value = cfg.zset_value;
     if ((long long)z->length > max_entries)
         return 0;
     for (zs_node *n = z->header->lv[0].forward; n; n = n->lv[0].forward)
@@ -494,7 +524,8 @@ static int zset_is_listpack(zset *z)
  * for an intset; the widest value width in *width (2, 4 or 8). */
 static int set_is_intset(dict *s, int *width)
 {
-    if ((long long)dict_size(s) > cfg_ll("set-max-intset-entries", 512))
+    cfg_refresh();
+    if ((long long)dict_size(s) > cfg.intset_entries)
         return 0;
     dict_iter it;
     dict_iter_init(&it, s);
