@@ -81,26 +81,28 @@ size_t rdb_lzf_compress(const void *in_data, size_t in_len, void *out_data, size
 {
     const unsigned char *in = in_data;
     unsigned char *out = out_data;
-    if (!in_len || !out_len || in_len < 3 || in_len > UINT32_MAX)
+    if (!in_len || !out_len || in_len < 3 || in_len > UINT32_MAX / 2)
         return 0;
-    /* Slots hold generation << 32 | position: a slot of an older call reads
-     * as empty (position 0, never a match), so the table needs no clearing
-     * per call (a 512 KB memset would cost more than compressing a short
-     * string). Cleared only when the generation counter wraps. */
-    static uint64_t htab[LZF_HSIZE];
-    static uint32_t gen;
-    if (++gen == 0) {
+    /* Slots hold base + position, base growing by each call's length: a
+     * slot written by an older call lies below base and reads as out of
+     * range, so the 256 KB table needs no clearing per call (which would
+     * cost more than compressing a short string); cleared only when the
+     * 32-bit positions would wrap. */
+    static uint32_t htab[LZF_HSIZE];
+    static uint64_t next_base = 1;
+    if (next_base + in_len > UINT32_MAX) {
         memset(htab, 0, sizeof htab);
-        gen = 1;
+        next_base = 1;
     }
-    const uint64_t tag = (uint64_t)gen << 32;
+    const uint32_t base = (uint32_t)next_base;
+    next_base += in_len;
     size_t ip = 0, op = 1, lit = 0, end = in_len;
     uint32_t hval = ((uint32_t)in[0] << 8) | in[1];
     while (ip + 2 < end) {
         hval = (hval << 8) | in[ip + 2];
-        uint64_t *slot = &htab[lzf_idx(hval)];
-        size_t ref = (*slot & ~0xffffffffull) == tag ? (size_t)(uint32_t)*slot : 0; /* 0 = none */
-        *slot = tag | ip;
+        uint32_t *slot = &htab[lzf_idx(hval)];
+        size_t ref = (uint32_t)(*slot - base); /* >= ip when not of this call */
+        *slot = base + (uint32_t)ip;
         size_t off;
         if (ref > 0 && ref < ip && (off = ip - ref - 1) < LZF_MAX_OFF && in[ref + 2] == in[ip + 2] &&
             in[ref] == in[ip] && in[ref + 1] == in[ip + 1]) {
@@ -143,10 +145,10 @@ size_t rdb_lzf_compress(const void *in_data, size_t in_len, void *out_data, size
             ip -= 2;
             hval = ((uint32_t)in[ip] << 8) | in[ip + 1];
             hval = (hval << 8) | in[ip + 2];
-            htab[lzf_idx(hval)] = tag | ip;
+            htab[lzf_idx(hval)] = base + (uint32_t)ip;
             ip++;
             hval = (hval << 8) | in[ip + 2];
-            htab[lzf_idx(hval)] = tag | ip;
+            htab[lzf_idx(hval)] = base + (uint32_t)ip;
             ip++;
         } else {
             if (op >= out_len)
