@@ -428,6 +428,8 @@ void migrate_command(kv_client *c)
         return;
     if (timeout <= 0)
         timeout = 1000;
+    if (timeout > INT_MAX) /* deadlines are now + timeout: keep them finite */
+        timeout = INT_MAX;
 
     /* The keys that exist, with their payloads, made before any I/O. */
     str *keys = kv_malloc(((size_t)num_keys + 1) * sizeof *keys);

@@ -70,8 +70,12 @@ void quit_command(kv_client *c)
 void select_command(kv_client *c)
 {
     long long id;
-    if (kv_parse_ll(c->argv[1].p, c->argv[1].len, &id) < 0 || id < INT_MIN || id > INT_MAX) {
+    if (kv_parse_ll(c->argv[1].p, c->argv[1].len, &id) < 0) {
         reply_error(c, ERR_NOT_INT);
+        return;
+    }
+    if (id < INT_MIN || id > INT_MAX) {
+        reply_error(c, "ERR value is out of range, value must between -2147483648 and 2147483647");
         return;
     }
     if (id < 0 || id >= srv.cfg.databases) {

@@ -640,3 +640,21 @@ def test_save_points_and_sigterm_snapshot(kv_factory):
     assert s.stop() == 0
     s.start()
     assert s.client().mget("a", "b") == [b"1", b"2"]
+
+
+def test_migrate_hostile_numbers(kv, kb, reference):
+    rp = ref_port(reference)
+    for timeout in (9223372036854775807, -9223372036854775808, 0):
+        kb.set("k", "v")
+        assert kb.execute_command("MIGRATE", "127.0.0.1", rp, "k", 0, timeout, "REPLACE") == b"OK"
+    # Both sides with a cached connection that last selected db 0 (a fresh
+    # one starts at "no db", where a db of -1 sends no SELECT at all).
+    reference.set("w", "v")
+    assert reference.migrate("127.0.0.1", kv.port, "w", 0, 1000) == b"OK"
+    for db in ("-1", "99999", "9223372036854775807"):
+        kb.set("k", "v")
+        r = call(kb, "MIGRATE", "127.0.0.1", rp, "k", db, 1000)
+        reference.set("k", "v")
+        assert r == call(reference, "MIGRATE", "127.0.0.1", kv.port, "k", db, 1000).replace(
+            str(kv.port), str(rp)), db
+    assert kb.ping()
