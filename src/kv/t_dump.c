@@ -1,5 +1,6 @@
 /* DUMP, RESTORE (and RESTORE-ASKING), MIGRATE: values moved between
- * servers as DUMP payloads (rdb.h), with Redis 7.0's options and errors. */
+ * servers as DUMP payloads (rdb.h), with Redis 7.0's options and errors;
+ * SAVE, BGSAVE, save points and the start-up load of dump.rdb. */
 #include "core/log.h"
 #include "kv/config.h"
 #include "kv/db.h"
@@ -50,7 +51,8 @@ void dump_command(kv_client *c)
 static uint32_t lru_for_idle(long long idle_s)
 {
     const uint64_t range = 1u << 28;
-    uint64_t ticks = (uint64_t)idle_s > UINT64_MAX / 1000 ? UINT64_MAX : (uint64_t)idle_s * 1000 / KV_LRU_MS;
+    uint64_t ticks = (uint64_t)idle_s > UINT64_MAX / 1000 ? UINT64_MAX
+                                                          : (uint64_t)idle_s * 1000 / KV_LRU_MS;
     if (ticks > srv.lru_clock)
         return (uint32_t)((srv.lru_clock + range / 2) % range);
     return (uint32_t)(srv.lru_clock - ticks);
