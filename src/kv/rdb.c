@@ -104,8 +104,8 @@ size_t rdb_lzf_compress(const void *in_data, size_t in_len, void *out_data, size
         size_t ref = (uint32_t)(*slot - base); /* >= ip when not of this call */
         *slot = base + (uint32_t)ip;
         size_t off;
-        if (ref > 0 && ref < ip && (off = ip - ref - 1) < LZF_MAX_OFF && in[ref + 2] == in[ip + 2] &&
-            in[ref] == in[ip] && in[ref + 1] == in[ip + 1]) {
+        if (ref > 0 && ref < ip && (off = ip - ref - 1) < LZF_MAX_OFF &&
+            in[ref + 2] == in[ip + 2] && in[ref] == in[ip] && in[ref + 1] == in[ip + 1]) {
             size_t len = 2, maxlen = end - ip - len;
             if (maxlen > LZF_MAX_REF)
                 maxlen = LZF_MAX_REF;
@@ -504,7 +504,8 @@ static int hash_is_listpack(dict *h)
     int ok = 1;
     for (dict_node *dn; ok && (dn = dict_iter_next(&it));) {
         kv_hfield *f = (kv_hfield *)(void *)dn;
-        ok = (long long)hfield_name(f).len <= max_value && (long long)hfield_value(f).len <= max_value;
+        ok = (long long)hfield_name(f).len <= max_value &&
+             (long long)hfield_value(f).len <= max_value;
     }
     dict_iter_end(&it);
     return ok;
@@ -881,8 +882,8 @@ int rdb_load_string(rdb_reader *r, char **s, size_t *n)
         uint64_t clen, ulen;
         if (rdb_load_len(r, &clen) < 0 || rdb_load_len(r, &ulen) < 0)
             return -1;
-        if (clen == 0 || ulen == 0 || clen > (uint64_t)(r->end - r->p) || ulen / LZF_MAX_RATIO > clen ||
-            ulen > srv.cfg.proto_max_bulk_len)
+        if (clen == 0 || ulen == 0 || clen > (uint64_t)(r->end - r->p) ||
+            ulen / LZF_MAX_RATIO > clen || ulen > srv.cfg.proto_max_bulk_len)
             return -1;
         char *o = kv_malloc((size_t)ulen + 1);
         if (rdb_lzf_decompress(r->p, (size_t)clen, o, (size_t)ulen) != ulen) {

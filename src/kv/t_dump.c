@@ -554,7 +554,8 @@ socket_err:
         may_retry = 0;
         goto try_again;
     }
-    reply_errorf(c, "IOERR error or timeout %s to target instance", write_error ? "writing" : "reading");
+    reply_errorf(c, "IOERR error or timeout %s to target instance",
+                 write_error ? "writing" : "reading");
 done:
     buf_free(&cmd);
     kv_free(keys);

@@ -101,8 +101,9 @@ static void test_string_encodings(void **state)
         const char *s;
         unsigned char first; /* expected first byte */
     } cases[] = {
-        { "0", 0xc0 },          { "-128", 0xc0 },     { "127", 0xc0 },       { "128", 0xc1 },
-        { "-32768", 0xc1 },     { "32768", 0xc2 },    { "2147483647", 0xc2 }, { "-2147483648", 0xc2 },
+        { "0", 0xc0 },          { "-128", 0xc0 },     { "127", 0xc0 },
+        { "128", 0xc1 },        { "-32768", 0xc1 },   { "32768", 0xc2 },
+        { "2147483647", 0xc2 }, { "-2147483648", 0xc2 },
         { "2147483648", 10 },   { "-0", 2 },          { "01", 2 },           { "+1", 2 },
         { "", 0 },              { "hello", 5 },
         { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 0xc3 },
