@@ -299,6 +299,8 @@ eof:
             return -1;
         }
     }
+    srv.rdb_load_loaded = loaded;
+    srv.rdb_load_expired = expired;
     log_info("Done loading RDB, keys loaded: %zu, keys expired: %zu.", loaded, expired);
     return 0;
 short_read:

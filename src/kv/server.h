@@ -380,6 +380,9 @@ typedef struct kv_server {
     uint64_t rdb_dirty_at_save; /* srv.dirty at the last successful save */
     uint64_t rdb_dirty_at_fork;
     int64_t rdb_save_start_ms;
+    uint64_t rdb_saves;            /* successful SAVE/BGSAVE since start */
+    int64_t rdb_last_bgsave_secs;  /* duration of the last BGSAVE + 1; 0 = none yet */
+    uint64_t rdb_load_loaded, rdb_load_expired; /* keys of the last dump.rdb load */
     /* -- end dump -- */
     /* -- server fields: client -- */
     /* -- end client -- */

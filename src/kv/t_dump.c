@@ -579,6 +579,7 @@ static void rdb_filename(char out[256])
 static void saved(void)
 {
     srv.lastsave = srv.now_ms / 1000;
+    srv.rdb_saves++;
 }
 
 void save_command(kv_client *c)
@@ -639,6 +640,7 @@ static void bgsave_check_child(void)
     }
     srv.rdb_child_pid = -1;
     srv.rdb_last_bgsave_failed = !ok;
+    srv.rdb_last_bgsave_secs = (srv.now_ms - srv.rdb_save_start_ms) / 1000 + 1;
     if (ok) {
         srv.rdb_dirty_at_save = srv.rdb_dirty_at_fork;
         saved();

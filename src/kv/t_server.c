@@ -1089,12 +1089,18 @@ void info_command(kv_client *c)
         addf(&b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
                  "rdb_changes_since_last_save:%llu\r\nrdb_bgsave_in_progress:%d\r\n"
                  "rdb_last_save_time:%lld\r\nrdb_last_bgsave_status:%s\r\n"
+                 "rdb_last_bgsave_time_sec:%lld\r\nrdb_current_bgsave_time_sec:%lld\r\n"
+                 "rdb_saves:%llu\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:%llu\r\n"
+                 "rdb_last_load_keys_loaded:%llu\r\n"
                  "aof_enabled:%d\r\naof_rewrite_in_progress:%d\r\naof_rewrite_scheduled:0\r\n"
                  "aof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:%lld\r\n"
                  "aof_last_bgrewrite_status:%s\r\naof_rewrites:%llu\r\naof_last_write_status:%s\r\n",
              srv.loading, (unsigned long long)(srv.dirty - srv.rdb_dirty_at_save),
              srv.rdb_child_pid > 0, (long long)srv.lastsave,
-             srv.rdb_last_bgsave_failed ? "err" : "ok", srv.aof_state != 0, srv.child_pid > 0,
+             srv.rdb_last_bgsave_failed ? "err" : "ok", (long long)srv.rdb_last_bgsave_secs - 1,
+             srv.rdb_child_pid > 0 ? (long long)((srv.now_ms - srv.rdb_save_start_ms) / 1000) : -1LL,
+             (unsigned long long)srv.rdb_saves, (unsigned long long)srv.rdb_load_expired,
+             (unsigned long long)srv.rdb_load_loaded, srv.aof_state != 0, srv.child_pid > 0,
              srv.child_pid > 0 ? (long long)((srv.now_ms - srv.aof_rewrite_start_ms) / 1000) : -1LL,
              srv.aof_last_bgrewrite_ok ? "ok" : "err", (unsigned long long)srv.aof_rewrites,
              srv.aof_last_write_ok ? "ok" : "err");
