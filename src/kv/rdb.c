@@ -664,6 +664,40 @@ static void save_list(buf *b, kv_list *l)
     buf_free(&lp);
 }
 
+int rdb_list_shape(kv_list *l, size_t *nodes, size_t *bytes)
+{
+    int fill = list_quicklist_fill();
+    size_t sz = 0, cnt = 0;
+    int open = 0;
+    *nodes = *bytes = 0;
+    for (size_t i = 0; i < l->len; i++) {
+        kv_lelem *el = list_at(l, i);
+        unsigned char h[16];
+        int data;
+        if (el->len >= QL_PLAIN_THRESHOLD) {
+            (*nodes)++;
+            *bytes += el->len;
+            open = 0;
+            continue;
+        }
+        if (!open || !ql_allows(sz, cnt, fill, el->len)) {
+            if (open)
+                *bytes += sz;
+            (*nodes)++;
+            open = 1;
+            sz = 7;
+            cnt = 0;
+        }
+        size_t hn = lp_encode(el->data, el->len, h, &data);
+        size_t ln = hn + (data ? el->len : 0);
+        sz += ln + lp_backlen_size(ln);
+        cnt++;
+    }
+    if (open)
+        *bytes += sz;
+    return fill;
+}
+
 static void save_set(buf *b, dict *s)
 {
     int width;

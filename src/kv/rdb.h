@@ -16,6 +16,7 @@
 
 #include "core/buf.h"
 #include "kv/server.h"
+#include "kv/types.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -78,6 +79,10 @@ int rdb_object_type(kv_entry *e);
 void rdb_save_object(buf *b, kv_entry *e);
 /* A DUMP payload: type, value, RDB version (2 bytes LE), CRC-64 (8 LE). */
 void rdb_dump_payload(buf *b, kv_entry *e);
+/* The quicklist Redis 7.0 would hold the list in: node count and the
+ * listpack bytes of all nodes (DEBUG OBJECT). Returns the fill option
+ * (list-max-listpack-size) it was split by. */
+int rdb_list_shape(kv_list *l, size_t *nodes, size_t *bytes);
 /* Redis 7.0's OBJECT ENCODING name for the value of e. */
 const char *rdb_encoding_name(kv_entry *e);
 
@@ -123,15 +128,16 @@ int rdb_load_payload(const char *p, size_t n, rdb_value *v);
  * a replica's socket: blocking writes). Returns 0 or -1 (write error). */
 int rdb_write_snapshot(int fd);
 /* Loads an RDB file image (e.g. received from a master) into the
- * databases, which the caller has emptied; expired keys are dropped.
- * Returns 0, or -1 with a message in err (the databases then hold what was
- * loaded before the error: flush them). */
-int rdb_load_image(const unsigned char *img, size_t size, char *err, size_t errlen);
+ * databases; expired keys are dropped. A key already present is an error,
+ * or with merge replaced by the loaded one. Returns 0, or -1 with a message
+ * in err (the databases then hold what was loaded before the error). */
+int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, size_t errlen);
 /* Writes every database to path through a temp file renamed over it.
  * Returns 0, or -1 (logged). */
 int rdb_save_file(const char *path);
-/* Loads path into the databases (empty at start-up). Returns 1 when
- * loaded, 0 when there is no such file, -1 with a message in err. */
-int rdb_load_file(const char *path, char *err, size_t errlen);
+/* Loads path into the databases (see rdb_load_image; on an error without
+ * merge every database is flushed). Returns 1 when loaded, 0 when there is
+ * no such file, -1 with a message in err. */
+int rdb_load_file(const char *path, int merge, char *err, size_t errlen);
 
 #endif

@@ -180,7 +180,7 @@ static int skip_string(rdb_reader *r)
     return 0;
 }
 
-int rdb_load_image(const unsigned char *img, size_t size, char *err, size_t errlen)
+int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, size_t errlen)
 {
     if (size < 9 || memcmp(img, "REDIS", 5) != 0) {
         snprintf(err, errlen, "Wrong signature trying to load DB from file");
@@ -269,7 +269,10 @@ int rdb_load_image(const unsigned char *img, size_t size, char *err, size_t errl
             return -1;
         }
         str k = { key, klen };
-        if (db_find(db, k)) {
+        kv_entry *old = db_find(db, k);
+        if (old && merge) {
+            db_delete_entry(db, old); /* the loaded value wins */
+        } else if (old) {
             rdb_value_free(&v);
             snprintf(err, errlen, "RDB has duplicated key '%.*s' in DB %d", (int)MIN(klen, 128),
                      key, db->id);
@@ -308,7 +311,7 @@ short_read:
     return -1;
 }
 
-int rdb_load_file(const char *path, char *err, size_t errlen)
+int rdb_load_file(const char *path, int merge, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -340,9 +343,9 @@ int rdb_load_file(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "Short read loading DB");
     } else {
         srv.loading = 1;
-        rc = rdb_load_image(img, size, err, errlen);
+        rc = rdb_load_image(img, size, merge, err, errlen);
         srv.loading = 0;
-        if (rc < 0)
+        if (rc < 0 && !merge)
             for (int d = 0; d < srv.cfg.databases; d++)
                 db_flush(&srv.dbs[d]);
     }

@@ -441,6 +441,9 @@ int dump_shutdown_save(void);
 /* At exit: stops a BGSAVE child; after a signal, saves when save points
  * are configured (SHUTDOWN saved already, or was told not to). */
 void dump_at_exit(void);
+/* DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE] and DEBUG OBJECT key. */
+void dump_debug_reload(kv_client *c);
+void dump_debug_object(kv_client *c);
 /* -- end dump -- */
 /* -- declarations: client -- */
 /* -- end client -- */

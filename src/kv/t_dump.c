@@ -714,7 +714,7 @@ int dump_load_at_start(void)
     char path[256], err[256];
     rdb_filename(path);
     int64_t t0 = kv_unix_ms();
-    int rc = rdb_load_file(path, err, sizeof err);
+    int rc = rdb_load_file(path, 0, err, sizeof err);
     if (rc < 0) {
         log_warn("%s", err);
         return -1;
@@ -724,4 +724,75 @@ int dump_load_at_start(void)
         srv.rdb_dirty_at_save = srv.dirty;
     }
     return 0;
+}
+
+/* ---- DEBUG RELOAD / DEBUG OBJECT ---- */
+
+void dump_debug_reload(kv_client *c)
+{
+    int merge = 0, noflush = 0, nosave = 0;
+    for (int i = 2; i < c->argc; i++) {
+        if (arg_is(c->argv[i], "merge")) {
+            merge = 1;
+        } else if (arg_is(c->argv[i], "noflush")) {
+            noflush = 1;
+        } else if (arg_is(c->argv[i], "nosave")) {
+            nosave = 1;
+        } else {
+            reply_error(c, "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.");
+            return;
+        }
+    }
+    char path[256], err[256];
+    rdb_filename(path);
+    if (!nosave) {
+        uint64_t dirty = srv.dirty;
+        if (rdb_save_file(path) < 0) {
+            reply_error(c, "ERR");
+            return;
+        }
+        srv.rdb_dirty_at_save = dirty;
+        saved();
+    }
+    if (!noflush && !merge)
+        for (int d = 0; d < srv.cfg.databases; d++) {
+            kv_touch_db(&srv.dbs[d]);
+            db_flush(&srv.dbs[d]);
+        }
+    if (rdb_load_file(path, merge, err, sizeof err) < 0) {
+        log_warn("%s", err);
+        reply_error(c, "ERR Error trying to load the RDB dump, check server logs.");
+        return;
+    }
+    log_info("DB reloaded by DEBUG RELOAD");
+    reply_ok(c);
+}
+
+void dump_debug_object(kv_client *c)
+{
+    kv_entry *e = db_find(c->db, c->argv[2]);
+    if (!e || db_expired(e)) {
+        reply_error(c, ERR_NO_KEY);
+        return;
+    }
+    buf b = { 0 };
+    rdb_save_object(&b, e);
+    char extra[200] = "", line[512];
+    if (e->type == KV_LIST) {
+        size_t nodes, bytes;
+        kv_list *l = entry_obj(e);
+        int fill = rdb_list_shape(l, &nodes, &bytes);
+        snprintf(extra, sizeof extra,
+                 " ql_nodes:%zu ql_avg_node:%.2f ql_listpack_max:%d ql_compressed:0 "
+                 "ql_uncompressed_size:%zu",
+                 nodes, nodes ? (double)l->len / (double)nodes : 0.0, fill, bytes);
+    }
+    long long idle = (long long)((srv.lru_clock - e->lru) & 0xfffffff) * KV_LRU_MS / 1000;
+    snprintf(line, sizeof line,
+             "Value at:%p refcount:1 encoding:%s serializedlength:%zu lru:%u "
+             "lru_seconds_idle:%lld%s",
+             (void *)e, rdb_encoding_name(e), b.len,
+             (unsigned)((uint64_t)e->lru * KV_LRU_MS / 1000 & 0xffffff), idle, extra);
+    reply_simple(c, line);
+    buf_free(&b);
 }

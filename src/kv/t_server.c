@@ -1193,6 +1193,10 @@ void debug_command(kv_client *c)
         reply_ok(c);
     } else if (arg_is(sub, "rehash-steps")) {
         reply_ok(c);
+    } else if (arg_is(sub, "reload")) {
+        dump_debug_reload(c);
+    } else if (arg_is(sub, "object") && c->argc == 3) {
+        dump_debug_object(c);
     } else {
         subcommand_unknown(c, "DEBUG");
     }

@@ -658,3 +658,24 @@ def test_migrate_hostile_numbers(kv, kb, reference):
         assert r == call(reference, "MIGRATE", "127.0.0.1", kv.port, "k", db, 1000).replace(
             str(kv.port), str(rp)), db
     assert kb.ping()
+
+
+def test_debug_reload_and_object(kb):
+    kb.rpush("l", "a", "b", "c")
+    kb.set("s", "hello")
+    kb.zadd("z", {"m": 1})
+    assert kb.execute_command("DEBUG", "RELOAD") in (True, b"OK")
+    assert kb.lrange("l", 0, -1) == [b"a", b"b", b"c"] and kb.get("s") == b"hello"
+    kb.set("s", "changed")
+    assert kb.execute_command("DEBUG", "RELOAD", "MERGE", "NOSAVE") in (True, b"OK")
+    assert kb.get("s") == b"hello"  # the file's value wins
+    assert call(kb, "DEBUG", "RELOAD", "bogus") == \
+        "ERR: DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."
+    for key, enc in ((b"l", "quicklist"), (b"s", "embstr"), (b"z", "listpack")):
+        line = kb.execute_command("DEBUG", "OBJECT", key)
+        line = line.decode() if isinstance(line, bytes) else line
+        assert f"encoding:{enc} " in line
+        assert f"serializedlength:{len(kb.dump(key)) - 11} " in line
+    assert "ql_nodes:1 ql_avg_node:3.00 ql_listpack_max:-2" in \
+        kb.execute_command("DEBUG", "OBJECT", "l").decode()
+    assert call(kb, "DEBUG", "OBJECT", "nokey") == "ERR: no such key"
