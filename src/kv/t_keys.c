@@ -443,9 +443,52 @@ void copy_command(kv_client *c)
     reply_int(c, 1);
 }
 
+static int all_ints(dict *s, size_t limit)
+{
+    if (dict_size(s) > limit)
+        return 0;
+    dict_iter it;
+    dict_iter_init(&it, s);
+    int ok = 1;
+    for (dict_node *dn; ok && (dn = dict_iter_next(&it));) {
+        str m = smember_str((kv_smember *)(void *)dn);
+        long long v;
+        ok = kv_parse_ll(m.p, m.len, &v) == 0;
+    }
+    dict_iter_end(&it);
+    return ok;
+}
+
 const char *obj_encoding(kv_entry *e)
 {
-    return rdb_encoding_name(e);
+    switch (e->type) {
+    case KV_STRING: {
+        long long v;
+        str s = entry_str(e);
+        if (s.len <= 20 && kv_parse_ll(s.p, s.len, &v) == 0)
+            return "int";
+        return s.len <= 44 ? "embstr" : "raw";
+    }
+    case KV_LIST: {
+        kv_list *l = entry_obj(e);
+        return l->len <= 128 ? "listpack" : "quicklist";
+    }
+    case KV_SET: {
+        dict *s = entry_obj(e);
+        if (all_ints(s, 512))
+            return "intset";
+        return dict_size(s) <= 128 ? "listpack" : "hashtable";
+    }
+    case KV_HASH: {
+        dict *h = entry_obj(e);
+        return dict_size(h) <= 128 ? "listpack" : "hashtable";
+    }
+    case KV_ZSET: {
+        zset *z = entry_obj(e);
+        return z->length <= 128 ? "listpack" : "skiplist";
+    }
+    }
+    return "unknown";
 }
 
 static const char *const object_help[] = {
@@ -522,7 +565,7 @@ void object_command(kv_client *c)
     }
     srv.stat_hits++;
     if (arg_is(sub, "encoding"))
-        reply_bulk_cstr(c, obj_encoding(e));
+        reply_bulk_cstr(c, rdb_encoding_name(e)); /* Redis 7.0's names (rdb.c) */
     else if (arg_is(sub, "refcount"))
         reply_int(c, object_refcount(e));
     else if (arg_is(sub, "idletime"))
