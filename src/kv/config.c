@@ -76,6 +76,7 @@ static struct {
     { "supervised", "no" },                 { "pidfile", "" },
     { "appenddirname", "appendonlydir" },   { "aof-use-rdb-preamble", "no" },
     { "rdbcompression", "yes" },            { "rdbchecksum", "yes" },
+    { "sanitize-dump-payload", "no" }, /* RESTORE always checks the structure */
     { "dbfilename", "dump.rdb" },           { "stop-writes-on-bgsave-error", "yes" },
     { "lua-time-limit", "5000" },           { "busy-reply-threshold", "5000" },
     { "slowlog-log-slower-than", "10000" }, { "slowlog-max-len", "128" },
