@@ -43,20 +43,6 @@ kv_entry *lookup_typed(kv_client *c, str key, int type, int write)
     return e;
 }
 
-/* A read lookup that is not an access (TYPE, TTL, EXISTS, ...): the LRU
- * stamp stays, as Redis's LOOKUP_NOTOUCH. */
-static kv_entry *lookup_read_notouch(kv_db *db, str key)
-{
-    kv_entry *e = db_find(db, key);
-    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
-        e = NULL;
-    if (e)
-        srv.stat_hits++;
-    else
-        srv.stat_misses++;
-    return e;
-}
-
 static int arg_is(str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
@@ -80,21 +66,18 @@ void exists_command(kv_client *c)
 {
     long long n = 0;
     for (int i = 1; i < c->argc; i++)
-        n += lookup_read_notouch(c->db, c->argv[i]) != NULL;
+        n += db_lookup_read(c->db, c->argv[i]) != NULL;
     reply_int(c, n);
 }
 
 void touch_command(kv_client *c)
 {
-    long long n = 0;
-    for (int i = 1; i < c->argc; i++)
-        n += db_lookup_read(c->db, c->argv[i]) != NULL;
-    reply_int(c, n);
+    exists_command(c);
 }
 
 void type_command(kv_client *c)
 {
-    kv_entry *e = lookup_read_notouch(c->db, c->argv[1]);
+    kv_entry *e = db_lookup_read(c->db, c->argv[1]);
     reply_simple(c, e ? obj_type_name(e->type) : "none");
 }
 
@@ -174,7 +157,7 @@ void pexpireat_command(kv_client *c) { expire_generic(c, 0, 1); }
 
 static void ttl_generic(kv_client *c, int ms, int absolute)
 {
-    kv_entry *e = lookup_read_notouch(c->db, c->argv[1]);
+    kv_entry *e = db_lookup_read(c->db, c->argv[1]);
     if (!e) {
         reply_int(c, -2);
         return;

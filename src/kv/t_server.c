@@ -1115,20 +1115,20 @@ void info_command(kv_client *c)
                  "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n"
                  "total_net_output_bytes:%llu\r\ninstantaneous_input_kbps:%.2f\r\n"
                  "instantaneous_output_kbps:%.2f\r\nrejected_connections:%llu\r\n"
+                 "migrate_cached_sockets:%zu\r\n"
                  "expired_keys:%llu\r\nevicted_keys:%llu\r\nkeyspace_hits:%llu\r\n"
                  "keyspace_misses:%llu\r\npubsub_channels:%zu\r\npubsub_patterns:%zu\r\n"
-                 "migrate_cached_sockets:%zu\r\n"
                  "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
                  "total_writes_processed:0\r\n\r\n",
              (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
              (unsigned long long)(kv_instantaneous(0) + 0.5),
              (unsigned long long)srv.stat_net_in, (unsigned long long)srv.stat_net_out,
              kv_instantaneous(1) / 1024, kv_instantaneous(2) / 1024,
-             (unsigned long long)srv.stat_rejected_conns, (unsigned long long)srv.stat_expired,
+             (unsigned long long)srv.stat_rejected_conns, migrate_cached_sockets(),
+             (unsigned long long)srv.stat_expired,
              (unsigned long long)srv.stat_evicted, (unsigned long long)srv.stat_hits,
              (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
-             dict_size(&srv.patterns), migrate_cached_sockets(),
-             (unsigned long long)srv.stat_errors);
+             dict_size(&srv.patterns), (unsigned long long)srv.stat_errors);
     }
     if (want_section(c, "replication", 1)) {
         addf(&b, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
