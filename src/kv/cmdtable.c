@@ -392,6 +392,18 @@ const kv_cmd kv_commands[] = {
       "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).", "@read @set @sortedset @list @slow @dangerous" },
     /* -- end geo -- */
     /* -- commands: dump -- */
+    { "dump", 2, CMD_READONLY, dump_command, 1, 1, 1, "generic",
+      "Return a serialized version of the value stored at the specified key.", "2.6.0", NULL,
+      "@keyspace @read @slow" },
+    { "restore", -4, CMD_WRITE | CMD_DENYOOM, restore_command, 1, 1, 1, "generic",
+      "Create a key using the provided serialized value, previously obtained using DUMP.",
+      "2.6.0", NULL, "@keyspace @write @slow @dangerous" },
+    { "migrate", -6, CMD_WRITE, migrate_command, 3, 3, 1, "generic",
+      "Atomically transfer a key from a Redis instance to another one.", "2.6.0", NULL,
+      "@keyspace @write @slow @dangerous" },
+    { "restore-asking", -4, CMD_WRITE | CMD_DENYOOM, restore_command, 1, 1, 1, "server",
+      "An internal command for migrating keys in a cluster", "3.0.0", NULL,
+      "@keyspace @write @slow @dangerous" },
     /* -- end dump -- */
     /* -- commands: client -- */
     /* -- end client -- */

@@ -64,8 +64,8 @@ static struct {
     const char *name;
     char value[96];
 } noops[] = {
-    { "hash-max-listpack-entries", "128" }, { "hash-max-listpack-value", "64" },
-    { "hash-max-ziplist-entries", "128" },  { "hash-max-ziplist-value", "64" },
+    { "hash-max-listpack-entries", "512" }, { "hash-max-listpack-value", "64" },
+    { "hash-max-ziplist-entries", "512" },  { "hash-max-ziplist-value", "64" },
     { "list-max-listpack-size", "-2" },     { "list-max-ziplist-size", "-2" },
     { "list-compress-depth", "0" },         { "set-max-intset-entries", "512" },
     { "set-max-listpack-entries", "128" },  { "set-max-listpack-value", "64" },
@@ -78,6 +78,7 @@ static struct {
     { "supervised", "no" },                 { "pidfile", "" },
     { "appenddirname", "appendonlydir" },   { "aof-use-rdb-preamble", "no" },
     { "rdbcompression", "yes" },            { "rdbchecksum", "yes" },
+    { "sanitize-dump-payload", "no" }, /* RESTORE always checks the structure */
     { "dbfilename", "dump.rdb" },           { "stop-writes-on-bgsave-error", "yes" },
     { "lua-time-limit", "5000" },           { "busy-reply-threshold", "5000" },
     { "slowlog-log-slower-than", "10000" }, { "slowlog-max-len", "128" },

@@ -744,6 +744,7 @@ static void cron_cb(loop *l, timer *t)
                 break;
     }
     aof_cron();
+    dump_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
             if (!(c->flags & CLIENT_MULTI) && !(c->cl_flags & CL_HELD) &&
@@ -976,6 +977,8 @@ int kv_server_main(int argc, char **argv)
                  (double)(kv_unix_ms() - t0) / 1000.0);
         if (aof_open() < 0)
             return 1;
+    } else if (dump_load_at_start() < 0) {
+        return 1;
     }
     if (listen_all() < 0)
         return 1;
@@ -986,6 +989,7 @@ int kv_server_main(int argc, char **argv)
     int rc = loop_run(&srv.loop);
     if (srv.shutdown_asap > 0)
         log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
+    dump_at_exit();
     on_iteration_end(&srv.loop, NULL);
     if (srv.aof_state) {
         aof_flush(1);

@@ -411,6 +411,14 @@ typedef struct kv_server {
     /* -- server fields: geo -- */
     /* -- end geo -- */
     /* -- server fields: dump -- */
+    pid_t rdb_child_pid;       /* BGSAVE child, or -1 / 0 */
+    int rdb_last_bgsave_failed;
+    uint64_t rdb_dirty_at_save; /* srv.dirty at the last successful save */
+    uint64_t rdb_dirty_at_fork;
+    int64_t rdb_save_start_ms;
+    uint64_t rdb_saves;            /* successful SAVE/BGSAVE since start */
+    int64_t rdb_last_bgsave_secs;  /* duration of the last BGSAVE + 1; 0 = none yet */
+    uint64_t rdb_load_loaded, rdb_load_expired; /* keys of the last dump.rdb load */
     /* -- end dump -- */
     /* -- server fields: client -- */
     kv_client **monitors;       /* MONITOR clients */
@@ -521,6 +529,21 @@ void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t
                size_t last);
 /* -- end geo -- */
 /* -- declarations: dump -- */
+/* t_dump.c: MIGRATE's cached connections (INFO), closed after 10 s idle
+ * by migrate_cron (called from the server cron). */
+size_t migrate_cached_sockets(void);
+/* Server cron: closes idle MIGRATE sockets, reaps the BGSAVE child. */
+void dump_cron(void);
+/* Loads dbfilename at start-up when the AOF is off. Returns 0 or -1. */
+int dump_load_at_start(void);
+/* SHUTDOWN SAVE: stops a BGSAVE child and saves dbfilename. 0 or -1. */
+int dump_shutdown_save(void);
+/* At exit: stops a BGSAVE child; after a signal, saves when save points
+ * are configured (SHUTDOWN saved already, or was told not to). */
+void dump_at_exit(void);
+/* DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE] and DEBUG OBJECT key. */
+void dump_debug_reload(kv_client *c);
+void dump_debug_object(kv_client *c);
 /* -- end dump -- */
 /* -- declarations: client -- */
 /* t_client.c: CLIENT, MONITOR, CLIENT PAUSE and REPLY OFF/SKIP */

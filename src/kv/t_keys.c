@@ -2,6 +2,7 @@
  * RENAME* RANDOMKEY COPY OBJECT TOUCH, and the shared argument helpers. */
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/rdb.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -481,20 +482,55 @@ const char *obj_encoding(kv_entry *e)
     return "unknown";
 }
 
+static const char *const object_help[] = {
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Prints this help.",
+};
+
+/* Redis shares the objects of the integers 0..9999 (refcount INT_MAX)
+ * unless an LRU policy with a maxmemory needs per-key stamps. */
+static long long object_refcount(kv_entry *e)
+{
+    long long v;
+    str s;
+    if (e->type != KV_STRING)
+        return 1;
+    s = entry_str(e);
+    int lru = srv.cfg.maxmemory_policy == MM_ALLKEYS_LRU || srv.cfg.maxmemory_policy == MM_VOLATILE_LRU;
+    if ((srv.cfg.maxmemory == 0 || !lru) && s.len <= 4 && kv_parse_ll(s.p, s.len, &v) == 0 && v >= 0 &&
+        v < 10000)
+        return INT_MAX;
+    return 1;
+}
+
 void object_command(kv_client *c)
 {
     str sub = c->argv[1];
+    if (arg_is(sub, "help") && c->argc != 2) {
+        reply_error(c, "ERR wrong number of arguments for 'object|help' command");
+        return;
+    }
     if (arg_is(sub, "help")) {
-        reply_array(c, 5);
-        reply_simple(c, "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
-        reply_simple(c, "ENCODING <key>");
-        reply_simple(c, "FREQ <key>");
-        reply_simple(c, "IDLETIME <key>");
-        reply_simple(c, "REFCOUNT <key>");
+        reply_array(c, (long long)ARRAY_LEN(object_help));
+        for (size_t i = 0; i < ARRAY_LEN(object_help); i++)
+            reply_simple(c, object_help[i]);
         return;
     }
     int known = arg_is(sub, "encoding") || arg_is(sub, "refcount") || arg_is(sub, "idletime") ||
-                arg_is(sub, "freq");
+                arg_is(sub, "freq") || arg_is(sub, "help");
     if (!known) {
         reply_errorf(c, "ERR unknown subcommand '%.*s'. Try OBJECT HELP.",
                      (int)MIN(sub.len, 128), sub.p);
@@ -509,17 +545,20 @@ void object_command(kv_client *c)
         reply_errorf(c, "ERR wrong number of arguments for 'object|%s' command", name);
         return;
     }
+    /* Looking does not count as an access: the LRU stamp stays. */
     kv_entry *e = db_find(c->db, c->argv[2]);
     if (e && db_expire_if_needed(c->db, e))
         e = NULL;
     if (!e) {
+        srv.stat_misses++;
         reply_null(c);
         return;
     }
+    srv.stat_hits++;
     if (arg_is(sub, "encoding"))
-        reply_bulk_cstr(c, obj_encoding(e));
+        reply_bulk_cstr(c, rdb_encoding_name(e)); /* Redis 7.0's names (rdb.c) */
     else if (arg_is(sub, "refcount"))
-        reply_int(c, 1);
+        reply_int(c, object_refcount(e));
     else if (arg_is(sub, "idletime"))
         reply_int(c, (long long)((srv.lru_clock - e->lru) & 0xfffffff) * KV_LRU_MS / 1000);
     else

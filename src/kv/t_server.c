@@ -71,8 +71,12 @@ void quit_command(kv_client *c)
 void select_command(kv_client *c)
 {
     long long id;
-    if (kv_parse_ll(c->argv[1].p, c->argv[1].len, &id) < 0 || id < INT_MIN || id > INT_MAX) {
+    if (kv_parse_ll(c->argv[1].p, c->argv[1].len, &id) < 0) {
         reply_error(c, ERR_NOT_INT);
+        return;
+    }
+    if (id < INT_MIN || id > INT_MAX) {
+        reply_error(c, "ERR value is out of range, value must between -2147483648 and 2147483647");
         return;
     }
     if (id < 0 || id >= srv.cfg.databases) {
@@ -180,19 +184,13 @@ void bgrewriteaof_command(kv_client *c)
     reply_simple(c, "Background append only file rewriting started");
 }
 
-void save_command(kv_client *c)
-{
-    reply_error(c, "ERR brisk-kv persists with the AOF only: use BGREWRITEAOF");
-}
-
-void bgsave_command(kv_client *c)
-{
-    save_command(c);
-}
-
 void shutdown_command(kv_client *c)
 {
+    int save = 0, nosave = 0, force = 0;
     for (int i = 1; i < c->argc; i++) {
+        save |= arg_is(c->argv[i], "save");
+        nosave |= arg_is(c->argv[i], "nosave");
+        force |= arg_is(c->argv[i], "force");
         if (!arg_is(c->argv[i], "nosave") && !arg_is(c->argv[i], "save") &&
             !arg_is(c->argv[i], "now") && !arg_is(c->argv[i], "force") &&
             !arg_is(c->argv[i], "abort")) {
@@ -205,6 +203,11 @@ void shutdown_command(kv_client *c)
         }
     }
     log_info("User requested shutdown...");
+    if ((save || (!nosave && srv.cfg.save && srv.cfg.save[0])) && dump_shutdown_save() < 0 &&
+        !force) {
+        reply_error(c, "ERR Errors trying to SHUTDOWN. Check logs.");
+        return;
+    }
     srv.shutdown_asap = -1;
     loop_stop(&srv.loop);
 }
@@ -805,13 +808,20 @@ void info_command(kv_client *c)
     }
     if (want_section(c, "persistence", 1)) {
         addf(&b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
-                 "rdb_changes_since_last_save:%llu\r\nrdb_bgsave_in_progress:0\r\n"
-                 "rdb_last_save_time:%lld\r\nrdb_last_bgsave_status:ok\r\n"
+                 "rdb_changes_since_last_save:%llu\r\nrdb_bgsave_in_progress:%d\r\n"
+                 "rdb_last_save_time:%lld\r\nrdb_last_bgsave_status:%s\r\n"
+                 "rdb_last_bgsave_time_sec:%lld\r\nrdb_current_bgsave_time_sec:%lld\r\n"
+                 "rdb_saves:%llu\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:%llu\r\n"
+                 "rdb_last_load_keys_loaded:%llu\r\n"
                  "aof_enabled:%d\r\naof_rewrite_in_progress:%d\r\naof_rewrite_scheduled:0\r\n"
                  "aof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:%lld\r\n"
                  "aof_last_bgrewrite_status:%s\r\naof_rewrites:%llu\r\naof_last_write_status:%s\r\n",
-             srv.loading, (unsigned long long)srv.dirty, (long long)srv.lastsave,
-             srv.aof_state != 0, srv.child_pid > 0,
+             srv.loading, (unsigned long long)(srv.dirty - srv.rdb_dirty_at_save),
+             srv.rdb_child_pid > 0, (long long)srv.lastsave,
+             srv.rdb_last_bgsave_failed ? "err" : "ok", (long long)srv.rdb_last_bgsave_secs - 1,
+             srv.rdb_child_pid > 0 ? (long long)((srv.now_ms - srv.rdb_save_start_ms) / 1000) : -1LL,
+             (unsigned long long)srv.rdb_saves, (unsigned long long)srv.rdb_load_expired,
+             (unsigned long long)srv.rdb_load_loaded, srv.aof_state != 0, srv.child_pid > 0,
              srv.child_pid > 0 ? (long long)((srv.now_ms - srv.aof_rewrite_start_ms) / 1000) : -1LL,
              srv.aof_last_bgrewrite_ok ? "ok" : "err", (unsigned long long)srv.aof_rewrites,
              srv.aof_last_write_ok ? "ok" : "err");
@@ -826,6 +836,7 @@ void info_command(kv_client *c)
                  "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n"
                  "total_net_output_bytes:%llu\r\ninstantaneous_input_kbps:%.2f\r\n"
                  "instantaneous_output_kbps:%.2f\r\nrejected_connections:%llu\r\n"
+                 "migrate_cached_sockets:%zu\r\n"
                  "expired_keys:%llu\r\nevicted_keys:%llu\r\nkeyspace_hits:%llu\r\n"
                  "keyspace_misses:%llu\r\npubsub_channels:%zu\r\npubsub_patterns:%zu\r\n"
                  "tracking_total_keys:%zu\r\ntracking_total_items:%llu\r\n"
@@ -836,7 +847,8 @@ void info_command(kv_client *c)
              (unsigned long long)(kv_instantaneous(0) + 0.5),
              (unsigned long long)srv.stat_net_in, (unsigned long long)srv.stat_net_out,
              kv_instantaneous(1) / 1024, kv_instantaneous(2) / 1024,
-             (unsigned long long)srv.stat_rejected_conns, (unsigned long long)srv.stat_expired,
+             (unsigned long long)srv.stat_rejected_conns, migrate_cached_sockets(),
+             (unsigned long long)srv.stat_expired,
              (unsigned long long)srv.stat_evicted, (unsigned long long)srv.stat_hits,
              (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
              dict_size(&srv.patterns), dict_size(&srv.trk_keys),
@@ -905,6 +917,10 @@ void debug_command(kv_client *c)
         reply_ok(c);
     } else if (arg_is(sub, "rehash-steps")) {
         reply_ok(c);
+    } else if (arg_is(sub, "reload")) {
+        dump_debug_reload(c);
+    } else if (arg_is(sub, "object") && c->argc == 3) {
+        dump_debug_object(c);
     } else {
         subcommand_unknown(c, "DEBUG");
     }

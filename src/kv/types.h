@@ -111,6 +111,7 @@ CMD(georadiusbymember); CMD(georadiusbymember_ro); CMD(geosearch); CMD(geosearch
 CMD(sort); CMD(sort_ro);
 /* -- end geo -- */
 /* -- handlers: dump -- */
+CMD(dump); CMD(restore); CMD(migrate);
 /* -- end dump -- */
 /* -- handlers: client -- */
 CMD(monitor);
