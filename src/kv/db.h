@@ -59,7 +59,6 @@ void db_flush(kv_db *db);
 void obj_free(int type, void *obj);
 void *obj_dup(int type, void *obj);
 const char *obj_type_name(int type);
-const char *obj_encoding(kv_entry *e);
 
 /* Active expiry: samples keys with a TTL until the time budget is used.
  * Returns the number of keys expired. */

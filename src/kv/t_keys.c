@@ -434,54 +434,6 @@ void copy_command(kv_client *c)
     reply_int(c, 1);
 }
 
-static int all_ints(dict *s, size_t limit)
-{
-    if (dict_size(s) > limit)
-        return 0;
-    dict_iter it;
-    dict_iter_init(&it, s);
-    int ok = 1;
-    for (dict_node *dn; ok && (dn = dict_iter_next(&it));) {
-        str m = smember_str((kv_smember *)(void *)dn);
-        long long v;
-        ok = kv_parse_ll(m.p, m.len, &v) == 0;
-    }
-    dict_iter_end(&it);
-    return ok;
-}
-
-const char *obj_encoding(kv_entry *e)
-{
-    switch (e->type) {
-    case KV_STRING: {
-        long long v;
-        str s = entry_str(e);
-        if (s.len <= 20 && kv_parse_ll(s.p, s.len, &v) == 0)
-            return "int";
-        return s.len <= 44 ? "embstr" : "raw";
-    }
-    case KV_LIST: {
-        /* Redis 7.0 lists are always quicklists (listpack lists are 7.2). */
-        return "quicklist";
-    }
-    case KV_SET: {
-        dict *s = entry_obj(e);
-        if (all_ints(s, 512))
-            return "intset";
-        return dict_size(s) <= 128 ? "listpack" : "hashtable";
-    }
-    case KV_HASH: {
-        dict *h = entry_obj(e);
-        return dict_size(h) <= 128 ? "listpack" : "hashtable";
-    }
-    case KV_ZSET: {
-        zset *z = entry_obj(e);
-        return z->length <= 128 ? "listpack" : "skiplist";
-    }
-    }
-    return "unknown";
-}
-
 static const char *const object_help[] = {
     "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "ENCODING <key>",
