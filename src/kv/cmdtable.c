@@ -326,6 +326,26 @@ const kv_cmd kv_commands[] = {
     { "zscan", -3, CMD_READONLY, zscan_command, 1, 1, 1, "sorted-set",
       "Iterates over members and scores of a sorted set.", "2.8.0", NULL, "@read @sortedset @slow" },
     /* -- commands: blocking -- */
+    { "blpop", -3, CMD_WRITE | CMD_NOSCRIPT, blpop_command, 1, -2, 1, "list",
+      "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "2.0.0", NULL, "@write @list @slow @blocking" },
+    { "brpop", -3, CMD_WRITE | CMD_NOSCRIPT, brpop_command, 1, -2, 1, "list",
+      "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "2.0.0", NULL, "@write @list @slow @blocking" },
+    { "brpoplpush", 4, CMD_WRITE | CMD_DENYOOM | CMD_NOSCRIPT, brpoplpush_command, 1, 2, 1, "list",
+      "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", "2.2.0", NULL, "@write @list @slow @blocking" },
+    { "blmove", 6, CMD_WRITE | CMD_DENYOOM | CMD_NOSCRIPT, blmove_command, 1, 2, 1, "list",
+      "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", "6.2.0", NULL, "@write @list @slow @blocking" },
+    { "blmpop", -5, CMD_WRITE, blmpop_command, 0, 0, 0, "list",
+      "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "7.0.0", NULL, "@write @list @slow @blocking" },
+    { "lmpop", -4, CMD_WRITE, lmpop_command, 0, 0, 0, "list",
+      "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", "7.0.0", NULL, "@write @list @slow" },
+    { "bzpopmin", -3, CMD_WRITE | CMD_NOSCRIPT | CMD_FAST, bzpopmin_command, 1, -2, 1, "sorted-set",
+      "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", "5.0.0", NULL, "@write @sortedset @fast @blocking" },
+    { "bzpopmax", -3, CMD_WRITE | CMD_NOSCRIPT | CMD_FAST, bzpopmax_command, 1, -2, 1, "sorted-set",
+      "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.", "5.0.0", NULL, "@write @sortedset @fast @blocking" },
+    { "bzmpop", -5, CMD_WRITE, bzmpop_command, 0, 0, 0, "sorted-set",
+      "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", "7.0.0", NULL, "@write @sortedset @slow @blocking" },
+    { "zmpop", -4, CMD_WRITE, zmpop_command, 0, 0, 0, "sorted-set",
+      "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", "7.0.0", NULL, "@write @sortedset @slow" },
     /* -- end blocking -- */
     /* -- commands: bitops -- */
     /* -- end bitops -- */

@@ -1,6 +1,7 @@
 #include "kv/db.h"
 
 #include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/mem.h"
 #include "kv/slab.h"
 #include "kv/types.h"
@@ -345,6 +346,7 @@ kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj)
     kv_entry *e = entry_new(key, type, 0, 0);
     entry_set_obj(e, obj);
     keytab_add(&db->keys, e, key_hash(key));
+    blocking_signal(db, key);
     return e;
 }
 
@@ -381,6 +383,7 @@ kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, str key)
         entry_put_expire(n, exp);
         vol_add(dst, n);
     }
+    blocking_signal(dst, key);
     return n;
 }
 
@@ -401,6 +404,7 @@ kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, str key)
         entry_put_expire(n, exp);
         vol_add(dst, n);
     }
+    blocking_signal(dst, key);
     return n;
 }
 

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/net.h"
 #include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
@@ -181,6 +182,7 @@ void kv_client_close(kv_client *c)
     if (c->next)
         c->next->prev = c->prev;
     srv.nclients--;
+    blocking_client_closed(c);
     kv_unwatch_all(c);
     discard_multi(c);
     pubsub_unsubscribe_all(c);
@@ -299,7 +301,8 @@ static void build_argv(kv_client *c)
 
 static void process_input(kv_client *c)
 {
-    while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) {
+    while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED)) &&
+           !c->blocked) {
         int rc = resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
         if (rc == RESP_AGAIN)
             break;
@@ -335,6 +338,11 @@ static void process_input(kv_client *c)
         check_output_limits(c);
         mark_pending(c);
     }
+}
+
+void kv_client_resume(kv_client *c)
+{
+    process_input(c);
 }
 
 static void client_read(kv_client *c)
@@ -583,6 +591,7 @@ void kv_call(kv_client *c)
         }
     }
     call_proc(c, cmd);
+    blocking_after_command();
 }
 
 /* Runs the queued commands of a transaction (from EXEC). */
@@ -630,6 +639,8 @@ static void free_closed(void)
 
 static void on_iteration_end(loop *l, void *ud)
 {
+    if (srv.blk_resume)
+        blocking_resume_clients();
     if (srv.aof_buf.len)
         aof_flush(0);
     if (srv.pending)
@@ -690,7 +701,7 @@ static void cron_cb(loop *l, timer *t)
     aof_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
-            if (!(c->flags & CLIENT_MULTI) &&
+            if (!(c->flags & CLIENT_MULTI) && !c->blocked &&
                 (uint64_t)(srv.now_ms - c->last_ms) > srv.cfg.timeout * 1000)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }

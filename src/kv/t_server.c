@@ -2,6 +2,7 @@
  * INFO CONFIG COMMAND TIME FLUSHDB ... */
 #include "core/log.h"
 #include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
@@ -149,6 +150,8 @@ void swapdb_command(kv_client *c)
         y->vol = tv;
         y->vol_len = tl;
         y->vol_cap = tc;
+        blocking_signal_db(x); /* clients blocked in x or y may be served now */
+        blocking_signal_db(y);
     }
     kv_dirty(1);
     reply_ok(c);
@@ -420,6 +423,8 @@ int kv_client_info(kv_client *c, buf *out)
     size_t nf = 0;
     if (c->flags & CLIENT_MULTI)
         flags[nf++] = 'x';
+    if (c->blocked)
+        flags[nf++] = 'b';
     if (c->flags & CLIENT_DIRTY_CAS)
         flags[nf++] = 'd';
     if (c->flags & CLIENT_CLOSE_AFTER_REPLY)
@@ -660,6 +665,8 @@ void client_command(kv_client *c)
             return;
         }
         reply_ok(c);
+    } else if (arg_is(sub, "unblock") && c->argc >= 3) {
+        blocking_client_unblock_command(c);
     } else if (arg_is(sub, "reply") && c->argc == 3) {
         reply_ok(c);
     } else if (arg_is(sub, "help")) {
@@ -678,7 +685,7 @@ void client_command(kv_client *c)
         reply_array(c, (long long)ARRAY_LEN(lines));
         for (size_t i = 0; i < ARRAY_LEN(lines); i++)
             reply_simple(c, lines[i]);
-    } else if (arg_is(sub, "id") || arg_is(sub, "info")) {
+    } else if (arg_is(sub, "id") || arg_is(sub, "info") || arg_is(sub, "unblock")) {
         subcommand_arity(c, "client");
     } else {
         subcommand_unknown(c, "CLIENT");
@@ -1056,10 +1063,11 @@ void info_command(kv_client *c)
     if (want_section(c, "clients", 1)) {
         addf(&b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
                  "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
-                 "blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
-                 "total_blocking_keys:0\r\ntotal_blocking_keys_on_nokey:0\r\n\r\n",
+                 "blocked_clients:%llu\r\ntracking_clients:0\r\nclients_in_timeout_table:%llu\r\n"
+                 "total_blocking_keys:%zu\r\ntotal_blocking_keys_on_nokey:0\r\n\r\n",
              (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, max_in,
-             max_out);
+             max_out, (unsigned long long)srv.blk_nclients,
+             (unsigned long long)srv.blk_ntimeout, srv.blk_nkeys);
     }
     if (want_section(c, "memory", 1)) {
         size_t used = kv_used_memory() + cbufs;
