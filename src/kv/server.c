@@ -284,6 +284,13 @@ void kv_client_output_added(kv_client *c)
     mark_pending(c);
 }
 
+static void process_input(kv_client *c);
+
+void kv_client_resume(kv_client *c)
+{
+    process_input(c);
+}
+
 static void build_argv(kv_client *c)
 {
     resp_parser *p = &c->parser;
@@ -301,8 +308,9 @@ static void build_argv(kv_client *c)
 
 static void process_input(kv_client *c)
 {
-    while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED)) &&
-           !c->blocked) {
+    if (UNLIKELY(c->blocked))
+        return; /* its input runs when it is served (blocking_resume_clients) */
+    while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) {
         int rc = resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
         if (rc == RESP_AGAIN)
             break;
@@ -320,6 +328,8 @@ static void process_input(kv_client *c)
         /* Per command, not per read: one 16 KiB read can hold hundreds of
          * GETs of a large value. */
         check_output_limits(c);
+        if (UNLIKELY(c->blocked))
+            break; /* the command parked c (blocking.h) */
     }
     if (c->flags & CLIENT_CLOSED)
         return;
@@ -338,11 +348,6 @@ static void process_input(kv_client *c)
         check_output_limits(c);
         mark_pending(c);
     }
-}
-
-void kv_client_resume(kv_client *c)
-{
-    process_input(c);
 }
 
 static void client_read(kv_client *c)
@@ -701,7 +706,7 @@ static void cron_cb(loop *l, timer *t)
     aof_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
-            if (!(c->flags & CLIENT_MULTI) && !c->blocked &&
+            if (!(c->flags & CLIENT_MULTI) &&
                 (uint64_t)(srv.now_ms - c->last_ms) > srv.cfg.timeout * 1000)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }
