@@ -360,8 +360,10 @@ void blocking_serve_ready(void)
 void blocking_client_unblock_command(kv_client *c)
 {
     if (c->argc > 4) {
-        reply_error(c, "ERR unknown subcommand or wrong number of arguments for 'unblock'. "
-                       "Try CLIENT HELP.");
+        reply_errorf(c,
+                     "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
+                     "CLIENT HELP.",
+                     (int)MIN(c->argv[1].len, 128), c->argv[1].p);
         return;
     }
     long long id;
