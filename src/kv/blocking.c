@@ -227,8 +227,10 @@ static void unpark(kv_client *c)
     srv.blk_nclients--;
 }
 
-/* c was answered: it leaves the FIFOs; its pipelined commands run at the
- * end of this loop iteration. */
+static void resume_cb(loop *l, timer *t);
+
+/* c was answered: it leaves the FIFOs; the commands it pipelined run from
+ * the resume timer. */
 static void unblock(kv_client *c)
 {
     unpark(c);
@@ -241,6 +243,10 @@ static void unblock(kv_client *c)
         else
             srv.blk_resume = c;
         srv.blk_resume_tail = c;
+        if (!timer_active(&srv.blk_resume_timer)) {
+            timer_init(&srv.blk_resume_timer, resume_cb, NULL);
+            timer_start(&srv.loop, &srv.blk_resume_timer, 0);
+        }
     }
 }
 
@@ -255,6 +261,17 @@ static void timeout_cb(loop *l, timer *t)
 
 void blocking_client_closed(kv_client *c)
 {
+    if (c->resume_pending) { /* leave the resume list: c is freed at batch end */
+        kv_client **pp = &srv.blk_resume, *prev = NULL;
+        while (*pp != c) {
+            prev = *pp;
+            pp = &(*pp)->next_resume;
+        }
+        *pp = c->next_resume;
+        if (srv.blk_resume_tail == c)
+            srv.blk_resume_tail = prev;
+        c->resume_pending = 0;
+    }
     kv_bstate *b = c->bstate;
     if (!b)
         return;
@@ -264,11 +281,12 @@ void blocking_client_closed(kv_client *c)
     kv_free(b->waits);
     kv_free(b);
     c->bstate = NULL;
-    /* If c is in the resume list it stays there: the list skips closed
-     * clients, which are freed only after it ran. */
 }
 
-void blocking_resume_clients(void)
+/* The loop runs timers after the batch's events and before its end
+ * (AOF write, then replies), so what the resumed commands write goes out
+ * with this batch. */
+static void resume_cb(loop *l, timer *t)
 {
     while (srv.blk_resume) {
         kv_client *c = srv.blk_resume;

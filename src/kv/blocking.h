@@ -12,9 +12,9 @@
  *   kind's serve(). A serve that writes (BLMOVE's push) may make more keys
  *   ready; they are served in the same call.
  * - A served client gets its reply at once; the commands it pipelined
- *   after the blocking one run at the end of the loop iteration
- *   (blocking_resume_clients), so a chain of blocked clients never
- *   recurses.
+ *   after the blocking one run from a 0 ms loop timer, after this batch of
+ *   events and before its AOF write and replies, so a chain of blocked
+ *   clients never recurses.
  * - Timeouts are loop timers (ms precision), one per blocked client.
  *
  * Inside EXEC (and scripts) a blocking command must not block:
@@ -96,9 +96,6 @@ static inline void blocking_after_command(void)
     if (UNLIKELY(srv.blk_nready))
         blocking_serve_ready();
 }
-
-/* Runs the pending input of the clients served since the last call. */
-void blocking_resume_clients(void);
 
 /* CLIENT UNBLOCK id [TIMEOUT|ERROR] (argv[2], argv[3]). */
 void blocking_client_unblock_command(kv_client *c);

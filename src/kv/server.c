@@ -644,8 +644,6 @@ static void free_closed(void)
 
 static void on_iteration_end(loop *l, void *ud)
 {
-    if (srv.blk_resume)
-        blocking_resume_clients();
     if (srv.aof_buf.len)
         aof_flush(0);
     if (srv.pending)

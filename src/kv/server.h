@@ -380,6 +380,7 @@ typedef struct kv_server {
     struct kv_bkey **blk_ready;   /* keys made ready by the running command */
     size_t blk_nready, blk_ready_cap;
     kv_client *blk_resume, *blk_resume_tail; /* served clients with input to run */
+    timer blk_resume_timer;       /* runs them: a 0 ms timer, after this batch's events */
     int blk_deny;                 /* > 0 inside EXEC (or a script): commands must not block */
     /* -- end blocking -- */
     /* -- server fields: bitops -- */
