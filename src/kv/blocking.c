@@ -64,6 +64,21 @@ int blocking_timeout_arg(kv_client *c, str arg, int64_t *ms)
     return 0;
 }
 
+int blocking_timeout_ms_arg(kv_client *c, str arg, int64_t *ms)
+{
+    long long v;
+    if (kv_parse_ll(arg.p, arg.len, &v) < 0) {
+        reply_error(c, "ERR timeout is not an integer or out of range");
+        return -1;
+    }
+    if (v < 0) {
+        reply_error(c, "ERR timeout is negative");
+        return -1;
+    }
+    *ms = v > INT64_MAX - srv.now_ms ? 0 : v; /* past the end of time: forever */
+    return 0;
+}
+
 int blocking_denied(const kv_client *c)
 {
     return srv.blk_deny > 0 || (c->flags & CLIENT_FAKE);
@@ -248,6 +263,12 @@ static void unblock(kv_client *c)
             timer_start(&srv.loop, &srv.blk_resume_timer, 0);
         }
     }
+}
+
+void blocking_done(kv_client *c)
+{
+    assert(c->blocked);
+    unblock(c);
 }
 
 static void timeout_cb(loop *l, timer *t)

@@ -61,6 +61,8 @@ typedef struct kv_bstate {
  * the relative timeout in ms, 0 for none (block forever). Replies the
  * error and returns -1 when invalid. */
 int blocking_timeout_arg(kv_client *c, str arg, int64_t *ms);
+/* The same for a timeout in milliseconds (an integer: XREAD BLOCK, WAIT). */
+int blocking_timeout_ms_arg(kv_client *c, str arg, int64_t *ms);
 
 /* 1 when c must not block now (inside EXEC or a script, or c replays the
  * AOF): the command answers as if its timeout expired at once. */
@@ -79,7 +81,12 @@ int blocking_mpop_args(kv_client *c, int numkeys_idx, const char *w0, const char
 kv_bstate *blocking_park(kv_client *c, const kv_block_kind *kind, int first_key, int nkeys,
                          int64_t timeout_ms);
 
-/* Key creation hook: key in db may now serve someone. */
+/* c (blocked) got its reply from elsewhere, e.g. WAIT on replica acks:
+ * unblocks it. */
+void blocking_done(kv_client *c);
+
+/* Key creation hook: key in db may now serve someone. A command that makes
+ * an existing key ready (XADD on a stream clients wait on) calls it too. */
 void blocking_signal_key(kv_db *db, str key);
 static inline void blocking_signal(kv_db *db, str key)
 {

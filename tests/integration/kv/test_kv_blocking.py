@@ -445,3 +445,37 @@ def test_hostile_timeouts_leave_the_server_alive(kv):
         assert got.endswith(b"+PONG\r\n"), (t, got)
     assert info_field(kv.port, "blocked_clients") == "0"
     c.close()
+
+
+def test_waiter_leaves_while_its_key_is_ready(kv, ref_port):
+    """The key is made ready inside a transaction whose next command takes
+    the only waiter away (CLIENT UNBLOCK, CLIENT KILL): nobody is served,
+    the element stays, and the server keeps its bookkeeping straight."""
+    def run(port):
+        a, b, w = Conn(port), Conn(port), Conn(port)
+        out = []
+        try:
+            w.cmd("FLUSHALL")
+            aid = a.cmd("CLIENT", "ID").strip()[1:]
+            bid = b.cmd("CLIENT", "ID").strip()[1:]
+            a.send("BLPOP", "k", "0")
+            wait_blocked(port, 1)
+            out.append(w.cmd("MULTI") + w.cmd("RPUSH", "k", "x") + w.cmd("CLIENT", "UNBLOCK", aid)
+                       + w.cmd("EXEC"))
+            out.append(a.read(0.05, first=5))
+            b.send("BZPOPMIN", "z", "0")
+            wait_blocked(port, 1)
+            out.append(w.cmd("MULTI") + w.cmd("ZADD", "z", "1", "m")
+                       + w.cmd("CLIENT", "KILL", "ID", bid) + w.cmd("EXEC"))
+            out.append(w.cmd("LRANGE", "k", "0", "-1") + w.cmd("ZRANGE", "z", "0", "-1"))
+            # blocked again on the same keys afterwards: served normally
+            a.send("BLPOP", "z", "k", "0")
+            out.append(a.read(0.05, first=5))
+        finally:
+            for x in (a, b, w):
+                x.close()
+        return out
+
+    assert run(kv.port) == run(ref_port)
+    assert info_field(kv.port, "blocked_clients") == "0"
+    assert info_field(kv.port, "total_blocking_keys") == "0"
