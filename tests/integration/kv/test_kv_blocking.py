@@ -18,6 +18,7 @@ class Conn:
     def __init__(self, port: int):
         self.port = port
         self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.pending = bytearray()
 
     def send(self, *args: str | bytes) -> None:
         out = b"*%d\r\n" % len(args)
@@ -27,13 +28,52 @@ class Conn:
         self.s.sendall(out)
 
     def cmd(self, *args: str | bytes) -> bytes:
-        """Sends args; returns the reply (first bytes within 5 s, then until
-        50 ms of silence)."""
+        """Sends args; returns the raw bytes of one whole reply."""
         self.send(*args)
-        return self.read(0.05, first=5.0)
+        return self.reply()
+
+    def _fill(self, buf: bytearray, need: int) -> None:
+        self.s.settimeout(5)
+        while len(buf) < need:
+            b = self.s.recv(65536)
+            if not b:
+                raise ConnectionError("closed")
+            buf += b
+
+    def reply(self) -> bytes:
+        """Reads exactly one RESP2/RESP3 value (and keeps what follows)."""
+        buf = self.pending
+        pos = self._value(buf, 0)
+        out, self.pending = bytes(buf[:pos]), buf[pos:]
+        return out
+
+    def _line(self, buf: bytearray, pos: int) -> int:
+        while True:
+            i = buf.find(b"\r\n", pos)
+            if i >= 0:
+                return i
+            self._fill(buf, len(buf) + 1)
+
+    def _value(self, buf: bytearray, pos: int) -> int:
+        self._fill(buf, pos + 1)
+        end = self._line(buf, pos)
+        t, head = buf[pos:pos + 1], buf[pos + 1:end]
+        pos = end + 2
+        if t in (b"$", b"=", b"!") and head != b"-1":
+            self._fill(buf, pos + int(head) + 2)
+            return pos + int(head) + 2
+        if t in (b"*", b"~", b">", b"%", b"|") and head != b"-1":
+            n = int(head) * (2 if t in (b"%", b"|") else 1)
+            for _ in range(n):
+                pos = self._value(buf, pos)
+        return pos
 
     def read(self, wait: float = 0.15, first: float | None = None) -> bytes:
-        got = b""
+        """What arrives: waits up to first (or wait) s for the first bytes,
+        then until wait s of silence."""
+        got, self.pending = bytes(self.pending), bytearray()
+        if got:
+            first = wait
         self.s.settimeout(first or wait)
         while True:
             try:
@@ -383,8 +423,7 @@ def test_serving_is_exact_with_many_waiters(kv):
         want = f"{k}-{seen[k]}".encode()
         seen[k] += 1
         key = f"k{k}".encode()
-        assert c.read(0.05, first=5) == (b"*2\r\n$2\r\n%s\r\n$%d\r\n%s\r\n"
-                                          % (key, len(want), want))
+        assert c.reply() == b"*2\r\n$2\r\n%s\r\n$%d\r\n%s\r\n" % (key, len(want), want)
         c.close()
     assert [r.llen(f"k{k}") for k in range(3)] == [80 - 67, 80 - 67, 80 - 66]
 
