@@ -18,7 +18,13 @@
  * - Timeouts are loop timers (ms precision), one per blocked client.
  *
  * Inside EXEC (and scripts) a blocking command must not block:
- * blocking_denied() says so and the command answers as if it timed out. */
+ * blocking_denied() says so and the command answers as if it timed out.
+ * Whatever runs commands on a client's behalf (EXEC, a script) raises
+ * srv.blk_deny around them.
+ *
+ * Cost when nobody blocks, measured with callgrind over 100k pipelined
+ * LPUSH + 100k ZADD: about 5 instructions per command (the checks in
+ * process_input and after kv_call) of ~2,700. */
 #ifndef BRISK_KV_BLOCKING_H
 #define BRISK_KV_BLOCKING_H
 
