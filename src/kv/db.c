@@ -1,6 +1,7 @@
 #include "kv/db.h"
 
 #include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/mem.h"
 #include "kv/slab.h"
 #include "kv/types.h"
@@ -358,6 +359,7 @@ kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj)
 {
     kv_entry *e = entry_new(key, type, 0, 0);
     entry_set_obj(e, obj);
+    blocking_signal(db, key); /* served after the command */
     keytab_add(&db->keys, e, key_hash(key));
     return e;
 }
@@ -391,6 +393,7 @@ kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, str key)
     vol_remove(db, e);
     entry_mem_free(e);
     keytab_add(&dst->keys, n, key_hash(key));
+    blocking_signal(dst, key);
     if (exp) {
         entry_put_expire(n, exp);
         vol_add(dst, n);
@@ -411,6 +414,7 @@ kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, str key)
         entry_set_obj(n, obj_dup(e->type, entry_obj(e)));
     }
     keytab_add(&dst->keys, n, key_hash(key));
+    blocking_signal(dst, key);
     if (exp) {
         entry_put_expire(n, exp);
         vol_add(dst, n);

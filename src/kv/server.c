@@ -6,6 +6,7 @@
 #include "core/net.h"
 #include "kv/acl.h"
 #include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
@@ -184,6 +185,7 @@ void kv_client_close(kv_client *c)
     if (c->next)
         c->next->prev = c->prev;
     srv.nclients--;
+    blocking_client_closed(c);
     kv_unwatch_all(c);
     discard_multi(c);
     pubsub_unsubscribe_all(c);
@@ -287,6 +289,13 @@ void kv_client_output_added(kv_client *c)
     mark_pending(c);
 }
 
+static void process_input(kv_client *c);
+
+void kv_client_resume(kv_client *c)
+{
+    process_input(c);
+}
+
 static void build_argv(kv_client *c)
 {
     resp_parser *p = &c->parser;
@@ -304,6 +313,8 @@ static void build_argv(kv_client *c)
 
 static void process_input(kv_client *c)
 {
+    if (UNLIKELY(c->blocked))
+        return; /* its input runs when it is served (blocking_resume_clients) */
     while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) {
         /* A command CLIENT PAUSE held is parsed already: run it now. */
         int rc = UNLIKELY(c->cl_flags & CL_HELD) ? RESP_CMD
@@ -332,6 +343,8 @@ static void process_input(kv_client *c)
         /* Per command, not per read: one 16 KiB read can hold hundreds of
          * GETs of a large value. */
         check_output_limits(c);
+        if (UNLIKELY(c->blocked))
+            break; /* the command parked c (blocking.h) */
     }
     if (c->flags & CLIENT_CLOSED)
         return;
@@ -630,6 +643,7 @@ void kv_call(kv_client *c)
         }
     }
     call_proc(c, cmd);
+    blocking_after_command();
 }
 
 /* Runs the queued commands of a transaction (from EXEC). */
@@ -747,7 +761,7 @@ static void cron_cb(loop *l, timer *t)
     dump_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
-            if (!(c->flags & CLIENT_MULTI) && !(c->cl_flags & CL_HELD) &&
+            if (!(c->flags & CLIENT_MULTI) && !(c->cl_flags & CL_HELD) && !c->blocked &&
                 (uint64_t)(srv.now_ms - c->last_ms) > srv.cfg.timeout * 1000)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }

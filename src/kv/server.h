@@ -207,6 +207,10 @@ struct kv_client {
     buf prop_buf;
     struct kv_subs *subs; /* Pub/Sub subscriptions, NULL when none yet */
     /* -- client fields: blocking -- */
+    int blocked;                 /* parked by a blocking command (blocking.h) */
+    int resume_pending;          /* in srv.blk_resume */
+    struct kv_bstate *bstate;    /* NULL until the client first blocks */
+    kv_client *next_resume;
     /* -- end blocking -- */
     /* -- client fields: bitops -- */
     /* -- end bitops -- */
@@ -405,6 +409,15 @@ typedef struct kv_server {
     char *executable;
     char *config_file;
     /* -- server fields: blocking -- */
+    dict *blk_keys;               /* per db: key -> its FIFO of waiting clients */
+    size_t blk_nkeys;             /* keys waited on, all dbs (0: writes skip the signal) */
+    uint64_t blk_nclients;        /* blocked clients (INFO blocked_clients) */
+    uint64_t blk_ntimeout;        /* of them, with a timeout */
+    struct kv_bkey **blk_ready;   /* keys made ready by the running command */
+    size_t blk_nready, blk_ready_cap;
+    kv_client *blk_resume, *blk_resume_tail; /* served clients with input to run */
+    timer blk_resume_timer;       /* runs them: a 0 ms timer, after this batch's events */
+    int blk_deny;                 /* > 0 inside EXEC (or a script): commands must not block */
     /* -- end blocking -- */
     /* -- server fields: bitops -- */
     /* -- end bitops -- */
@@ -513,6 +526,8 @@ void kv_client_output_added(kv_client *c);
 double kv_instantaneous(int what);
 
 /* -- declarations: blocking -- */
+/* Runs the commands a client sent while it was blocked (server.c). */
+void kv_client_resume(kv_client *c);
 /* -- end blocking -- */
 /* -- declarations: bitops -- */
 /* -- end bitops -- */

@@ -3,6 +3,7 @@
  * pause ends) and CLIENT REPLY ON|OFF|SKIP. Tracking (client-side caching)
  * lives in tracking.c; this file parses its options. */
 #include "kv/acl.h"
+#include "kv/blocking.h"
 #include "kv/mem.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
@@ -137,7 +138,7 @@ int kv_client_info(kv_client *c, buf *out)
         flags[nf++] = 'P';
     if (c->flags & CLIENT_MULTI)
         flags[nf++] = 'x';
-    if (c->cl_flags & CL_HELD)
+    if ((c->cl_flags & CL_HELD) || c->blocked)
         flags[nf++] = 'b';
     if (c->cl_flags & CL_TRACKING)
         flags[nf++] = 't';
@@ -1045,6 +1046,7 @@ static const client_sub client_subs[] = {
     { "trackinginfo", 2, 0, client_trackinginfo },
     { "help", 2, 0, client_help },
     /* -- client subcommands: blocking (UNBLOCK) -- */
+    { "unblock", -3, 1, blocking_client_unblock_command },
     /* -- end blocking -- */
 };
 

@@ -3,6 +3,7 @@
 #include "core/log.h"
 #include "kv/acl.h"
 #include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
@@ -156,6 +157,8 @@ void swapdb_command(kv_client *c)
         y->vol = tv;
         y->vol_len = tl;
         y->vol_cap = tc;
+        blocking_signal_db(x); /* clients blocked in x or y may be served now */
+        blocking_signal_db(y);
     }
     kv_dirty(1);
     reply_ok(c);
@@ -780,10 +783,11 @@ void info_command(kv_client *c)
     if (want_section(c, "clients", 1)) {
         addf(&b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
                  "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
-                 "blocked_clients:%llu\r\ntracking_clients:%d\r\nclients_in_timeout_table:0\r\n"
-                 "total_blocking_keys:0\r\ntotal_blocking_keys_on_nokey:0\r\n\r\n",
+                 "blocked_clients:%llu\r\ntracking_clients:%d\r\nclients_in_timeout_table:%llu\r\n"
+                 "total_blocking_keys:%zu\r\ntotal_blocking_keys_on_nokey:0\r\n\r\n",
              (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, max_in,
-             max_out, (unsigned long long)srv.nheld, srv.trk_nclients);
+             max_out, (unsigned long long)(srv.nheld + srv.blk_nclients), srv.trk_nclients,
+             (unsigned long long)srv.blk_ntimeout, srv.blk_nkeys);
     }
     if (want_section(c, "memory", 1)) {
         size_t used = kv_used_memory() + cbufs;

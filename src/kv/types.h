@@ -100,6 +100,8 @@ CMD(zrangebylex); CMD(zrevrangebylex); CMD(zrevrange); CMD(zrem); CMD(zremrangeb
 CMD(zremrangebyscore); CMD(zremrangebylex); CMD(zpopmin); CMD(zpopmax); CMD(zrandmember);
 CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- handlers: blocking -- */
+CMD(blpop); CMD(brpop); CMD(blmove); CMD(brpoplpush); CMD(blmpop); CMD(lmpop);
+CMD(bzpopmin); CMD(bzpopmax); CMD(bzmpop); CMD(zmpop);
 /* -- end blocking -- */
 /* -- handlers: bitops -- */
 CMD(setbit); CMD(getbit); CMD(bitcount); CMD(bitpos); CMD(bitop); CMD(bitfield);
