@@ -3,6 +3,7 @@
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
 #include "kv/types.h"
@@ -421,3 +422,507 @@ void memory_command(kv_client *c)
     }
 }
 
+
+/* ---- SLOWLOG, LATENCY and the latency histograms ---- */
+
+#define SLOWLOG_MAX_ARGC 32
+#define SLOWLOG_MAX_STRING 128
+#define LATENCY_SAMPLES 160 /* per event, one per second at most */
+#define HIST_BUCKETS 40     /* power-of-two microsecond buckets */
+
+/* One slow command, in one allocation: the entry, its argv, then the
+ * bytes of the arguments, address and name. */
+typedef struct slowlog_entry {
+    long long id;
+    int64_t time;      /* unix seconds */
+    long long duration; /* microseconds */
+    int argc;
+    str *argv;
+    str addr, name;
+} slowlog_entry;
+
+typedef struct latency_event {
+    char name[32];
+    struct {
+        int64_t time;
+        uint32_t ms;
+    } samples[LATENCY_SAMPLES];
+    int next, count;
+    uint32_t max;
+} latency_event;
+
+struct kv_introspect {
+    /* slowlog: a ring of entries, newest at start */
+    slowlog_entry **log;
+    size_t start, len, cap; /* cap is a power of two */
+    long long next_id;
+    latency_event *events;
+    int nevents;
+    /* per command: calls by power-of-two duration, for LATENCY HISTOGRAM */
+    uint64_t (*hist)[HIST_BUCKETS];
+};
+
+void kv_introspect_init(void)
+{
+    srv.introspect = kv_calloc(sizeof *srv.introspect);
+    srv.introspect->hist = kv_calloc(kv_ncommands * sizeof *srv.introspect->hist);
+    kv_notify_config_defaults(); /* when no option was given */
+}
+
+static slowlog_entry *slowlog_at(struct kv_introspect *in, size_t i)
+{
+    return in->log[(in->start + i) & (in->cap - 1)];
+}
+
+static void slowlog_trim(struct kv_introspect *in, size_t max)
+{
+    while (in->len > max) {
+        kv_free(slowlog_at(in, in->len - 1));
+        in->len--;
+    }
+}
+
+void kv_introspect_free(void)
+{
+    struct kv_introspect *in = srv.introspect;
+    if (!in)
+        return;
+    slowlog_trim(in, 0);
+    kv_free(in->log);
+    kv_free(in->events);
+    kv_free(in->hist);
+    kv_free(in);
+    srv.introspect = NULL;
+}
+
+/* Arguments whose value must not reach the log (Redis redacts them). */
+static int redacted(kv_client *c, int i)
+{
+    const char *name = c->cmd ? c->cmd->name : "";
+    if (strcmp(name, "auth") == 0)
+        return 1;
+    if (strcmp(name, "hello") == 0)
+        return i >= 3 && str_ieq_lit(c->argv[i - 2], "auth", 4) ? 1
+               : i >= 2 && str_ieq_lit(c->argv[i - 1], "auth", 4);
+    if (strcmp(name, "config") == 0 && c->argc >= 4 && arg_is(c->argv[1], "set") && i >= 3 &&
+        (i - 2) % 2 == 1)
+        return arg_is(c->argv[i - 1], "requirepass") || arg_is(c->argv[i - 1], "masterauth");
+    return 0;
+}
+
+static void slowlog_add(kv_client *c, long long us)
+{
+    struct kv_introspect *in = srv.introspect;
+    if (srv.slowlog_max_len == 0)
+        return;
+    int argc = MIN(c->argc, SLOWLOG_MAX_ARGC);
+    char more[64];
+    size_t bytes = sizeof(slowlog_entry) + (size_t)argc * sizeof(str);
+    for (int i = 0; i < argc; i++)
+        bytes += MIN(c->argv[i].len, (size_t)SLOWLOG_MAX_STRING) + sizeof more;
+    size_t alen = strlen(c->addr), nlen = c->name ? strlen(c->name) : 0;
+    bytes += alen + nlen;
+    slowlog_entry *e = kv_malloc(bytes);
+    e->id = in->next_id++;
+    e->time = srv.now_ms / 1000;
+    e->duration = us;
+    e->argc = argc;
+    e->argv = (str *)(e + 1);
+    char *p = (char *)(e->argv + argc);
+    for (int i = 0; i < argc; i++) {
+        str a = c->argv[i];
+        size_t n;
+        if (argc == SLOWLOG_MAX_ARGC && i == argc - 1 && c->argc > argc) {
+            n = (size_t)snprintf(p, sizeof more, "... (%d more arguments)", c->argc - argc + 1);
+        } else if (redacted(c, i)) {
+            n = (size_t)snprintf(p, sizeof more, "(redacted)");
+        } else if (a.len > SLOWLOG_MAX_STRING) {
+            memcpy(p, a.p, SLOWLOG_MAX_STRING);
+            n = SLOWLOG_MAX_STRING + (size_t)snprintf(p + SLOWLOG_MAX_STRING, sizeof more,
+                                                      "... (%zu more bytes)",
+                                                      a.len - SLOWLOG_MAX_STRING);
+        } else {
+            memcpy(p, a.p, a.len);
+            n = a.len;
+        }
+        e->argv[i] = (str){ p, n };
+        p += n;
+    }
+    memcpy(p, c->addr, alen);
+    e->addr = (str){ p, alen };
+    p += alen;
+    if (nlen)
+        memcpy(p, c->name, nlen);
+    e->name = (str){ p, nlen };
+    if (in->len == in->cap) {
+        size_t ncap = in->cap ? in->cap * 2 : 16;
+        slowlog_entry **nl = kv_malloc(ncap * sizeof *nl);
+        for (size_t i = 0; i < in->len; i++)
+            nl[i + 1] = slowlog_at(in, i);
+        kv_free(in->log);
+        in->log = nl;
+        in->cap = ncap;
+        in->start = 1;
+    }
+    in->start = (in->start - 1) & (in->cap - 1);
+    in->log[in->start] = e;
+    in->len++;
+    slowlog_trim(in, (size_t)srv.slowlog_max_len);
+}
+
+static void latency_add(const char *event, uint32_t ms)
+{
+    struct kv_introspect *in = srv.introspect;
+    latency_event *ev = NULL;
+    for (int i = 0; i < in->nevents; i++)
+        if (strcmp(in->events[i].name, event) == 0)
+            ev = &in->events[i];
+    if (!ev) {
+        in->events = kv_realloc(in->events, (size_t)(in->nevents + 1) * sizeof *in->events);
+        ev = &in->events[in->nevents++];
+        memset(ev, 0, sizeof *ev);
+        snprintf(ev->name, sizeof ev->name, "%s", event);
+    }
+    int64_t now = srv.now_ms / 1000;
+    if (ms > ev->max)
+        ev->max = ms;
+    int last = (ev->next + LATENCY_SAMPLES - 1) % LATENCY_SAMPLES;
+    if (ev->count && ev->samples[last].time == now) { /* one sample a second: the worst */
+        if (ms > ev->samples[last].ms)
+            ev->samples[last].ms = ms;
+        return;
+    }
+    ev->samples[ev->next].time = now;
+    ev->samples[ev->next].ms = ms;
+    ev->next = (ev->next + 1) % LATENCY_SAMPLES;
+    if (ev->count < LATENCY_SAMPLES)
+        ev->count++;
+}
+
+void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
+{
+    long long us = (long long)((double)ticks / kv_ticks_per_us());
+    unsigned b = 0;
+    while (b < HIST_BUCKETS - 1 && (1ull << b) < (unsigned long long)us)
+        b++;
+    srv.introspect->hist[cmd - kv_commands][b]++;
+    if (cmd->proc == exec_command) /* its commands are logged one by one */
+        return;
+    if (srv.slowlog_slower_than >= 0 && us >= srv.slowlog_slower_than)
+        slowlog_add(c, us);
+    if (srv.latency_threshold > 0 && us / 1000 >= srv.latency_threshold)
+        latency_add((cmd->flags & CMD_FAST) ? "fast-command" : "command", (uint32_t)(us / 1000));
+}
+
+/* The subcommand's own arity error, Redis's "'slowlog|len'" form. */
+static int sub_arity(kv_client *c, const char *cmd, int ok)
+{
+    if (ok)
+        return 1;
+    char name[48];
+    size_t n = MIN(c->argv[1].len, sizeof name - 1);
+    for (size_t i = 0; i < n; i++)
+        name[i] = ascii_lower(c->argv[1].p[i]);
+    name[n] = '\0';
+    reply_errorf(c, "ERR wrong number of arguments for '%s|%s' command", cmd, name);
+    return 0;
+}
+
+static void reply_lines(kv_client *c, const char *const *lines, size_t n)
+{
+    reply_array(c, (long long)n);
+    for (size_t i = 0; i < n; i++)
+        reply_simple(c, lines[i]);
+}
+
+static const char *const slowlog_help[] = {
+    "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET [<count>]",
+    "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+    "    Entries are made of:",
+    "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+    "    client name",
+    "LEN",
+    "    Return the length of the slowlog.",
+    "RESET",
+    "    Reset the slowlog.",
+    "HELP",
+    "    Prints this help.",
+};
+
+void slowlog_command(kv_client *c)
+{
+    struct kv_introspect *in = srv.introspect;
+    str sub = c->argv[1];
+    if (arg_is(sub, "get")) {
+        if (c->argc > 3) {
+            reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
+                            "Try SLOWLOG HELP.", (int)sub.len, sub.p);
+            return;
+        }
+        long long count = 10;
+        if (c->argc == 3) {
+            if (arg_ll(c, c->argv[2], &count) < 0)
+                return;
+            if (count < -1) {
+                reply_error(c, "ERR count should be greater than or equal to -1");
+                return;
+            }
+            if (count == -1)
+                count = LLONG_MAX;
+        }
+        size_t n = (size_t)MIN((unsigned long long)count, (unsigned long long)in->len);
+        reply_array(c, (long long)n);
+        for (size_t i = 0; i < n; i++) {
+            slowlog_entry *e = slowlog_at(in, i);
+            reply_array(c, 6);
+            reply_int(c, e->id);
+            reply_int(c, e->time);
+            reply_int(c, e->duration);
+            reply_array(c, e->argc);
+            for (int k = 0; k < e->argc; k++)
+                reply_bulk_str(c, e->argv[k]);
+            reply_bulk_str(c, e->addr);
+            reply_bulk_str(c, e->name);
+        }
+    } else if (arg_is(sub, "len")) {
+        if (sub_arity(c, "slowlog", c->argc == 2))
+            reply_int(c, (long long)in->len);
+    } else if (arg_is(sub, "reset")) {
+        if (sub_arity(c, "slowlog", c->argc == 2)) {
+            slowlog_trim(in, 0);
+            reply_ok(c);
+        }
+    } else if (arg_is(sub, "help")) {
+        if (sub_arity(c, "slowlog", c->argc == 2))
+            reply_lines(c, slowlog_help, ARRAY_LEN(slowlog_help));
+    } else {
+        subcommand_unknown(c, "SLOWLOG");
+    }
+}
+
+static const char *const latency_help[] = {
+    "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DOCTOR",
+    "    Return a human readable latency analysis report.",
+    "GRAPH <event>",
+    "    Return an ASCII latency graph for the <event> class.",
+    "HISTORY <event>",
+    "    Return time-latency samples for the <event> class.",
+    "LATEST",
+    "    Return the latest latency samples for all events.",
+    "RESET [<event> ...]",
+    "    Reset latency data of one or more <event> classes.",
+    "    (default: reset all data for all event classes)",
+    "HISTOGRAM [COMMAND ...]",
+    "    Return a cumulative distribution of latencies in the format of a histogram for the "
+    "specified command names.",
+    "    If no commands are specified then all histograms are replied.",
+    "HELP",
+    "    Prints this help.",
+};
+
+static latency_event *latency_find(str name)
+{
+    struct kv_introspect *in = srv.introspect;
+    for (int i = 0; i < in->nevents; i++)
+        if (strlen(in->events[i].name) == name.len &&
+            memcmp(in->events[i].name, name.p, name.len) == 0)
+            return &in->events[i];
+    return NULL;
+}
+
+/* Sample k of ev, oldest first. */
+static int sample_at(const latency_event *ev, int k)
+{
+    return (ev->next - ev->count + k + 2 * LATENCY_SAMPLES) % LATENCY_SAMPLES;
+}
+
+static void reply_histogram(kv_client *c, size_t i)
+{
+    const uint64_t *h = srv.introspect->hist[i];
+    reply_bulk_cstr(c, kv_commands[i].name);
+    reply_map(c, 2);
+    reply_bulk_cstr(c, "calls");
+    reply_int(c, (long long)srv.cmd_stats[i].calls);
+    reply_bulk_cstr(c, "histogram_usec");
+    int n = 0;
+    for (int b = 0; b < HIST_BUCKETS; b++)
+        n += h[b] != 0;
+    reply_map(c, n);
+    uint64_t sum = 0;
+    for (int b = 0; b < HIST_BUCKETS; b++) {
+        if (!h[b])
+            continue;
+        sum += h[b];
+        reply_int(c, 1ll << b);
+        reply_int(c, (long long)sum);
+    }
+}
+
+static void latency_histogram(kv_client *c)
+{
+    size_t h = reply_defer(c);
+    long long n = 0;
+    if (c->argc == 2) {
+        for (size_t i = 0; i < kv_ncommands; i++) {
+            if (!srv.cmd_stats[i].calls)
+                continue;
+            reply_histogram(c, i);
+            n++;
+        }
+    } else {
+        for (int a = 2; a < c->argc; a++) {
+            const kv_cmd *cmd = kv_cmd_lookup(c->argv[a]);
+            if (!cmd || !srv.cmd_stats[cmd - kv_commands].calls)
+                continue;
+            reply_histogram(c, (size_t)(cmd - kv_commands));
+            n++;
+        }
+    }
+    reply_defer_map(c, h, n);
+}
+
+static void latency_graph(kv_client *c, const latency_event *ev)
+{
+    /* A column per sample, oldest first, scaled to the event's max. */
+    enum { ROWS = 4 };
+    buf b = { 0 };
+    char line[256];
+    uint32_t hi = 0, lo = UINT32_MAX;
+    for (int k = 0; k < ev->count; k++) {
+        uint32_t v = ev->samples[sample_at(ev, k)].ms;
+        hi = MAX(hi, v);
+        lo = MIN(lo, v);
+    }
+    int n = snprintf(line, sizeof line, "%s - high %lu ms, low %lu ms (all time high %lu ms)\n",
+                     ev->name, (unsigned long)hi, (unsigned long)lo, (unsigned long)ev->max);
+    buf_append(&b, line, (size_t)n);
+    for (int k = 0; k < 80; k++)
+        buf_append(&b, "-", 1);
+    buf_append(&b, "\n", 1);
+    for (int r = ROWS; r >= 1; r--) {
+        for (int k = 0; k < ev->count; k++) {
+            uint32_t v = ev->samples[sample_at(ev, k)].ms;
+            int level = hi ? (int)((v * (uint64_t)ROWS + hi - 1) / hi) : 0;
+            buf_append(&b, level >= r ? (r == level ? "#" : "|") : " ", 1);
+        }
+        buf_append(&b, "\n", 1);
+    }
+    reply_verbatim(c, b.data ? b.data : "", b.len, "txt");
+    buf_free(&b);
+}
+
+static void latency_doctor(kv_client *c)
+{
+    struct kv_introspect *in = srv.introspect;
+    buf b = { 0 };
+    char line[512];
+    int n;
+    if (srv.latency_threshold == 0 && in->nevents == 0) {
+        n = snprintf(line, sizeof line,
+                     "I'm sorry, Dave, I can't do that. Latency monitoring is disabled in this "
+                     "Redis instance. You may use \"CONFIG SET latency-monitor-threshold "
+                     "<milliseconds>.\" in order to enable it. If we weren't in a deep space "
+                     "mission I'd suggest to take a look at "
+                     "https://redis.io/topics/latency-monitor.\n");
+        buf_append(&b, line, (size_t)n);
+    } else if (in->nevents == 0) {
+        n = snprintf(line, sizeof line,
+                     "Dave, no latency spike was observed during the lifetime of this Redis "
+                     "instance, not in the slightest bit. I honestly think you ought to sit down "
+                     "calmly, take a stress pill, and think things over.\n");
+        buf_append(&b, line, (size_t)n);
+    } else {
+        n = snprintf(line, sizeof line,
+                     "Dave, I have observed latency spikes in this Redis instance. You don't mind "
+                     "talking about it, do you Dave?\n\n");
+        buf_append(&b, line, (size_t)n);
+        for (int i = 0; i < in->nevents; i++) {
+            latency_event *ev = &in->events[i];
+            uint64_t sum = 0;
+            for (int k = 0; k < ev->count; k++)
+                sum += ev->samples[sample_at(ev, k)].ms;
+            n = snprintf(line, sizeof line,
+                         "%d. %s: %d latency spikes (average %llums, mean deviation 0ms, "
+                         "period 0 sec). Worst all time event %ums.\n",
+                         i + 1, ev->name, ev->count,
+                         ev->count ? (unsigned long long)(sum / (uint64_t)ev->count) : 0ull,
+                         ev->max);
+            buf_append(&b, line, (size_t)n);
+        }
+        n = snprintf(line, sizeof line,
+                     "\nI have a few advices for you:\n\n- Check your system for processes or "
+                     "commands that take a long time (SLOWLOG GET).\n");
+        buf_append(&b, line, (size_t)n);
+    }
+    reply_verbatim(c, b.data, b.len, "txt");
+    buf_free(&b);
+}
+
+void latency_command(kv_client *c)
+{
+    struct kv_introspect *in = srv.introspect;
+    str sub = c->argv[1];
+    if (arg_is(sub, "latest")) {
+        if (!sub_arity(c, "latency", c->argc == 2))
+            return;
+        reply_array(c, in->nevents);
+        for (int i = 0; i < in->nevents; i++) {
+            latency_event *ev = &in->events[i];
+            int last = sample_at(ev, ev->count - 1);
+            reply_array(c, 4);
+            reply_bulk_cstr(c, ev->name);
+            reply_int(c, ev->samples[last].time);
+            reply_int(c, ev->samples[last].ms);
+            reply_int(c, ev->max);
+        }
+    } else if (arg_is(sub, "history")) {
+        if (!sub_arity(c, "latency", c->argc == 3))
+            return;
+        latency_event *ev = latency_find(c->argv[2]);
+        int n = ev ? ev->count : 0;
+        reply_array(c, n);
+        for (int k = 0; k < n; k++) {
+            int s = sample_at(ev, k);
+            reply_array(c, 2);
+            reply_int(c, ev->samples[s].time);
+            reply_int(c, ev->samples[s].ms);
+        }
+    } else if (arg_is(sub, "reset")) {
+        long long resets = 0;
+        if (c->argc == 2) {
+            resets = in->nevents;
+            in->nevents = 0;
+        } else {
+            for (int a = 2; a < c->argc; a++) {
+                latency_event *ev = latency_find(c->argv[a]);
+                if (!ev)
+                    continue;
+                *ev = in->events[--in->nevents];
+                resets++;
+            }
+        }
+        reply_int(c, resets);
+    } else if (arg_is(sub, "graph")) {
+        if (!sub_arity(c, "latency", c->argc == 3))
+            return;
+        latency_event *ev = latency_find(c->argv[2]);
+        if (!ev) {
+            reply_errorf(c, "ERR No samples available for event '%.*s'",
+                         (int)MIN(c->argv[2].len, 128), c->argv[2].p);
+            return;
+        }
+        latency_graph(c, ev);
+    } else if (arg_is(sub, "doctor")) {
+        if (sub_arity(c, "latency", c->argc == 2))
+            latency_doctor(c);
+    } else if (arg_is(sub, "histogram")) {
+        latency_histogram(c);
+    } else if (arg_is(sub, "help")) {
+        if (sub_arity(c, "latency", c->argc == 2))
+            reply_lines(c, latency_help, ARRAY_LEN(latency_help));
+    } else {
+        subcommand_unknown(c, "LATENCY");
+    }
+}

@@ -257,16 +257,22 @@ void kv_flush_clients(void)
 static void check_output_limits(kv_client *c)
 {
     size_t pending = c->wbuf.len - c->wpos;
-    if (srv.cfg.obuf_hard && pending > srv.cfg.obuf_hard) {
+    uint64_t hard = srv.cfg.obuf_hard, soft = srv.cfg.obuf_soft, secs = srv.cfg.obuf_soft_secs;
+    if (UNLIKELY(c->subs) && pubsub_total(c)) { /* the pubsub class */
+        hard = srv.obuf_pubsub.hard;
+        soft = srv.obuf_pubsub.soft;
+        secs = srv.obuf_pubsub.secs;
+    }
+    if (hard && pending > hard) {
         log_warn("client id=%llu addr=%s closed: output buffer %zu bytes over the hard limit",
                  (unsigned long long)c->id, c->addr, pending);
         c->flags |= CLIENT_CLOSE_ASAP;
         return;
     }
-    if (srv.cfg.obuf_soft && pending > srv.cfg.obuf_soft) {
+    if (soft && pending > soft) {
         if (!c->obuf_soft_since)
             c->obuf_soft_since = srv.now_ms;
-        else if ((uint64_t)(srv.now_ms - c->obuf_soft_since) > srv.cfg.obuf_soft_secs * 1000) {
+        else if ((uint64_t)(srv.now_ms - c->obuf_soft_since) > secs * 1000) {
             log_warn("client id=%llu addr=%s closed: output buffer over the soft limit",
                      (unsigned long long)c->id, c->addr);
             c->flags |= CLIENT_CLOSE_ASAP;
@@ -468,11 +474,13 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     c->prop_argc = 0;
     c->cmd = cmd;
     kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
-    if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0) {
+    if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0 || srv.time_every_call) {
         uint64_t t0 = kv_ticks();
         cmd->proc(c);
-        st->ticks += kv_ticks() - t0;
+        uint64_t dt = kv_ticks() - t0;
+        st->ticks += dt;
         st->timed++;
+        kv_introspect_after_call(c, cmd, dt);
     } else {
         cmd->proc(c);
     }
@@ -765,6 +773,7 @@ static void teardown(void)
     }
     kv_free(srv.dbs);
     pubsub_free();
+    kv_introspect_free();
     kv_free(srv.cmd_stats);
     kv_free(srv.aof_path);
     kv_free(srv.child_tmpfile);
@@ -900,6 +909,7 @@ int kv_server_main(int argc, char **argv)
     for (int i = 0; i < srv.cfg.databases; i++)
         db_init(&srv.dbs[i], i);
     pubsub_init();
+    kv_introspect_init();
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);

@@ -2,6 +2,7 @@
  * for LINDEX. */
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -149,6 +150,7 @@ static void push_generic(kv_client *c, int tail, int only_existing)
     }
     for (int i = 2; i < c->argc; i++)
         list_push(l, tail, lelem_new(c->argv[i].p, c->argv[i].len));
+    kv_notify(c->db, NOTIFY_LIST, tail ? "rpush" : "lpush", c->argv[1]);
     kv_dirty(c->argc - 2);
     reply_int(c, (long long)l->len);
 }
@@ -195,8 +197,12 @@ static void pop_generic(kv_client *c, int tail)
             kv_free(e);
         }
     }
-    if (l->len == 0)
+    if (count != 0)
+        kv_notify(c->db, NOTIFY_LIST, tail ? "rpop" : "lpop", c->argv[1]);
+    if (l->len == 0) {
         db_delete(c->db, c->argv[1]);
+        kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+    }
     kv_dirty(1);
 }
 
@@ -281,6 +287,7 @@ void lset_command(kv_client *c)
     }
     kv_free(list_at(l, (size_t)idx));
     list_set_at(l, (size_t)idx, lelem_new(c->argv[3].p, c->argv[3].len));
+    kv_notify(c->db, NOTIFY_LIST, "lset", c->argv[1]);
     kv_dirty(1);
     reply_ok(c);
 }
@@ -334,8 +341,11 @@ void lrem_command(kv_client *c)
         l->len = n - w;
     }
     if (removed) {
-        if (l->len == 0)
+        kv_notify(c->db, NOTIFY_LIST, "lrem", c->argv[1]);
+        if (l->len == 0) {
             db_delete(c->db, c->argv[1]);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+        }
         kv_dirty(removed);
     }
     reply_int(c, removed);
@@ -375,8 +385,11 @@ void ltrim_command(kv_client *c)
         kv_free(list_pop(l, 0));
     for (long long i = 0; i < rtrim; i++)
         kv_free(list_pop(l, 1));
-    if (l->len == 0)
+    kv_notify(c->db, NOTIFY_LIST, "ltrim", c->argv[1]);
+    if (l->len == 0) {
         db_delete(c->db, c->argv[1]);
+        kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+    }
     kv_dirty(1);
     reply_ok(c);
 }
@@ -403,6 +416,7 @@ void linsert_command(kv_client *c)
     for (size_t i = 0; i < l->len; i++) {
         if (elem_eq(list_at(l, i), c->argv[3])) {
             list_insert_at(l, i + (size_t)after, lelem_new(c->argv[4].p, c->argv[4].len));
+            kv_notify(c->db, NOTIFY_LIST, "linsert", c->argv[1]);
             kv_dirty(1);
             reply_int(c, (long long)l->len);
             return;
@@ -497,16 +511,19 @@ static void move_generic(kv_client *c, str src, str dst, int from_tail, int to_t
     }
     kv_lelem *e = list_pop(s, from_tail);
     reply_bulk(c, e->data, e->len);
-    if (s->len == 0) {
-        if (s == d)
-            d = NULL;
+    int src_gone = s->len == 0 && s != d; /* onto itself: pushed back at once */
+    if (src_gone)
         db_delete(c->db, src);
-    }
     if (!d) {
         d = list_new();
         db_add_obj(c->db, dst, KV_LIST, d);
     }
     list_push(d, to_tail, e);
+    /* Redis's order: the push, then the pop, then the source's deletion */
+    kv_notify(c->db, NOTIFY_LIST, to_tail ? "rpush" : "lpush", dst);
+    kv_notify(c->db, NOTIFY_LIST, from_tail ? "rpop" : "lpop", src);
+    if (src_gone)
+        kv_notify(c->db, NOTIFY_GENERIC, "del", src);
     kv_dirty(1);
 }
 

@@ -5,6 +5,7 @@
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
 #include "kv/types.h"
@@ -831,6 +832,8 @@ void move_command(kv_client *c)
         return;
     }
     db_rename_entry(c->db, e, dst, c->argv[1]);
+    kv_notify(c->db, NOTIFY_GENERIC, "move_from", c->argv[1]);
+    kv_notify(dst, NOTIFY_GENERIC, "move_to", c->argv[1]);
     kv_touch_key(dst, c->argv[1]);
     kv_dirty(1);
     reply_int(c, 1);

@@ -114,6 +114,7 @@ CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- handlers: misc -- */
 /* -- end misc -- */
 /* -- handlers: notify -- */
+CMD(ssubscribe); CMD(sunsubscribe); CMD(spublish); CMD(slowlog); CMD(latency);
 /* -- end notify -- */
 #undef CMD
 
