@@ -1,5 +1,6 @@
 /* Introspection: COMMAND, INFO, MEMORY, SLOWLOG and LATENCY (split out of
  * t_server.c; CLIENT and CONFIG stay there). */
+#include "kv/cmdinfo.h"
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
@@ -21,6 +22,8 @@ static int arg_is(str s, const char *lower)
     return str_ieq_lit(s, lower, strlen(lower));
 }
 
+static void reply_lines(kv_client *c, const char *const *lines, size_t n);
+
 static void subcommand_unknown(kv_client *c, const char *cmd)
 {
     reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)MIN(c->argv[1].len, 128),
@@ -39,7 +42,8 @@ static const struct {
     { CMD_NO_AUTH, "no_auth" }, { CMD_ALLOW_BUSY, "allow_busy" },
 };
 
-static void reply_command_info(kv_client *c, const kv_cmd *cmd)
+/* COMMAND INFO of a command Redis does not have: from the table row. */
+static void reply_command_info_row(kv_client *c, const kv_cmd *cmd)
 {
     reply_array(c, 10);
     reply_bulk_cstr(c, cmd->name);
@@ -129,6 +133,552 @@ static void reply_command_docs(kv_client *c, const kv_cmd *cmd)
     reply_bulk_cstr(c, cmd->complexity ? cmd->complexity : "O(1)");
 }
 
+const kv_cmdinfo *kv_cmdinfo_find(const char *name, size_t len)
+{
+    size_t lo = 0, hi = kv_cmdinfo_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const char *n = kv_cmdinfo_table[mid].name;
+        int cmp = strncmp(n, name, len);
+        if (cmp == 0 && n[len] != '\0')
+            cmp = 1;
+        if (cmp == 0)
+            return &kv_cmdinfo_table[mid];
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* A reader over RESP3 bytes of the cmdinfo table (trusted, well formed). */
+typedef struct {
+    const char *p, *end;
+} rcur;
+
+/* Reads an element's header line: its type and the number on it (length,
+ * count, integer). */
+static char rcur_head(rcur *r, long long *n)
+{
+    char t = *r->p++;
+    const char *eol = memchr(r->p, '\r', (size_t)(r->end - r->p));
+    *n = 0;
+    if (t != '+' && t != '_')
+        kv_parse_ll(r->p, (size_t)(eol - r->p), n);
+    else if (t == '+')
+        *n = eol - r->p;
+    r->p = eol + 2;
+    return t;
+}
+
+static str rcur_string(rcur *r)
+{
+    long long n;
+    const char *start = r->p + 1;
+    char t = rcur_head(r, &n);
+    if (t == '$') {
+        str s = { r->p, (size_t)n };
+        r->p += n + 2;
+        return s;
+    }
+    return (str){ start, t == '+' ? (size_t)n : 0 };
+}
+
+static void rcur_skip(rcur *r)
+{
+    long long n;
+    char t = rcur_head(r, &n);
+    if (t == '$')
+        r->p += n + 2;
+    else if (t == '*' || t == '~')
+        while (n--)
+            rcur_skip(r);
+    else if (t == '%')
+        for (n *= 2; n--;)
+            rcur_skip(r);
+}
+
+/* Copies one element as RESP2: sets and maps become arrays. */
+static void rcur_to_resp2(rcur *r, buf *out)
+{
+    const char *start = r->p;
+    long long n;
+    char t = rcur_head(r, &n);
+    char h[32];
+    switch (t) {
+    case '~':
+    case '%': {
+        long long k = t == '%' ? 2 * n : n;
+        int l = snprintf(h, sizeof h, "*%lld\r\n", k);
+        buf_append(out, h, (size_t)l);
+        while (k--)
+            rcur_to_resp2(r, out);
+        return;
+    }
+    case '*':
+        buf_append(out, start, (size_t)(r->p - start));
+        while (n--)
+            rcur_to_resp2(r, out);
+        return;
+    case '$':
+        r->p += n + 2;
+        break;
+    case '_':
+        buf_append(out, "$-1\r\n", 5);
+        return;
+    }
+    buf_append(out, start, (size_t)(r->p - start));
+}
+
+static void reply_command_info(kv_client *c, const kv_cmd *cmd)
+{
+    const kv_cmdinfo *ci = kv_cmdinfo_find(cmd->name, strlen(cmd->name));
+    if (!ci) {
+        reply_command_info_row(c, cmd);
+        return;
+    }
+    if (c->resp >= 3) {
+        reply_raw(c, ci->resp3, ci->len);
+        return;
+    }
+    buf b = { 0 };
+    rcur r = { ci->resp3, ci->resp3 + ci->len };
+    rcur_to_resp2(&r, &b);
+    reply_raw(c, b.data, b.len);
+    buf_free(&b);
+}
+
+/* ---- keys of a command line, from its key specs ---- */
+
+enum { BS_INDEX, BS_KEYWORD, BS_UNKNOWN };
+enum { FK_RANGE, FK_KEYNUM, FK_UNKNOWN };
+
+typedef struct {
+    rcur flags; /* the spec's flags set, for GETKEYSANDFLAGS */
+    int bs, fk;
+    long long index, startfrom;
+    str keyword;
+    long long a, b, d; /* range: lastkey keystep limit; keynum: keynumidx firstkey keystep */
+} keyspec;
+
+/* Parses the spec map at r (after its header) of n pairs. */
+static void parse_spec_map(rcur *r, long long n, keyspec *ks)
+{
+    while (n--) {
+        str k = rcur_string(r);
+        if (STR_IEQ(k, "flags")) {
+            ks->flags = *r;
+            rcur_skip(r);
+        } else if (STR_IEQ(k, "begin_search") || STR_IEQ(k, "find_keys")) {
+            int begin = STR_IEQ(k, "begin_search");
+            long long m, sn;
+            rcur_head(r, &m);
+            while (m--) {
+                str f = rcur_string(r);
+                if (STR_IEQ(f, "type")) {
+                    str t = rcur_string(r);
+                    if (begin)
+                        ks->bs = STR_IEQ(t, "index") ? BS_INDEX
+                                 : STR_IEQ(t, "keyword") ? BS_KEYWORD : BS_UNKNOWN;
+                    else
+                        ks->fk = STR_IEQ(t, "range") ? FK_RANGE
+                                 : STR_IEQ(t, "keynum") ? FK_KEYNUM : FK_UNKNOWN;
+                } else if (STR_IEQ(f, "spec")) {
+                    rcur_head(r, &sn);
+                    while (sn--) {
+                        str name = rcur_string(r);
+                        long long v = 0;
+                        if (STR_IEQ(name, "keyword")) {
+                            ks->keyword = rcur_string(r);
+                            continue;
+                        }
+                        if (*r->p == ':')
+                            rcur_head(r, &v);
+                        else
+                            rcur_skip(r);
+                        if (STR_IEQ(name, "index"))
+                            ks->index = v;
+                        else if (STR_IEQ(name, "startfrom"))
+                            ks->startfrom = v;
+                        else if (STR_IEQ(name, "lastkey") || STR_IEQ(name, "keynumidx"))
+                            ks->a = v;
+                        else if (STR_IEQ(name, "keystep"))
+                            ks->fk == FK_KEYNUM ? (void)(ks->d = v) : (void)(ks->b = v);
+                        else if (STR_IEQ(name, "limit") || STR_IEQ(name, "firstkey"))
+                            ks->fk == FK_KEYNUM ? (void)(ks->b = v) : (void)(ks->d = v);
+                    }
+                } else {
+                    rcur_skip(r);
+                }
+            }
+        } else {
+            rcur_skip(r);
+        }
+    }
+}
+
+typedef struct {
+    int *pos;       /* argv index of each key */
+    rcur *flags;    /* its spec's flags */
+    int n, cap;
+} keylist;
+
+static void keylist_add(keylist *kl, int pos, rcur flags)
+{
+    if (kl->n == kl->cap) {
+        kl->cap = kl->cap ? kl->cap * 2 : 16;
+        kl->pos = kv_realloc(kl->pos, (size_t)kl->cap * sizeof *kl->pos);
+        kl->flags = kv_realloc(kl->flags, (size_t)kl->cap * sizeof *kl->flags);
+    }
+    kl->pos[kl->n] = pos;
+    kl->flags[kl->n++] = flags;
+}
+
+/* Redis's reading of key specs: the keys of argv[0..argc) per the specs
+ * array at r. Returns -1 when the arguments do not fit a spec. */
+static int keys_from_specs(rcur *r, int argc, const str *argv, keylist *kl)
+{
+    long long nspecs;
+    rcur_head(r, &nspecs);
+    for (long long s = 0; s < nspecs; s++) {
+        long long m;
+        rcur_head(r, &m);
+        keyspec ks = { .bs = BS_UNKNOWN, .fk = FK_UNKNOWN };
+        parse_spec_map(r, m, &ks);
+        long long first;
+        if (ks.bs == BS_INDEX) {
+            first = ks.index;
+        } else if (ks.bs == BS_KEYWORD) {
+            long long start = ks.startfrom >= 0 ? ks.startfrom : argc + ks.startfrom;
+            long long end = ks.startfrom >= 0 ? argc - 1 : 0, step = ks.startfrom >= 0 ? 1 : -1;
+            first = -1;
+            for (long long i = start; i >= 0 && i < argc; i += step) {
+                if (i >= 1 && str_ieq_lit(argv[i], ks.keyword.p, ks.keyword.len)) {
+                    first = i + 1;
+                    break;
+                }
+                if (i == end)
+                    break;
+            }
+            if (first < 0)
+                continue;
+        } else {
+            continue;
+        }
+        long long last, step;
+        if (ks.fk == FK_RANGE) {
+            step = ks.b > 0 ? ks.b : 1;
+            if (ks.a >= 0)
+                last = first + ks.a;
+            else if (!ks.d)
+                last = argc + ks.a;
+            else
+                last = first + ((argc - first) / ks.d + ks.a);
+        } else if (ks.fk == FK_KEYNUM) {
+            long long numkeys;
+            if (first + ks.a >= argc)
+                return -1;
+            str ns = argv[first + ks.a];
+            if (kv_parse_ll(ns.p, ns.len, &numkeys) < 0 || numkeys < 0)
+                return -1;
+            first += ks.b;
+            if (numkeys > argc) /* bounds before arithmetic */
+                return -1;
+            last = first + numkeys - 1;
+            step = ks.d > 0 ? ks.d : 1;
+        } else {
+            continue;
+        }
+        for (long long i = first; i <= last; i += step) {
+            if (i >= argc || i < 1)
+                return -1;
+            keylist_add(kl, (int)i, ks.flags);
+        }
+    }
+    return 0;
+}
+
+/* What GETKEYS needs of argv's command (its subcommand's when it has one):
+ * arity, key specs, and whether keys are optional. */
+typedef struct {
+    long long arity;
+    rcur specs;
+    int nspecs;
+    int no_mandatory_keys;
+    int all_not_key; /* every spec is flagged not_key (shard channels) */
+    const kv_cmd *row; /* a command Redis does not have: its table row */
+} cmd_keys_info;
+
+/* Reads name, arity, flags and key specs of one COMMAND INFO entry at r
+ * (leaves r at its subcommands). */
+static void read_entry(rcur *r, cmd_keys_info *ki)
+{
+    long long n;
+    rcur_head(r, &n);
+    rcur_skip(r);
+    rcur_head(r, &ki->arity);
+    long long nflags;
+    rcur_head(r, &nflags);
+    ki->no_mandatory_keys = 0;
+    while (nflags--)
+        ki->no_mandatory_keys |= STR_IEQ(rcur_string(r), "no_mandatory_keys");
+    for (int i = 0; i < 5; i++) /* first last step acl tips */
+        rcur_skip(r);
+    ki->specs = *r;
+    long long nspecs;
+    rcur_head(r, &nspecs);
+    ki->nspecs = (int)nspecs;
+    ki->all_not_key = nspecs > 0;
+    for (long long i = 0; i < nspecs; i++) {
+        long long m, nf;
+        int not_key = 0;
+        rcur_head(r, &m);
+        while (m--) {
+            str k = rcur_string(r);
+            if (!STR_IEQ(k, "flags")) {
+                rcur_skip(r);
+                continue;
+            }
+            rcur_head(r, &nf);
+            while (nf--)
+                not_key |= STR_IEQ(rcur_string(r), "not_key");
+        }
+        ki->all_not_key &= not_key;
+    }
+    *r = ki->specs;
+    rcur_skip(r);
+}
+
+static int keys_info_for(const str *argv, int argc, cmd_keys_info *ki)
+{
+    const kv_cmd *cmd = kv_cmd_lookup(argv[0]);
+    if (!cmd)
+        return -1;
+    const kv_cmdinfo *ci = kv_cmdinfo_find(cmd->name, strlen(cmd->name));
+    memset(ki, 0, sizeof *ki);
+    if (!ci) {
+        ki->row = cmd;
+        ki->arity = cmd->arity;
+        ki->nspecs = cmd->first_key > 0;
+        return 0;
+    }
+    rcur r = { ci->resp3, ci->resp3 + ci->len };
+    read_entry(&r, ki);
+    long long nsub;
+    rcur_head(&r, &nsub);
+    if (nsub == 0 || argc < 2)
+        return 0;
+    for (long long i = 0; i < nsub; i++) {
+        rcur sub = r;
+        long long k;
+        rcur_head(&r, &k);
+        str name = rcur_string(&r);
+        const char *bar = memchr(name.p, '|', name.len);
+        r = sub;
+        if (bar && str_ieq_lit(argv[1], bar + 1, name.len - (size_t)(bar + 1 - name.p))) {
+            read_entry(&r, ki);
+            return 0;
+        }
+        rcur_skip(&r);
+    }
+    return -1; /* an unknown subcommand */
+}
+
+static const char empty_set[] = "~0\r\n";
+
+/* Specs with variable_flags: Redis works the flags out of the arguments
+ * (SET with GET reads the key; without, only writes it); the others drop
+ * the marker. Returns 1 when it replied. */
+static int reply_flags_computed(kv_client *c, const str *argv, int argc, rcur f)
+{
+    long long n;
+    rcur p = f;
+    rcur_head(&p, &n);
+    int variable = 0;
+    for (long long i = 0; i < n; i++)
+        variable |= STR_IEQ(rcur_string(&p), "variable_flags");
+    if (!variable)
+        return 0;
+    const char *flags[4];
+    int nf = 0;
+    if (STR_IEQ(argv[0], "set")) {
+        int get = 0;
+        for (int i = 3; i < argc; i++)
+            get |= STR_IEQ(argv[i], "get");
+        flags[nf++] = get ? "RW" : "OW";
+        if (get)
+            flags[nf++] = "access";
+        flags[nf++] = "update";
+    } else {
+        p = f;
+        rcur_head(&p, &n);
+        for (long long i = 0; i < n && nf < 4; i++) {
+            str s = rcur_string(&p);
+            if (!STR_IEQ(s, "variable_flags"))
+                flags[nf++] = s.p; /* followed by \r\n in the table: see below */
+        }
+        /* table strings are not NUL terminated: reply them by length */
+        p = f;
+        rcur_head(&p, &n);
+        reply_set(c, nf);
+        for (long long i = 0; i < n; i++) {
+            str s = rcur_string(&p);
+            if (!STR_IEQ(s, "variable_flags")) {
+                char tmp[64];
+                size_t l = MIN(s.len, sizeof tmp - 1);
+                memcpy(tmp, s.p, l);
+                tmp[l] = '\0';
+                reply_simple(c, tmp);
+            }
+        }
+        return 1;
+    }
+    reply_set(c, nf);
+    for (int i = 0; i < nf; i++)
+        reply_simple(c, flags[i]);
+    return 1;
+}
+
+static void command_getkeys(kv_client *c, int with_flags)
+{
+    const str *argv = c->argv + 2;
+    int argc = c->argc - 2;
+    cmd_keys_info ki;
+    keylist kl = { 0 };
+    if (keys_info_for(argv, argc, &ki) < 0) {
+        reply_error(c, "ERR Invalid command specified");
+        return;
+    }
+    if (ki.nspecs == 0 || ki.all_not_key) {
+        reply_error(c, "ERR The command has no key arguments");
+        return;
+    }
+    if ((ki.arity > 0 && argc != ki.arity) || argc < -ki.arity) {
+        reply_error(c, "ERR Invalid number of arguments specified for command");
+        return;
+    }
+    int rc = 0;
+    if (ki.row) {
+        const kv_cmd *cmd = ki.row;
+        int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
+        for (int i = cmd->first_key; i <= last && i < argc;
+             i += cmd->key_step > 0 ? cmd->key_step : 1)
+            keylist_add(&kl, i, (rcur){ empty_set, empty_set + sizeof empty_set - 1 });
+    } else {
+        rc = keys_from_specs(&ki.specs, argc, argv, &kl);
+    }
+    if (rc < 0 || kl.n == 0) {
+        if (ki.no_mandatory_keys)
+            reply_empty_array(c);
+        else
+            reply_error(c, "ERR Invalid arguments specified for command");
+        goto out;
+    }
+    reply_array(c, kl.n);
+    for (int i = 0; i < kl.n; i++) {
+        if (with_flags) {
+            reply_array(c, 2);
+            reply_bulk_str(c, argv[kl.pos[i]]);
+            rcur f = kl.flags[i];
+            if (reply_flags_computed(c, argv, argc, f))
+                continue;
+            if (c->resp >= 3) {
+                const char *start = f.p;
+                rcur_skip(&f);
+                reply_raw(c, start, (size_t)(f.p - start));
+            } else {
+                buf b = { 0 };
+                rcur_to_resp2(&f, &b);
+                reply_raw(c, b.data, b.len);
+                buf_free(&b);
+            }
+        } else {
+            reply_bulk_str(c, argv[kl.pos[i]]);
+        }
+    }
+out:
+    kv_free(kl.pos);
+    kv_free(kl.flags);
+}
+
+/* COMMAND LIST [FILTERBY MODULE name | ACLCAT cat | PATTERN pattern] */
+static void command_list(kv_client *c)
+{
+    int mode = 0; /* 0 all, 1 module, 2 aclcat, 3 pattern */
+    str arg = STR_NULL;
+    if (c->argc == 5 && arg_is(c->argv[2], "filterby")) {
+        arg = c->argv[4];
+        if (arg_is(c->argv[3], "module"))
+            mode = 1;
+        else if (arg_is(c->argv[3], "aclcat"))
+            mode = 2;
+        else if (arg_is(c->argv[3], "pattern"))
+            mode = 3;
+    }
+    if (c->argc != 2 && mode == 0) {
+        reply_error(c, ERR_SYNTAX);
+        return;
+    }
+    size_t h = reply_defer(c);
+    long long n = 0;
+    for (size_t i = 0; mode != 1 && i < kv_ncommands; i++) {
+        const kv_cmd *cmd = &kv_commands[i];
+        if (mode == 2) {
+            /* categories are "@name" words of cmd->acl */
+            int found = 0;
+            for (const char *p = cmd->acl ? cmd->acl : ""; (p = strchr(p, '@'));) {
+                p++;
+                size_t l = strcspn(p, " ");
+                found |= l == arg.len && str_ieq_lit(arg, p, l);
+                p += l;
+            }
+            if (!found)
+                continue;
+        } else if (mode == 3 &&
+                   !kv_glob_match(arg.p, arg.len, cmd->name, strlen(cmd->name), 1)) {
+            continue;
+        }
+        reply_bulk_cstr(c, cmd->name);
+        n++;
+    }
+    reply_defer_array(c, h, n);
+}
+
+static const char *const command_help[] = {
+    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "(no subcommand)",
+    "    Return details about all Redis commands.",
+    "COUNT",
+    "    Return the total number of commands in this Redis server.",
+    "LIST",
+    "    Return a list of all commands in this Redis server.",
+    "INFO [<command-name> ...]",
+    "    Return details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "GETKEYS <full-command>",
+    "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
+    "HELP",
+    "    Prints this help.",
+};
+
+static void command_arity_error(kv_client *c)
+{
+    char name[32];
+    size_t n = MIN(c->argv[1].len, sizeof name - 1);
+    for (size_t i = 0; i < n; i++)
+        name[i] = ascii_lower(c->argv[1].p[i]);
+    name[n] = '\0';
+    reply_errorf(c, "ERR wrong number of arguments for 'command|%s' command", name);
+}
+
 void command_command(kv_client *c)
 {
     if (c->argc == 1) {
@@ -138,8 +688,11 @@ void command_command(kv_client *c)
         return;
     }
     str sub = c->argv[1];
-    if (arg_is(sub, "count") && c->argc == 2) {
-        reply_int(c, (long long)kv_ncommands);
+    if (arg_is(sub, "count")) {
+        if (c->argc != 2)
+            command_arity_error(c);
+        else
+            reply_int(c, (long long)kv_ncommands);
     } else if (arg_is(sub, "info")) {
         if (c->argc == 2) {
             reply_array(c, (long long)kv_ncommands);
@@ -153,7 +706,7 @@ void command_command(kv_client *c)
             if (cmd)
                 reply_command_info(c, cmd);
             else
-                reply_null_array(c);
+                reply_null(c);
         }
     } else if (arg_is(sub, "docs")) {
         if (c->argc == 2) {
@@ -173,255 +726,21 @@ void command_command(kv_client *c)
         }
         reply_defer_map(c, h, n);
     } else if (arg_is(sub, "list")) {
-        reply_array(c, (long long)kv_ncommands);
-        for (size_t i = 0; i < kv_ncommands; i++)
-            reply_bulk_cstr(c, kv_commands[i].name);
-    } else if (arg_is(sub, "getkeys") && c->argc >= 3) {
-        str *argv = c->argv + 2;
-        int argc = c->argc - 2;
-        const kv_cmd *cmd = kv_cmd_lookup(argv[0]);
-        if (!cmd) {
-            reply_error(c, "ERR Invalid command specified");
-            return;
-        }
-        if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
-            reply_error(c, "ERR Invalid number of arguments specified for command");
-            return;
-        }
-        if (cmd->first_key <= 0) {
-            reply_error(c, "ERR The command has no key arguments");
-            return;
-        }
-        int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
-        int step = cmd->key_step > 0 ? cmd->key_step : 1;
-        size_t h = reply_defer(c);
-        long long n = 0;
-        for (int i = cmd->first_key; i <= last && i < argc; i += step, n++)
-            reply_bulk_str(c, argv[i]);
-        reply_defer_array(c, h, n);
+        command_list(c);
+    } else if (arg_is(sub, "getkeys") || arg_is(sub, "getkeysandflags")) {
+        if (c->argc < 4)
+            command_arity_error(c);
+        else
+            command_getkeys(c, arg_is(sub, "getkeysandflags"));
     } else if (arg_is(sub, "help")) {
-        reply_array(c, 2);
-        reply_simple(c, "COMMAND [COUNT|DOCS [name...]|INFO [name...]|LIST|GETKEYS cmd...]");
-        reply_simple(c, "HELP");
+        if (c->argc != 2)
+            command_arity_error(c);
+        else
+            reply_lines(c, command_help, ARRAY_LEN(command_help));
     } else {
         subcommand_unknown(c, "COMMAND");
     }
 }
-
-/* ---- INFO ---- */
-
-static size_t peak_memory;
-
-static void human(char *out, size_t n, double v)
-{
-    if (v < 1024)
-        snprintf(out, n, "%.0fB", v);
-    else if (v < 1024.0 * 1024)
-        snprintf(out, n, "%.2fK", v / 1024);
-    else if (v < 1024.0 * 1024 * 1024)
-        snprintf(out, n, "%.2fM", v / 1024 / 1024);
-    else
-        snprintf(out, n, "%.2fG", v / 1024 / 1024 / 1024);
-}
-
-static void addf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(buf *b, const char *fmt, ...)
-{
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        buf_append(b, line, MIN((size_t)n, sizeof line - 1));
-}
-
-static int want_section(kv_client *c, const char *name, int is_default)
-{
-    if (c->argc == 1)
-        return is_default;
-    for (int i = 1; i < c->argc; i++) {
-        str s = c->argv[i];
-        if (arg_is(s, name) || arg_is(s, "everything") || arg_is(s, "all"))
-            return 1;
-        if (arg_is(s, "default") && is_default)
-            return 1;
-    }
-    return 0;
-}
-
-static size_t client_buffers(size_t *max_in, size_t *max_out)
-{
-    size_t total = 0;
-    *max_in = *max_out = 0;
-    for (kv_client *x = srv.clients; x; x = x->next) {
-        total += x->rbuf.cap + x->wbuf.cap + sizeof *x;
-        *max_in = MAX(*max_in, x->rbuf.cap);
-        *max_out = MAX(*max_out, x->wbuf.len - x->wpos);
-    }
-    return total;
-}
-
-void info_command(kv_client *c)
-{
-    buf b = { 0 };
-    int64_t uptime = (srv.now_ms - srv.start_ms) / 1000;
-    if (want_section(c, "server", 1)) {
-        struct utsname un;
-        uname(&un);
-        addf(&b, "# Server\r\nredis_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
-                 "redis_build_id:0\r\nredis_mode:standalone\r\nos:%s %s %s\r\narch_bits:%d\r\n"
-                 "monotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\n"
-                 "gcc_version:%d.%d.%d\r\nprocess_id:%d\r\nprocess_supervised:no\r\n"
-                 "run_id:%016llx%016llx%08x\r\ntcp_port:%d\r\nserver_time_usec:%lld\r\n"
-                 "uptime_in_seconds:%lld\r\nuptime_in_days:%lld\r\nhz:%d\r\nconfigured_hz:%d\r\n"
-                 "lru_clock:%u\r\nexecutable:%s\r\nconfig_file:%s\r\nio_threads_active:0\r\n"
-                 "brisk_kv_version:%s\r\n\r\n",
-             KV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
-#ifdef __GNUC__
-             __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__,
-#else
-             0, 0, 0,
-#endif
-             (int)getpid(), (unsigned long long)srv.start_ms * 2654435761ull,
-             (unsigned long long)getpid() * 40503ull, (unsigned)srv.cfg.port, srv.cfg.port,
-             (long long)kv_unix_us(), (long long)uptime, (long long)uptime / 86400, srv.cfg.hz,
-             srv.cfg.hz, srv.lru_clock, srv.executable ? srv.executable : "",
-             srv.config_file ? srv.config_file : "", BRISK_VERSION);
-    }
-    size_t max_in, max_out;
-    size_t cbufs = client_buffers(&max_in, &max_out);
-    if (want_section(c, "clients", 1)) {
-        addf(&b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
-                 "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
-                 "blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
-                 "total_blocking_keys:0\r\ntotal_blocking_keys_on_nokey:0\r\n\r\n",
-             (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, max_in,
-             max_out);
-    }
-    if (want_section(c, "memory", 1)) {
-        size_t used = kv_used_memory() + cbufs;
-        size_t rss = kv_rss_memory();
-        if (used > peak_memory)
-            peak_memory = used;
-        char h1[32], h2[32], h3[32], h4[32];
-        human(h1, sizeof h1, (double)used);
-        human(h2, sizeof h2, (double)rss);
-        human(h3, sizeof h3, (double)peak_memory);
-        human(h4, sizeof h4, (double)srv.cfg.maxmemory);
-        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-        addf(&b, "# Memory\r\nused_memory:%zu\r\nused_memory_human:%s\r\nused_memory_rss:%zu\r\n"
-                 "used_memory_rss_human:%s\r\nused_memory_peak:%zu\r\nused_memory_peak_human:%s\r\n"
-                 "used_memory_dataset:%zu\r\nused_memory_clients:%zu\r\n"
-                 "total_system_memory:%lld\r\nmaxmemory:%llu\r\nmaxmemory_human:%s\r\n"
-                 "maxmemory_policy:%s\r\nmem_fragmentation_ratio:%.2f\r\nmem_allocator:libc\r\n"
-                 "lazyfree_pending_objects:0\r\n\r\n",
-             used, h1, rss, h2, peak_memory, h3, kv_used_memory(), cbufs,
-             (long long)pages * psz, (unsigned long long)srv.cfg.maxmemory, h4,
-             kv_policy_name(srv.cfg.maxmemory_policy), used ? (double)rss / (double)used : 0.0);
-    }
-    if (want_section(c, "persistence", 1)) {
-        addf(&b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
-                 "rdb_changes_since_last_save:%llu\r\nrdb_bgsave_in_progress:0\r\n"
-                 "rdb_last_save_time:%lld\r\nrdb_last_bgsave_status:ok\r\n"
-                 "aof_enabled:%d\r\naof_rewrite_in_progress:%d\r\naof_rewrite_scheduled:0\r\n"
-                 "aof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:%lld\r\n"
-                 "aof_last_bgrewrite_status:%s\r\naof_rewrites:%llu\r\naof_last_write_status:%s\r\n",
-             srv.loading, (unsigned long long)srv.dirty, (long long)srv.lastsave,
-             srv.aof_state != 0, srv.child_pid > 0,
-             srv.child_pid > 0 ? (long long)((srv.now_ms - srv.aof_rewrite_start_ms) / 1000) : -1LL,
-             srv.aof_last_bgrewrite_ok ? "ok" : "err", (unsigned long long)srv.aof_rewrites,
-             srv.aof_last_write_ok ? "ok" : "err");
-        if (srv.aof_state)
-            addf(&b, "aof_current_size:%llu\r\naof_base_size:%llu\r\naof_buffer_length:%zu\r\n",
-                 (unsigned long long)srv.aof_current_size, (unsigned long long)srv.aof_base_size,
-                 srv.aof_buf.len);
-        addf(&b, "\r\n");
-    }
-    if (want_section(c, "stats", 1)) {
-        addf(&b, "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
-                 "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n"
-                 "total_net_output_bytes:%llu\r\ninstantaneous_input_kbps:%.2f\r\n"
-                 "instantaneous_output_kbps:%.2f\r\nrejected_connections:%llu\r\n"
-                 "expired_keys:%llu\r\nevicted_keys:%llu\r\nkeyspace_hits:%llu\r\n"
-                 "keyspace_misses:%llu\r\npubsub_channels:%zu\r\npubsub_patterns:%zu\r\n"
-                 "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
-                 "total_writes_processed:0\r\n\r\n",
-             (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
-             (unsigned long long)(kv_instantaneous(0) + 0.5),
-             (unsigned long long)srv.stat_net_in, (unsigned long long)srv.stat_net_out,
-             kv_instantaneous(1) / 1024, kv_instantaneous(2) / 1024,
-             (unsigned long long)srv.stat_rejected_conns, (unsigned long long)srv.stat_expired,
-             (unsigned long long)srv.stat_evicted, (unsigned long long)srv.stat_hits,
-             (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
-             dict_size(&srv.patterns), (unsigned long long)srv.stat_errors);
-    }
-    if (want_section(c, "replication", 1)) {
-        addf(&b, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
-                 "master_failover_state:no-failover\r\n"
-                 "master_replid:0000000000000000000000000000000000000000\r\n"
-                 "master_repl_offset:0\r\nrepl_backlog_active:0\r\n\r\n");
-    }
-    if (want_section(c, "cpu", 1)) {
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        addf(&b, "# CPU\r\nused_cpu_sys:%ld.%06ld\r\nused_cpu_user:%ld.%06ld\r\n\r\n",
-             (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, (long)ru.ru_utime.tv_sec,
-             (long)ru.ru_utime.tv_usec);
-    }
-    if (want_section(c, "commandstats", 0)) {
-        addf(&b, "# Commandstats\r\n");
-        for (size_t i = 0; i < kv_ncommands; i++) {
-            kv_cmd_stats *st = &srv.cmd_stats[i];
-            if (!st->calls && !st->rejected && !st->failed)
-                continue;
-            /* the timed calls stand for all of them */
-            double usec = st->timed ? (double)st->ticks / kv_ticks_per_us() *
-                                          (double)st->calls / (double)st->timed
-                                    : 0.0;
-            addf(&b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
-                     "failed_calls=%llu\r\n",
-                 kv_commands[i].name, (unsigned long long)st->calls, (unsigned long long)usec,
-                 st->calls ? usec / (double)st->calls : 0.0,
-                 (unsigned long long)st->rejected, (unsigned long long)st->failed);
-        }
-        addf(&b, "\r\n");
-    }
-    if (want_section(c, "keyspace", 1)) {
-        addf(&b, "# Keyspace\r\n");
-        for (int i = 0; i < srv.cfg.databases; i++) {
-            kv_db *db = &srv.dbs[i];
-            if (db_size(db) == 0)
-                continue;
-            addf(&b, "db%d:keys=%zu,expires=%zu,avg_ttl=0\r\n", i, db_size(db), db->vol_len);
-        }
-        addf(&b, "\r\n");
-    }
-    /* no trailing blank line */
-    if (b.len >= 2)
-        b.len -= 2;
-    reply_verbatim(c, b.data ? b.data : "", b.len, "txt");
-    buf_free(&b);
-}
-
-
-void memory_command(kv_client *c)
-{
-    str sub = c->argv[1];
-    if (arg_is(sub, "usage") && c->argc >= 3) {
-        kv_entry *e = db_lookup_read(c->db, c->argv[2]);
-        if (!e) {
-            reply_null(c);
-            return;
-        }
-        reply_int(c, (long long)db_entry_bytes(e));
-    } else if (arg_is(sub, "doctor")) {
-        reply_bulk_cstr(c, "Sam, I detected no issues in this instance.");
-    } else {
-        subcommand_unknown(c, "MEMORY");
-    }
-}
-
 
 /* ---- SLOWLOG, LATENCY and the latency histograms ---- */
 
@@ -429,6 +748,7 @@ void memory_command(kv_client *c)
 #define SLOWLOG_MAX_STRING 128
 #define LATENCY_SAMPLES 160 /* per event, one per second at most */
 #define HIST_BUCKETS 40     /* power-of-two microsecond buckets */
+#define ERRORSTATS_MAX 128  /* Redis's limit on distinct error codes */
 
 /* One slow command, in one allocation: the entry, its argv, then the
  * bytes of the arguments, address and name. */
@@ -460,6 +780,13 @@ struct kv_introspect {
     int nevents;
     /* per command: calls by power-of-two duration, for LATENCY HISTOGRAM */
     uint64_t (*hist)[HIST_BUCKETS];
+    /* INFO errorstats: error replies by code, at most ERRORSTATS_MAX codes */
+    struct {
+        char code[32];
+        uint64_t count;
+    } errs[ERRORSTATS_MAX];
+    int nerrs;
+    size_t peak_memory;
 };
 
 void kv_introspect_init(void)
@@ -500,7 +827,7 @@ static int redacted(kv_client *c, int i)
 {
     const char *name = c->cmd ? c->cmd->name : "";
     if (strcmp(name, "auth") == 0)
-        return 1;
+        return i >= 1;
     if (strcmp(name, "hello") == 0)
         return i >= 3 && str_ieq_lit(c->argv[i - 2], "auth", 4) ? 1
                : i >= 2 && str_ieq_lit(c->argv[i - 1], "auth", 4);
@@ -662,9 +989,7 @@ void slowlog_command(kv_client *c)
         }
         long long count = 10;
         if (c->argc == 3) {
-            if (arg_ll(c, c->argv[2], &count) < 0)
-                return;
-            if (count < -1) {
+            if (kv_parse_ll(c->argv[2].p, c->argv[2].len, &count) < 0 || count < -1) {
                 reply_error(c, "ERR count should be greater than or equal to -1");
                 return;
             }
@@ -924,5 +1249,600 @@ void latency_command(kv_client *c)
             reply_lines(c, latency_help, ARRAY_LEN(latency_help));
     } else {
         subcommand_unknown(c, "LATENCY");
+    }
+}
+
+/* ---- errorstats and CONFIG RESETSTAT ---- */
+
+void kv_errorstat_add(const char *msg)
+{
+    struct kv_introspect *in = srv.introspect;
+    if (!in)
+        return;
+    size_t n = strcspn(msg, " ");
+    if (n >= sizeof in->errs[0].code)
+        n = sizeof in->errs[0].code - 1;
+    for (int i = 0; i < in->nerrs; i++) {
+        if (strlen(in->errs[i].code) == n && memcmp(in->errs[i].code, msg, n) == 0) {
+            in->errs[i].count++;
+            return;
+        }
+    }
+    if (in->nerrs == ERRORSTATS_MAX)
+        return;
+    memcpy(in->errs[in->nerrs].code, msg, n);
+    in->errs[in->nerrs].code[n] = '\0';
+    in->errs[in->nerrs++].count = 1;
+}
+
+void kv_introspect_resetstat(void)
+{
+    struct kv_introspect *in = srv.introspect;
+    in->nerrs = 0;
+    memset(in->hist, 0, kv_ncommands * sizeof *in->hist);
+}
+
+/* ---- INFO ---- */
+
+static void human(char *out, size_t n, double v)
+{
+    if (v < 1024)
+        snprintf(out, n, "%.0fB", v);
+    else if (v < 1024.0 * 1024)
+        snprintf(out, n, "%.2fK", v / 1024);
+    else if (v < 1024.0 * 1024 * 1024)
+        snprintf(out, n, "%.2fM", v / 1024 / 1024);
+    else
+        snprintf(out, n, "%.2fG", v / 1024 / 1024 / 1024);
+}
+
+static void addf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(buf *b, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        buf_append(b, line, MIN((size_t)n, sizeof line - 1));
+}
+
+static size_t client_buffers(size_t *max_in, size_t *max_out)
+{
+    size_t total = 0;
+    *max_in = *max_out = 0;
+    for (kv_client *x = srv.clients; x; x = x->next) {
+        total += x->rbuf.cap + x->wbuf.cap + sizeof *x;
+        *max_in = MAX(*max_in, x->rbuf.cap);
+        *max_out = MAX(*max_out, x->wbuf.len - x->wpos);
+    }
+    return total;
+}
+
+static size_t used_memory(void)
+{
+    size_t in, out;
+    size_t used = kv_used_memory() + client_buffers(&in, &out);
+    if (used > srv.introspect->peak_memory)
+        srv.introspect->peak_memory = used;
+    return used;
+}
+
+static void info_server(buf *b)
+{
+    struct utsname un;
+    uname(&un);
+    int64_t uptime = (srv.now_ms - srv.start_ms) / 1000;
+    addf(b, "# Server\r\nredis_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
+            "redis_build_id:0\r\nredis_mode:standalone\r\nos:%s %s %s\r\narch_bits:%d\r\n"
+            "monotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\n"
+            "atomicvar_api:c11-builtin\r\ngcc_version:%d.%d.%d\r\nprocess_id:%d\r\n"
+            "process_supervised:no\r\nrun_id:%016llx%016llx%08x\r\ntcp_port:%d\r\n"
+            "server_time_usec:%lld\r\nuptime_in_seconds:%lld\r\nuptime_in_days:%lld\r\nhz:%d\r\n"
+            "configured_hz:%d\r\nlru_clock:%u\r\nexecutable:%s\r\nconfig_file:%s\r\n"
+            "io_threads_active:0\r\nbrisk_kv_version:%s\r\n",
+         KV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
+#ifdef __GNUC__
+         __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__,
+#else
+         0, 0, 0,
+#endif
+         (int)getpid(), (unsigned long long)srv.start_ms * 2654435761ull,
+         (unsigned long long)getpid() * 40503ull, (unsigned)srv.cfg.port, srv.cfg.port,
+         (long long)kv_unix_us(), (long long)uptime, (long long)uptime / 86400, srv.cfg.hz,
+         srv.cfg.hz, srv.lru_clock, srv.executable ? srv.executable : "",
+         srv.config_file ? srv.config_file : "", BRISK_VERSION);
+}
+
+static void info_clients(buf *b)
+{
+    size_t max_in, max_out;
+    client_buffers(&max_in, &max_out);
+    addf(b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
+            "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
+            "blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+         (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, max_in,
+         max_out);
+}
+
+static void info_memory(buf *b)
+{
+    size_t in, out;
+    size_t cbufs = client_buffers(&in, &out);
+    size_t used = used_memory(), rss = kv_rss_memory(), peak = srv.introspect->peak_memory;
+    size_t dataset = kv_used_memory();
+    char h1[32], h2[32], h3[32], h4[32], h5[32];
+    human(h1, sizeof h1, (double)used);
+    human(h2, sizeof h2, (double)rss);
+    human(h3, sizeof h3, (double)peak);
+    human(h4, sizeof h4, (double)srv.cfg.maxmemory);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    long long total = (long long)pages * psz;
+    human(h5, sizeof h5, (double)total);
+    double frag = used ? (double)rss / (double)used : 0.0;
+    addf(b, "# Memory\r\nused_memory:%zu\r\nused_memory_human:%s\r\nused_memory_rss:%zu\r\n"
+            "used_memory_rss_human:%s\r\nused_memory_peak:%zu\r\nused_memory_peak_human:%s\r\n"
+            "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%zu\r\n"
+            "used_memory_startup:0\r\nused_memory_dataset:%zu\r\n"
+            "used_memory_dataset_perc:%.2f%%\r\nallocator_allocated:%zu\r\n"
+            "allocator_active:%zu\r\nallocator_resident:%zu\r\ntotal_system_memory:%lld\r\n"
+            "total_system_memory_human:%s\r\nused_memory_lua:0\r\nused_memory_vm_eval:0\r\n"
+            "used_memory_lua_human:0B\r\nused_memory_scripts_eval:0\r\n"
+            "number_of_cached_scripts:0\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\n"
+            "used_memory_vm_functions:0\r\nused_memory_vm_total:0\r\n"
+            "used_memory_vm_total_human:0B\r\nused_memory_functions:0\r\n"
+            "used_memory_scripts:0\r\nused_memory_scripts_human:0B\r\nmaxmemory:%llu\r\n"
+            "maxmemory_human:%s\r\nmaxmemory_policy:%s\r\nallocator_frag_ratio:1.00\r\n"
+            "allocator_frag_bytes:0\r\nallocator_rss_ratio:1.00\r\nallocator_rss_bytes:0\r\n"
+            "rss_overhead_ratio:%.2f\r\nrss_overhead_bytes:%lld\r\n"
+            "mem_fragmentation_ratio:%.2f\r\nmem_fragmentation_bytes:%lld\r\n"
+            "mem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\n"
+            "mem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\n"
+            "mem_clients_normal:%zu\r\nmem_cluster_links:0\r\nmem_aof_buffer:%zu\r\n"
+            "mem_allocator:libc\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\n"
+            "lazyfreed_objects:0\r\n"
+            /* brisk-kv's own: the clients' buffers, part of used_memory */
+            "used_memory_clients:%zu\r\n",
+         used, h1, rss, h2, peak, h3, peak ? 100.0 * (double)used / (double)peak : 0.0, cbufs,
+         dataset, used ? 100.0 * (double)dataset / (double)used : 0.0, used, used, rss, total, h5,
+         (unsigned long long)srv.cfg.maxmemory, h4, kv_policy_name(srv.cfg.maxmemory_policy),
+         frag, (long long)rss - (long long)used, frag, (long long)rss - (long long)used, cbufs,
+         srv.aof_buf.len, cbufs);
+}
+
+static void info_persistence(buf *b)
+{
+    addf(b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
+            "current_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\n"
+            "current_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\n"
+            "rdb_changes_since_last_save:%llu\r\nrdb_bgsave_in_progress:0\r\n"
+            "rdb_last_save_time:%lld\r\nrdb_last_bgsave_status:ok\r\n"
+            "rdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\n"
+            "rdb_last_cow_size:0\r\nrdb_last_load_keys_expired:0\r\n"
+            "rdb_last_load_keys_loaded:0\r\naof_enabled:%d\r\naof_rewrite_in_progress:%d\r\n"
+            "aof_rewrite_scheduled:%d\r\naof_last_rewrite_time_sec:-1\r\n"
+            "aof_current_rewrite_time_sec:%lld\r\naof_last_bgrewrite_status:%s\r\n"
+            "aof_rewrites:%llu\r\naof_rewrites_consecutive_failures:0\r\n"
+            "aof_last_write_status:%s\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\n"
+            "module_fork_last_cow_size:0\r\n",
+         srv.loading, (unsigned long long)srv.dirty, (long long)srv.lastsave, srv.aof_state != 0,
+         srv.child_pid > 0, srv.aof_rewrite_scheduled,
+         srv.child_pid > 0 ? (long long)((srv.now_ms - srv.aof_rewrite_start_ms) / 1000) : -1LL,
+         srv.aof_last_bgrewrite_ok ? "ok" : "err", (unsigned long long)srv.aof_rewrites,
+         srv.aof_last_write_ok ? "ok" : "err");
+    if (srv.aof_state)
+        addf(b, "aof_current_size:%llu\r\naof_base_size:%llu\r\naof_pending_rewrite:0\r\n"
+                "aof_buffer_length:%zu\r\naof_pending_bio_fsync:0\r\naof_delayed_fsync:0\r\n",
+             (unsigned long long)srv.aof_current_size, (unsigned long long)srv.aof_base_size,
+             srv.aof_buf.len);
+}
+
+static void info_stats(buf *b)
+{
+    addf(b, "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
+            "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n"
+            "total_net_output_bytes:%llu\r\ntotal_net_repl_input_bytes:0\r\n"
+            "total_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:%.2f\r\n"
+            "instantaneous_output_kbps:%.2f\r\ninstantaneous_input_repl_kbps:0.00\r\n"
+            "instantaneous_output_repl_kbps:0.00\r\nrejected_connections:%llu\r\n"
+            "sync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:%llu\r\n"
+            "expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\n"
+            "expire_cycle_cpu_milliseconds:%llu\r\nevicted_keys:%llu\r\nevicted_clients:0\r\n"
+            "total_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\n"
+            "keyspace_hits:%llu\r\nkeyspace_misses:%llu\r\npubsub_channels:%zu\r\n"
+            "pubsub_patterns:%zu\r\npubsubshard_channels:%zu\r\nlatest_fork_usec:0\r\n"
+            "total_forks:%llu\r\nmigrate_cached_sockets:0\r\nslave_expires_tracked_keys:0\r\n"
+            "active_defrag_hits:0\r\nactive_defrag_misses:0\r\nactive_defrag_key_hits:0\r\n"
+            "active_defrag_key_misses:0\r\ntotal_active_defrag_time:0\r\n"
+            "current_active_defrag_time:0\r\ntracking_total_keys:0\r\n"
+            "tracking_total_items:0\r\ntracking_total_prefixes:0\r\n"
+            "unexpected_error_replies:0\r\ntotal_error_replies:%llu\r\n"
+            "dump_payload_sanitizations:0\r\ntotal_reads_processed:0\r\n"
+            "total_writes_processed:0\r\nio_threaded_reads_processed:0\r\n"
+            "io_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\n"
+            "reply_buffer_expands:0\r\n",
+         (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
+         (unsigned long long)(kv_instantaneous(0) + 0.5), (unsigned long long)srv.stat_net_in,
+         (unsigned long long)srv.stat_net_out, kv_instantaneous(1) / 1024,
+         kv_instantaneous(2) / 1024, (unsigned long long)srv.stat_rejected_conns,
+         (unsigned long long)srv.stat_expired,
+         (unsigned long long)srv.stat_expire_cycles_cpu_ms,
+         (unsigned long long)srv.stat_evicted, (unsigned long long)srv.stat_hits,
+         (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
+         dict_size(&srv.patterns), dict_size(&srv.shard_channels),
+         (unsigned long long)srv.aof_rewrites, (unsigned long long)srv.stat_errors);
+}
+
+static void info_replication(buf *b)
+{
+    /* brisk-kv is always a master without replicas (yet): a fixed replid */
+    addf(b, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
+            "master_failover_state:no-failover\r\n"
+            "master_replid:%016llx%016llx%08x\r\n"
+            "master_replid2:0000000000000000000000000000000000000000\r\n"
+            "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
+            "repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\n"
+            "repl_backlog_histlen:0\r\n",
+         (unsigned long long)srv.start_ms * 0x9e3779b97f4a7c15ull,
+         (unsigned long long)getpid() * 0xc2b2ae3d27d4eb4full, (unsigned)srv.cfg.port);
+}
+
+static void info_cpu(buf *b)
+{
+    struct rusage ru, ch;
+    getrusage(RUSAGE_SELF, &ru);
+    getrusage(RUSAGE_CHILDREN, &ch);
+    addf(b, "# CPU\r\nused_cpu_sys:%ld.%06ld\r\nused_cpu_user:%ld.%06ld\r\n"
+            "used_cpu_sys_children:%ld.%06ld\r\nused_cpu_user_children:%ld.%06ld\r\n"
+            "used_cpu_sys_main_thread:%ld.%06ld\r\nused_cpu_user_main_thread:%ld.%06ld\r\n",
+         (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, (long)ru.ru_utime.tv_sec,
+         (long)ru.ru_utime.tv_usec, (long)ch.ru_stime.tv_sec, (long)ch.ru_stime.tv_usec,
+         (long)ch.ru_utime.tv_sec, (long)ch.ru_utime.tv_usec, (long)ru.ru_stime.tv_sec,
+         (long)ru.ru_stime.tv_usec, (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
+}
+
+static void info_modules(buf *b)
+{
+    addf(b, "# Modules\r\n");
+}
+
+static double cmd_usec(const kv_cmd_stats *st)
+{
+    /* the timed calls stand for all of them */
+    return st->timed ? (double)st->ticks / kv_ticks_per_us() * (double)st->calls /
+                           (double)st->timed
+                     : 0.0;
+}
+
+static void info_commandstats(buf *b)
+{
+    addf(b, "# Commandstats\r\n");
+    for (size_t i = 0; i < kv_ncommands; i++) {
+        kv_cmd_stats *st = &srv.cmd_stats[i];
+        if (!st->calls && !st->rejected && !st->failed)
+            continue;
+        double usec = cmd_usec(st);
+        addf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+                "failed_calls=%llu\r\n",
+             kv_commands[i].name, (unsigned long long)st->calls, (unsigned long long)usec,
+             st->calls ? usec / (double)st->calls : 0.0, (unsigned long long)st->rejected,
+             (unsigned long long)st->failed);
+    }
+}
+
+static void info_errorstats(buf *b)
+{
+    struct kv_introspect *in = srv.introspect;
+    addf(b, "# Errorstats\r\n");
+    for (int i = 0; i < in->nerrs; i++)
+        addf(b, "errorstat_%s:count=%llu\r\n", in->errs[i].code,
+             (unsigned long long)in->errs[i].count);
+}
+
+/* The duration below which pct % of the calls fell, from the power-of-two
+ * histogram (the bucket's upper bound, as HdrHistogram's does). */
+static double percentile(const uint64_t *h, uint64_t total, double pct)
+{
+    uint64_t want = (uint64_t)((double)total * pct / 100.0 + 0.5), sum = 0;
+    if (want == 0)
+        want = 1;
+    for (int k = 0; k < HIST_BUCKETS; k++) {
+        sum += h[k];
+        if (sum >= want)
+            return (double)(1ull << k);
+    }
+    return (double)(1ull << (HIST_BUCKETS - 1));
+}
+
+static void info_latencystats(buf *b)
+{
+    addf(b, "# Latencystats\r\n");
+    for (size_t i = 0; i < kv_ncommands; i++) {
+        const uint64_t *h = srv.introspect->hist[i];
+        uint64_t total = 0;
+        for (int k = 0; k < HIST_BUCKETS; k++)
+            total += h[k];
+        if (!total)
+            continue;
+        addf(b, "latency_percentiles_usec_%s:p50=%.3f,p99=%.3f,p99.9=%.3f\r\n",
+             kv_commands[i].name, percentile(h, total, 50), percentile(h, total, 99),
+             percentile(h, total, 99.9));
+    }
+}
+
+static void info_cluster(buf *b)
+{
+    addf(b, "# Cluster\r\ncluster_enabled:0\r\n");
+}
+
+static void info_keyspace(buf *b)
+{
+    addf(b, "# Keyspace\r\n");
+    for (int i = 0; i < srv.cfg.databases; i++) {
+        kv_db *db = &srv.dbs[i];
+        if (db_size(db) == 0)
+            continue;
+        /* avg_ttl over the keys with a TTL that a cheap pass sees */
+        long long sum = 0, n = 0;
+        for (size_t k = 0; k < db->vol_len && k < 64; k++) {
+            int64_t left = entry_expire(db->vol[k]) - srv.now_ms;
+            if (left > 0) {
+                sum += left;
+                n++;
+            }
+        }
+        addf(b, "db%d:keys=%zu,expires=%zu,avg_ttl=%lld\r\n", i, db_size(db), db->vol_len,
+             n ? sum / n : 0);
+    }
+}
+
+/* INFO's sections in Redis 7.0's order; "all" is every one but modules,
+ * "everything" all of them, "default" the marked ones. */
+static const struct {
+    const char *name;
+    int is_default;
+    void (*fn)(buf *b);
+} sections[] = {
+    { "server", 1, info_server },           { "clients", 1, info_clients },
+    { "memory", 1, info_memory },           { "persistence", 1, info_persistence },
+    { "stats", 1, info_stats },             { "replication", 1, info_replication },
+    { "cpu", 1, info_cpu },                 { "modules", 0, info_modules },
+    { "commandstats", 0, info_commandstats }, { "errorstats", 1, info_errorstats },
+    { "latencystats", 0, info_latencystats }, { "cluster", 1, info_cluster },
+    { "keyspace", 1, info_keyspace },
+};
+
+void info_command(kv_client *c)
+{
+    unsigned want = 0; /* bit i: sections[i] */
+    if (c->argc == 1)
+        for (size_t i = 0; i < ARRAY_LEN(sections); i++)
+            want |= (unsigned)sections[i].is_default << i;
+    for (int a = 1; a < c->argc; a++) {
+        str s = c->argv[a];
+        for (size_t i = 0; i < ARRAY_LEN(sections); i++) {
+            int is_modules = strcmp(sections[i].name, "modules") == 0;
+            if (arg_is(s, sections[i].name) || arg_is(s, "everything") ||
+                (arg_is(s, "all") && !is_modules) ||
+                (arg_is(s, "default") && sections[i].is_default))
+                want |= 1u << i;
+        }
+    }
+    buf b = { 0 };
+    for (size_t i = 0; i < ARRAY_LEN(sections); i++) {
+        if (!(want & (1u << i)))
+            continue;
+        if (b.len)
+            addf(&b, "\r\n");
+        sections[i].fn(&b);
+    }
+    reply_verbatim(c, b.data ? b.data : "", b.len, "txt");
+    buf_free(&b);
+}
+
+/* ---- MEMORY ---- */
+
+/* Bytes of the value of e: the entry, plus its object's parts (sampled up
+ * to samples elements, 0 for all, and extrapolated like Redis). */
+static size_t value_bytes(kv_entry *e, long long samples)
+{
+    size_t total = db_entry_bytes(e), seen = 0, part = 0, count = 0;
+    switch (e->type) {
+    case KV_LIST: {
+        kv_list *l = entry_obj(e);
+        total += sizeof *l + l->cap * sizeof *l->ring;
+        count = l->len;
+        for (size_t i = 0; i < l->len && (!samples || seen < (size_t)samples); i++, seen++)
+            part += sizeof(kv_lelem) + list_at(l, i)->len + 8;
+        break;
+    }
+    case KV_SET:
+    case KV_HASH: {
+        dict *d = entry_obj(e);
+        total += sizeof *d + dict_buckets(d) * sizeof(void *);
+        count = dict_size(d);
+        dict_iter it;
+        dict_iter_init(&it, d);
+        for (dict_node *dn; (!samples || seen < (size_t)samples) && (dn = dict_iter_next(&it));
+             seen++) {
+            if (e->type == KV_SET)
+                part += sizeof(kv_smember) + dn->aux + 8;
+            else
+                part += sizeof(kv_hfield) + dn->aux + ((kv_hfield *)(void *)dn)->vcap + 8;
+        }
+        dict_iter_end(&it);
+        break;
+    }
+    case KV_ZSET: {
+        zset *z = entry_obj(e);
+        total += sizeof *z + dict_buckets(&z->dict) * sizeof(void *);
+        count = z->length;
+        for (zs_node *x = z->header->lv[0].forward; x && (!samples || seen < (size_t)samples);
+             x = x->lv[0].forward, seen++)
+            part += sizeof *x + x->level * sizeof x->lv[0] + x->dn.aux + 8;
+        break;
+    }
+    default:
+        break;
+    }
+    if (seen)
+        total += (size_t)((double)part / (double)seen * (double)count);
+    return total;
+}
+
+static const char *const memory_help[] = {
+    "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DOCTOR",
+    "    Return memory problems reports.",
+    "MALLOC-STATS",
+    "    Return internal statistics report from the memory allocator.",
+    "PURGE",
+    "    Attempt to purge dirty pages for reclamation by the allocator.",
+    "STATS",
+    "    Return information about the memory usage of the server.",
+    "USAGE <key> [SAMPLES <count>]",
+    "    Return memory in bytes used by <key> and its value. Nested values are",
+    "    sampled up to <count> times (default: 5, 0 means sample all).",
+    "HELP",
+    "    Prints this help.",
+};
+
+static void memory_stats(kv_client *c)
+{
+    size_t in, out;
+    size_t cbufs = client_buffers(&in, &out);
+    size_t used = used_memory(), rss = kv_rss_memory(), dataset = kv_used_memory();
+    size_t keys = 0;
+    int ndbs = 0;
+    for (int i = 0; i < srv.cfg.databases; i++) {
+        keys += db_size(&srv.dbs[i]);
+        ndbs += db_size(&srv.dbs[i]) > 0;
+    }
+    reply_map(c, 27 + ndbs);
+    static const char *const zero_fields[] = { "startup.allocated", "replication.backlog",
+                                               "clients.slaves", "cluster.links" };
+    reply_bulk_cstr(c, "peak.allocated");
+    reply_int(c, (long long)srv.introspect->peak_memory);
+    reply_bulk_cstr(c, "total.allocated");
+    reply_int(c, (long long)used);
+    for (size_t i = 0; i < 3; i++) {
+        reply_bulk_cstr(c, zero_fields[i]);
+        reply_int(c, 0);
+    }
+    reply_bulk_cstr(c, "clients.normal");
+    reply_int(c, (long long)cbufs);
+    reply_bulk_cstr(c, zero_fields[3]);
+    reply_int(c, 0);
+    reply_bulk_cstr(c, "aof.buffer");
+    reply_int(c, (long long)srv.aof_buf.len);
+    reply_bulk_cstr(c, "lua.caches");
+    reply_int(c, 0);
+    reply_bulk_cstr(c, "functions.caches");
+    reply_int(c, 0);
+    for (int i = 0; i < srv.cfg.databases; i++) {
+        kv_db *db = &srv.dbs[i];
+        if (!db_size(db))
+            continue;
+        char name[32];
+        snprintf(name, sizeof name, "db.%d", i);
+        reply_bulk_cstr(c, name);
+        reply_map(c, 3);
+        reply_bulk_cstr(c, "overhead.hashtable.main");
+        reply_int(c, (long long)(db_size(db) * sizeof(void *)));
+        reply_bulk_cstr(c, "overhead.hashtable.expires");
+        reply_int(c, (long long)(db->vol_cap * sizeof(void *)));
+        reply_bulk_cstr(c, "overhead.hashtable.slot-to-keys");
+        reply_int(c, 0);
+    }
+    reply_bulk_cstr(c, "overhead.total");
+    reply_int(c, (long long)cbufs);
+    reply_bulk_cstr(c, "keys.count");
+    reply_int(c, (long long)keys);
+    reply_bulk_cstr(c, "keys.bytes-per-key");
+    reply_int(c, keys ? (long long)(dataset / keys) : 0);
+    reply_bulk_cstr(c, "dataset.bytes");
+    reply_int(c, (long long)dataset);
+    reply_bulk_cstr(c, "dataset.percentage");
+    reply_double(c, used ? 100.0 * (double)dataset / (double)used : 0);
+    reply_bulk_cstr(c, "peak.percentage");
+    reply_double(c, srv.introspect->peak_memory
+                        ? 100.0 * (double)used / (double)srv.introspect->peak_memory
+                        : 0);
+    reply_bulk_cstr(c, "allocator.allocated");
+    reply_int(c, (long long)used);
+    reply_bulk_cstr(c, "allocator.active");
+    reply_int(c, (long long)used);
+    reply_bulk_cstr(c, "allocator.resident");
+    reply_int(c, (long long)rss);
+    reply_bulk_cstr(c, "allocator-fragmentation.ratio");
+    reply_double(c, 1.0);
+    reply_bulk_cstr(c, "allocator-fragmentation.bytes");
+    reply_int(c, 0);
+    reply_bulk_cstr(c, "allocator-rss.ratio");
+    reply_double(c, 1.0);
+    reply_bulk_cstr(c, "allocator-rss.bytes");
+    reply_int(c, 0);
+    reply_bulk_cstr(c, "rss-overhead.ratio");
+    reply_double(c, used ? (double)rss / (double)used : 0);
+    reply_bulk_cstr(c, "rss-overhead.bytes");
+    reply_int(c, (long long)rss - (long long)used);
+    reply_bulk_cstr(c, "fragmentation");
+    reply_double(c, used ? (double)rss / (double)used : 0);
+    reply_bulk_cstr(c, "fragmentation.bytes");
+    reply_int(c, (long long)rss - (long long)used);
+}
+
+void memory_command(kv_client *c)
+{
+    str sub = c->argv[1];
+    if (arg_is(sub, "usage")) {
+        if (!sub_arity(c, "memory", c->argc >= 3))
+            return;
+        long long samples = 5;
+        for (int i = 3; i < c->argc; i++) {
+            if (arg_is(c->argv[i], "samples") && i + 1 < c->argc) {
+                if (arg_ll(c, c->argv[++i], &samples) < 0)
+                    return;
+                if (samples < 0) {
+                    reply_error(c, ERR_SYNTAX);
+                    return;
+                }
+            } else {
+                reply_error(c, ERR_SYNTAX);
+                return;
+            }
+        }
+        kv_entry *e = db_find(c->db, c->argv[2]);
+        if (e && db_expire_if_needed(c->db, e))
+            e = NULL;
+        if (!e) {
+            reply_null(c);
+            return;
+        }
+        reply_int(c, (long long)value_bytes(e, samples));
+    } else if (arg_is(sub, "stats")) {
+        if (sub_arity(c, "memory", c->argc == 2))
+            memory_stats(c);
+    } else if (arg_is(sub, "doctor")) {
+        if (sub_arity(c, "memory", c->argc == 2)) {
+            static const char txt[] =
+                "Hi Sam, I can't find any memory issue in your instance. I can only account for "
+                "what occurs on this base.";
+            reply_verbatim(c, txt, sizeof txt - 1, "txt");
+        }
+    } else if (arg_is(sub, "malloc-stats")) {
+        if (sub_arity(c, "memory", c->argc == 2)) {
+            static const char txt[] = "Stats not supported for the current allocator";
+            reply_verbatim(c, txt, sizeof txt - 1, "txt");
+        }
+    } else if (arg_is(sub, "purge")) {
+        if (sub_arity(c, "memory", c->argc == 2))
+            reply_ok(c);
+    } else if (arg_is(sub, "help")) {
+        if (sub_arity(c, "memory", c->argc == 2))
+            reply_lines(c, memory_help, ARRAY_LEN(memory_help));
+    } else {
+        subcommand_unknown(c, "MEMORY");
     }
 }

@@ -447,6 +447,10 @@ double kv_instantaneous(int what);
  * LATENCY and the latency histograms. */
 void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks);
 void kv_introspect_init(void);
+/* An error reply was sent: counted by its code for INFO errorstats. */
+void kv_errorstat_add(const char *msg);
+/* CONFIG RESETSTAT: errorstats and the latency histograms. */
+void kv_introspect_resetstat(void);
 void kv_introspect_free(void);
 /* CONFIG SET/GET of the options introspect.c, notify.c and pubsub.c own
  * (notify-keyspace-events, slowlog-*, latency-monitor-threshold, the

@@ -775,6 +775,7 @@ void config_command(kv_client *c)
         srv.stat_hits = srv.stat_misses = srv.stat_net_in = srv.stat_net_out = 0;
         srv.stat_errors = srv.stat_rejected_conns = 0;
         memset(srv.cmd_stats, 0, kv_ncommands * sizeof *srv.cmd_stats);
+        kv_introspect_resetstat();
         reply_ok(c);
     } else if (arg_is(sub, "rewrite") && c->argc == 2) {
         reply_error(c, srv.config_file ? "ERR CONFIG REWRITE is not supported by brisk-kv"
