@@ -787,13 +787,81 @@ struct kv_introspect {
     } errs[ERRORSTATS_MAX];
     int nerrs;
     size_t peak_memory;
+    /* container commands (CONFIG, CLIENT, ...): their subcommands' calls and
+     * histograms, reported as "config|set" like Redis */
+    unsigned char *container; /* per command: has subcommands */
+    struct sub_stat {
+        char name[48];
+        uint64_t calls;
+        uint64_t hist[HIST_BUCKETS];
+    } *subs;
+    int nsubs;
 };
+
+#define SUBSTATS_MAX 256
+
+/* The subcommands of a cmdinfo entry: the reader is left at the count. */
+static long long cmdinfo_subs(const kv_cmdinfo *ci, rcur *r)
+{
+    long long n;
+    *r = (rcur){ ci->resp3, ci->resp3 + ci->len };
+    rcur_head(r, &n);
+    for (int i = 0; i < 9; i++)
+        rcur_skip(r);
+    rcur_head(r, &n);
+    return n;
+}
 
 void kv_introspect_init(void)
 {
-    srv.introspect = kv_calloc(sizeof *srv.introspect);
-    srv.introspect->hist = kv_calloc(kv_ncommands * sizeof *srv.introspect->hist);
+    struct kv_introspect *in = kv_calloc(sizeof *in);
+    in->hist = kv_calloc(kv_ncommands * sizeof *in->hist);
+    in->container = kv_calloc(kv_ncommands);
+    for (size_t i = 0; i < kv_ncommands; i++) {
+        const kv_cmdinfo *ci = kv_cmdinfo_find(kv_commands[i].name, strlen(kv_commands[i].name));
+        rcur r;
+        in->container[i] = ci && cmdinfo_subs(ci, &r) > 0;
+    }
+    srv.introspect = in;
     kv_notify_config_defaults(); /* when no option was given */
+}
+
+/* The stats of "cmd|sub" for c's call of a container command; NULL when
+ * argv[1] is not one of its subcommands. */
+static struct sub_stat *sub_stat_of(kv_client *c, const kv_cmd *cmd)
+{
+    struct kv_introspect *in = srv.introspect;
+    if (c->argc < 2)
+        return NULL;
+    char name[48];
+    int n = snprintf(name, sizeof name, "%s|%.*s", cmd->name, (int)MIN(c->argv[1].len, 40),
+                     c->argv[1].p);
+    for (int i = (int)strlen(cmd->name) + 1; i < n; i++)
+        name[i] = ascii_lower(name[i]);
+    for (int i = 0; i < in->nsubs; i++)
+        if (strcmp(in->subs[i].name, name) == 0)
+            return &in->subs[i];
+    if (in->nsubs == SUBSTATS_MAX)
+        return NULL;
+    rcur r;
+    const kv_cmdinfo *ci = kv_cmdinfo_find(cmd->name, strlen(cmd->name));
+    long long nsub = ci ? cmdinfo_subs(ci, &r) : 0;
+    for (long long i = 0; i < nsub; i++) {
+        rcur e = r;
+        long long k;
+        rcur_head(&r, &k);
+        str sn = rcur_string(&r);
+        r = e;
+        rcur_skip(&r);
+        if (sn.len != (size_t)n || memcmp(sn.p, name, sn.len) != 0)
+            continue;
+        if (!in->nsubs)
+            in->subs = kv_calloc(SUBSTATS_MAX * sizeof *in->subs);
+        struct sub_stat *st = &in->subs[in->nsubs++];
+        memcpy(st->name, name, (size_t)n + 1);
+        return st;
+    }
+    return NULL;
 }
 
 static slowlog_entry *slowlog_at(struct kv_introspect *in, size_t i)
@@ -818,6 +886,8 @@ void kv_introspect_free(void)
     kv_free(in->log);
     kv_free(in->events);
     kv_free(in->hist);
+    kv_free(in->container);
+    kv_free(in->subs);
     kv_free(in);
     srv.introspect = NULL;
 }
@@ -933,6 +1003,13 @@ void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
     while (b < HIST_BUCKETS - 1 && (1ull << b) < (unsigned long long)us)
         b++;
     srv.introspect->hist[cmd - kv_commands][b]++;
+    if (srv.introspect->container[cmd - kv_commands]) {
+        struct sub_stat *st = sub_stat_of(c, cmd);
+        if (st) {
+            st->calls++;
+            st->hist[b]++;
+        }
+    }
     if (cmd->proc == exec_command) /* its commands are logged one by one */
         return;
     if (srv.slowlog_slower_than >= 0 && us >= srv.slowlog_slower_than)
@@ -1063,25 +1140,57 @@ static int sample_at(const latency_event *ev, int k)
     return (ev->next - ev->count + k + 2 * LATENCY_SAMPLES) % LATENCY_SAMPLES;
 }
 
-static void reply_histogram(kv_client *c, size_t i)
+/* One line of LATENCY HISTOGRAM / latencystats: a command, or a container
+ * command's subcommand. */
+typedef struct {
+    const char *name;
+    uint64_t calls;
+    const uint64_t *hist;
+} lat_line;
+
+/* Calls lines of cmd i: itself, or its subcommands that were called. */
+static int lat_lines(size_t i, lat_line *out, int cap)
 {
-    const uint64_t *h = srv.introspect->hist[i];
-    reply_bulk_cstr(c, kv_commands[i].name);
+    struct kv_introspect *in = srv.introspect;
+    if (!in->container[i]) {
+        if (!srv.cmd_stats[i].calls || cap < 1)
+            return 0;
+        out[0] = (lat_line){ kv_commands[i].name, srv.cmd_stats[i].calls, in->hist[i] };
+        return 1;
+    }
+    int n = 0;
+    size_t nl = strlen(kv_commands[i].name);
+    for (int k = 0; k < in->nsubs && n < cap; k++)
+        if (in->subs[k].calls && strncmp(in->subs[k].name, kv_commands[i].name, nl) == 0 &&
+            in->subs[k].name[nl] == '|')
+            out[n++] = (lat_line){ in->subs[k].name, in->subs[k].calls, in->subs[k].hist };
+    return n;
+}
+
+static void reply_histogram(kv_client *c, const lat_line *l)
+{
+    /* fast commands are timed one call in 16: the histogram is scaled to
+     * all the calls */
+    uint64_t timed = 0;
+    for (int b = 0; b < HIST_BUCKETS; b++)
+        timed += l->hist[b];
+    reply_bulk_cstr(c, l->name);
     reply_map(c, 2);
     reply_bulk_cstr(c, "calls");
-    reply_int(c, (long long)srv.cmd_stats[i].calls);
+    reply_int(c, (long long)l->calls);
     reply_bulk_cstr(c, "histogram_usec");
     int n = 0;
     for (int b = 0; b < HIST_BUCKETS; b++)
-        n += h[b] != 0;
+        n += l->hist[b] != 0;
     reply_map(c, n);
     uint64_t sum = 0;
     for (int b = 0; b < HIST_BUCKETS; b++) {
-        if (!h[b])
+        if (!l->hist[b])
             continue;
-        sum += h[b];
+        sum += l->hist[b];
         reply_int(c, 1ll << b);
-        reply_int(c, (long long)sum);
+        reply_int(c, sum == timed ? (long long)l->calls
+                                  : (long long)((double)sum * (double)l->calls / (double)timed));
     }
 }
 
@@ -1089,21 +1198,34 @@ static void latency_histogram(kv_client *c)
 {
     size_t h = reply_defer(c);
     long long n = 0;
-    if (c->argc == 2) {
-        for (size_t i = 0; i < kv_ncommands; i++) {
-            if (!srv.cmd_stats[i].calls)
+    lat_line lines[64];
+    for (int a = c->argc == 2 ? 1 : 2; a < c->argc || (c->argc == 2 && a == 1); a++) {
+        size_t from = 0, to = kv_ncommands;
+        str want = STR_NULL;
+        if (c->argc > 2) {
+            /* "client" (all its subcommands) or "client|id" */
+            str arg = c->argv[a];
+            const char *bar = memchr(arg.p, '|', arg.len);
+            str base = { arg.p, bar ? (size_t)(bar - arg.p) : arg.len };
+            const kv_cmd *cmd = kv_cmd_lookup(base);
+            if (!cmd)
                 continue;
-            reply_histogram(c, i);
-            n++;
+            from = (size_t)(cmd - kv_commands);
+            to = from + 1;
+            if (bar)
+                want = arg;
         }
-    } else {
-        for (int a = 2; a < c->argc; a++) {
-            const kv_cmd *cmd = kv_cmd_lookup(c->argv[a]);
-            if (!cmd || !srv.cmd_stats[cmd - kv_commands].calls)
-                continue;
-            reply_histogram(c, (size_t)(cmd - kv_commands));
-            n++;
+        for (size_t i = from; i < to; i++) {
+            int k = lat_lines(i, lines, (int)ARRAY_LEN(lines));
+            for (int j = 0; j < k; j++) {
+                if (want.p && !str_ieq_lit(want, lines[j].name, strlen(lines[j].name)))
+                    continue;
+                reply_histogram(c, &lines[j]);
+                n++;
+            }
         }
+        if (c->argc == 2)
+            break;
     }
     reply_defer_map(c, h, n);
 }
@@ -1280,6 +1402,7 @@ void kv_introspect_resetstat(void)
     struct kv_introspect *in = srv.introspect;
     in->nerrs = 0;
     memset(in->hist, 0, kv_ncommands * sizeof *in->hist);
+    in->nsubs = 0;
 }
 
 /* ---- INFO ---- */
@@ -1558,16 +1681,20 @@ static double percentile(const uint64_t *h, uint64_t total, double pct)
 static void info_latencystats(buf *b)
 {
     addf(b, "# Latencystats\r\n");
+    lat_line lines[64];
     for (size_t i = 0; i < kv_ncommands; i++) {
-        const uint64_t *h = srv.introspect->hist[i];
-        uint64_t total = 0;
-        for (int k = 0; k < HIST_BUCKETS; k++)
-            total += h[k];
-        if (!total)
-            continue;
-        addf(b, "latency_percentiles_usec_%s:p50=%.3f,p99=%.3f,p99.9=%.3f\r\n",
-             kv_commands[i].name, percentile(h, total, 50), percentile(h, total, 99),
-             percentile(h, total, 99.9));
+        int n = lat_lines(i, lines, (int)ARRAY_LEN(lines));
+        for (int j = 0; j < n; j++) {
+            const uint64_t *h = lines[j].hist;
+            uint64_t total = 0;
+            for (int k = 0; k < HIST_BUCKETS; k++)
+                total += h[k];
+            if (!total)
+                continue;
+            addf(b, "latency_percentiles_usec_%s:p50=%.3f,p99=%.3f,p99.9=%.3f\r\n",
+                 lines[j].name, percentile(h, total, 50), percentile(h, total, 99),
+                 percentile(h, total, 99.9));
+        }
     }
 }
 
