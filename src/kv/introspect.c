@@ -855,9 +855,10 @@ static struct sub_stat *sub_stat_of(kv_client *c, const kv_cmd *cmd)
         rcur_skip(&r);
         if (sn.len != (size_t)n || memcmp(sn.p, name, sn.len) != 0)
             continue;
-        if (!in->nsubs)
-            in->subs = kv_calloc(SUBSTATS_MAX * sizeof *in->subs);
+        if (!in->subs) /* kept across CONFIG RESETSTAT */
+            in->subs = kv_malloc(SUBSTATS_MAX * sizeof *in->subs);
         struct sub_stat *st = &in->subs[in->nsubs++];
+        memset(st, 0, sizeof *st);
         memcpy(st->name, name, (size_t)n + 1);
         return st;
     }
