@@ -4,6 +4,7 @@
 #include "kv/pubsub.h"
 #include "kv/util.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -179,7 +180,8 @@ static int set_obuf(int argc, char **argv, char *err, size_t errlen)
         long long secs;
         if (parse_mem(argv[i + 1], &lim[cls].hard) < 0 ||
             parse_mem(argv[i + 2], &lim[cls].soft) < 0 ||
-            kv_parse_ll(argv[i + 3], strlen(argv[i + 3]), &secs) < 0 || secs < 0) {
+            kv_parse_ll(argv[i + 3], strlen(argv[i + 3]), &secs) < 0 || secs < 0 ||
+            secs > INT_MAX) { /* Redis's bound; secs * 1000 cannot overflow */
             snprintf(err, errlen, "Error in hard, soft or soft_seconds setting in buffer limit "
                                   "configuration.");
             return -1;

@@ -331,11 +331,13 @@ def test_output_buffer_limit_config_like_redis(kv, reference):
     assert b.config_get("client-output-buffer-limit") == \
         reference.config_get("client-output-buffer-limit")
     for c in (b, reference):
+        c.config_set("client-output-buffer-limit", "pubsub 1mb 1mb 2147483647")
         c.config_set("client-output-buffer-limit", "pubsub 1mb 1mb 0 replica 1gb 2k 10")
     assert b.config_get("client-output-buffer-limit") == \
         reference.config_get("client-output-buffer-limit")
     for bad in ["pubsub 1mb 1mb", "foo 1 1 1", "pubsub x 1 1", "pubsub 1 1 -1",
-                "normal 1 1 1 pubsub 1 1"]:
+                "normal 1 1 1 pubsub 1 1", "pubsub 1 1 2147483648",
+                "pubsub 1 1 9223372036854775808", "pubsub -1 1 1"]:
         errs = []
         for c in (b, reference):
             with pytest.raises(redis.ResponseError) as e:
