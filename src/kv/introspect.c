@@ -997,6 +997,12 @@ static void latency_add(const char *event, uint32_t ms)
         ev->count++;
 }
 
+void kv_latency_sample(const char *event, int64_t ms)
+{
+    if (srv.latency_threshold > 0 && ms >= srv.latency_threshold)
+        latency_add(event, (uint32_t)MIN(ms, (int64_t)UINT32_MAX));
+}
+
 void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
 {
     long long us = (long long)((double)ticks / kv_ticks_per_us());

@@ -685,7 +685,10 @@ static void cron_cb(loop *l, timer *t)
     int64_t budget_us = 25000 * (int64_t)srv.cfg.active_expire_effort / 10 * 10 / srv.cfg.hz;
     if (budget_us < 1000)
         budget_us = 1000;
+    int64_t expire_t0 = srv.latency_threshold ? kv_unix_us() : 0;
     db_active_expire(budget_us);
+    if (srv.latency_threshold) /* LATENCY's expire-cycle event */
+        kv_latency_sample("expire-cycle", (kv_unix_us() - expire_t0) / 1000);
     /* Incremental rehash of idle tables: at most ~1 ms. */
     int64_t start = kv_unix_us();
     for (int i = 0; i < srv.cfg.databases; i++) {

@@ -279,6 +279,19 @@ def test_latency_events_recorded(kv):
     assert c.execute_command("LATENCY", "LATEST") == []
 
 
+def test_latency_expire_cycle_event(kv):
+    c = kv.client(decode_responses=True)
+    c.config_set("latency-monitor-threshold", "1")
+    for i in range(0, 300000, 10000):
+        c.sadd("big", *range(i, i + 10000))
+    c.pexpire("big", 20)
+    deadline = time.time() + 5
+    while c.dbsize() and time.time() < deadline:
+        time.sleep(0.05)
+    assert c.dbsize() == 0
+    assert "expire-cycle" in [e[0] for e in c.execute_command("LATENCY", "LATEST")]
+
+
 # ---- INFO ----
 
 SKIP_PREFIX = ("cmdstat_", "errorstat_", "latency_percentiles_", "db")
