@@ -119,7 +119,8 @@ static void reply_command_info_row(kv_client *c, const kv_cmd *cmd)
     reply_empty_array(c); /* subcommands */
 }
 
-static void reply_command_docs(kv_client *c, const kv_cmd *cmd)
+/* COMMAND DOCS of a command Redis does not have: from the table row. */
+static void reply_command_docs_row(kv_client *c, const kv_cmd *cmd)
 {
     reply_bulk_cstr(c, cmd->name);
     reply_map(c, 4);
@@ -231,6 +232,31 @@ static void rcur_to_resp2(rcur *r, buf *out)
     buf_append(out, start, (size_t)(r->p - start));
 }
 
+/* Sends RESP3 bytes from the cmdinfo table in the client's protocol. */
+static void reply_resp3(kv_client *c, const char *p, size_t len)
+{
+    if (c->resp >= 3) {
+        reply_raw(c, p, len);
+        return;
+    }
+    buf b = { 0 };
+    rcur r = { p, p + len };
+    rcur_to_resp2(&r, &b);
+    reply_raw(c, b.data, b.len);
+    buf_free(&b);
+}
+
+static void reply_command_docs(kv_client *c, const kv_cmd *cmd)
+{
+    const kv_cmdinfo *ci = kv_cmdinfo_find(cmd->name, strlen(cmd->name));
+    if (!ci) {
+        reply_command_docs_row(c, cmd);
+        return;
+    }
+    reply_bulk_cstr(c, cmd->name);
+    reply_resp3(c, ci->docs, ci->docs_len);
+}
+
 static void reply_command_info(kv_client *c, const kv_cmd *cmd)
 {
     const kv_cmdinfo *ci = kv_cmdinfo_find(cmd->name, strlen(cmd->name));
@@ -238,15 +264,7 @@ static void reply_command_info(kv_client *c, const kv_cmd *cmd)
         reply_command_info_row(c, cmd);
         return;
     }
-    if (c->resp >= 3) {
-        reply_raw(c, ci->resp3, ci->len);
-        return;
-    }
-    buf b = { 0 };
-    rcur r = { ci->resp3, ci->resp3 + ci->len };
-    rcur_to_resp2(&r, &b);
-    reply_raw(c, b.data, b.len);
-    buf_free(&b);
+    reply_resp3(c, ci->resp3, ci->len);
 }
 
 /* ---- keys of a command line, from its key specs ---- */

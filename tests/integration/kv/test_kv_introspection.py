@@ -85,6 +85,25 @@ def info_entry(reply: bytes):
     return entries
 
 
+def sorted_pairs(v):
+    """Sorts the key/value pairs of a parsed map (or RESP2 flat array)."""
+    kind, items = v
+    pairs = [(items[i], items[i + 1]) for i in range(0, len(items), 2)]
+    return kind, sorted(pairs, key=repr)
+
+
+def docs_entry(reply: bytes):
+    """COMMAND DOCS of one command, its subcommands' order aside (a hash
+    table's order in Redis)."""
+    kind, items = parse(reply)
+    doc_kind, doc = items[1]
+    doc = list(doc)
+    for i in range(0, len(doc), 2):
+        if doc[i] == b"subcommands":
+            doc[i + 1] = sorted_pairs(doc[i + 1])
+    return kind, items[0], doc_kind, doc
+
+
 def ref_port(reference) -> int:
     return reference.connection_pool.connection_kwargs["port"]
 
@@ -115,6 +134,9 @@ def test_command_info_equals_redis(kv, reference, proto):
         assert info_entry(a.cmd("COMMAND", "INFO", name)) == \
             info_entry(b.cmd("COMMAND", "INFO", name)), name
     assert a.cmd("COMMAND", "INFO", "nosuch", "get") == b.cmd("COMMAND", "INFO", "nosuch", "get")
+    for name in names:
+        assert docs_entry(a.cmd("COMMAND", "DOCS", name)) == \
+            docs_entry(b.cmd("COMMAND", "DOCS", name)), name
     a.close()
     b.close()
 
