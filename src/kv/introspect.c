@@ -810,10 +810,13 @@ struct kv_introspect {
     unsigned char *container; /* per command: has subcommands */
     struct sub_stat {
         char name[48];
-        uint64_t calls;
+        uint64_t calls, ticks, failed;
         uint64_t hist[HIST_BUCKETS];
     } *subs;
     int nsubs;
+    /* per container command: its failed_calls when a call of it last ended,
+     * so that the failures of the next call go to that call's subcommand */
+    uint64_t *failed_mark;
 };
 
 #define SUBSTATS_MAX 256
@@ -835,6 +838,7 @@ void kv_introspect_init(void)
     struct kv_introspect *in = kv_calloc(sizeof *in);
     in->hist = kv_calloc(kv_ncommands * sizeof *in->hist);
     in->container = kv_calloc(kv_ncommands);
+    in->failed_mark = kv_calloc(kv_ncommands * sizeof *in->failed_mark);
     for (size_t i = 0; i < kv_ncommands; i++) {
         const kv_cmdinfo *ci = kv_cmdinfo_find(kv_commands[i].name, strlen(kv_commands[i].name));
         rcur r;
@@ -906,6 +910,7 @@ void kv_introspect_free(void)
     kv_free(in->events);
     kv_free(in->hist);
     kv_free(in->container);
+    kv_free(in->failed_mark);
     kv_free(in->subs);
     kv_free(in);
     srv.introspect = NULL;
@@ -1028,12 +1033,17 @@ void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
     while (b < HIST_BUCKETS - 1 && (1ull << b) < (unsigned long long)us)
         b++;
     srv.introspect->hist[cmd - kv_commands][b]++;
-    if (srv.introspect->container[cmd - kv_commands]) {
+    size_t idx = (size_t)(cmd - kv_commands);
+    if (srv.introspect->container[idx]) {
         struct sub_stat *st = sub_stat_of(c, cmd);
+        uint64_t failed = srv.cmd_stats[idx].failed;
         if (st) {
             st->calls++;
+            st->ticks += ticks;
+            st->failed += failed - srv.introspect->failed_mark[idx];
             st->hist[b]++;
         }
+        srv.introspect->failed_mark[idx] = failed;
     }
     if (cmd->proc == exec_command) /* its commands are logged one by one */
         return;
@@ -1428,6 +1438,7 @@ void kv_introspect_resetstat(void)
     in->nerrs = 0;
     memset(in->hist, 0, kv_ncommands * sizeof *in->hist);
     in->nsubs = 0;
+    memset(in->failed_mark, 0, kv_ncommands * sizeof *in->failed_mark);
 }
 
 /* ---- INFO ---- */
@@ -1665,9 +1676,26 @@ static double cmd_usec(const kv_cmd_stats *st)
 
 static void info_commandstats(buf *b)
 {
+    struct kv_introspect *in = srv.introspect;
     addf(b, "# Commandstats\r\n");
     for (size_t i = 0; i < kv_ncommands; i++) {
         kv_cmd_stats *st = &srv.cmd_stats[i];
+        if (in->container[i]) {
+            /* Redis reports container commands by subcommand only */
+            size_t nl = strlen(kv_commands[i].name);
+            for (int k = 0; k < in->nsubs; k++) {
+                struct sub_stat *ss = &in->subs[k];
+                if (!ss->calls || strncmp(ss->name, kv_commands[i].name, nl) != 0 ||
+                    ss->name[nl] != '|')
+                    continue;
+                double usec = (double)ss->ticks / kv_ticks_per_us();
+                addf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=0,"
+                        "failed_calls=%llu\r\n",
+                     ss->name, (unsigned long long)ss->calls, (unsigned long long)usec,
+                     usec / (double)ss->calls, (unsigned long long)ss->failed);
+            }
+            continue;
+        }
         if (!st->calls && !st->rejected && !st->failed)
             continue;
         double usec = cmd_usec(st);
