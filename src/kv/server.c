@@ -561,10 +561,9 @@ void kv_call(kv_client *c)
     }
     if (UNLIKELY((cmd->arity > 0 && c->argc != cmd->arity) ||
                  (cmd->arity < 0 && c->argc < -cmd->arity))) {
-        c->cmd = cmd;
+        /* rejected, not failed: c->cmd stays NULL for reply_error */
         srv.cmd_stats[cmd - kv_commands].rejected++;
         reply_arity_error(c, cmd->name);
-        c->cmd = NULL;
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;

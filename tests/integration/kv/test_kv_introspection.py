@@ -380,6 +380,25 @@ def test_errorstats_and_resetstat(kv):
     assert c.info("errorstats") == {}
 
 
+def test_commandstats_like_redis(kv, reference):
+    """Rejected (arity) is not failed; container commands by subcommand."""
+    got = []
+    for c in (kv.client(decode_responses=True), reference):
+        c.config_resetstat()
+        with pytest.raises(redis.ResponseError):
+            c.execute_command("SET", "k")
+        c.execute_command("CONFIG", "GET", "maxmemory")
+        with pytest.raises(redis.ResponseError):
+            c.execute_command("CONFIG", "SET", "maxmemory", "x")
+        c.execute_command("CLIENT", "ID")
+        st = c.info("commandstats")
+        got.append({k: (v["calls"], v["rejected_calls"], v["failed_calls"])
+                    for k, v in st.items() if k != "cmdstat_info"})
+    assert got[0] == got[1]
+    assert got[0]["cmdstat_set"] == (0, 1, 0)
+    assert got[0]["cmdstat_config|set"] == (1, 0, 1)
+
+
 # ---- MEMORY ----
 
 def test_memory_commands(kv, reference):
