@@ -1029,9 +1029,10 @@ void kv_latency_sample(const char *event, int64_t ms)
 void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
 {
     long long us = (long long)((double)ticks / kv_ticks_per_us());
-    unsigned b = 0;
-    while (b < HIST_BUCKETS - 1 && (1ull << b) < (unsigned long long)us)
-        b++;
+    /* bucket b holds durations in (2^(b-1), 2^b] us */
+    unsigned b = us <= 1 ? 0 : (unsigned)(64 - __builtin_clzll((unsigned long long)us - 1));
+    if (b >= HIST_BUCKETS)
+        b = HIST_BUCKETS - 1;
     srv.introspect->hist[cmd - kv_commands][b]++;
     size_t idx = (size_t)(cmd - kv_commands);
     if (srv.introspect->container[idx]) {
