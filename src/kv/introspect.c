@@ -1020,6 +1020,12 @@ static void latency_add(const char *event, uint32_t ms)
         ev->count++;
 }
 
+void kv_slowlog_log(kv_client *c, long long us)
+{
+    if (srv.slowlog_slower_than >= 0 && us >= srv.slowlog_slower_than)
+        slowlog_add(c, us);
+}
+
 void kv_latency_sample(const char *event, int64_t ms)
 {
     if (srv.latency_threshold > 0 && ms >= srv.latency_threshold)

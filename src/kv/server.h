@@ -447,6 +447,9 @@ double kv_instantaneous(int what);
  * LATENCY and the latency histograms. */
 void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks);
 void kv_introspect_init(void);
+/* SLOWLOG for a command run outside call_proc (a blocked command served
+ * later): logs c->argv (c->cmd set) when us reaches the threshold. */
+void kv_slowlog_log(kv_client *c, long long us);
 /* A latency sample of event (LATENCY LATEST/HISTORY), kept when ms reaches
  * latency-monitor-threshold (callers skip the clock reads when it is 0). */
 void kv_latency_sample(const char *event, int64_t ms);
