@@ -158,6 +158,8 @@ typedef struct {
     const char *p, *end;
 } rcur;
 
+static long long cmdinfo_subs(const kv_cmdinfo *ci, rcur *r);
+
 /* Reads an element's header line: its type and the number on it (length,
  * count, integer). */
 static char rcur_head(rcur *r, long long *n)
@@ -505,17 +507,20 @@ static int keys_info_for(const str *argv, int argc, cmd_keys_info *ki)
 
 static const char empty_set[] = "~0\r\n";
 
-/* Specs with variable_flags: Redis works the flags out of the arguments
- * (SET with GET reads the key; without, only writes it); the others drop
- * the marker. Returns 1 when it replied. */
+/* Specs with variable_flags or incomplete: Redis works the flags out of
+ * the arguments (SET with GET reads the key; without, only writes it); the
+ * others drop the markers, as Redis's getkeys procedures report the key's
+ * access alone. Returns 1 when it replied. */
 static int reply_flags_computed(kv_client *c, const str *argv, int argc, rcur f)
 {
     long long n;
     rcur p = f;
     rcur_head(&p, &n);
     int variable = 0;
-    for (long long i = 0; i < n; i++)
-        variable |= STR_IEQ(rcur_string(&p), "variable_flags");
+    for (long long i = 0; i < n; i++) {
+        str s = rcur_string(&p);
+        variable |= STR_IEQ(s, "variable_flags") || STR_IEQ(s, "incomplete");
+    }
     if (!variable)
         return 0;
     const char *flags[4];
@@ -531,18 +536,18 @@ static int reply_flags_computed(kv_client *c, const str *argv, int argc, rcur f)
     } else {
         p = f;
         rcur_head(&p, &n);
-        for (long long i = 0; i < n && nf < 4; i++) {
+        for (long long i = 0; i < n; i++) {
             str s = rcur_string(&p);
-            if (!STR_IEQ(s, "variable_flags"))
-                flags[nf++] = s.p; /* followed by \r\n in the table: see below */
+            if (!STR_IEQ(s, "variable_flags") && !STR_IEQ(s, "incomplete"))
+                nf++;
         }
-        /* table strings are not NUL terminated: reply them by length */
+        /* table strings are not NUL terminated: copied out for reply_simple */
         p = f;
         rcur_head(&p, &n);
         reply_set(c, nf);
         for (long long i = 0; i < n; i++) {
             str s = rcur_string(&p);
-            if (!STR_IEQ(s, "variable_flags")) {
+            if (!STR_IEQ(s, "variable_flags") && !STR_IEQ(s, "incomplete")) {
                 char tmp[64];
                 size_t l = MIN(s.len, sizeof tmp - 1);
                 memcpy(tmp, s.p, l);
@@ -621,6 +626,49 @@ out:
 }
 
 /* COMMAND LIST [FILTERBY MODULE name | ACLCAT cat | PATTERN pattern] */
+/* Whether the ACL categories set at r (RESP3, "+@name" items) holds cat. */
+static int acl_set_has(rcur r, str cat)
+{
+    long long n;
+    rcur_head(&r, &n);
+    while (n--) {
+        str s = rcur_string(&r);
+        if (s.len == cat.len + 1 && s.p[0] == '@' && str_ieq_lit(cat, s.p + 1, cat.len))
+            return 1;
+    }
+    return 0;
+}
+
+/* One COMMAND LIST candidate: a command or subcommand name and, when Redis
+ * has it, its COMMAND INFO entry at e. Returns 1 when the filter keeps it. */
+static int list_keeps(int mode, str arg, const char *name, size_t len, const rcur *e,
+                      const kv_cmd *row)
+{
+    if (mode == 3)
+        return kv_glob_match(arg.p, arg.len, name, len, 1);
+    if (mode != 2)
+        return 1;
+    if (e) {
+        rcur r = *e;
+        long long n;
+        rcur_head(&r, &n);
+        for (int i = 0; i < 6; i++) /* name arity flags first last step */
+            rcur_skip(&r);
+        return acl_set_has(r, arg);
+    }
+    /* a command Redis does not have: the "@name" words of its row */
+    for (const char *p = row->acl ? row->acl : ""; (p = strchr(p, '@'));) {
+        p++;
+        size_t l = strcspn(p, " ");
+        if (l == arg.len && str_ieq_lit(arg, p, l))
+            return 1;
+        p += l;
+    }
+    return 0;
+}
+
+/* COMMAND LIST [FILTERBY MODULE name | ACLCAT cat | PATTERN pattern]:
+ * commands and, like Redis 7.0, their subcommands ("config|get"). */
 static void command_list(kv_client *c)
 {
     int mode = 0; /* 0 all, 1 module, 2 aclcat, 3 pattern */
@@ -642,25 +690,88 @@ static void command_list(kv_client *c)
     long long n = 0;
     for (size_t i = 0; mode != 1 && i < kv_ncommands; i++) {
         const kv_cmd *cmd = &kv_commands[i];
-        if (mode == 2) {
-            /* categories are "@name" words of cmd->acl */
-            int found = 0;
-            for (const char *p = cmd->acl ? cmd->acl : ""; (p = strchr(p, '@'));) {
-                p++;
-                size_t l = strcspn(p, " ");
-                found |= l == arg.len && str_ieq_lit(arg, p, l);
-                p += l;
-            }
-            if (!found)
-                continue;
-        } else if (mode == 3 &&
-                   !kv_glob_match(arg.p, arg.len, cmd->name, strlen(cmd->name), 1)) {
-            continue;
+        const kv_cmdinfo *ci = kv_cmdinfo_find(cmd->name, strlen(cmd->name));
+        rcur top = ci ? (rcur){ ci->resp3, ci->resp3 + ci->len } : (rcur){ NULL, NULL };
+        if (list_keeps(mode, arg, cmd->name, strlen(cmd->name), ci ? &top : NULL, cmd)) {
+            reply_bulk_cstr(c, cmd->name);
+            n++;
         }
-        reply_bulk_cstr(c, cmd->name);
-        n++;
+        rcur r;
+        long long nsub = ci ? cmdinfo_subs(ci, &r) : 0;
+        for (long long k = 0; k < nsub; k++) {
+            rcur e = r, q = r;
+            long long m;
+            rcur_head(&q, &m);
+            str name = rcur_string(&q);
+            if (list_keeps(mode, arg, name.p, name.len, &e, cmd)) {
+                reply_bulk_str(c, name);
+                n++;
+            }
+            rcur_skip(&r);
+        }
     }
     reply_defer_array(c, h, n);
+}
+
+/* COMMAND INFO / DOCS of "container|sub": its entry in the parent's
+ * subcommands (INFO) or in the parent's docs' "subcommands" map (DOCS).
+ * Returns 0 when there is none. */
+static int find_subcommand(str full, int docs, rcur *out)
+{
+    const char *bar = memchr(full.p, '|', full.len);
+    if (!bar)
+        return 0;
+    str base = { full.p, (size_t)(bar - full.p) };
+    const kv_cmd *cmd = kv_cmd_lookup(base);
+    const kv_cmdinfo *ci = cmd ? kv_cmdinfo_find(cmd->name, strlen(cmd->name)) : NULL;
+    if (!ci)
+        return 0;
+    rcur r;
+    long long n;
+    if (!docs) {
+        n = cmdinfo_subs(ci, &r);
+        while (n--) {
+            rcur e = r, q = r;
+            long long m;
+            rcur_head(&q, &m);
+            str name = rcur_string(&q);
+            if (name.len == full.len && str_ieq_lit(full, name.p, name.len)) {
+                *out = e;
+                return 1;
+            }
+            rcur_skip(&r);
+        }
+        return 0;
+    }
+    r = (rcur){ ci->docs, ci->docs + ci->docs_len };
+    rcur_head(&r, &n);
+    while (n--) {
+        str k = rcur_string(&r);
+        if (!STR_IEQ(k, "subcommands")) {
+            rcur_skip(&r);
+            continue;
+        }
+        long long m;
+        rcur_head(&r, &m);
+        while (m--) {
+            str name = rcur_string(&r);
+            if (name.len == full.len && str_ieq_lit(full, name.p, name.len)) {
+                *out = r;
+                return 1;
+            }
+            rcur_skip(&r);
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* Replies the element at r (from the cmdinfo table) in the client's protocol. */
+static void reply_elem(kv_client *c, rcur r)
+{
+    const char *start = r.p;
+    rcur_skip(&r);
+    reply_resp3(c, start, (size_t)(r.p - start));
 }
 
 static const char *const command_help[] = {
@@ -721,8 +832,11 @@ void command_command(kv_client *c)
         reply_array(c, c->argc - 2);
         for (int i = 2; i < c->argc; i++) {
             const kv_cmd *cmd = kv_cmd_lookup(c->argv[i]);
+            rcur e;
             if (cmd)
                 reply_command_info(c, cmd);
+            else if (find_subcommand(c->argv[i], 0, &e))
+                reply_elem(c, e);
             else
                 reply_null(c);
         }
@@ -737,8 +851,17 @@ void command_command(kv_client *c)
         long long n = 0;
         for (int i = 2; i < c->argc; i++) {
             const kv_cmd *cmd = kv_cmd_lookup(c->argv[i]);
+            rcur e;
             if (cmd) {
                 reply_command_docs(c, cmd);
+                n++;
+            } else if (find_subcommand(c->argv[i], 1, &e)) {
+                char name[64];
+                size_t l = MIN(c->argv[i].len, sizeof name - 1);
+                for (size_t k = 0; k < l; k++)
+                    name[k] = ascii_lower(c->argv[i].p[k]);
+                reply_bulk(c, name, l);
+                reply_elem(c, e);
                 n++;
             }
         }

@@ -175,14 +175,40 @@ def test_getkeys_equals_redis(kv, reference, proto):
     b.close()
 
 
+def test_command_list_info_docs_of_subcommands_equal_redis(kv, reference):
+    mine, theirs = command_list(kv.port), command_list(ref_port(reference))
+    top = [n for n in mine if "|" not in n]
+    # every subcommand Redis lists for the containers brisk-kv has
+    want = {n for n in theirs if "|" in n and n.split("|")[0] in top}
+    assert want and want <= set(mine)
+    for pat in ("config*", "config|*re*", "cl*help", "non_exists*", "set"):
+        got = set(command_list(kv.port, "FILTERBY", "PATTERN", pat))
+        ref = {n for n in command_list(ref_port(reference), "FILTERBY", "PATTERN", pat)
+               if n.split("|")[0] in top}
+        assert got == ref, pat
+    for cat in ("hash", "pubsub", "admin", "no_such_category"):
+        got = set(command_list(kv.port, "FILTERBY", "ACLCAT", cat))
+        ref = {n for n in command_list(ref_port(reference), "FILTERBY", "ACLCAT", cat)
+               if n.split("|")[0] in top}
+        assert got == ref, cat
+    a, b = Raw(kv.port), Raw(ref_port(reference))
+    for name in ("config|get", "CONFIG|SET", "client|list", "get|key", "config|get|key",
+                 "nosuch|x"):
+        assert a.cmd("COMMAND", "INFO", name) == b.cmd("COMMAND", "INFO", name), name
+        assert a.cmd("COMMAND", "DOCS", name) == b.cmd("COMMAND", "DOCS", name), name
+    a.close()
+    b.close()
+
+
 def test_command_count_and_list_filters(kv):
     c = kv.client(decode_responses=True)
-    names = command_list(kv.port)
+    names = [n for n in command_list(kv.port) if "|" not in n]  # COUNT: no subcommands
     r = Raw(kv.port)
     assert r.cmd("COMMAND", "COUNT") == b":%d\r\n" % len(names)
     r.close()
     assert len(names) == len(set(names))
     assert set(command_list(kv.port, "FILTERBY", "PATTERN", "z*add")) == {"zadd"}
+    assert "config|get" in command_list(kv.port, "FILTERBY", "PATTERN", "config*")
     hashes = command_list(kv.port, "FILTERBY", "ACLCAT", "hash")
     assert "hset" in hashes and "get" not in hashes
     assert command_list(kv.port, "FILTERBY", "MODULE", "x") == []
