@@ -1162,7 +1162,9 @@ void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
     unsigned b = us <= 1 ? 0 : (unsigned)(64 - __builtin_clzll((unsigned long long)us - 1));
     if (b >= HIST_BUCKETS)
         b = HIST_BUCKETS - 1;
-    srv.introspect->hist[cmd - kv_commands][b]++;
+    int track = srv.latency_tracking;
+    if (track)
+        srv.introspect->hist[cmd - kv_commands][b]++;
     size_t idx = (size_t)(cmd - kv_commands);
     if (srv.introspect->container[idx]) {
         struct sub_stat *st = sub_stat_of(c, cmd);
@@ -1171,7 +1173,7 @@ void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
             st->calls++;
             st->ticks += ticks;
             st->failed += failed - srv.introspect->failed_mark[idx];
-            st->hist[b]++;
+            st->hist[b] += (uint64_t)track;
         }
         srv.introspect->failed_mark[idx] = failed;
     }
@@ -1314,11 +1316,20 @@ typedef struct {
 } lat_line;
 
 /* Calls lines of cmd i: itself, or its subcommands that were called. */
+static int hist_empty(const uint64_t *h)
+{
+    for (int b = 0; b < HIST_BUCKETS; b++)
+        if (h[b])
+            return 0;
+    return 1;
+}
+
+/* Those with histogram data only (none while latency-tracking is off). */
 static int lat_lines(size_t i, lat_line *out, int cap)
 {
     struct kv_introspect *in = srv.introspect;
     if (!in->container[i]) {
-        if (!srv.cmd_stats[i].calls || cap < 1)
+        if (hist_empty(in->hist[i]) || cap < 1)
             return 0;
         out[0] = (lat_line){ kv_commands[i].name, srv.cmd_stats[i].calls, in->hist[i] };
         return 1;
@@ -1326,7 +1337,8 @@ static int lat_lines(size_t i, lat_line *out, int cap)
     int n = 0;
     size_t nl = strlen(kv_commands[i].name);
     for (int k = 0; k < in->nsubs && n < cap; k++)
-        if (in->subs[k].calls && strncmp(in->subs[k].name, kv_commands[i].name, nl) == 0 &&
+        if (!hist_empty(in->subs[k].hist) &&
+            strncmp(in->subs[k].name, kv_commands[i].name, nl) == 0 &&
             in->subs[k].name[nl] == '|')
             out[n++] = (lat_line){ in->subs[k].name, in->subs[k].calls, in->subs[k].hist };
     return n;
@@ -1874,9 +1886,11 @@ static void info_latencystats(buf *b)
                 total += h[k];
             if (!total)
                 continue;
-            addf(b, "latency_percentiles_usec_%s:p50=%.3f,p99=%.3f,p99.9=%.3f\r\n",
-                 lines[j].name, percentile(h, total, 50), percentile(h, total, 99),
-                 percentile(h, total, 99.9));
+            addf(b, "latency_percentiles_usec_%s:", lines[j].name);
+            for (int k = 0; k < srv.nlatency_pcts; k++)
+                addf(b, "%sp%g=%.3f", k ? "," : "", srv.latency_pcts[k],
+                     percentile(h, total, srv.latency_pcts[k]));
+            addf(b, "\r\n");
         }
     }
 }

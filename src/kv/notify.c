@@ -112,6 +112,11 @@ void kv_notify_config_defaults(void)
     srv.slowlog_slower_than = 10000;
     srv.slowlog_max_len = 128;
     srv.latency_threshold = 0;
+    srv.latency_tracking = 1;
+    srv.latency_pcts[0] = 50;
+    srv.latency_pcts[1] = 99;
+    srv.latency_pcts[2] = 99.9;
+    srv.nlatency_pcts = 3;
     srv.obuf_replica = (struct kv_obuf_limit){ 256ull << 20, 64ull << 20, 60 };
     srv.obuf_pubsub = (struct kv_obuf_limit){ 32ull << 20, 8ull << 20, 60 };
 }
@@ -212,12 +217,54 @@ static int set_ll(const char *v, long long min, long long *out, char *err, size_
     return 0;
 }
 
+/* latency-tracking-info-percentiles: doubles in [0, 100], from one
+ * space-separated value (CONFIG SET) or several (a config file line). */
+static int set_percentiles(int argc, char **argv, char *err, size_t errlen)
+{
+    double v[ARRAY_LEN(srv.latency_pcts)];
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        for (const char *p = argv[i]; *p;) {
+            while (*p == ' ')
+                p++;
+            if (!*p)
+                break;
+            size_t len = strcspn(p, " ");
+            double d;
+            if (n == (int)ARRAY_LEN(v) || kv_parse_double(p, len, &d) < 0) {
+                snprintf(err, errlen, "Invalid latency-tracking-info-percentiles parameters");
+                return -1;
+            }
+            if (d < 0 || d > 100) {
+                snprintf(err, errlen, "latency-tracking-info-percentiles parameters should sit "
+                                      "between [0.0,100.0]");
+                return -1;
+            }
+            v[n++] = d;
+            p += len;
+        }
+    }
+    memcpy(srv.latency_pcts, v, (size_t)n * sizeof *v);
+    srv.nlatency_pcts = n;
+    return 0;
+}
+
 int kv_notify_config_set(const char *name, int argc, char **argv, char *err, size_t errlen)
 {
     kv_notify_config_defaults();
     int rc;
     if (strcasecmp(name, "client-output-buffer-limit") == 0)
         return set_obuf(argc, argv, err, errlen);
+    if (strcasecmp(name, "latency-tracking-info-percentiles") == 0)
+        return set_percentiles(argc, argv, err, errlen);
+    if (strcasecmp(name, "latency-tracking") == 0) {
+        if (argc != 1 || (strcasecmp(argv[0], "yes") && strcasecmp(argv[0], "no"))) {
+            snprintf(err, errlen, "argument must be 'yes' or 'no'");
+            return -1;
+        }
+        srv.latency_tracking = strcasecmp(argv[0], "yes") == 0;
+        return 0;
+    }
     if (strcasecmp(name, "notify-keyspace-events") != 0 &&
         strcasecmp(name, "slowlog-log-slower-than") != 0 &&
         strcasecmp(name, "slowlog-max-len") != 0 &&
@@ -253,7 +300,8 @@ void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, co
     char v[256];
     static const char *names[] = { "notify-keyspace-events", "slowlog-log-slower-than",
                                    "slowlog-max-len", "latency-monitor-threshold",
-                                   "client-output-buffer-limit" };
+                                   "client-output-buffer-limit", "latency-tracking",
+                                   "latency-tracking-info-percentiles" };
     for (size_t i = 0; i < ARRAY_LEN(names); i++) {
         if (!kv_glob_match(pattern.p, pattern.len, names[i], strlen(names[i]), 1))
             continue;
@@ -262,7 +310,16 @@ void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, co
         case 1: snprintf(v, sizeof v, "%lld", srv.slowlog_slower_than); break;
         case 2: snprintf(v, sizeof v, "%lld", srv.slowlog_max_len); break;
         case 3: snprintf(v, sizeof v, "%lld", srv.latency_threshold); break;
-        default:
+        case 5: snprintf(v, sizeof v, "%s", srv.latency_tracking ? "yes" : "no"); break;
+        case 6: {
+            size_t k = 0;
+            v[0] = '\0';
+            for (int j = 0; j < srv.nlatency_pcts && k < sizeof v; j++)
+                k += (size_t)snprintf(v + k, sizeof v - k, "%s%g", j ? " " : "",
+                                      srv.latency_pcts[j]);
+            break;
+        }
+        case 4:
             snprintf(v, sizeof v, "normal %llu %llu %llu slave %llu %llu %llu pubsub %llu %llu %llu",
                      (unsigned long long)srv.cfg.obuf_hard, (unsigned long long)srv.cfg.obuf_soft,
                      (unsigned long long)srv.cfg.obuf_soft_secs,
@@ -272,6 +329,7 @@ void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, co
                      (unsigned long long)srv.obuf_pubsub.hard,
                      (unsigned long long)srv.obuf_pubsub.soft,
                      (unsigned long long)srv.obuf_pubsub.secs);
+            break;
         }
         fn(ud, names[i], v);
     }

@@ -393,6 +393,9 @@ typedef struct kv_server {
     long long slowlog_slower_than; /* us; < 0 off */
     long long slowlog_max_len;
     long long latency_threshold;   /* ms; 0 off */
+    int latency_tracking;          /* latency-tracking: per-command histograms */
+    double latency_pcts[16];       /* latency-tracking-info-percentiles */
+    int nlatency_pcts;
     /* every call timed (slowlog or latency thresholds a CMD_FAST call
      * can cross); otherwise fast commands are timed one call in 16 */
     int time_every_call;

@@ -388,6 +388,31 @@ def test_info_sections_like_redis(kv, reference):
     assert headers == ref
 
 
+def test_latency_tracking_config_like_redis(kv, reference):
+    a, b = Raw(kv.port), Raw(ref_port(reference))
+    for cmd in (["CONFIG", "GET", "latency-tracking"],
+                ["CONFIG", "GET", "latency-tracking-info-percentiles"],
+                ["CONFIG", "SET", "latency-tracking-info-percentiles", "0.0 50.0 100.0"],
+                ["CONFIG", "GET", "latency-tracking-info-percentiles"],
+                ["CONFIG", "SET", "latency-tracking-info-percentiles", "10 a"],
+                ["CONFIG", "SET", "latency-tracking-info-percentiles", "101"],
+                ["CONFIG", "SET", "latency-tracking-info-percentiles", "-1"],
+                ["CONFIG", "SET", "latency-tracking-info-percentiles", "99.99 12.5"],
+                ["CONFIG", "GET", "latency-tracking-info-percentiles"],
+                ["CONFIG", "SET", "latency-tracking", "maybe"],
+                ["CONFIG", "SET", "latency-tracking", "no"],
+                ["CONFIG", "RESETSTAT"], ["SET", "a", "b"], ["INFO", "latencystats"],
+                ["LATENCY", "HISTOGRAM", "set"], ["CONFIG", "SET", "latency-tracking", "yes"]):
+        assert a.cmd(*cmd) == b.cmd(*cmd), cmd
+    a.cmd("SET", "a", "b")
+    line = [l for l in a.cmd("INFO", "latencystats").decode().split("\r\n")
+            if l.startswith("latency_percentiles_usec_set:")]
+    assert len(line) == 1 and line[0].count("=") == 2
+    assert "p99.99=" in line[0] and "p12.5=" in line[0]
+    a.close()
+    b.close()
+
+
 def test_errorstats_and_resetstat(kv):
     c = kv.client(decode_responses=True)
     c.config_resetstat()
