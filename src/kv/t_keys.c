@@ -413,7 +413,7 @@ void copy_command(kv_client *c)
         reply_error(c, "ERR source and destination objects are the same");
         return;
     }
-    kv_entry *e = db_lookup_write(c->db, src);
+    kv_entry *e = db_lookup_read(c->db, src); /* as Redis: stats, keymiss */
     if (!e) {
         reply_int(c, 0);
         return;

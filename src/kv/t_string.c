@@ -182,7 +182,7 @@ void getset_command(kv_client *c)
 
 void getdel_command(kv_client *c)
 {
-    kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 1);
+    kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 0); /* Redis reads it */
     if (e == KV_WRONGTYPE)
         return;
     if (!e) {
@@ -217,7 +217,7 @@ void getex_command(kv_client *c)
             return;
         }
     }
-    kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 1);
+    kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 0); /* Redis reads it */
     if (e == KV_WRONGTYPE)
         return;
     if (!e) {

@@ -779,7 +779,7 @@ static void zstore_generic(kv_client *c, int inter)
         }
     }
     for (long long i = 0; i < numkeys; i++) {
-        kv_entry *e = db_lookup_write(c->db, c->argv[3 + i]);
+        kv_entry *e = db_lookup_read(c->db, c->argv[3 + i]); /* as Redis: stats, keymiss */
         if (!e)
             continue;
         if (e->type == KV_ZSET)

@@ -171,6 +171,28 @@ def test_class_masks_equal_redis(kv, reference, flags):
     assert streams[0] == streams[1]
 
 
+MISSING_KEYS_SCRIPT = [
+    ["COPY", "nosuch", "d"], ["RENAME", "nosuch", "d"], ["MOVE", "nosuch", "3"],
+    ["ZUNIONSTORE", "d", "2", "nosuch", "nosuch2"], ["ZINTERSTORE", "d", "1", "nosuch"],
+    ["ZRANGESTORE", "d", "nosuch", "0", "-1"], ["SUNIONSTORE", "d", "nosuch"],
+    ["SDIFFSTORE", "d", "nosuch", "x"], ["SMOVE", "nosuch", "d", "m"],
+    ["RPOPLPUSH", "nosuch", "d"], ["LMOVE", "nosuch", "d", "LEFT", "LEFT"],
+    ["GETDEL", "nosuch"], ["GETEX", "nosuch", "PERSIST"], ["GETSET", "nosuch", "v"],
+    ["APPEND", "nosuch", "v"], ["INCR", "nosuch2"], ["EXPIRE", "nosuch3", "10"],
+    ["TTL", "nosuch3"], ["TYPE", "nosuch3"], ["EXISTS", "nosuch3"], ["OBJECT", "ENCODING", "x"],
+    ["HGETALL", "nosuch3"], ["LLEN", "nosuch3"], ["SMEMBERS", "nosuch3"], ["ZCARD", "nosuch3"],
+    ["SINTERCARD", "1", "nosuch3"], ["ZSCORE", "nosuch3", "m"], ["HSETNX", "nh", "f", "v"],
+    ["SPOP", "nosuch3"], ["LPOP", "nosuch3"], ["ZPOPMIN", "nosuch3"], ["DEL", "nosuch3"],
+    ["PERSIST", "nosuch3"], ["SETRANGE", "nosuch3", "0", ""], ["STRLEN", "nosuch3"],
+]
+
+
+def test_keymiss_events_equal_redis(kv, reference):
+    streams, replies = run_both(kv, reference, "KEm", MISSING_KEYS_SCRIPT)
+    assert replies[0] == replies[1]
+    assert streams[0] == streams[1]
+
+
 def test_select_db_in_channel_names(kv, reference):
     b = kv.client()
     for c in (b, reference):
