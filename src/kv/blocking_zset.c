@@ -4,6 +4,7 @@
 #include "kv/aof.h"
 #include "kv/blocking.h"
 #include "kv/db.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -40,8 +41,11 @@ static void zpop_reply(kv_client *c, kv_db *db, str key, zset *z, int max, long 
     else
         kv_propagate_as(c, argc, argv);
     kv_touch_key(db, key);
-    if (z->length == 0)
+    kv_notify(db, NOTIFY_ZSET, max ? "zpopmax" : "zpopmin", key);
+    if (z->length == 0) {
         db_delete(db, key);
+        kv_notify(db, NOTIFY_GENERIC, "del", key);
+    }
     kv_dirty(n);
 }
 

@@ -446,6 +446,16 @@ const kv_cmd kv_commands[] = {
       "Finds the longest common substring.", "7.0.0", NULL, "@read @string @slow" },
     /* -- end misc -- */
     /* -- commands: notify -- */
+    { "ssubscribe", -2, CMD_PUBSUB | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, ssubscribe_command, 1, -1, 1, "pubsub",
+      "Listens for messages published to shard channels.", "7.0.0", NULL, "@pubsub @slow" },
+    { "sunsubscribe", -1, CMD_PUBSUB | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, sunsubscribe_command, 1, -1, 1, "pubsub",
+      "Stops listening to messages posted to shard channels.", "7.0.0", NULL, "@pubsub @slow" },
+    { "spublish", 3, CMD_PUBSUB | CMD_LOADING | CMD_STALE | CMD_FAST, spublish_command, 1, 1, 1, "pubsub",
+      "Post a message to a shard channel", "7.0.0", NULL, "@pubsub @fast" },
+    { "slowlog", -2, 0, slowlog_command, 0, 0, 0, "server",
+      "A container for slow log commands.", "2.2.12", NULL, "@slow" },
+    { "latency", -2, 0, latency_command, 0, 0, 0, "server",
+      "A container for latency diagnostics commands.", "2.8.13", NULL, "@slow" },
     /* -- end notify -- */
     /* -- commands: stream -- */
     /* -- end stream -- */

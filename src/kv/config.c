@@ -15,7 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-enum opt_kind { O_INT, O_SIZE, O_BOOL, O_STR, O_POLICY, O_FSYNC, O_LOGLEVEL, O_BIND, O_OBUF, O_NOOP };
+enum opt_kind { O_INT, O_SIZE, O_BOOL, O_STR, O_POLICY, O_FSYNC, O_LOGLEVEL, O_BIND, O_NOOP };
 
 typedef struct {
     const char *name;
@@ -42,7 +42,6 @@ static const opt opts[] = {
     { "databases", O_INT, OFF(databases), 1, 1024, 1 },
     { "proto-max-bulk-len", O_SIZE, OFF(proto_max_bulk_len), 1024 * 1024, 512ll * 1024 * 1024, 0 },
     { "hll-sparse-max-bytes", O_SIZE, OFF(hll_sparse_max_bytes), 0, LLONG_MAX, 0 },
-    { "client-output-buffer-limit", O_OBUF, 0, 0, 0, 0 },
     { "hz", O_INT, OFF(hz), 1, 500, 0 },
     { "auto-aof-rewrite-percentage", O_INT, OFF(auto_aof_rewrite_pct), 0, INT_MAX, 0 },
     { "auto-aof-rewrite-min-size", O_SIZE, OFF(auto_aof_rewrite_min), 0, LLONG_MAX, 0 },
@@ -81,8 +80,6 @@ static struct {
     { "sanitize-dump-payload", "no" }, /* RESTORE always checks the structure */
     { "dbfilename", "dump.rdb" },           { "stop-writes-on-bgsave-error", "yes" },
     { "lua-time-limit", "5000" },           { "busy-reply-threshold", "5000" },
-    { "slowlog-log-slower-than", "10000" }, { "slowlog-max-len", "128" },
-    { "latency-monitor-threshold", "0" },   { "notify-keyspace-events", "" },
     { "io-threads", "1" },                  { "io-threads-do-reads", "no" },
     { "always-show-logo", "no" },           { "set-proc-title", "yes" },
     { "no-appendfsync-on-rewrite", "no" },  { "aof-rewrite-incremental-fsync", "yes" },
@@ -224,6 +221,11 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     int acl_rc = kv_acl_config_set(name, argc, argv, at_runtime, err, errlen);
     if (acl_rc != 1)
         return acl_rc;
+    /* notify-keyspace-events, slowlog-*, latency-monitor-threshold and
+     * client-output-buffer-limit live in srv with the code that uses them */
+    int ext = kv_notify_config_set(name, argc, argv, err, errlen);
+    if (ext != 1)
+        return ext;
     const opt *o = NULL;
     for (size_t i = 0; i < ARRAY_LEN(opts); i++)
         if (strcasecmp(name, opts[i].name) == 0)
@@ -256,30 +258,6 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         for (int i = 0; i < argc; i++)
             cfg->bind[i] = xstrdup(argv[i]);
         cfg->nbind = argc;
-        return 0;
-    }
-    if (o->kind == O_OBUF) {
-        if (argc % 4 != 0 || argc == 0) {
-            snprintf(err, errlen, "wrong number of arguments");
-            return -1;
-        }
-        for (int i = 0; i < argc; i += 4) {
-            uint64_t hard, soft, secs;
-            if (parse_memory(argv[i + 1], &hard) < 0 || parse_memory(argv[i + 2], &soft) < 0 ||
-                num_parse_u64(argv[i + 3], strlen(argv[i + 3]), INT_MAX, &secs) < 0) {
-                snprintf(err, errlen, "Invalid client output buffer limit");
-                return -1;
-            }
-            if (strcasecmp(argv[i], "normal") == 0) {
-                cfg->obuf_hard = hard;
-                cfg->obuf_soft = soft;
-                cfg->obuf_soft_secs = secs;
-            } else if (strcasecmp(argv[i], "replica") && strcasecmp(argv[i], "slave") &&
-                       strcasecmp(argv[i], "pubsub")) {
-                snprintf(err, errlen, "Invalid client class specified in buffer limit configuration.");
-                return -1;
-            }
-        }
         return 0;
     }
     if (argc != 1) {
@@ -511,11 +489,6 @@ static void fmt_value(const kv_config *cfg, const opt *o, char *out, size_t n)
             k += (size_t)snprintf(out + k, n - k, "%s%s", i ? " " : "", cfg->bind[i]);
         break;
     }
-    case O_OBUF:
-        snprintf(out, n, "normal %llu %llu %llu slave 268435456 67108864 60 pubsub 33554432 8388608 60",
-                 (unsigned long long)cfg->obuf_hard, (unsigned long long)cfg->obuf_soft,
-                 (unsigned long long)cfg->obuf_soft_secs);
-        break;
     default:
         out[0] = '\0';
     }
@@ -525,6 +498,7 @@ void kv_config_get(const kv_config *cfg, str pattern,
                    void (*fn)(void *ud, const char *name, const char *value), void *ud)
 {
     char val[PATH_MAX + 64];
+    kv_notify_config_get(pattern, fn, ud);
     for (size_t i = 0; i < ARRAY_LEN(opts); i++) {
         const char *name = opts[i].name;
         if (!kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))

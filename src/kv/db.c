@@ -3,6 +3,7 @@
 #include "kv/aof.h"
 #include "kv/blocking.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/slab.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -264,6 +265,7 @@ int db_expire_if_needed(kv_db *db, kv_entry *e)
     kv_propagate_del(db, key);
     kv_touch_key(db, key);
     srv.stat_expired++;
+    kv_notify(db, NOTIFY_EXPIRED, "expired", key);
     db_delete_entry(db, e);
     return 1;
 }
@@ -282,6 +284,7 @@ static kv_entry *lookup_read(kv_db *db, str key, int touch)
         srv.stat_hits++;
     } else {
         srv.stat_misses++;
+        kv_notify(db, NOTIFY_KEY_MISS, "keymiss", key);
     }
     return e;
 }
@@ -312,6 +315,7 @@ static kv_entry *add_string(kv_db *db, str key, uint64_t hash, const char *val, 
     kv_entry *e = entry_new(key, KV_STRING, vlen, expire > 0);
     entry_put_str(e, val, vlen);
     keytab_add(&db->keys, e, hash);
+    kv_notify(db, NOTIFY_NEW, "new", key);
     if (expire > 0) {
         entry_put_expire(e, expire);
         vol_add(db, e);
@@ -361,7 +365,26 @@ kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj)
     entry_set_obj(e, obj);
     blocking_signal(db, key); /* served after the command */
     keytab_add(&db->keys, e, key_hash(key));
+    kv_notify(db, NOTIFY_NEW, "new", key);
     return e;
+}
+
+kv_entry *db_replace_obj(kv_db *db, str key, kv_entry *old, int type, void *obj)
+{
+    if (!old)
+        return db_add_obj(db, key, type, obj);
+    if (old->type == KV_STRING) {
+        /* the value area changes shape: a new entry takes the old one's place */
+        kv_entry *e = entry_move(db, old, layout_size(key.len, type, 0, 0), 0, 0);
+        e->type = (uint32_t)type;
+        entry_set_obj(e, obj);
+        return e;
+    }
+    obj_free(old->type, entry_obj(old));
+    old->type = (uint32_t)type;
+    entry_set_obj(old, obj);
+    db_persist(db, old);
+    return old;
 }
 
 kv_entry *db_string_resize(kv_db *db, kv_entry *e, size_t newlen)
@@ -398,6 +421,7 @@ kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, str key)
         entry_put_expire(n, exp);
         vol_add(dst, n);
     }
+    kv_notify(dst, NOTIFY_NEW, "new", key);
     return n;
 }
 
@@ -419,6 +443,7 @@ kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, str key)
         entry_put_expire(n, exp);
         vol_add(dst, n);
     }
+    kv_notify(dst, NOTIFY_NEW, "new", key);
     return n;
 }
 
@@ -538,6 +563,7 @@ int kv_evict_if_needed(void)
         str key = entry_key_str(e);
         kv_propagate_del(db, key);
         kv_touch_key(db, key);
+        kv_notify(db, NOTIFY_EVICTED, "evicted", key);
         db_delete_entry(db, e);
         srv.stat_evicted++;
         if (++guard > 100000)

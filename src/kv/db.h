@@ -36,6 +36,9 @@ kv_entry *db_store_string(kv_db *db, str key, kv_entry *e, const char *val, size
 kv_entry *db_set_string(kv_db *db, str key, const char *val, size_t vlen, int64_t expire);
 /* Adds a new key (must be absent) holding a type object; returns it. */
 kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj);
+/* Redis's setKey for type objects: key (old is its entry, NULL when
+ * absent) now holds obj, without a TTL; only a new key is a "new" event. */
+kv_entry *db_replace_obj(kv_db *db, str key, kv_entry *old, int type, void *obj);
 /* Sets the length of a string to newlen, keeping the content up to the old
  * length (bytes past it are not initialised); returns the entry, which may
  * have moved. */

@@ -24,6 +24,7 @@
  * estimation algorithms for HyperLogLog sketches", 2017) over the histogram
  * of register values, computed in the same order of floating-point
  * operations as Redis so both servers answer the same number. */
+#include "kv/notify.h"
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/reply.h"
@@ -509,6 +510,7 @@ void pfadd_command(kv_client *c)
     }
     if (updated) {
         hll_invalidate(&h);
+        kv_notify(c->db, NOTIFY_STRING, "pfadd", c->argv[1]);
         kv_dirty(updated);
     }
     reply_int(c, updated ? 1 : 0);
@@ -598,6 +600,7 @@ void pfmerge_command(kv_client *c)
             hll_sparse_set(&h, i, regs[i]);
     }
     hll_invalidate(&h);
+    kv_notify(c->db, NOTIFY_STRING, "pfadd", c->argv[1]);
     kv_dirty(1);
     reply_ok(c);
 }

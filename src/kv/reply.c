@@ -53,6 +53,7 @@ void reply_error(kv_client *c, const char *msg)
     w[n + 2] = '\n';
     c->wbuf.len += n + 3;
     srv.stat_errors++;
+    kv_errorstat_add(msg);
     if (c->cmd && srv.cmd_stats)
         srv.cmd_stats[c->cmd - kv_commands].failed++;
 }

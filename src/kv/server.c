@@ -264,16 +264,22 @@ void kv_flush_clients(void)
 static void check_output_limits(kv_client *c)
 {
     size_t pending = c->wbuf.len - c->wpos;
-    if (srv.cfg.obuf_hard && pending > srv.cfg.obuf_hard) {
+    uint64_t hard = srv.cfg.obuf_hard, soft = srv.cfg.obuf_soft, secs = srv.cfg.obuf_soft_secs;
+    if (UNLIKELY(c->subs) && pubsub_total(c)) { /* the pubsub class */
+        hard = srv.obuf_pubsub.hard;
+        soft = srv.obuf_pubsub.soft;
+        secs = srv.obuf_pubsub.secs;
+    }
+    if (hard && pending > hard) {
         log_warn("client id=%llu addr=%s closed: output buffer %zu bytes over the hard limit",
                  (unsigned long long)c->id, c->addr, pending);
         c->flags |= CLIENT_CLOSE_ASAP;
         return;
     }
-    if (srv.cfg.obuf_soft && pending > srv.cfg.obuf_soft) {
+    if (soft && pending > soft) {
         if (!c->obuf_soft_since)
             c->obuf_soft_since = srv.now_ms;
-        else if ((uint64_t)(srv.now_ms - c->obuf_soft_since) > srv.cfg.obuf_soft_secs * 1000) {
+        else if ((uint64_t)(srv.now_ms - c->obuf_soft_since) > secs * 1000) {
             log_warn("client id=%llu addr=%s closed: output buffer over the soft limit",
                      (unsigned long long)c->id, c->addr);
             c->flags |= CLIENT_CLOSE_ASAP;
@@ -509,11 +515,13 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
     int executing = srv.cl_executing;
     srv.cl_executing = 1;
-    if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0) {
+    if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0 || srv.time_every_call) {
         uint64_t t0 = kv_ticks();
         cmd->proc(c);
-        st->ticks += kv_ticks() - t0;
+        uint64_t dt = kv_ticks() - t0;
+        st->ticks += dt;
         st->timed++;
+        kv_introspect_after_call(c, cmd, dt);
     } else {
         cmd->proc(c);
     }
@@ -599,10 +607,9 @@ void kv_call(kv_client *c)
     }
     if (UNLIKELY((cmd->arity > 0 && c->argc != cmd->arity) ||
                  (cmd->arity < 0 && c->argc < -cmd->arity))) {
-        c->cmd = cmd;
+        /* rejected, not failed: c->cmd stays NULL for reply_error */
         srv.cmd_stats[cmd - kv_commands].rejected++;
         reply_arity_error(c, cmd->name);
-        c->cmd = NULL;
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
@@ -746,8 +753,12 @@ static void cron_cb(loop *l, timer *t)
         budget_us = 1000;
     kv_client_cron();
     tracking_cron();
-    if (!srv.pause_type) /* a pause freezes the dataset: no active expiry */
+    if (!srv.pause_type) { /* a pause freezes the dataset: no active expiry */
+        int64_t expire_t0 = srv.latency_threshold ? kv_unix_us() : 0;
         db_active_expire(budget_us);
+        if (srv.latency_threshold) /* LATENCY's expire-cycle event */
+            kv_latency_sample("expire-cycle", (kv_unix_us() - expire_t0) / 1000);
+    }
     /* Incremental rehash of idle tables: at most ~1 ms. */
     int64_t start = kv_unix_us();
     for (int i = 0; i < srv.cfg.databases; i++) {
@@ -837,6 +848,7 @@ static void teardown(void)
     kv_free(srv.dbs);
     pubsub_free();
     kv_acl_free();
+    kv_introspect_free();
     kv_free(srv.cmd_stats);
     kv_free(srv.aof_path);
     kv_free(srv.child_tmpfile);
@@ -979,6 +991,7 @@ int kv_server_main(int argc, char **argv)
         db_init(&srv.dbs[i], i);
     pubsub_init();
     tracking_init();
+    kv_introspect_init();
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);

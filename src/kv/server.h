@@ -465,6 +465,23 @@ typedef struct kv_server {
                            * itself (kv_touch_key): no touch of all its keys */
     /* -- end misc -- */
     /* -- server fields: notify -- */
+    int notify_flags;     /* notify-keyspace-events, NOTIFY_* of notify.h */
+    dict shard_channels;  /* SSUBSCRIBE: name -> kv_chan (pubsub.h) */
+    /* client-output-buffer-limit of the replica and pubsub classes (the
+     * normal class is cfg.obuf_*) */
+    struct kv_obuf_limit {
+        uint64_t hard, soft, secs;
+    } obuf_replica, obuf_pubsub;
+    long long slowlog_slower_than; /* us; < 0 off */
+    long long slowlog_max_len;
+    long long latency_threshold;   /* ms; 0 off */
+    int latency_tracking;          /* latency-tracking: per-command histograms */
+    double latency_pcts[16];       /* latency-tracking-info-percentiles */
+    int nlatency_pcts;
+    /* every call timed (slowlog or latency thresholds a CMD_FAST call
+     * can cross); otherwise fast commands are timed one call in 16 */
+    int time_every_call;
+    struct kv_introspect *introspect; /* slowlog, latency (introspect.c) */
     /* -- end notify -- */
 /* -- declarations: stream -- */
 /* -- end stream -- */
@@ -631,6 +648,30 @@ typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- declarations: misc -- */
 /* -- end misc -- */
 /* -- declarations: notify -- */
+/* introspect.c: after a timed call (ticks of kv_ticks), for SLOWLOG,
+ * LATENCY and the latency histograms. */
+void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks);
+void kv_introspect_init(void);
+/* SLOWLOG for a command run outside call_proc (a blocked command served
+ * later): logs c->argv (c->cmd set) when us reaches the threshold. */
+void kv_slowlog_log(kv_client *c, long long us);
+/* A latency sample of event (LATENCY LATEST/HISTORY), kept when ms reaches
+ * latency-monitor-threshold (callers skip the clock reads when it is 0). */
+void kv_latency_sample(const char *event, int64_t ms);
+/* An error reply was sent: counted by its code for INFO errorstats. */
+void kv_errorstat_add(const char *msg);
+/* CONFIG RESETSTAT: errorstats and the latency histograms. */
+void kv_introspect_resetstat(void);
+void kv_introspect_free(void);
+/* CONFIG SET/GET of the options introspect.c, notify.c and pubsub.c own
+ * (notify-keyspace-events, slowlog-*, latency-monitor-threshold, the
+ * replica and pubsub classes of client-output-buffer-limit). set returns
+ * 0, -1 with err filled, or 1 when name is not one of them. */
+int kv_notify_config_set(const char *name, int argc, char **argv, char *err, size_t errlen);
+void kv_notify_config_defaults(void); /* once, before the first set */
+/* Calls fn for each of them matching the glob pattern. */
+void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+                          void *ud);
 /* -- end notify -- */
 /* -- declarations: stream -- */
 /* -- end stream -- */

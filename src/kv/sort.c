@@ -3,6 +3,7 @@
  * Redis 7.0's replies, orderings and errors. Also the key positions of the
  * commands whose keys depend on their options (COMMAND GETKEYS). */
 /* qsort_r, newlocale and strcoll_l come with _GNU_SOURCE (set by the build). */
+#include "kv/notify.h"
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/reply.h"
@@ -528,11 +529,13 @@ static void sort_generic(kv_client *c, int readonly)
                 db_delete_entry(c->db, old);
             db_add_obj(c->db, store, KV_LIST, out);
             kv_touch_key(c->db, store);
+            kv_notify(c->db, NOTIFY_LIST, "sortstore", store);
             kv_dirty(outlen);
         } else {
             list_free(out);
             if (db_delete(c->db, store)) {
                 kv_touch_key(c->db, store);
+                kv_notify(c->db, NOTIFY_GENERIC, "del", store);
                 kv_dirty(1);
             }
         }

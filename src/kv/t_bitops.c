@@ -2,6 +2,7 @@
  * BITOP and BITFIELD(_RO). Bits are numbered from the most significant bit
  * of byte 0, as Redis does; a string grows with zero bytes when a write
  * reaches past its end, up to proto-max-bulk-len. */
+#include "kv/notify.h"
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/reply.h"
@@ -91,8 +92,10 @@ void setbit_command(kv_client *c)
     else
         *p &= (unsigned char)~mask;
     /* Redis counts a change only when the bit or the length changed. */
-    if (grown || old != on)
+    if (grown || old != on) {
+        kv_notify(c->db, NOTIFY_STRING, "setbit", c->argv[1]);
         kv_dirty(1);
+    }
     reply_int(c, old);
 }
 
@@ -360,8 +363,10 @@ void bitop_command(kv_client *c)
                 memset(res + src[i].len, 0, maxlen - src[i].len);
         }
         db_set_string(c->db, c->argv[2], (const char *)res, maxlen, 0);
+        kv_notify(c->db, NOTIFY_STRING, "set", c->argv[2]);
         kv_dirty(1);
     } else if (db_delete(c->db, c->argv[2])) {
+        kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[2]);
         kv_dirty(1);
     }
     reply_int(c, (long long)maxlen);
@@ -595,6 +600,8 @@ static void bitfield_generic(kv_client *c, int readonly_cmd)
         if (grown || nv != old)
             changes++;
     }
+    if (changes)
+        kv_notify(c->db, NOTIFY_STRING, "setbit", c->argv[1]);
     kv_dirty(changes);
 done:
     if (ops != stack_ops)

@@ -2,6 +2,7 @@
  * servers as DUMP payloads (rdb.h), with Redis 7.0's options and errors;
  * SAVE, BGSAVE, save points and the start-up load of dump.rdb. */
 #include "core/log.h"
+#include "kv/notify.h"
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
@@ -134,6 +135,7 @@ void restore_command(kv_client *c)
         if (deleted) {
             str del[2] = { STR("DEL"), key };
             kv_touch_key(c->db, key);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", key);
             kv_dirty(1);
             kv_propagate_as(c, 2, del);
         }
@@ -160,6 +162,7 @@ void restore_command(kv_client *c)
     if (idle >= 0)
         e->lru = lru_for_idle(idle) & 0xfffffff;
     kv_touch_key(c->db, key);
+    kv_notify(c->db, NOTIFY_GENERIC, "restore", key);
     kv_dirty(1);
     reply_ok(c);
 }
@@ -521,6 +524,7 @@ try_again:
             /* Acknowledged: the local key goes (by name: a key may repeat). */
             if (db_delete(c->db, keys[j])) {
                 kv_touch_key(c->db, keys[j]);
+                kv_notify(c->db, NOTIFY_GENERIC, "del", keys[j]);
                 kv_dirty(1);
             }
             keys[ndel++] = keys[j];

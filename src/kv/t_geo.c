@@ -1,6 +1,7 @@
 /* GEO commands: a geo set is a sorted set whose scores are 52-bit geohashes
  * (geohash.h), so it reads and writes the same as Redis's and every sorted
  * set command works on it. */
+#include "kv/notify.h"
 #include "kv/db.h"
 #include "kv/geohash.h"
 #include "kv/mem.h"
@@ -189,6 +190,7 @@ void geoadd_command(kv_client *c)
     if (z->length == 0)
         db_delete(c->db, c->argv[1]);
     if (added + changed) {
+        kv_notify(c->db, NOTIFY_ZSET, "zadd", c->argv[1]);
         kv_dirty(added + changed);
         /* Replicas and the AOF get the ZADD this stands for. */
         int pargc = first + 2 * n;
@@ -373,11 +375,12 @@ static int cmp_dist(const void *a, const void *b, void *ud)
 }
 
 static void store_points(kv_client *c, str dst, geo_points *pts, size_t n, int storedist,
-                         double conv)
+                         double conv, const char *event)
 {
     if (n == 0) {
         if (db_delete(c->db, dst)) {
             kv_touch_key(c->db, dst);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", dst);
             kv_dirty(1);
         }
         reply_int(c, 0);
@@ -400,6 +403,7 @@ static void store_points(kv_client *c, str dst, geo_points *pts, size_t n, int s
         db_delete_entry(c->db, old);
     db_add_obj(c->db, dst, KV_ZSET, out);
     kv_touch_key(c->db, dst);
+    kv_notify(c->db, NOTIFY_ZSET, event, dst);
     kv_dirty((long long)n);
     reply_int(c, (long long)n);
 }
@@ -527,6 +531,7 @@ static void georadius_generic(kv_client *c, int src_idx, int flags)
         if (has_store) {
             if (db_delete(c->db, storekey)) {
                 kv_touch_key(c->db, storekey);
+                kv_notify(c->db, NOTIFY_GENERIC, "del", storekey);
                 kv_dirty(1);
             }
             reply_int(c, 0);
@@ -558,7 +563,8 @@ static void georadius_generic(kv_client *c, int src_idx, int flags)
         kv_pqsort(pts.p, pts.len, sizeof *pts.p, cmp_dist, ud, 0, n - 1);
 
     if (has_store) {
-        store_points(c, storekey, &pts, n, storedist, shape.conversion);
+        store_points(c, storekey, &pts, n, storedist, shape.conversion,
+                     (flags & GR_SEARCHSTORE) ? "geosearchstore" : "georadiusstore");
     } else if (n == 0) {
         reply_empty_array(c);
     } else {

@@ -1,6 +1,7 @@
 /* Hashes: a dict of fields, each field and its value in one allocation. */
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -106,8 +107,10 @@ static dict *get_hash(kv_client *c, str key, int create, int write, int *err)
 
 static void delete_if_empty(kv_client *c, str key, dict *h)
 {
-    if (dict_size(h) == 0)
+    if (dict_size(h) == 0) {
         db_delete(c->db, key);
+        kv_notify(c->db, NOTIFY_GENERIC, "del", key);
+    }
 }
 
 void hset_command(kv_client *c)
@@ -123,6 +126,7 @@ void hset_command(kv_client *c)
     long long created = 0;
     for (int i = 2; i < c->argc; i += 2)
         created += hash_set(h, c->argv[i], c->argv[i + 1]);
+    kv_notify(c->db, NOTIFY_HASH, "hset", c->argv[1]);
     kv_dirty(1);
     if (c->cmd->proc == hmset_command)
         reply_ok(c);
@@ -146,6 +150,7 @@ void hsetnx_command(kv_client *c)
         return;
     }
     hash_set(h, c->argv[2], c->argv[3]);
+    kv_notify(c->db, NOTIFY_HASH, "hset", c->argv[1]);
     kv_dirty(1);
     reply_int(c, 1);
 }
@@ -190,6 +195,7 @@ void hdel_command(kv_client *c)
         for (int i = 2; i < c->argc; i++)
             n += hash_del(h, c->argv[i]);
         if (n) {
+            kv_notify(c->db, NOTIFY_HASH, "hdel", c->argv[1]);
             delete_if_empty(c, c->argv[1], h);
             kv_dirty(n);
         }
@@ -250,6 +256,7 @@ void hincrby_command(kv_client *c)
     v += by;
     char b[KV_LL_STR_MAX];
     hash_set(h, c->argv[2], (str){ b, kv_fmt_ll(b, v) });
+    kv_notify(c->db, NOTIFY_HASH, "hincrby", c->argv[1]);
     kv_dirty(1);
     reply_int(c, v);
 }
@@ -285,6 +292,7 @@ void hincrbyfloat_command(kv_client *c)
     char b[KV_LDBL_STR_MAX];
     size_t n = kv_fmt_ldouble(b, sizeof b, v);
     hash_set(h, c->argv[2], (str){ b, n });
+    kv_notify(c->db, NOTIFY_HASH, "hincrbyfloat", c->argv[1]);
     kv_dirty(1);
     str prop[4] = { STR("HSET"), c->argv[1], c->argv[2], { b, n } };
     kv_propagate_as(c, 4, prop);

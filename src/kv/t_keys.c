@@ -2,6 +2,7 @@
  * RENAME* RANDOMKEY COPY OBJECT TOUCH, and the shared argument helpers. */
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/rdb.h"
 #include "kv/reply.h"
 #include "kv/types.h"
@@ -55,6 +56,7 @@ void del_command(kv_client *c)
         kv_entry *e = db_lookup_write(c->db, c->argv[i]);
         if (e) {
             db_delete_entry(c->db, e);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[i]);
             n++;
         }
     }
@@ -146,6 +148,7 @@ static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
         db_delete_entry(c->db, e);
         kv_dirty(1);
         kv_propagate_as(c, 2, del);
+        kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
         reply_int(c, 1);
         return;
     }
@@ -154,6 +157,7 @@ static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
     char ms[KV_LL_STR_MAX];
     str prop[3] = { STR("PEXPIREAT"), c->argv[1], { ms, kv_fmt_ll(ms, when) } };
     kv_propagate_as(c, 3, prop);
+    kv_notify(c->db, NOTIFY_GENERIC, "expire", c->argv[1]);
     reply_int(c, 1);
 }
 
@@ -197,6 +201,7 @@ void persist_command(kv_client *c)
         return;
     }
     db_persist(c->db, e);
+    kv_notify(c->db, NOTIFY_GENERIC, "persist", c->argv[1]);
     kv_dirty(1);
     reply_int(c, 1);
 }
@@ -370,6 +375,8 @@ static void rename_generic(kv_client *c, int nx)
         db_delete_entry(c->db, d);
     }
     db_rename_entry(c->db, e, c->db, dst);
+    kv_notify(c->db, NOTIFY_GENERIC, "rename_from", src);
+    kv_notify(c->db, NOTIFY_GENERIC, "rename_to", dst);
     kv_dirty(1);
     if (nx)
         reply_int(c, 1);
@@ -415,7 +422,7 @@ void copy_command(kv_client *c)
         reply_error(c, "ERR source and destination objects are the same");
         return;
     }
-    kv_entry *e = db_lookup_write(c->db, src);
+    kv_entry *e = db_lookup_read(c->db, src); /* as Redis: stats, keymiss */
     if (!e) {
         reply_int(c, 0);
         return;
@@ -429,6 +436,7 @@ void copy_command(kv_client *c)
         db_delete_entry(dst_db, d);
     }
     db_copy_entry(dst_db, e, dst);
+    kv_notify(dst_db, NOTIFY_GENERIC, "copy_to", dst);
     kv_touch_key(dst_db, dst);
     kv_dirty(1);
     reply_int(c, 1);

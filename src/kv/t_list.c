@@ -4,6 +4,7 @@
 #include "kv/blocking.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -151,6 +152,7 @@ static void push_generic(kv_client *c, int tail, int only_existing)
     }
     for (int i = 2; i < c->argc; i++)
         list_push(l, tail, lelem_new(c->argv[i].p, c->argv[i].len));
+    kv_notify(c->db, NOTIFY_LIST, tail ? "rpush" : "lpush", c->argv[1]);
     kv_dirty(c->argc - 2);
     reply_int(c, (long long)l->len);
 }
@@ -197,8 +199,12 @@ static void pop_generic(kv_client *c, int tail)
             kv_free(e);
         }
     }
-    if (l->len == 0)
+    if (count != 0)
+        kv_notify(c->db, NOTIFY_LIST, tail ? "rpop" : "lpop", c->argv[1]);
+    if (l->len == 0) {
         db_delete(c->db, c->argv[1]);
+        kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+    }
     kv_dirty(1);
 }
 
@@ -283,6 +289,7 @@ void lset_command(kv_client *c)
     }
     kv_free(list_at(l, (size_t)idx));
     list_set_at(l, (size_t)idx, lelem_new(c->argv[3].p, c->argv[3].len));
+    kv_notify(c->db, NOTIFY_LIST, "lset", c->argv[1]);
     kv_dirty(1);
     reply_ok(c);
 }
@@ -336,8 +343,11 @@ void lrem_command(kv_client *c)
         l->len = n - w;
     }
     if (removed) {
-        if (l->len == 0)
+        kv_notify(c->db, NOTIFY_LIST, "lrem", c->argv[1]);
+        if (l->len == 0) {
             db_delete(c->db, c->argv[1]);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+        }
         kv_dirty(removed);
     }
     reply_int(c, removed);
@@ -377,8 +387,11 @@ void ltrim_command(kv_client *c)
         kv_free(list_pop(l, 0));
     for (long long i = 0; i < rtrim; i++)
         kv_free(list_pop(l, 1));
-    if (l->len == 0)
+    kv_notify(c->db, NOTIFY_LIST, "ltrim", c->argv[1]);
+    if (l->len == 0) {
         db_delete(c->db, c->argv[1]);
+        kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+    }
     kv_dirty(1);
     reply_ok(c);
 }
@@ -405,6 +418,7 @@ void linsert_command(kv_client *c)
     for (size_t i = 0; i < l->len; i++) {
         if (elem_eq(list_at(l, i), c->argv[3])) {
             list_insert_at(l, i + (size_t)after, lelem_new(c->argv[4].p, c->argv[4].len));
+            kv_notify(c->db, NOTIFY_LIST, "linsert", c->argv[1]);
             kv_dirty(1);
             reply_int(c, (long long)l->len);
             return;
@@ -523,8 +537,11 @@ static void pop_reply(kv_client *c, kv_db *db, str key, kv_list *l, int tail, lo
     str argv[3] = { pop_word[tail], key, { num, kv_fmt_ll(num, n) } };
     propagate(c, db, served, count < 0 ? 2 : 3, argv);
     kv_touch_key(db, key);
-    if (l->len == 0)
+    kv_notify(db, NOTIFY_LIST, tail ? "rpop" : "lpop", key);
+    if (l->len == 0) {
         db_delete(db, key);
+        kv_notify(db, NOTIFY_GENERIC, "del", key);
+    }
     kv_dirty(n);
 }
 
@@ -558,8 +575,13 @@ static void move_reply(kv_client *c, kv_db *db, str src, kv_list *l, str dst, in
     }
     kv_touch_key(db, src);
     kv_touch_key(db, dst);
-    if (l->len == 0)
+    /* Redis's order: the push, then the pop, then the source's deletion */
+    kv_notify(db, NOTIFY_LIST, to ? "rpush" : "lpush", dst);
+    kv_notify(db, NOTIFY_LIST, from ? "rpop" : "lpop", src);
+    if (l->len == 0) {
         db_delete(db, src);
+        kv_notify(db, NOTIFY_GENERIC, "del", src);
+    }
     kv_dirty(1);
 }
 

@@ -1,6 +1,7 @@
 /* Sets: a dict of members. */
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -90,6 +91,8 @@ void sadd_command(kv_client *c)
     long long n = 0;
     for (int i = 2; i < c->argc; i++)
         n += set_add(s, c->argv[i]);
+    if (n)
+        kv_notify(c->db, NOTIFY_SET, "sadd", c->argv[1]);
     kv_dirty(n);
     reply_int(c, n);
 }
@@ -104,8 +107,12 @@ void srem_command(kv_client *c)
     if (s) {
         for (int i = 2; i < c->argc; i++)
             n += set_del(s, c->argv[i]);
-        if (dict_size(s) == 0)
+        if (n)
+            kv_notify(c->db, NOTIFY_SET, "srem", c->argv[1]);
+        if (dict_size(s) == 0) {
             db_delete(c->db, c->argv[1]);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+        }
     }
     kv_dirty(n);
     reply_int(c, n);
@@ -202,14 +209,17 @@ void spop_command(kv_client *c)
     }
     if (n > 0) {
         kv_propagate_as(c, (int)n + 2, prop);
+        kv_notify(c->db, NOTIFY_SET, "spop", c->argv[1]);
         kv_dirty(n);
     }
     for (long long i = 0; i < n; i++)
         kv_free(popped[i]);
     kv_free(prop);
     kv_free(popped);
-    if (dict_size(s) == 0)
+    if (dict_size(s) == 0) {
         db_delete(c->db, c->argv[1]);
+        kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+    }
 }
 
 void srandmember_command(kv_client *c)
@@ -368,17 +378,22 @@ void sdiff_command(kv_client *c) { setop_reply(c, OP_DIFF); }
 
 static void setop_store(kv_client *c, int op)
 {
-    dict *r = set_op(c, 2, c->argc, op, 1);
+    dict *r = set_op(c, 2, c->argc, op, 0); /* read lookups, as Redis (stats, keymiss) */
     if (!r)
         return;
     kv_entry *old = db_lookup_write(c->db, c->argv[1]);
-    if (old)
-        db_delete_entry(c->db, old);
     long long n = (long long)dict_size(r);
-    if (n > 0)
-        db_add_obj(c->db, c->argv[1], KV_SET, r);
-    else
+    if (n > 0) {
+        db_replace_obj(c->db, c->argv[1], old, KV_SET, r);
+        static const char *const ev[] = { "sinterstore", "sunionstore", "sdiffstore" };
+        kv_notify(c->db, NOTIFY_SET, ev[op], c->argv[1]);
+    } else {
         set_free(r);
+        if (old) {
+            db_delete_entry(c->db, old);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+        }
+    }
     /* As Redis: an empty result over a missing destination changes nothing
      * (no WATCH invalidation, nothing to propagate). */
     if (n > 0 || old)
@@ -441,8 +456,11 @@ void smove_command(kv_client *c)
         return;
     }
     set_del(src, c->argv[3]);
-    if (dict_size(src) == 0)
+    kv_notify(c->db, NOTIFY_SET, "srem", c->argv[1]);
+    if (dict_size(src) == 0) {
         db_delete(c->db, c->argv[1]);
+        kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+    }
     if (!dst) {
         dst = set_new();
         db_add_obj(c->db, c->argv[2], KV_SET, dst);
@@ -450,8 +468,10 @@ void smove_command(kv_client *c)
     /* As Redis: a member already in the destination leaves it unchanged,
      * so a WATCH of the destination stays valid. */
     kv_touch_key(c->db, c->argv[1]);
-    if (set_add(dst, c->argv[3]))
+    if (set_add(dst, c->argv[3])) {
         kv_touch_key(c->db, c->argv[2]);
+        kv_notify(c->db, NOTIFY_SET, "sadd", c->argv[2]);
+    }
     srv.cmd_touched_keys = 1;
     kv_dirty(1);
     reply_int(c, 1);

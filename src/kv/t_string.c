@@ -1,6 +1,7 @@
 /* String commands. Values live inline in the key's entry; a SET of a value
  * that fits the entry's room is a memcpy, no allocation. */
 #include "kv/db.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -66,6 +67,8 @@ static void set_generic(kv_client *c, str key, str val, int flags, int64_t when,
 {
     kv_entry *old = db_lookup_write(c->db, key);
     if (flags & SET_GET) {
+        if (!old) /* Redis reads the old value with a read lookup */
+            kv_notify(c->db, NOTIFY_KEY_MISS, "keymiss", key);
         if (old && old->type != KV_STRING) {
             reply_error(c, ERR_WRONGTYPE);
             return;
@@ -106,6 +109,9 @@ static void set_generic(kv_client *c, str key, str val, int flags, int64_t when,
             kv_propagate_as(c, 5, prop);
         }
     }
+    kv_notify(c->db, NOTIFY_STRING, "set", key);
+    if (when)
+        kv_notify(c->db, NOTIFY_GENERIC, "expire", key);
     if (flags & SET_GET)
         return;
     if (reply_kind == 1)
@@ -145,6 +151,7 @@ void set_command(kv_client *c)
     if (flags == 0) {
         /* hot path: plain SET */
         db_set_string(c->db, c->argv[1], c->argv[2].p, c->argv[2].len, 0);
+        kv_notify(c->db, NOTIFY_STRING, "set", c->argv[1]);
         kv_dirty(1);
         reply_ok(c);
         return;
@@ -175,7 +182,7 @@ void getset_command(kv_client *c)
 
 void getdel_command(kv_client *c)
 {
-    kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 1);
+    kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 0); /* Redis reads it */
     if (e == KV_WRONGTYPE)
         return;
     if (!e) {
@@ -184,6 +191,7 @@ void getdel_command(kv_client *c)
     }
     reply_bulk_str(c, entry_str(e));
     db_delete_entry(c->db, e);
+    kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
     kv_dirty(1);
 }
 
@@ -209,7 +217,7 @@ void getex_command(kv_client *c)
             return;
         }
     }
-    kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 1);
+    kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 0); /* Redis reads it */
     if (e == KV_WRONGTYPE)
         return;
     if (!e) {
@@ -222,17 +230,20 @@ void getex_command(kv_client *c)
             str del[2] = { STR("DEL"), c->argv[1] };
             db_delete_entry(c->db, e);
             kv_propagate_as(c, 2, del);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
         } else {
             db_set_expire(c->db, e, when);
             char ms[KV_LL_STR_MAX];
             str prop[3] = { STR("PEXPIREAT"), c->argv[1], { ms, kv_fmt_ll(ms, when) } };
             kv_propagate_as(c, 3, prop);
+            kv_notify(c->db, NOTIFY_GENERIC, "expire", c->argv[1]);
         }
         kv_dirty(1);
     } else if (persist && (e->flags & ENTRY_EXPIRES)) {
         db_persist(c->db, e);
         str prop[2] = { STR("PERSIST"), c->argv[1] };
         kv_propagate_as(c, 2, prop);
+        kv_notify(c->db, NOTIFY_GENERIC, "persist", c->argv[1]);
         kv_dirty(1);
     }
 }
@@ -255,8 +266,10 @@ void mset_command(kv_client *c)
         reply_arity_error(c, c->cmd->name);
         return;
     }
-    for (int i = 1; i < c->argc; i += 2)
+    for (int i = 1; i < c->argc; i += 2) {
         db_set_string(c->db, c->argv[i], c->argv[i + 1].p, c->argv[i + 1].len, 0);
+        kv_notify(c->db, NOTIFY_STRING, "set", c->argv[i]);
+    }
     kv_dirty(1);
     reply_ok(c);
 }
@@ -273,8 +286,10 @@ void msetnx_command(kv_client *c)
             return;
         }
     }
-    for (int i = 1; i < c->argc; i += 2)
+    for (int i = 1; i < c->argc; i += 2) {
         db_set_string(c->db, c->argv[i], c->argv[i + 1].p, c->argv[i + 1].len, 0);
+        kv_notify(c->db, NOTIFY_STRING, "set", c->argv[i]);
+    }
     kv_dirty(1);
     reply_int(c, 1);
 }
@@ -297,6 +312,7 @@ static void incr_generic(kv_client *c, long long by)
     char b[KV_LL_STR_MAX];
     size_t n = kv_fmt_ll(b, v);
     db_store_string(c->db, c->argv[1], e, b, n, DB_KEEPTTL);
+    kv_notify(c->db, NOTIFY_STRING, "incrby", c->argv[1]);
     kv_dirty(1);
     reply_int(c, v);
 }
@@ -346,6 +362,7 @@ void incrbyfloat_command(kv_client *c)
     char b[KV_LDBL_STR_MAX];
     size_t n = kv_fmt_ldouble(b, sizeof b, v);
     db_store_string(c->db, c->argv[1], e, b, n, DB_KEEPTTL);
+    kv_notify(c->db, NOTIFY_STRING, "incrbyfloat", c->argv[1]);
     kv_dirty(1);
     str prop[4] = { STR("SET"), c->argv[1], { b, n }, STR("KEEPTTL") };
     kv_propagate_as(c, 4, prop);
@@ -367,6 +384,7 @@ void append_command(kv_client *c)
         e = db_string_resize(c->db, e, old + add.len);
         memcpy(entry_val(e) + old, add.p, add.len);
     }
+    kv_notify(c->db, NOTIFY_STRING, "append", c->argv[1]);
     kv_dirty(1);
     reply_int(c, (long long)entry_vlen(e));
 }
@@ -448,6 +466,7 @@ void setrange_command(kv_client *c)
         memset(entry_val(e) + old, 0, need - old);
     }
     memcpy(entry_val(e) + off, v.p, v.len);
+    kv_notify(c->db, NOTIFY_STRING, "setrange", c->argv[1]);
     kv_dirty(1);
     reply_int(c, (long long)entry_vlen(e));
 }

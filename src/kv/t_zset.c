@@ -1,6 +1,7 @@
 /* Sorted-set commands over skiplist.c. */
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -25,8 +26,27 @@ static zset *get_zset(kv_client *c, str key, int write, int *err)
 
 static void delete_if_empty(kv_client *c, str key, zset *z)
 {
-    if (z->length == 0)
+    if (z->length == 0) {
         db_delete(c->db, key);
+        kv_notify(c->db, NOTIFY_GENERIC, "del", key);
+    }
+}
+
+/* The end of the STORE commands: dst (owned) replaces the key, or the key
+ * goes when dst is empty; event is the command's notification. */
+static void store_result(kv_client *c, str key, zset *dst, const char *event)
+{
+    kv_entry *old = db_lookup_write(c->db, key);
+    if (dst->length) {
+        db_replace_obj(c->db, key, old, KV_ZSET, dst);
+        kv_notify(c->db, NOTIFY_ZSET, event, key);
+    } else {
+        zset_free(dst);
+        if (old) {
+            db_delete_entry(c->db, old);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", key);
+        }
+    }
 }
 
 enum { Z_NX = 1, Z_XX = 2, Z_GT = 4, Z_LT = 8, Z_CH = 16, Z_INCR = 32 };
@@ -140,6 +160,8 @@ static void zadd_generic(kv_client *c, int flags)
         else if (rc == 2)
             updated++;
     }
+    if (added || updated)
+        kv_notify(c->db, NOTIFY_ZSET, (flags & Z_INCR) ? "zincr" : "zadd", c->argv[1]);
     if (z->length == 0)
         delete_if_empty(c, c->argv[1], z);
     kv_dirty(added + updated);
@@ -180,6 +202,7 @@ void zincrby_command(kv_client *c)
         delete_if_empty(c, c->argv[1], z);
         return;
     }
+    kv_notify(c->db, NOTIFY_ZSET, "zincr", c->argv[1]);
     kv_dirty(1);
     reply_double(c, out);
 }
@@ -459,14 +482,9 @@ static void zrange_generic(kv_client *c, int key_idx, int by, int rev, int opts_
     else
         range_by(&s, z, by, &rs, &rl, rev, offset, limit);
     if (store) {
-        kv_entry *old = db_lookup_write(c->db, c->argv[1]);
-        if (old)
-            db_delete_entry(c->db, old);
-        if (s.store->length)
-            db_add_obj(c->db, c->argv[1], KV_ZSET, s.store);
-        else
-            zset_free(s.store);
-        if (s.n || old) /* as Redis: nothing over nothing is no change */
+        int had = db_lookup_write(c->db, c->argv[1]) != NULL;
+        store_result(c, c->argv[1], s.store, "zrangestore");
+        if (s.n || had) /* as Redis: nothing over nothing is no change */
             kv_dirty(1);
         reply_int(c, s.n);
     }
@@ -495,6 +513,8 @@ void zrem_command(kv_client *c)
                 n++;
             }
         }
+        if (n)
+            kv_notify(c->db, NOTIFY_ZSET, "zrem", c->argv[1]);
         delete_if_empty(c, c->argv[1], z);
     }
     kv_dirty(n);
@@ -562,6 +582,11 @@ static void zremrange_generic(kv_client *c, int by)
         removed++;
         x = next;
     }
+    static const char *const ev[] = { [BY_RANK] = "zremrangebyrank",
+                                       [BY_SCORE] = "zremrangebyscore",
+                                       [BY_LEX] = "zremrangebylex" };
+    if (removed)
+        kv_notify(c->db, NOTIFY_ZSET, ev[by], c->argv[1]);
     delete_if_empty(c, c->argv[1], z);
     kv_dirty(removed);
     reply_int(c, removed);
@@ -605,6 +630,7 @@ static void pop_generic(kv_client *c, int max)
         reply_double(c, x->score);
         zset_delete(z, x);
     }
+    kv_notify(c->db, NOTIFY_ZSET, max ? "zpopmax" : "zpopmin", c->argv[1]);
     delete_if_empty(c, c->argv[1], z);
     kv_dirty(n);
 }

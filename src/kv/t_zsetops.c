@@ -3,6 +3,7 @@
  * sources may be sorted sets or plain sets (a set member scores 1). */
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -174,19 +175,22 @@ static void reply_zset(kv_client *c, zset *z, int withscores)
     }
 }
 
-static void store_zset(kv_client *c, str key, zset *z)
+/* Stores z at key (taking it) and replies its size; event is the keyspace
+ * notification Redis sends ("zunionstore", ...), or "del" when the result is
+ * empty and replaced a key. Nothing over nothing is no change. */
+static void store_zset(kv_client *c, str key, zset *z, const char *event)
 {
     kv_entry *old = db_lookup_write(c->db, key);
     long long n = (long long)z->length;
     if (n) {
-        if (old)
-            db_delete_entry(c->db, old);
-        db_add_obj(c->db, key, KV_ZSET, z);
+        db_replace_obj(c->db, key, old, KV_ZSET, z);
+        kv_notify(c->db, NOTIFY_ZSET, event, key);
         kv_dirty(1);
     } else {
         zset_free(z);
         if (old) {
             db_delete_entry(c->db, old);
+            kv_notify(c->db, NOTIFY_GENERIC, "del", key);
             kv_dirty(1);
         }
     }
@@ -282,7 +286,10 @@ static void zop_generic(kv_client *c, zop_spec spec)
     else
         eval_diff(src, numkeys, dst);
     if (spec.store) {
-        store_zset(c, c->argv[1], dst); /* takes dst */
+        static const char *const events[] = { [ZOP_UNION] = "zunionstore",
+                                              [ZOP_INTER] = "zinterstore",
+                                              [ZOP_DIFF] = "zdiffstore" };
+        store_zset(c, c->argv[1], dst, events[spec.kind]); /* takes dst */
         dst = NULL;
     } else {
         reply_zset(c, dst, withscores);

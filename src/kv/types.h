@@ -148,6 +148,7 @@ void rand_distinct_nodes(dict *d, dict_node **out, size_t count);
 void rand_distinct_ranks(size_t size, size_t *out, size_t count);
 /* -- end misc -- */
 /* -- handlers: notify -- */
+CMD(ssubscribe); CMD(sunsubscribe); CMD(spublish); CMD(slowlog); CMD(latency);
 /* -- end notify -- */
 /* -- handlers: stream -- */
 /* -- end stream -- */
