@@ -581,6 +581,17 @@ static void command_getkeys(kv_client *c, int with_flags)
         reply_error(c, "ERR Invalid number of arguments specified for command");
         return;
     }
+    /* SORT ... STORE and GEORADIUS ... STORE/STOREDIST: keys a key spec
+     * alone does not find (Redis's getkeys procedures) */
+    const kv_cmd *mk = kv_cmd_lookup(argv[0]);
+    int mpos[3];
+    int nmk = mk && !with_flags ? kv_movable_keys(mk, argc, argv, mpos) : -1;
+    if (nmk >= 0) {
+        reply_array(c, nmk);
+        for (int i = 0; i < nmk; i++)
+            reply_bulk_str(c, argv[mpos[i]]);
+        goto out;
+    }
     int rc = 0;
     if (ki.row) {
         const kv_cmd *cmd = ki.row;
