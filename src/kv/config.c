@@ -99,6 +99,8 @@ static struct {
     { "replica-lazy-flush", "no" },
 };
 
+long long kv_busy_reply_ms = 5000;
+
 static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",
                                       "allkeys-random", "volatile-random", "volatile-ttl" };
 static const char *fsync_names[] = { "always", "everysec", "no" };
@@ -230,6 +232,15 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
                     return -1;
                 }
                 snprintf(noops[i].value, sizeof noops[i].value, "%s", argv[0]);
+                if (strcasecmp(name, "lua-time-limit") == 0 ||
+                    strcasecmp(name, "busy-reply-threshold") == 0) {
+                    /* Aliases: both names show the value scripts use. */
+                    kv_busy_reply_ms = strtoll(argv[0], NULL, 10);
+                    for (size_t k = 0; k < ARRAY_LEN(noops); k++)
+                        if (strcasecmp(noops[k].name, "lua-time-limit") == 0 ||
+                            strcasecmp(noops[k].name, "busy-reply-threshold") == 0)
+                            snprintf(noops[k].value, sizeof noops[k].value, "%s", argv[0]);
+                }
                 return 0;
             }
         }

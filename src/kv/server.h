@@ -404,6 +404,8 @@ typedef struct kv_server {
     /* -- server fields: stream -- */
     /* -- end stream -- */
     /* -- server fields: script -- */
+    kv_client *script_caller; /* the client whose script is running */
+    int script_timedout;      /* past busy-reply-threshold: others get BUSY */
     /* -- end script -- */
     /* -- client fields: stream -- */
     /* -- end stream -- */
@@ -468,6 +470,13 @@ void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t
 /* -- declarations: stream -- */
 /* -- end stream -- */
 /* -- declarations: script -- */
+/* Runs cmd for c with c->argv (no checks), as a command from the network. */
+void kv_call_proc(kv_client *c, const kv_cmd *cmd);
+/* A script is past busy-reply-threshold: replies BUSY to c unless cmd may
+ * run meanwhile. Returns 1 when refused. */
+int script_busy_refuses(kv_client *c, const kv_cmd *cmd);
+size_t script_cached_count(void);
+size_t script_lua_memory(void);
 /* -- end script -- */
 
 /* cmdtable.c */

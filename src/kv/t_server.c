@@ -232,22 +232,6 @@ void monitor_stub_command(kv_client *c)
     reply_error(c, "ERR MONITOR is not supported by brisk-kv");
 }
 
-/* FUNCTION: only FLUSH until scripting exists (Redis's test harness sends
- * FUNCTION FLUSH before every test file; there are no functions to flush). */
-void function_command(kv_client *c)
-{
-    if (arg_is(c->argv[1], "flush")) {
-        if (c->argc > 3 || (c->argc == 3 && !arg_is(c->argv[2], "sync") &&
-                            !arg_is(c->argv[2], "async"))) {
-            reply_error(c, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
-            return;
-        }
-        reply_ok(c);
-        return;
-    }
-    subcommand_unknown(c, "FUNCTION");
-}
-
 /* Until replication exists, a replica pointed at brisk-kv gets an error it
  * does not retry in a tight loop: Redis replicas wait a second after
  * "-NOMASTERLINK"/an error reply before the next attempt, but retry at

@@ -123,6 +123,7 @@ CMD(sort); CMD(sort_ro);
 /* -- handlers: stream -- */
 /* -- end stream -- */
 /* -- handlers: script -- */
+CMD(eval); CMD(evalsha); CMD(eval_ro); CMD(evalsha_ro); CMD(script); CMD(fcall); CMD(fcall_ro);
 /* -- end script -- */
 #undef CMD
 
