@@ -898,8 +898,11 @@ static void open_lib(lua_State *L, const char *name, lua_CFunction f)
         lua_pop(L, 1);
 }
 
+static void init_once(void);
+
 lua_State *script_state_new(int functions)
 {
+    init_once();
     lua_State *L = luaL_newstate();
     if (!L)
         abort();

@@ -13,7 +13,9 @@
 
 #include <lauxlib.h>
 
+#include <ctype.h>
 #include <stdio.h>
+#include <strings.h>
 
 typedef struct func_lib func_lib;
 
@@ -21,7 +23,8 @@ typedef struct func_fn {
     dict_node node; /* in fns by name; aux = name length */
     func_lib *lib;
     char *name;
-    char *desc; /* NULL: none */
+    char *lname; /* lower case: the dict key (names are case-insensitive) */
+    char *desc;  /* NULL: none */
     int ref;    /* callback in the registry */
     unsigned flags;
     struct func_fn *next_in_lib;
@@ -45,7 +48,7 @@ static int ready;
 static str fn_key(const dict_node *n)
 {
     const func_fn *f = (const func_fn *)(const void *)n;
-    return (str){ f->name, n->aux };
+    return (str){ f->lname, n->aux };
 }
 
 static int valid_name(const char *p, size_t n)
@@ -134,11 +137,14 @@ static int l_register(lua_State *L)
     if (!valid_name(name, nlen))
         return lerr(L, E_NAME);
     for (func_fn *f = loading->fns; f; f = f->next_in_lib)
-        if (f->node.aux == nlen && memcmp(f->name, name, nlen) == 0)
+        if (f->node.aux == nlen && strncasecmp(f->name, name, nlen) == 0)
             return lerr(L, "ERR Function already exists in the library");
     func_fn *f = kv_calloc(sizeof *f);
     f->lib = loading;
     f->name = kv_strndup(name, nlen);
+    f->lname = kv_strndup(name, nlen);
+    for (size_t i = 0; i < nlen; i++)
+        f->lname[i] = (char)tolower((unsigned char)f->lname[i]);
     f->node.aux = (uint32_t)nlen;
     f->desc = desc ? kv_strndup(desc, strlen(desc)) : NULL;
     f->flags = flags;
@@ -193,6 +199,7 @@ static void lib_free(func_lib *lib)
         if (FL)
             luaL_unref(FL, LUA_REGISTRYINDEX, f->ref);
         kv_free(f->name);
+        kv_free(f->lname);
         kv_free(f->desc);
         kv_free(f);
         f = n;
@@ -211,7 +218,7 @@ static void lib_unlink_fns(func_lib *lib)
 static void lib_link_fns(func_lib *lib)
 {
     for (func_fn *f = lib->fns; f; f = f->next_in_lib) {
-        f->node.hash = dict_hash32(f->name, f->node.aux);
+        f->node.hash = dict_hash32(f->lname, f->node.aux);
         dict_add(&fns, &f->node);
     }
 }
@@ -274,7 +281,7 @@ static func_lib *lib_create(str code, int replace, char *err, size_t errlen)
         size_t wl = i - s;
         if (first) {
             first = 0;
-            if (!(wl == 3 && memcmp(w, "lua", 3) == 0)) {
+            if (!(wl == 3 && strncasecmp(w, "lua", 3) == 0)) {
                 snprintf(err, errlen, "ERR Engine '%.*s' not found", (int)MIN(wl, 100), w);
                 return NULL;
             }
@@ -357,8 +364,8 @@ static int lib_install(func_lib *lib, int replace, char *err, size_t errlen)
         return -1;
     }
     for (func_fn *f = lib->fns; f; f = f->next_in_lib) {
-        func_fn *o = (func_fn *)(void *)dict_find(&fns, f->name, f->node.aux,
-                                                   dict_hash32(f->name, f->node.aux));
+        func_fn *o = (func_fn *)(void *)dict_find(&fns, f->lname, f->node.aux,
+                                                   dict_hash32(f->lname, f->node.aux));
         if (o && o->lib != old) {
             snprintf(err, errlen, "ERR Function %s already exists", f->name);
             lib_free(lib);
@@ -401,21 +408,21 @@ static void put_len(buf *b, uint64_t n)
     unsigned char t[9];
     if (n < 64) {
         t[0] = (unsigned char)n;
-        buf_put(b, (char *)t, 1);
+        buf_append(b, t, 1);
     } else if (n < 16384) {
         t[0] = (unsigned char)(0x40 | (n >> 8));
         t[1] = (unsigned char)n;
-        buf_put(b, (char *)t, 2);
+        buf_append(b, t, 2);
     } else if (n <= UINT32_MAX) {
         t[0] = 0x80;
         for (int i = 0; i < 4; i++)
             t[1 + i] = (unsigned char)(n >> (24 - 8 * i));
-        buf_put(b, (char *)t, 5);
+        buf_append(b, t, 5);
     } else {
         t[0] = 0x81;
         for (int i = 0; i < 8; i++)
             t[1 + i] = (unsigned char)(n >> (56 - 8 * i));
-        buf_put(b, (char *)t, 9);
+        buf_append(b, t, 9);
     }
 }
 
@@ -495,18 +502,18 @@ static void function_dump(kv_client *c)
         arr[--i] = l;
     for (i = 0; i < n; i++) {
         unsigned char op = 245;
-        buf_put(&b, (char *)&op, 1);
+        buf_append(&b, (char *)&op, 1);
         put_len(&b, arr[i]->code_len);
-        buf_put(&b, arr[i]->code, arr[i]->code_len);
+        buf_append(&b, arr[i]->code, arr[i]->code_len);
     }
     kv_free(arr);
     unsigned char ver[2] = { 10, 0 };
-    buf_put(&b, (char *)ver, 2);
+    buf_append(&b, (char *)ver, 2);
     uint64_t crc = crc64(0, (unsigned char *)b.data, b.len);
     unsigned char cb[8];
     for (int k = 0; k < 8; k++)
         cb[k] = (unsigned char)(crc >> (8 * k));
-    buf_put(&b, (char *)cb, 8);
+    buf_append(&b, (char *)cb, 8);
     reply_bulk(c, b.data, b.len);
     buf_free(&b);
 }
@@ -599,8 +606,8 @@ static void function_restore(kv_client *c)
         /* Functions must not clash with libraries that stay. */
         for (func_lib *a = made; a && !err[0]; a = a->next)
             for (func_fn *f = a->fns; f && !err[0]; f = f->next_in_lib) {
-                func_fn *o = (func_fn *)(void *)dict_find(&fns, f->name, f->node.aux,
-                                                           dict_hash32(f->name, f->node.aux));
+                func_fn *o = (func_fn *)(void *)dict_find(&fns, f->lname, f->node.aux,
+                                                           dict_hash32(f->lname, f->node.aux));
                 if (o && policy != 0 &&
                     !(policy == 2 && lib_find(a->name, strlen(a->name), NULL) == o->lib))
                     snprintf(err, sizeof err, "ERR Function %s already exists", f->name);
@@ -742,12 +749,12 @@ void function_command(kv_client *c)
     str sub = c->argv[1];
     state_init();
     char err[1024];
-    if (STR_IEQ(sub, "load") && (c->argc == 3 || c->argc == 4)) {
+    if (STR_IEQ(sub, "load") && c->argc >= 3) {
         int replace = 0;
-        if (c->argc == 4) {
-            if (!STR_IEQ(c->argv[2], "replace")) {
-                reply_errorf(c, "ERR Unknown option given: %.*s", (int)MIN(c->argv[2].len, 128),
-                             c->argv[2].p);
+        for (int i = 2; i < c->argc - 1; i++) {
+            if (!STR_IEQ(c->argv[i], "replace")) {
+                reply_errorf(c, "ERR Unknown option given: %.*s", (int)MIN(c->argv[i].len, 128),
+                             c->argv[i].p);
                 return;
             }
             replace = 1;
@@ -813,24 +820,43 @@ void function_command(kv_client *c)
     }
 }
 
+static func_fn *fn_lookup(str name)
+{
+    char low[128];
+    if (name.len > sizeof low)
+        return NULL; /* longer names: compared below */
+    for (size_t i = 0; i < name.len; i++)
+        low[i] = (char)tolower((unsigned char)name.p[i]);
+    return (func_fn *)(void *)dict_find(&fns, low, name.len, dict_hash32(low, name.len));
+}
+
 static void fcall_generic(kv_client *c, int ro)
 {
     state_init();
-    long long numkeys;
-    if (arg_ll(c, c->argv[2], &numkeys) < 0)
+    func_fn *f = fn_lookup(c->argv[1]);
+    if (!f && c->argv[1].len > 128) {
+        char *low = kv_strndup(c->argv[1].p, c->argv[1].len);
+        for (size_t i = 0; i < c->argv[1].len; i++)
+            low[i] = (char)tolower((unsigned char)low[i]);
+        f = (func_fn *)(void *)dict_find(&fns, low, c->argv[1].len,
+                                         dict_hash32(low, c->argv[1].len));
+        kv_free(low);
+    }
+    if (!f) {
+        reply_error(c, "ERR Function not found");
         return;
+    }
+    long long numkeys;
+    if (kv_parse_ll(c->argv[2].p, c->argv[2].len, &numkeys) < 0) {
+        reply_error(c, "ERR Bad number of keys provided");
+        return;
+    }
     if (numkeys > c->argc - 3) {
         reply_error(c, "ERR Number of keys can't be greater than number of args");
         return;
     }
     if (numkeys < 0) {
         reply_error(c, "ERR Number of keys can't be negative");
-        return;
-    }
-    func_fn *f = (func_fn *)(void *)dict_find(&fns, c->argv[1].p, c->argv[1].len,
-                                               dict_hash32(c->argv[1].p, c->argv[1].len));
-    if (!f) {
-        reply_error(c, "ERR Function not found");
         return;
     }
     if (ro && !(f->flags & SCRIPT_NO_WRITES)) {
