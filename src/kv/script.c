@@ -216,6 +216,15 @@ void script_protect_globals(lua_State *L)
     lua_pushvalue(L, -3);
     lua_rawset(L, -3);
     lua_pop(L, 1);
+    /* getmetatable(_G) shows a read-only table reading through to _G:
+     * what it hands out cannot change anything. */
+    lua_getmetatable(L, -1);
+    lua_newtable(L);
+    lua_pushvalue(L, -3);
+    lua_setfield(L, -2, "__index");
+    script_make_readonly(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
     lua_replace(L, LUA_GLOBALSINDEX);
 }
 
@@ -1087,11 +1096,10 @@ void script_kill(kv_client *c, int is_func)
         return;
     }
     if (run->is_func != is_func) {
-        if (is_func)
-            reply_error(c, "NOTBUSY No scripts in execution right now.");
-        else
-            reply_error(c, "BUSY Redis is busy running a script. You can only call FUNCTION KILL "
-                           "or SHUTDOWN NOSAVE.");
+        reply_error(c, run->is_func ? "BUSY Redis is busy running a script. You can only call "
+                                      "FUNCTION KILL or SHUTDOWN NOSAVE."
+                                    : "BUSY Redis is busy running a script. You can only call "
+                                      "SCRIPT KILL or SHUTDOWN NOSAVE.");
         return;
     }
     if (run->wrote) {
@@ -1411,3 +1419,24 @@ void script_command(kv_client *c)
 /* Number of cached scripts and the Lua memory, for INFO. */
 size_t script_cached_count(void) { return scripts_ready ? dict_size(&scripts) : 0; }
 size_t script_lua_memory(void) { return eval_L ? (size_t)lua_gc(eval_L, LUA_GCCOUNT, 0) * 1024 : 0; }
+
+int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
+{
+    if (cmd->proc != eval_command && cmd->proc != evalsha_command && cmd->proc != eval_ro_command &&
+        cmd->proc != evalsha_ro_command && cmd->proc != fcall_command &&
+        cmd->proc != fcall_ro_command)
+        return 0;
+    long long nk;
+    if (argc < 3 || kv_parse_ll(argv[2].p, argv[2].len, &nk) < 0 || nk < 0 || nk > argc - 3) {
+        reply_error(c, "ERR Invalid arguments specified for command");
+        return 1;
+    }
+    if (nk == 0) {
+        reply_error(c, "ERR The command has no key arguments");
+        return 1;
+    }
+    reply_array(c, nk);
+    for (int i = 0; i < nk; i++)
+        reply_bulk_str(c, argv[3 + i]);
+    return 1;
+}

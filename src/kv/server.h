@@ -476,6 +476,9 @@ void kv_call_proc(kv_client *c, const kv_cmd *cmd);
  * run meanwhile. Returns 1 when refused. */
 int script_busy_refuses(kv_client *c, const kv_cmd *cmd);
 size_t script_cached_count(void);
+/* COMMAND GETKEYS of EVAL/FCALL and their variants: replies and returns
+ * 1, or returns 0 for other commands. */
+int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
 size_t script_lua_memory(void);
 /* -- end script -- */
 

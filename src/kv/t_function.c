@@ -131,6 +131,9 @@ static int l_register(lua_State *L)
             return lerr(L, "ERR second argument to redis.register_function must be a function");
         name = lua_tolstring(L, 1, &nlen);
         lua_pushvalue(L, 2);
+    } else if (argc == 1) {
+        return lerr(L, "ERR calling redis.register_function with a single argument is only "
+                       "applicable to Lua table (representing named arguments).");
     } else {
         return lerr(L, "ERR wrong number of arguments to redis.register_function");
     }
@@ -178,10 +181,6 @@ static void state_init(void)
     script_make_readonly(L, 1);
     lua_setfield(L, -2, "redis");
     lua_setfield(L, LUA_REGISTRYINDEX, "kv_load_globals");
-    lua_getglobal(L, "redis");
-    lua_pushcfunction(L, l_register);
-    lua_setfield(L, -2, "register_function");
-    lua_pop(L, 1);
     script_protect_globals(L);
     /* The load globals get the strict reads too. */
     lua_getfield(L, LUA_REGISTRYINDEX, "kv_load_globals");
@@ -270,12 +269,12 @@ static func_lib *lib_create(str code, int replace, char *err, size_t errlen)
     size_t i = 2;
     int first = 1;
     while (i < ll) {
-        while (i < ll && code.p[i] == ' ')
+        while (!first && i < ll && code.p[i] == ' ')
             i++;
         size_t s = i;
         while (i < ll && code.p[i] != ' ')
             i++;
-        if (i == s)
+        if (i == s && !first)
             break;
         const char *w = code.p + s;
         size_t wl = i - s;
@@ -288,15 +287,18 @@ static func_lib *lib_create(str code, int replace, char *err, size_t errlen)
             continue;
         }
         if (wl >= 5 && memcmp(w, "name=", 5) == 0) {
+            if (name) {
+                snprintf(err, errlen,
+                         "ERR Invalid metadata value, name argument was given multiple times");
+                return NULL;
+            }
             name = w + 5;
             nlen = wl - 5;
+            if (nlen >= 2 && name[0] == '"' && name[nlen - 1] == '"')
+                name++, nlen -= 2; /* quoted, as the shebang is split like a command line */
             continue;
         }
         snprintf(err, errlen, "ERR Invalid metadata value given: %.*s", (int)MIN(wl, 100), w);
-        return NULL;
-    }
-    if (first) {
-        snprintf(err, errlen, "ERR Engine '' not found");
         return NULL;
     }
     if (!name) {
@@ -790,7 +792,7 @@ void function_command(kv_client *c)
         function_list(c);
     } else if (STR_IEQ(sub, "dump") && c->argc == 2) {
         function_dump(c);
-    } else if (STR_IEQ(sub, "restore") && c->argc >= 3) {
+    } else if (STR_IEQ(sub, "restore") && c->argc >= 3 && c->argc <= 4) {
         function_restore(c);
     } else if (STR_IEQ(sub, "kill") && c->argc == 2) {
         script_kill(c, 1);

@@ -934,6 +934,8 @@ void command_command(kv_client *c)
             reply_error(c, "ERR Invalid number of arguments specified for command");
             return;
         }
+        if (script_getkeys(c, cmd, argc, argv))
+            return;
         if (cmd->first_key <= 0) {
             reply_error(c, "ERR The command has no key arguments");
             return;
