@@ -1,0 +1,222 @@
+"""Lua scripting and functions, side by side with a real redis-server 7."""
+import threading
+import time
+
+import pytest
+import redis
+
+
+def both(r, reference, *cmd):
+    """Runs cmd on brisk-kv (r) and on the reference; returns both results
+    (exception text for errors), brisk-kv's decoded to bytes."""
+    out = []
+    for cli in (r, reference):
+        try:
+            v = cli.execute_command(*cmd)
+        except redis.ResponseError as e:
+            v = ("error", str(e))
+        out.append(v)
+    return out
+
+
+def enc(v):
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, list):
+        return [enc(x) for x in v]
+    if isinstance(v, tuple):
+        return v
+    return v
+
+
+SCRIPTS = [
+    "return 'hello'",
+    "return 100.5",
+    "return true",
+    "return false",
+    "return nil",
+    "return {ok='fine'}",
+    "return {err='ERR this is an error'}",
+    "return {err='bar'}",
+    "return redis.error_reply('bar')",
+    "return redis.error_reply('MY bar')",
+    "return redis.status_reply('X')",
+    "return {1,2,3,'ciao',{1,2}}",
+    "return {1,2,nil,4}",
+    "return {KEYS[1], ARGV[1]}",
+    "return a",
+    "a = 1",
+    "error('boom')",
+    "error({err='MY x'})",
+    "return redis.call('nosuch')",
+    "return redis.call('get')",
+    "return redis.call()",
+    "return redis.call({})",
+    "return redis.call('eval', 'return 1', 0)",
+    "redis.call = 1",
+    "return redis.call('incr', KEYS[1])",
+    "return redis.pcall('hget', KEYS[1], 'x')",
+    "return redis.sha1hex('')",
+    "return redis.sha1hex('abc')",
+    "return tostring(math.random())",
+    "return cjson.encode({1, 2, 'x'})",
+    "return cjson.decode('[1,2,3]')",
+    "return struct.unpack('>I2', struct.pack('>I2', 258))",
+    "return bit.band(7, 3)",
+    "local e = cmsgpack.pack(0.1) local h = '' for i = 1, #e do h = h .. string.format('%02x', string.byte(e, i)) end return h",
+    "return cmsgpack.unpack(cmsgpack.pack({1, 2, 'a', {3}}))",
+    "return redis.setresp(4)",
+    "return redis.REDIS_VERSION ~= nil",
+    "return print",
+    "return os",
+    "return syntax error",
+    "#!lua flags=no-writes\nreturn redis.call('set','x','1')",
+    "#!lua flags=bad\nreturn 1",
+    "#!luax\nreturn 1",
+    "#!lua name=x\nreturn 1",
+    "#!lua\nreturn redis.call('set', KEYS[1], 'v')",
+]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_eval_matches_redis(r, reference, script):
+    mine, ref = both(r, reference, "EVAL", script, 1, "k1", "a1")
+    assert enc(mine) == ref
+
+
+def test_eval_ro_refuses_writes(r, reference):
+    mine, ref = both(r, reference, "EVAL_RO", "return redis.call('set','x','1')", 0)
+    assert enc(mine) == ref
+
+
+def test_numkeys_errors(r, reference):
+    for nk in ("-1", "3", "x"):
+        mine, ref = both(r, reference, "EVAL", "return 1", nk, "a")
+        assert enc(mine) == ref
+
+
+def test_evalsha_and_script(r, reference):
+    for cli in (r, reference):
+        cli.execute_command("SCRIPT", "FLUSH")
+    body = "return redis.call('get', KEYS[1])"
+    mine, ref = both(r, reference, "SCRIPT", "LOAD", body)
+    assert enc(mine) == ref
+    sha = ref.decode()
+    for cmd in (("SCRIPT", "EXISTS", sha, "f" * 40), ("EVALSHA", sha.upper(), 1, "nokey"),
+                ("EVALSHA", "f" * 40, 0), ("EVALSHA", "short", 0), ("SCRIPT", "KILL"),
+                ("SCRIPT", "FLUSH", "bad")):
+        mine, ref = both(r, reference, *cmd)
+        assert enc(mine) == ref, cmd
+
+
+def test_resp3_conversions(kv, reference):
+    mine = kv.client(protocol=3)
+    ref = redis.Redis(port=reference.connection_pool.connection_kwargs["port"], protocol=3)
+    for s in ("redis.setresp(3) return redis.call('hgetall', 'nohash')",
+              "return {double=3.14}", "return {map={a=1}}", "return {set={a=true}}",
+              "return {big_number='123'}", "return true", "return false"):
+        assert enc(mine.execute_command("EVAL", s, 0)) == ref.execute_command("EVAL", s, 0), s
+
+
+def test_functions(r, reference):
+    code = ("#!lua name=lib\n"
+            "redis.register_function('f', function(keys, args) return {keys[1], args[1]} end)\n"
+            "redis.register_function{function_name='g', callback=function() return 1 end,"
+            " flags={'no-writes'}, description='d'}")
+    for cli in (r, reference):
+        cli.execute_command("FUNCTION", "FLUSH")
+    for cmd in (("FUNCTION", "LOAD", code), ("FUNCTION", "LOAD", code), ("FCALL", "f", 1, "k", "a"),
+                ("FCALL", "F", 0), ("FCALL_RO", "f", 0), ("FCALL_RO", "g", 0),
+                ("FCALL", "nope", 0), ("FUNCTION", "DELETE", "nope"),
+                ("FUNCTION", "RESTORE", "bad"), ("FUNCTION", "LOAD", "return 1"),
+                ("FUNCTION", "LOAD", "#!lua name=a\nx = 1"), ("FUNCTION", "KILL")):
+        mine, ref = both(r, reference, *cmd)
+        assert enc(mine) == ref, cmd
+    dump = reference.execute_command("FUNCTION", "DUMP")
+    r.execute_command("FUNCTION", "FLUSH")
+    assert r.connection_pool.get_connection("x") is not None
+    raw = redis.Redis(port=r.connection_pool.connection_kwargs["port"])
+    assert raw.execute_command("FUNCTION", "RESTORE", dump) == b"OK"
+    assert raw.execute_command("FUNCTION", "DUMP") == dump
+    assert r.execute_command("FCALL", "g", 0) == 1
+
+
+def test_register_script_and_lock(r):
+    incr = r.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+    assert incr(keys=["n"], args=[5]) == 5
+    assert incr(keys=["n"], args=[5]) == 10
+    lock = r.lock("res", timeout=5)
+    assert lock.acquire(blocking=False)
+    assert lock.extend(2)
+    lock.release()
+    assert r.get("res") is None
+
+
+def test_busy_script_and_kill(kv, r):
+    r.config_set("lua-time-limit", 100)
+    other = kv.client()
+    errors = []
+
+    def run():
+        try:
+            kv.client().eval("while true do end", 0)
+        except redis.ResponseError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    with pytest.raises(redis.ResponseError, match="^BUSY"):
+        other.ping()
+    assert other.execute_command("SCRIPT", "KILL") == "OK"
+    t.join(5)
+    assert errors and "Script killed" in errors[0]
+    assert other.ping()
+
+
+def test_unkillable_after_write(kv, r):
+    r.config_set("lua-time-limit", 100)
+    other = kv.client()
+
+    def run():
+        try:
+            kv.client().eval("redis.call('set','x','y') local t = redis.call('time')[1] "
+                             "while redis.call('time')[1] - t < 1 do end", 0)
+        except redis.ResponseError:
+            pass
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    with pytest.raises(redis.ResponseError, match="^UNKILLABLE"):
+        other.execute_command("SCRIPT", "KILL")
+    t.join(5)
+    assert other.get("x") == "y"
+
+
+def test_hostile_scripts(r):
+    # unbounded allocation: a Lua error, not a crash (bounded by the loop)
+    with pytest.raises(redis.ResponseError):
+        r.eval("local t = {} for i = 1, 3e7 do t[i] = i end error('done')", 0)
+    with pytest.raises(redis.ResponseError):
+        r.eval("local function f(n) return f(n + 1) + 1 end return f(1)", 0)
+    big = r.eval("local t = {} for i = 1, 100000 do t[i] = i end return t", 0)
+    assert len(big) == 100000
+    res = r.eval("local a = {} local b = {a} a[1] = b return a", 0)
+    assert isinstance(res, list)
+    assert r.ping()
+
+
+def test_aof_persists_effects_and_functions(kv_factory, tmp_path):
+    s = kv_factory("--appendonly", "yes")
+    c = s.client()
+    c.eval("redis.call('set','a','1') redis.call('incr','a')", 0)
+    c.execute_command("FUNCTION", "LOAD",
+                      "#!lua name=l\nredis.register_function('h', function() return 7 end)")
+    c.execute_command("BGREWRITEAOF")
+    time.sleep(1)
+    c.eval("redis.call('set','b','2')", 0)
+    s.restart() if hasattr(s, "restart") else None
+    c = s.client()
+    assert c.get("a") == "2"
+    assert c.execute_command("FCALL", "h", 0) == 7
