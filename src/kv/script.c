@@ -117,6 +117,7 @@ static char *call_nums;           /* numbers formatted for argv, reused */
 static size_t nums_cap;
 static uint64_t rand_state;       /* math.random: 48-bit LCG (POSIX drand48) */
 static int64_t load_start_ms;     /* FUNCTION LOAD timeout */
+static int reply_resp = 2;        /* RESP of the script whose result is converted */
 
 typedef struct script_entry {
     dict_node node; /* aux = 40 */
@@ -442,7 +443,9 @@ static void script_lua_to_reply(kv_client *c, lua_State *L, int idx)
         return;
     }
     case LUA_TBOOLEAN:
-        if (c->resp >= 3)
+        /* Redis converts by the script's RESP (redis.setresp), not the
+         * client's: false is a null for a RESP2 script. */
+        if (c->resp >= 3 && reply_resp >= 3)
             reply_bool(c, lua_toboolean(L, idx));
         else if (lua_toboolean(L, idx))
             reply_int(c, 1);
@@ -739,7 +742,7 @@ static int l_pcall(lua_State *L) { return script_call_impl(L, 0); }
 static int l_sha1hex(lua_State *L)
 {
     if (lua_gettop(L) != 1)
-        return luaL_error(L, "wrong number of arguments");
+        return script_raise_err(L, "wrong number of arguments", strlen("wrong number of arguments"));
     size_t n;
     const char *s = lua_tolstring(L, 1, &n);
     char hex[41];
@@ -751,7 +754,7 @@ static int l_sha1hex(lua_State *L)
 static int l_error_reply(lua_State *L)
 {
     if (lua_gettop(L) != 1 || lua_type(L, 1) != LUA_TSTRING)
-        return luaL_error(L, "wrong number or type of arguments");
+        return script_raise_err(L, "wrong number or type of arguments", strlen("wrong number or type of arguments"));
     size_t n;
     const char *s = lua_tolstring(L, 1, &n);
     push_error_reply(L, s, n);
@@ -761,7 +764,7 @@ static int l_error_reply(lua_State *L)
 static int l_status_reply(lua_State *L)
 {
     if (lua_gettop(L) != 1 || lua_type(L, 1) != LUA_TSTRING)
-        return luaL_error(L, "wrong number or type of arguments");
+        return script_raise_err(L, "wrong number or type of arguments", strlen("wrong number or type of arguments"));
     lua_newtable(L);
     lua_pushstring(L, "ok");
     lua_pushvalue(L, 1);
@@ -773,12 +776,12 @@ static int l_log(lua_State *L)
 {
     int argc = lua_gettop(L);
     if (argc < 2)
-        return luaL_error(L, "redis.log() requires two arguments or more.");
+        return script_raise_err(L, "redis.log() requires two arguments or more.", strlen("redis.log() requires two arguments or more."));
     if (!lua_isnumber(L, 1))
-        return luaL_error(L, "First argument must be a number (log level).");
+        return script_raise_err(L, "First argument must be a number (log level).", strlen("First argument must be a number (log level)."));
     int level = (int)lua_tonumber(L, 1);
     if (level < 0 || level > 3)
-        return luaL_error(L, "Invalid debug level.");
+        return script_raise_err(L, "Invalid debug level.", strlen("Invalid debug level."));
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     for (int i = 2; i <= argc; i++) {
@@ -801,12 +804,12 @@ static int l_log(lua_State *L)
 static int l_setresp(lua_State *L)
 {
     if (!run)
-        return luaL_error(L, "redis.setresp can only be called inside a script invocation");
+        return script_raise_err(L, "redis.setresp can only be called inside a script invocation", strlen("redis.setresp can only be called inside a script invocation"));
     if (lua_gettop(L) != 1)
-        return luaL_error(L, "redis.setresp() requires one argument.");
+        return script_raise_err(L, "redis.setresp() requires one argument.", strlen("redis.setresp() requires one argument."));
     int v = (int)lua_tonumber(L, 1);
     if (v != 2 && v != 3)
-        return luaL_error(L, "RESP version must be 2 or 3.");
+        return script_raise_err(L, "RESP version must be 2 or 3.", strlen("RESP version must be 2 or 3."));
     run->resp = v;
     return 0;
 }
@@ -814,12 +817,12 @@ static int l_setresp(lua_State *L)
 static int l_set_repl(lua_State *L)
 {
     if (!run)
-        return luaL_error(L, "redis.set_repl can only be called inside a script invocation");
+        return script_raise_err(L, "redis.set_repl can only be called inside a script invocation", strlen("redis.set_repl can only be called inside a script invocation"));
     if (lua_gettop(L) != 1)
-        return luaL_error(L, "redis.set_repl() requires one argument.");
+        return script_raise_err(L, "redis.set_repl() requires one argument.", strlen("redis.set_repl() requires one argument."));
     int v = (int)lua_tonumber(L, 1);
     if (v < 0 || v > 3)
-        return luaL_error(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
+        return script_raise_err(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.", strlen("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."));
     /* Replicas are not supported: REPL_AOF bit decides. */
     if (v & 1)
         fake->flags &= ~CLIENT_NO_PROPAGATE;
@@ -845,11 +848,11 @@ static int l_noop(lua_State *L) { return 0; }
 static int l_acl_check_cmd(lua_State *L)
 {
     if (lua_gettop(L) < 1)
-        return luaL_error(L, "Please specify at least one argument for this redis lib call");
+        return script_raise_err(L, "Please specify at least one argument for this redis lib call", strlen("Please specify at least one argument for this redis lib call"));
     size_t n;
     const char *s = lua_tolstring(L, 1, &n);
     if (!s || !kv_cmd_lookup((str){ s, n }))
-        return luaL_error(L, "Invalid command passed to redis.acl_check_cmd()");
+        return script_raise_err(L, "Invalid command passed to redis.acl_check_cmd()", strlen("Invalid command passed to redis.acl_check_cmd()"));
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -1079,8 +1082,11 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
     if (rc != 0)
         reply_run_error(c, L, name);
-    else
+    else {
+        reply_resp = ctx.resp;
         script_lua_to_reply(c, L, -1);
+        reply_resp = 2;
+    }
     lua_settop(L, base - 1);
     /* A script's garbage is collected in steps, not left to pile up. */
     lua_gc(L, LUA_GCSTEP, 1);
