@@ -152,7 +152,6 @@ def test_register_script_and_lock(r):
     assert r.get("res") is None
 
 
-@pytest.mark.xfail(reason="SCRIPT KILL from redis-py sees NOTBUSY: under investigation")
 def test_busy_script_and_kill(kv, r):
     r.config_set("lua-time-limit", 100)
     other = kv.client()
@@ -169,13 +168,12 @@ def test_busy_script_and_kill(kv, r):
     time.sleep(0.5)
     with pytest.raises(redis.ResponseError, match="^BUSY"):
         other.ping()
-    assert other.execute_command("SCRIPT", "KILL") == "OK"
+    assert other.execute_command("SCRIPT", "KILL") in ("OK", b"OK")
     t.join(5)
     assert errors and "Script killed" in errors[0]
     assert other.ping()
 
 
-@pytest.mark.xfail(reason="SCRIPT KILL from redis-py sees NOTBUSY: under investigation")
 def test_unkillable_after_write(kv, r):
     r.config_set("lua-time-limit", 100)
     other = kv.client()
@@ -183,7 +181,7 @@ def test_unkillable_after_write(kv, r):
     def run():
         try:
             kv.client().eval("redis.call('set','x','y') local t = redis.call('time')[1] "
-                             "while redis.call('time')[1] - t < 1 do end", 0)
+                             "while redis.call('time')[1] - t < 2 do end", 0)
         except redis.ResponseError:
             pass
 
@@ -193,7 +191,7 @@ def test_unkillable_after_write(kv, r):
     with pytest.raises(redis.ResponseError, match="^UNKILLABLE"):
         other.execute_command("SCRIPT", "KILL")
     t.join(5)
-    assert other.get("x") == "y"
+    assert other.get("x") in ("y", b"y")
 
 
 def test_hostile_scripts(r):
