@@ -719,6 +719,7 @@ static int script_call_impl(lua_State *L, int raise)
         run->nprop++;
     fake->argv = NULL;
     fake->argc = 0;
+    lua_settop(L, 0); /* the arguments are done with: room for the reply */
     const char *p = fake->wbuf.data, *end = p + fake->wbuf.len;
     if (fake->wbuf.len && p[0] == '-') {
         const char *e = crlf(p + 1, end);

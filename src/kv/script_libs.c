@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -238,21 +239,49 @@ int luaopen_kv_struct(lua_State *L)
 
 #define MP_MAX_NESTING 16
 
-static void mp_put(luaL_Buffer *b, unsigned char tag, uint64_t v, int n)
+/* The encoder's output: a C buffer, not a luaL_Buffer, whose pieces live
+ * on the Lua stack and would break the lua_next walks of the tables. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    int oom;
+} mp_buf;
+
+static void mp_add(mp_buf *b, const char *p, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->cap - b->len < n) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap - b->len < n)
+            cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, p, n);
+    b->len += n;
+}
+
+static void mp_put(mp_buf *b, unsigned char tag, uint64_t v, int n)
 {
     char t[9];
     t[0] = (char)tag;
     for (int i = 0; i < n; i++)
         t[1 + i] = (char)(v >> (8 * (n - 1 - i)));
-    luaL_addlstring(b, t, (size_t)n + 1);
+    mp_add(b, t, (size_t)n + 1);
 }
 
-static void mp_int(luaL_Buffer *b, int64_t v)
+static void mp_int(mp_buf *b, int64_t v)
 {
     if (v >= 0) {
         if (v < 128) {
             char ch = (char)v;
-            luaL_addlstring(b, &ch, 1);
+            mp_add(b, &ch, 1);
         } else if (v < 256)
             mp_put(b, 0xcc, (uint64_t)v, 1);
         else if (v < 65536)
@@ -264,7 +293,7 @@ static void mp_int(luaL_Buffer *b, int64_t v)
     } else {
         if (v >= -32) {
             char ch = (char)(int8_t)v;
-            luaL_addlstring(b, &ch, 1);
+            mp_add(b, &ch, 1);
         } else if (v >= -128)
             mp_put(b, 0xd0, (uint64_t)v & 0xff, 1);
         else if (v >= -32768)
@@ -276,12 +305,12 @@ static void mp_int(luaL_Buffer *b, int64_t v)
     }
 }
 
-static void mp_hdr(luaL_Buffer *b, size_t n, unsigned fix, unsigned fixmax, unsigned char t8,
+static void mp_hdr(mp_buf *b, size_t n, unsigned fix, unsigned fixmax, unsigned char t8,
                    unsigned char t16, unsigned char t32)
 {
     if (n < fixmax) {
         char ch = (char)(fix | n);
-        luaL_addlstring(b, &ch, 1);
+        mp_add(b, &ch, 1);
     } else if (t8 && n < 256)
         mp_put(b, t8, n, 1);
     else if (n < 65536)
@@ -310,17 +339,17 @@ static int mp_is_array(lua_State *L, int idx, size_t *n)
     return max == count;
 }
 
-static void mp_encode(lua_State *L, luaL_Buffer *b, int idx, int level)
+static void mp_encode(lua_State *L, mp_buf *b, int idx, int level)
 {
     switch (lua_type(L, idx)) {
     case LUA_TNIL: {
         char ch = (char)0xc0;
-        luaL_addlstring(b, &ch, 1);
+        mp_add(b, &ch, 1);
         return;
     }
     case LUA_TBOOLEAN: {
         char ch = (char)(lua_toboolean(L, idx) ? 0xc3 : 0xc2);
-        luaL_addlstring(b, &ch, 1);
+        mp_add(b, &ch, 1);
         return;
     }
     case LUA_TNUMBER: {
@@ -343,13 +372,13 @@ static void mp_encode(lua_State *L, luaL_Buffer *b, int idx, int level)
         size_t n;
         const char *s = lua_tolstring(L, idx, &n);
         mp_hdr(b, n, 0xa0, 32, 0xd9, 0xda, 0xdb);
-        luaL_addlstring(b, s, n);
+        mp_add(b, s, n);
         return;
     }
     case LUA_TTABLE: {
         if (level >= MP_MAX_NESTING || !lua_checkstack(L, 4)) {
             char ch = (char)0xc0;
-            luaL_addlstring(b, &ch, 1);
+            mp_add(b, &ch, 1);
             return;
         }
         size_t n;
@@ -380,7 +409,7 @@ static void mp_encode(lua_State *L, luaL_Buffer *b, int idx, int level)
     }
     default: {
         char ch = (char)0xc0;
-        luaL_addlstring(b, &ch, 1);
+        mp_add(b, &ch, 1);
     }
     }
 }
@@ -390,15 +419,15 @@ static int mp_pack(lua_State *L)
     int n = lua_gettop(L);
     if (n == 0)
         return luaL_argerror(L, 0, "MessagePack pack needs input.");
-    luaL_Buffer b;
-    /* luaL_Buffer keeps pieces on the stack: encode each argument from a
-     * fixed index below it. */
-    for (int i = 1; i <= n; i++)
-        lua_pushvalue(L, i);
-    luaL_buffinit(L, &b);
+    mp_buf b = { 0 };
     for (int i = 1; i <= n; i++)
         mp_encode(L, &b, i, 0);
-    luaL_pushresult(&b);
+    if (b.oom) {
+        free(b.p);
+        return luaL_error(L, "out of memory packing MessagePack");
+    }
+    lua_pushlstring(L, b.p ? b.p : "", b.len);
+    free(b.p);
     return 1;
 }
 
