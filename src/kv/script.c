@@ -572,24 +572,15 @@ int script_raise_err(lua_State *L, const char *p, size_t n)
  * "-msg" (one word) becomes "ERR msg". */
 static void push_error_reply(lua_State *L, const char *s, size_t n)
 {
-    const char *body = s;
-    size_t blen = n;
-    int has_dash = n && s[0] == '-';
-    if (has_dash) {
-        body++, blen--;
-        if (!memchr(body, ' ', blen)) {
-            lua_pushfstring(L, "ERR %s", "");
-            lua_pushlstring(L, body, blen);
-            lua_concat(L, 2);
-            goto trim;
-        }
-        lua_pushlstring(L, body, blen);
-        goto trim;
+    if (n && s[0] == '-')
+        s++, n--;
+    if (memchr(s, ' ', n)) {
+        lua_pushlstring(L, s, n);
+    } else {
+        lua_pushstring(L, "ERR ");
+        lua_pushlstring(L, s, n);
+        lua_concat(L, 2);
     }
-    lua_pushstring(L, "ERR ");
-    lua_pushlstring(L, body, blen);
-    lua_concat(L, 2);
-trim:;
     size_t m;
     const char *t = lua_tolstring(L, -1, &m);
     while (m && (t[m - 1] == '\r' || t[m - 1] == '\n'))
@@ -699,6 +690,10 @@ static int script_call_impl(lua_State *L, int raise)
     if (cmd->flags & CMD_WRITE) {
         if (run->ro || (run->flags & SCRIPT_NO_WRITES)) {
             err = "ERR Write commands are not allowed from read-only scripts.";
+            goto fail;
+        }
+        if (kv_min_replicas_to_write > 0) {
+            err = "NOREPLICAS Not enough good replicas to write.";
             goto fail;
         }
     }
@@ -892,6 +887,50 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     }
 }
 
+/* loadstring: source text only; a precompiled (binary) chunk gets nil. */
+static int l_loadstring(lua_State *L)
+{
+    size_t n;
+    const char *s = luaL_checklstring(L, 1, &n);
+    if (n && s[0] == '\033') {
+        lua_pushnil(L);
+        lua_pushstring(L, "binary chunks are not allowed");
+        return 2;
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* setmetatable on a read-only table is a write to it. */
+static int l_setmetatable(lua_State *L)
+{
+    if (lua_istable(L, 1) && lua_getmetatable(L, 1)) {
+        lua_pushstring(L, "__newindex");
+        lua_rawget(L, -2);
+        int ro = lua_tocfunction(L, -1) == ro_newindex;
+        lua_pop(L, 2);
+        if (ro) {
+            luaL_where(L, 1);
+            lua_pushstring(L, "Attempt to modify a readonly table");
+            lua_concat(L, 2);
+            return lua_error(L);
+        }
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static void wrap_global(lua_State *L, const char *name, lua_CFunction f)
+{
+    lua_getglobal(L, name);
+    lua_pushcclosure(L, f, 1);
+    lua_setglobal(L, name);
+}
+
 /* ---- states ---- */
 
 static void set_fn(lua_State *L, const char *name, lua_CFunction f)
@@ -934,6 +973,8 @@ lua_State *script_state_new(int functions)
         lua_pushnil(L);
         lua_setglobal(L, drop[i]);
     }
+    wrap_global(L, "loadstring", l_loadstring);
+    wrap_global(L, "setmetatable", l_setmetatable);
     lua_getglobal(L, "math");
     set_fn(L, "random", math_random);
     set_fn(L, "randomseed", math_randomseed);
@@ -995,6 +1036,10 @@ int script_check_flags(kv_client *c, unsigned flags, int ro)
 {
     if (flags & SCRIPT_LEGACY)
         return 0;
+    if (!(flags & SCRIPT_NO_WRITES) && !ro && kv_min_replicas_to_write > 0) {
+        reply_error(c, "NOREPLICAS Not enough good replicas to write.");
+        return -1;
+    }
     if (!(flags & SCRIPT_NO_WRITES) && !(flags & SCRIPT_ALLOW_OOM) && !ro && srv.cfg.maxmemory &&
         kv_evict_if_needed() < 0) {
         reply_error(c, "OOM command not allowed when used memory > 'maxmemory'.");

@@ -1071,10 +1071,12 @@ void info_command(kv_client *c)
                  "used_memory_dataset:%zu\r\nused_memory_clients:%zu\r\n"
                  "total_system_memory:%lld\r\nmaxmemory:%llu\r\nmaxmemory_human:%s\r\n"
                  "maxmemory_policy:%s\r\nmem_fragmentation_ratio:%.2f\r\nmem_allocator:libc\r\n"
-                 "lazyfree_pending_objects:0\r\n\r\n",
+                 "lazyfree_pending_objects:0\r\nused_memory_lua:%zu\r\nused_memory_vm_eval:%zu\r\n"
+                 "number_of_cached_scripts:%zu\r\n\r\n",
              used, h1, rss, h2, peak_memory, h3, kv_used_memory(), cbufs,
              (long long)pages * psz, (unsigned long long)srv.cfg.maxmemory, h4,
-             kv_policy_name(srv.cfg.maxmemory_policy), used ? (double)rss / (double)used : 0.0);
+             kv_policy_name(srv.cfg.maxmemory_policy), used ? (double)rss / (double)used : 0.0,
+             script_lua_memory(), script_lua_memory(), script_cached_count());
     }
     if (want_section(c, "persistence", 1)) {
         addf(&b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
