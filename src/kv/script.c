@@ -676,8 +676,24 @@ static int script_call_impl(lua_State *L, int raise)
     }
     const kv_cmd *cmd = kv_cmd_lookup(call_argv[0]);
     if (!cmd) {
+        /* Redis's noscript commands brisk-kv may lack answer as Redis's do. */
+        static const char *noscript[] = { "cluster", "blpop", "brpop", "brpoplpush", "blmove",
+                                          "bzpopmin", "bzpopmax", "blmpop", "bzmpop" };
         err = "ERR Unknown Redis command called from script";
+        for (size_t i = 0; i < ARRAY_LEN(noscript); i++)
+            if (str_ieq_lit(call_argv[0], noscript[i], strlen(noscript[i])))
+                err = "ERR This Redis command is not allowed from script";
         goto fail;
+    }
+    if (UNLIKELY(cmd->name[0] == 'x') &&
+        (strcmp(cmd->name, "xread") == 0 || strcmp(cmd->name, "xreadgroup") == 0)) {
+        for (int i = 1; i < argc; i++)
+            if (STR_IEQ(call_argv[i], "block")) {
+                err = strcmp(cmd->name, "xread") == 0
+                          ? "ERR xread command is not allowed with BLOCK option from scripts"
+                          : "ERR xreadgroup command is not allowed with BLOCK option from scripts";
+                goto fail;
+            }
     }
     if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
         err = "ERR Wrong number of args calling Redis command from script";
