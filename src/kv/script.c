@@ -20,8 +20,13 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#ifdef BRISK_LUAJIT
+#include <luajit.h>
+int luaopen_cjson(lua_State *L); /* lua-cjson's static archive */
+#else
 #include <lua-bitop.h>
 #include <lua-cjson.h>
+#endif
 
 #include <ctype.h>
 #include <math.h>
@@ -119,6 +124,9 @@ static uint64_t rand_state;       /* math.random: 48-bit LCG (POSIX drand48) */
 static int64_t load_start_ms;     /* FUNCTION LOAD timeout */
 static int reply_resp = 2;        /* RESP of the script whose result is converted */
 
+enum { REG_ERRH = 1, REG_GLOBALS = 2 }; /* registry slots of every state */
+static unsigned gc_calls;          /* runs since the last GC step */
+
 typedef struct script_entry {
     dict_node node; /* aux = 40 */
     int ref;        /* function in the registry */
@@ -210,6 +218,8 @@ void script_protect_globals(lua_State *L)
      * names that do not exist. */
     lua_pushvalue(L, LUA_GLOBALSINDEX);
     lua_setfield(L, LUA_REGISTRYINDEX, "kv_globals");
+    lua_pushvalue(L, LUA_GLOBALSINDEX);
+    lua_rawseti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
     lua_pushvalue(L, LUA_GLOBALSINDEX);
     script_make_readonly(L, 1);
     lua_getfield(L, LUA_REGISTRYINDEX, "kv_globals");
@@ -974,12 +984,23 @@ lua_State *script_state_new(int functions)
     lua_State *L = luaL_newstate();
     if (!L)
         abort();
+    /* Fixed registry slots, taken before any luaL_ref: integer lookups
+     * on the per-call path instead of string keys. */
+    lua_pushboolean(L, 0);
+    lua_rawseti(L, LUA_REGISTRYINDEX, REG_ERRH);
+    lua_pushboolean(L, 0);
+    lua_rawseti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
     open_lib(L, "", luaopen_base);
     open_lib(L, LUA_TABLIBNAME, luaopen_table);
     open_lib(L, LUA_STRLIBNAME, luaopen_string);
     open_lib(L, LUA_MATHLIBNAME, luaopen_math);
     open_lib(L, "cjson", luaopen_cjson);
     open_lib(L, "bit", luaopen_bit);
+#ifdef BRISK_LUAJIT
+    /* The count hook (busy scripts, SCRIPT KILL) never runs in compiled
+     * traces: interpreter only. */
+    luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+#endif
     open_lib(L, "struct", luaopen_kv_struct);
     open_lib(L, "cmsgpack", luaopen_kv_cmsgpack);
     /* What the sandbox must not expose. */
@@ -1026,6 +1047,8 @@ lua_State *script_state_new(int functions)
     lua_setglobal(L, "redis");
 
     lua_pushcfunction(L, error_handler);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, LUA_REGISTRYINDEX, REG_ERRH);
     lua_setfield(L, LUA_REGISTRYINDEX, "kv_err_handler");
     (void)functions;
     return L;
@@ -1109,7 +1132,7 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
     script_ctx ctx = { .caller = c, .L = L, .name = name, .flags = flags, .ro = ro,
                        .is_func = is_func, .resp = 2, .start_ms = kv_unix_ms() };
     int base = lua_gettop(L) - nargs; /* the function's slot */
-    lua_getfield(L, LUA_REGISTRYINDEX, "kv_err_handler");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_ERRH);
     lua_insert(L, base);
     fake->db = c->db;
     fake->flags &= ~CLIENT_NO_PROPAGATE;
@@ -1150,8 +1173,13 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
         reply_resp = 2;
     }
     lua_settop(L, base - 1);
-    /* A script's garbage is collected in steps, not left to pile up. */
-    lua_gc(L, LUA_GCSTEP, 1);
+    /* Garbage: Lua's incremental collector runs as scripts allocate; a
+     * larger step every 50 runs keeps small scripts' garbage from piling
+     * up without a cost on every call. */
+    if (++gc_calls >= 50) {
+        gc_calls = 0;
+        lua_gc(L, LUA_GCSTEP, 50);
+    }
 }
 
 int script_running(void) { return run != NULL; }
@@ -1401,7 +1429,7 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->ref);
     /* KEYS and ARGV: raw globals (the proxy refuses writes from scripts) */
     int nk = (int)numkeys;
-    lua_getfield(L, LUA_REGISTRYINDEX, "kv_globals");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
     lua_pushstring(L, "KEYS");
     script_push_args(L, c->argv + 3, nk);
     lua_rawset(L, -3);
