@@ -978,10 +978,33 @@ static void open_lib(lua_State *L, const char *name, lua_CFunction f)
 
 static void init_once(void);
 
+/* A script that allocates without bound gets "not enough memory" (a Lua
+ * error, its reply an error) instead of taking the host's memory. */
+#define SCRIPT_MEM_MAX ((size_t)512 << 20)
+
+static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    size_t *used = ud;
+    if (ptr == NULL)
+        osize = 0;
+    if (nsize == 0) {
+        free(ptr);
+        *used -= osize;
+        return NULL;
+    }
+    if (nsize > osize && *used + (nsize - osize) > SCRIPT_MEM_MAX)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p)
+        *used = *used - osize + nsize;
+    return p;
+}
+
 lua_State *script_state_new(int functions)
 {
     init_once();
-    lua_State *L = luaL_newstate();
+    size_t *used = calloc(1, sizeof *used);
+    lua_State *L = used ? lua_newstate(lua_alloc, used) : NULL;
     if (!L)
         abort();
     /* Fixed registry slots, taken before any luaL_ref: integer lookups
@@ -1056,8 +1079,12 @@ lua_State *script_state_new(int functions)
 
 void script_state_free(lua_State *L)
 {
-    if (L)
-        lua_close(L);
+    if (!L)
+        return;
+    void *used;
+    lua_getallocf(L, &used);
+    lua_close(L);
+    free(used);
 }
 
 /* ---- running ---- */
@@ -1180,6 +1207,12 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
         gc_calls = 0;
         lua_gc(L, LUA_GCSTEP, 50);
     }
+    /* Lua 5.1 has no emergency collection: after a script that filled
+     * the heap, collect now so that the next one has room. */
+    void *used;
+    lua_getallocf(L, &used);
+    if (rc == LUA_ERRMEM || *(size_t *)used > SCRIPT_MEM_MAX / 2)
+        lua_gc(L, LUA_GCCOLLECT, 0);
 }
 
 int script_running(void) { return run != NULL; }
