@@ -294,6 +294,16 @@ static void push_err_table(lua_State *L, const char *p, size_t n)
     lua_rawset(L, -3);
 }
 
+/* An error a command already replied (and so counted in the error
+ * stats): the script's own error reply built from it is not counted again. */
+static void push_err_counted(lua_State *L, const char *p, size_t n)
+{
+    push_err_table(L, p, n);
+    lua_pushstring(L, "ignore_stats");
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+}
+
 /* Pushes the reply at p; returns where the next one starts. */
 static const char *resp_to_lua(lua_State *L, const char *p, const char *end)
 {
@@ -646,6 +656,7 @@ static int script_call_impl(lua_State *L, int raise)
     static const char *e_noargs = "ERR Please specify at least one argument for this redis lib call";
     static const char *e_type = "ERR Lua redis lib command arguments must be strings or integers";
     const char *err = NULL;
+    const kv_cmd *cmd = NULL;
     if (argc == 0) {
         err = e_noargs;
         goto fail;
@@ -684,7 +695,7 @@ static int script_call_impl(lua_State *L, int raise)
             call_argv[i] = (str){ s, n };
         }
     }
-    const kv_cmd *cmd = kv_cmd_lookup(call_argv[0]);
+    cmd = kv_cmd_lookup(call_argv[0]);
     if (!cmd) {
         /* Redis's noscript commands brisk-kv may lack answer as Redis's do. */
         static const char *noscript[] = { "cluster", "blpop", "brpop", "brpoplpush", "blmove",
@@ -744,18 +755,20 @@ static int script_call_impl(lua_State *L, int raise)
     const char *p = fake->wbuf.data, *end = p + fake->wbuf.len;
     if (fake->wbuf.len && p[0] == '-') {
         const char *e = crlf(p + 1, end);
-        if (raise)
-            return script_raise_err(L, p + 1, (size_t)(e - p - 1));
-        push_err_table(L, p + 1, (size_t)(e - p - 1));
-        return 1;
+        push_err_counted(L, p + 1, (size_t)(e - p - 1));
+        return raise ? lua_error(L) : 1;
     }
     resp_to_lua(L, p, end);
     return 1;
 fail:
-    if (raise)
-        return script_raise_err(L, err, strlen(err));
-    push_err_table(L, err, strlen(err));
-    return 1;
+    /* A refused call counts as the command's error reply would. */
+    fake->cmd = NULL;
+    fake->wbuf.len = 0;
+    reply_error(fake, err);
+    if (cmd && srv.cmd_stats)
+        srv.cmd_stats[cmd - kv_commands].rejected++;
+    push_err_counted(L, err, strlen(err));
+    return raise ? lua_error(L) : 1;
 }
 
 static int l_call(lua_State *L) { return script_call_impl(L, 1); }
@@ -1114,6 +1127,25 @@ int script_check_flags(kv_client *c, unsigned flags, int ro)
     return 0;
 }
 
+/* The script's error reply: counted in the error stats unless the error
+ * table (at index t) came from a command's own, already counted, reply;
+ * the script's command fails either way. */
+static void reply_script_error(kv_client *c, lua_State *L, int t, const char *s, size_t n)
+{
+    int counted = field(L, t, "ignore_stats", LUA_TBOOLEAN);
+    if (counted)
+        lua_pop(L, 1);
+    if (counted || memchr(s, '\0', n)) {
+        reply_line(c, '-', s, n);
+        if (c->cmd && srv.cmd_stats)
+            srv.cmd_stats[c->cmd - kv_commands].failed++;
+    } else {
+        lua_pushlstring(L, s, n); /* NUL-terminated copy */
+        reply_error(c, lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+}
+
 static void reply_run_error(kv_client *c, lua_State *L, const char *name)
 {
     if (!lua_istable(L, -1)) {
@@ -1149,7 +1181,7 @@ static void reply_run_error(kv_client *c, lua_State *L, const char *name)
     /* A leading '-' is the wire marker, not part of the text. */
     if (n && s[0] == '-')
         s++, n--;
-    reply_line(c, '-', s, n);
+    reply_script_error(c, L, t, s, n);
     lua_settop(L, t);
 }
 
@@ -1194,7 +1226,14 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
     if (rc != 0)
         reply_run_error(c, L, name);
-    else {
+    else if (lua_istable(L, -1) && field(L, lua_gettop(L), "err", LUA_TSTRING)) {
+        size_t n;
+        const char *s = lua_tolstring(L, -1, &n);
+        if (n && s[0] == '-')
+            s++, n--;
+        reply_script_error(c, L, lua_gettop(L) - 1, s, n);
+        lua_pop(L, 1);
+    } else {
         reply_resp = ctx.resp;
         script_lua_to_reply(c, L, -1);
         reply_resp = 2;
