@@ -213,6 +213,18 @@ void script_protect_globals(lua_State *L)
             lua_pop(L, 1);
         }
     }
+    /* String methods ("x":upper()) read through the proxy of string, and
+     * the string metatable is not handed out: the real string table is
+     * not reachable from a script. */
+    lua_pushstring(L, "");
+    if (lua_getmetatable(L, -1)) {
+        lua_getglobal(L, "string");
+        lua_setfield(L, -2, "__index");
+        lua_pushboolean(L, 0);
+        lua_setfield(L, -2, "__metatable");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
     /* The globals: the real table stays in the registry (KEYS and ARGV
      * are set there), scripts see a proxy refusing writes and reads of
      * names that do not exist. */
@@ -942,20 +954,17 @@ static int l_loadstring(lua_State *L)
     return lua_gettop(L);
 }
 
-/* setmetatable on a read-only table is a write to it. */
-static int l_setmetatable(lua_State *L)
+/* setmetatable and rawset on a read-only table are writes to it: they
+ * call the original (upvalue 1) only for other tables. */
+static int l_guarded_write(lua_State *L)
 {
     if (lua_istable(L, 1) && lua_getmetatable(L, 1)) {
         lua_pushstring(L, "__newindex");
         lua_rawget(L, -2);
         int ro = lua_tocfunction(L, -1) == ro_newindex;
         lua_pop(L, 2);
-        if (ro) {
-            luaL_where(L, 1);
-            lua_pushstring(L, "Attempt to modify a readonly table");
-            lua_concat(L, 2);
-            return lua_error(L);
-        }
+        if (ro) /* raised in C, as Redis's: no script position */
+            return lua_error((lua_pushstring(L, "Attempt to modify a readonly table"), L));
     }
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
@@ -1047,7 +1056,8 @@ lua_State *script_state_new(int functions)
         lua_setglobal(L, drop[i]);
     }
     wrap_global(L, "loadstring", l_loadstring);
-    wrap_global(L, "setmetatable", l_setmetatable);
+    wrap_global(L, "setmetatable", l_guarded_write);
+    wrap_global(L, "rawset", l_guarded_write);
     lua_getglobal(L, "math");
     set_fn(L, "random", math_random);
     set_fn(L, "randomseed", math_randomseed);
