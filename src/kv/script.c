@@ -924,9 +924,13 @@ static void count_hook(lua_State *L, lua_Debug *ar)
                  "killing the script using the %s command.",
                  (long long)(now - run->start_ms), run->is_func ? "FUNCTION KILL" : "SCRIPT KILL");
     }
+    /* The script keeps the time it started with (keys do not expire in
+     * its middle); the clients served meanwhile see the real one. */
+    int64_t script_now = srv.now_ms;
     srv.now_ms = now;
     loop_poll_io(&srv.loop, 0);
     kv_flush_clients();
+    srv.now_ms = script_now;
     if (srv.shutdown_asap)
         run->killed = 1;
     if (run->killed) {
@@ -1096,7 +1100,6 @@ lua_State *script_state_new(int functions)
     lua_pushvalue(L, -1);
     lua_rawseti(L, LUA_REGISTRYINDEX, REG_ERRH);
     lua_setfield(L, LUA_REGISTRYINDEX, "kv_err_handler");
-    (void)functions;
     return L;
 }
 
@@ -1232,8 +1235,6 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
             aof_exec_end();
         }
     }
-    if (ctx.timedout && c->fd >= 0)
-        loop_io_set(&srv.loop, &c->io, LOOP_READ);
     if (rc != 0)
         reply_run_error(c, L, name);
     else if (lua_istable(L, -1) && field(L, lua_gettop(L), "err", LUA_TSTRING)) {

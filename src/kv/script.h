@@ -21,9 +21,9 @@ enum {
 /* Parses a flag name list entry; returns the flag or 0 when unknown. */
 unsigned script_flag_by_name(const char *p, size_t n);
 
-/* A new sandboxed state: the libraries, the redis table (with_call: the
- * redis.call family; a function library's load run has no call), the
- * error handler in the registry. */
+/* A new sandboxed state: the libraries, the redis table, the error
+ * handler in the registry (functions: the FUNCTION state; its library API
+ * is added by t_function.c). Globals are frozen by script_protect_globals. */
 lua_State *script_state_new(int functions);
 void script_state_free(lua_State *L);
 /* Freezes the globals of L (after the setup and, for functions, loads). */
@@ -37,9 +37,9 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
 /* Upfront checks of a script with flags for c (OOM, read-only). Returns 0,
  * or -1 after replying the error. */
 int script_check_flags(kv_client *c, unsigned flags, int ro);
-/* Pushes the KEYS-like table of argv[0..n) */
+/* Pushes a new array of the strings argv[0..n) (KEYS, ARGV). */
 void script_push_args(lua_State *L, const str *argv, int n);
-/* Raises a Lua error from inside a load: "msg" */
+/* Around a library's load run: "FUNCTION LOAD timeout" past 500 ms. */
 int script_load_timeout_hook_install(lua_State *L);
 void script_load_timeout_hook_remove(lua_State *L);
 
