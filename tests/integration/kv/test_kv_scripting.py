@@ -225,3 +225,47 @@ def test_aof_persists_effects_and_functions(kv_factory, tmp_path):
     c = s.client()
     assert c.get("a") in ("2", b"2")
     assert c.execute_command("FCALL", "h", 0) == 7
+
+
+def test_shutdown_nosave_ends_busy_script(kv):
+    kv.expect_exit = True
+    c = kv.client()
+    c.config_set("busy-reply-threshold", 100)
+    assert c.config_get("lua-time-limit") == {"lua-time-limit": "100"}
+
+    def run():
+        try:
+            kv.client().eval("redis.call('set','q','1') while true do end", 0)
+        except (redis.ResponseError, redis.ConnectionError):
+            pass
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    other = kv.client()
+    with pytest.raises(redis.ResponseError, match="^BUSY"):
+        other.execute_command("FUNCTION", "KILL")  # an EVAL runs: FUNCTION KILL is refused
+    try:
+        other.execute_command("SHUTDOWN", "NOSAVE")
+    except redis.ConnectionError:
+        pass
+    t.join(5)
+    kv.proc.wait(5)
+
+
+def test_functions_in_multi_and_watch(r):
+    r.execute_command("FUNCTION", "LOAD",
+                      "#!lua name=m\nredis.register_function('w', function(k) "
+                      "return redis.call('incr', k[1]) end)")
+    w = r.pipeline(transaction=True)
+    w.execute_command("FCALL", "w", 1, "n")
+    w.eval("return redis.call('incr', KEYS[1])", 1, "n")
+    assert w.execute() == [1, 2]
+    # a script's write touches WATCHed keys
+    p = r.pipeline(transaction=True)
+    p.watch("n")
+    r.eval("return redis.call('incr', KEYS[1])", 1, "n")
+    p.multi()
+    p.get("n")
+    with pytest.raises(redis.WatchError):
+        p.execute()
