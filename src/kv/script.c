@@ -511,7 +511,15 @@ static void script_lua_to_reply(kv_client *c, lua_State *L, int idx)
         return;
     }
     if (field(L, idx, "double", LUA_TNUMBER)) {
-        reply_double(c, lua_tonumber(L, -1));
+        /* Redis 7.0 writes a script's double with %.17g (both protocols). */
+        char d[64];
+        double v = lua_tonumber(L, -1);
+        int dn = isinf(v) ? snprintf(d, sizeof d, "%s", v > 0 ? "inf" : "-inf")
+                          : snprintf(d, sizeof d, "%.17g", v);
+        if (c->resp >= 3)
+            reply_line(c, ',', d, (size_t)dn);
+        else
+            reply_bulk(c, d, (size_t)dn);
         lua_pop(L, 1);
         return;
     }

@@ -117,10 +117,28 @@ def test_evalsha_and_script(r, reference):
 def test_resp3_conversions(kv, reference):
     mine = kv.client(protocol=3)
     ref = redis.Redis(port=reference.connection_pool.connection_kwargs["port"], protocol=3)
-    for s in ("redis.setresp(3) return redis.call('hgetall', 'nohash')",
-              "return {double=3.14}", "return {map={a=1}}", "return {set={a=true}}",
-              "return {big_number='123'}", "return true", "return false"):
+    for cli in (mine, ref):
+        cli.execute_command("DEL", "h", "z")
+        cli.execute_command("HSET", "h", "f", "v")
+        cli.execute_command("ZADD", "z", "1.5", "m")
+    scripts = ("redis.setresp(3) return redis.call('hgetall', 'nohash')",
+               "redis.setresp(3) return redis.call('hgetall', 'h')",
+               "redis.setresp(3) local t = redis.call('hgetall', 'h') return t['map']['f']",
+               "redis.setresp(3) return redis.call('zscore', 'z', 'm')",
+               "redis.setresp(3) return redis.call('zscore', 'z', 'm')['double']",
+               "redis.setresp(3) return redis.call('get', 'nokey') == nil",
+               "redis.setresp(3) return redis.call('smembers', 'noset')",
+               "return {double=3.14}", "return {double=1e300}", "return {map={a=1}}",
+               "return {set={a=true}}", "return {big_number='123'}",
+               "return {verbatim_string={format='txt', string='hi'}}",
+               "return true", "return false", "return {true, false, 1}")
+    for s in scripts:
         assert enc(mine.execute_command("EVAL", s, 0)) == ref.execute_command("EVAL", s, 0), s
+    # the same scripts for a RESP2 client
+    mine2 = kv.client()
+    ref2 = redis.Redis(port=reference.connection_pool.connection_kwargs["port"])
+    for s in scripts:
+        assert mine2.execute_command("EVAL", s, 0) == ref2.execute_command("EVAL", s, 0), s
 
 
 def test_functions(r, reference):
