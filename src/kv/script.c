@@ -645,10 +645,18 @@ static void push_error_reply(lua_State *L, const char *s, size_t n)
 static int error_handler(lua_State *L)
 {
     if (!lua_istable(L, 1)) {
+        /* As tostring() shows it: "nil", "true", "table: 0x..." */
         const char *m = lua_tostring(L, 1);
         lua_newtable(L);
         lua_pushstring(L, "err");
-        lua_pushfstring(L, "ERR %s", m ? m : "execution failure");
+        if (m)
+            lua_pushfstring(L, "ERR %s", m);
+        else if (lua_isnil(L, 1))
+            lua_pushstring(L, "ERR nil");
+        else if (lua_isboolean(L, 1))
+            lua_pushstring(L, lua_toboolean(L, 1) ? "ERR true" : "ERR false");
+        else
+            lua_pushfstring(L, "ERR %s: %p", luaL_typename(L, 1), lua_topointer(L, 1));
         lua_rawset(L, -3);
         lua_replace(L, 1);
     }
@@ -797,13 +805,52 @@ fail:
     return raise ? lua_error(L) : 1;
 }
 
+/* Errors of the redis.* API: {err="ERR msg"}, raised or returned. */
+static int api_err_table(lua_State *L, const char *msg)
+{
+    lua_newtable(L);
+    lua_pushstring(L, "err");
+    lua_pushfstring(L, "ERR %s", msg);
+    lua_rawset(L, -3);
+    return 1;
+}
+
+static int api_error(lua_State *L, const char *msg)
+{
+    api_err_table(L, msg);
+    return lua_error(L);
+}
+
+/* pcall as Redis 7.0 has it: an error table with a string err comes back
+ * as that string (so pcall(redis.call, ...) gives "ERR ..."). */
+static int l_pcall_lua(lua_State *L)
+{
+    int argc = lua_gettop(L);
+    luaL_checkany(L, 1);
+    if (lua_pcall(L, argc - 1, LUA_MULTRET, 0) == 0) {
+        lua_pushboolean(L, 1);
+        lua_insert(L, 1);
+        return lua_gettop(L);
+    }
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "err");
+        if (lua_isstring(L, -1))
+            lua_replace(L, -2);
+        else
+            lua_pop(L, 1);
+    }
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
 static int l_call(lua_State *L) { return script_call_impl(L, 1); }
 static int l_pcall(lua_State *L) { return script_call_impl(L, 0); }
 
 static int l_sha1hex(lua_State *L)
 {
     if (lua_gettop(L) != 1)
-        return script_raise_err(L, "wrong number of arguments", strlen("wrong number of arguments"));
+        return api_error(L, "wrong number of arguments");
     size_t n;
     const char *s = lua_tolstring(L, 1, &n);
     char hex[41];
@@ -815,7 +862,7 @@ static int l_sha1hex(lua_State *L)
 static int l_error_reply(lua_State *L)
 {
     if (lua_gettop(L) != 1 || lua_type(L, 1) != LUA_TSTRING)
-        return script_raise_err(L, "wrong number or type of arguments", strlen("wrong number or type of arguments"));
+        return api_err_table(L, "wrong number or type of arguments");
     size_t n;
     const char *s = lua_tolstring(L, 1, &n);
     push_error_reply(L, s, n);
@@ -825,7 +872,7 @@ static int l_error_reply(lua_State *L)
 static int l_status_reply(lua_State *L)
 {
     if (lua_gettop(L) != 1 || lua_type(L, 1) != LUA_TSTRING)
-        return script_raise_err(L, "wrong number or type of arguments", strlen("wrong number or type of arguments"));
+        return api_err_table(L, "wrong number or type of arguments");
     lua_newtable(L);
     lua_pushstring(L, "ok");
     lua_pushvalue(L, 1);
@@ -837,12 +884,12 @@ static int l_log(lua_State *L)
 {
     int argc = lua_gettop(L);
     if (argc < 2)
-        return script_raise_err(L, "redis.log() requires two arguments or more.", strlen("redis.log() requires two arguments or more."));
+        return api_error(L, "redis.log() requires two arguments or more.");
     if (!lua_isnumber(L, 1))
-        return script_raise_err(L, "First argument must be a number (log level).", strlen("First argument must be a number (log level)."));
+        return api_error(L, "First argument must be a number (log level).");
     int level = (int)lua_tonumber(L, 1);
     if (level < 0 || level > 3)
-        return script_raise_err(L, "Invalid debug level.", strlen("Invalid debug level."));
+        return api_error(L, "Invalid debug level.");
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     for (int i = 2; i <= argc; i++) {
@@ -865,12 +912,12 @@ static int l_log(lua_State *L)
 static int l_setresp(lua_State *L)
 {
     if (!run)
-        return script_raise_err(L, "redis.setresp can only be called inside a script invocation", strlen("redis.setresp can only be called inside a script invocation"));
+        return api_error(L, "redis.setresp can only be called inside a script invocation");
     if (lua_gettop(L) != 1)
-        return script_raise_err(L, "redis.setresp() requires one argument.", strlen("redis.setresp() requires one argument."));
+        return api_error(L, "redis.setresp() requires one argument.");
     int v = (int)lua_tonumber(L, 1);
     if (v != 2 && v != 3)
-        return script_raise_err(L, "RESP version must be 2 or 3.", strlen("RESP version must be 2 or 3."));
+        return api_error(L, "RESP version must be 2 or 3.");
     run->resp = v;
     return 0;
 }
@@ -878,12 +925,12 @@ static int l_setresp(lua_State *L)
 static int l_set_repl(lua_State *L)
 {
     if (!run)
-        return script_raise_err(L, "redis.set_repl can only be called inside a script invocation", strlen("redis.set_repl can only be called inside a script invocation"));
+        return api_error(L, "redis.set_repl can only be called inside a script invocation");
     if (lua_gettop(L) != 1)
-        return script_raise_err(L, "redis.set_repl() requires one argument.", strlen("redis.set_repl() requires one argument."));
+        return api_error(L, "redis.set_repl() requires two arguments.");
     int v = (int)lua_tonumber(L, 1);
     if (v < 0 || v > 3)
-        return script_raise_err(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.", strlen("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."));
+        return api_error(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
     /* Replicas are not supported: REPL_AOF bit decides. */
     if (v & 1)
         fake->flags &= ~CLIENT_NO_PROPAGATE;
@@ -909,11 +956,11 @@ static int l_noop(lua_State *L) { return 0; }
 static int l_acl_check_cmd(lua_State *L)
 {
     if (lua_gettop(L) < 1)
-        return script_raise_err(L, "Please specify at least one argument for this redis lib call", strlen("Please specify at least one argument for this redis lib call"));
+        return api_error(L, "Please specify at least one argument for this redis lib call");
     size_t n;
     const char *s = lua_tolstring(L, 1, &n);
     if (!s || !kv_cmd_lookup((str){ s, n }))
-        return script_raise_err(L, "Invalid command passed to redis.acl_check_cmd()", strlen("Invalid command passed to redis.acl_check_cmd()"));
+        return api_error(L, "Invalid command passed to redis.acl_check_cmd()");
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -1068,12 +1115,14 @@ lua_State *script_state_new(int functions)
     open_lib(L, "cmsgpack", luaopen_kv_cmsgpack);
     /* What the sandbox must not expose. */
     static const char *drop[] = { "loadfile", "dofile", "print", "module", "require",
-                                  "package", "os", "io", "debug", "newproxy" };
+                                  "package", "os", "io", "debug", "newproxy", "getfenv", "setfenv" };
     for (size_t i = 0; i < ARRAY_LEN(drop); i++) {
         lua_pushnil(L);
         lua_setglobal(L, drop[i]);
     }
     wrap_global(L, "loadstring", l_loadstring);
+    lua_pushcfunction(L, l_pcall_lua);
+    lua_setglobal(L, "pcall");
     wrap_global(L, "setmetatable", l_guarded_write);
     wrap_global(L, "rawset", l_guarded_write);
     lua_getglobal(L, "math");
@@ -1142,6 +1191,10 @@ int script_check_flags(kv_client *c, unsigned flags, int ro)
 {
     if (flags & SCRIPT_LEGACY)
         return 0;
+    if (ro && !(flags & SCRIPT_NO_WRITES)) {
+        reply_error(c, "ERR Can not execute a script with write flag using *_ro command.");
+        return -1;
+    }
     if (!(flags & SCRIPT_NO_WRITES) && !ro && kv_min_replicas_to_write > 0) {
         reply_error(c, "NOREPLICAS Not enough good replicas to write.");
         return -1;
@@ -1183,7 +1236,7 @@ static void reply_run_error(kv_client *c, lua_State *L, const char *name)
     int t = lua_gettop(L);
     const char *msg = "ERR unknown error";
     size_t mlen = strlen(msg);
-    if (field(L, t, "err", LUA_TSTRING))
+    if (field(L, t, "err", LUA_TSTRING) || field(L, t, "err", LUA_TNUMBER))
         msg = lua_tolstring(L, -1, &mlen);
     else
         lua_pushnil(L);
@@ -1562,16 +1615,40 @@ static const char *script_help[] = {
     "    Prints this help.",
 };
 
-void script_command(kv_client *c)
+int script_subcommand_check(kv_client *c, const char *cmd, const char *upper,
+                            const script_subcmd *t, size_t n)
 {
     str sub = c->argv[1];
+    for (size_t i = 0; i < n; i++) {
+        if (!str_ieq_lit(sub, t[i].name, strlen(t[i].name)))
+            continue;
+        if ((t[i].arity > 0 && c->argc != t[i].arity) ||
+            (t[i].arity < 0 && c->argc < -t[i].arity)) {
+            reply_errorf(c, "ERR wrong number of arguments for '%s|%s' command", cmd, t[i].name);
+            return -1;
+        }
+        return 0;
+    }
+    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)MIN(sub.len, 128), sub.p,
+                 upper);
+    return -1;
+}
+
+void script_command(kv_client *c)
+{
+    static const script_subcmd subs[] = { { "exists", -3 }, { "load", 3 }, { "flush", -2 },
+                                          { "kill", 2 },    { "help", 2 }, { "debug", 3 } };
+    str sub = c->argv[1];
     init_once();
+    if (script_subcommand_check(c, "script", "SCRIPT", subs, ARRAY_LEN(subs)) < 0)
+        return;
     if (STR_IEQ(sub, "help") && c->argc == 2) {
         reply_array(c, (long long)ARRAY_LEN(script_help));
         for (size_t i = 0; i < ARRAY_LEN(script_help); i++)
             reply_simple(c, script_help[i]);
-    } else if (STR_IEQ(sub, "flush") && c->argc <= 3) {
-        if (c->argc == 3 && !STR_IEQ(c->argv[2], "sync") && !STR_IEQ(c->argv[2], "async")) {
+    } else if (STR_IEQ(sub, "flush")) {
+        if (c->argc > 3 ||
+            (c->argc == 3 && !STR_IEQ(c->argv[2], "sync") && !STR_IEQ(c->argv[2], "async"))) {
             reply_error(c, "ERR SCRIPT FLUSH only support SYNC|ASYNC option");
             return;
         }

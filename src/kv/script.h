@@ -49,6 +49,16 @@ void script_make_readonly(lua_State *L, int strict_index);
 /* Raises {err=msg}. */
 int script_raise_err(lua_State *L, const char *p, size_t n);
 
+/* Subcommands of SCRIPT and FUNCTION with Redis's arities: replies the
+ * unknown-subcommand or arity error (cmd: "script", upper: "SCRIPT") and
+ * returns -1, or returns 0. */
+typedef struct script_subcmd {
+    const char *name;
+    int arity;
+} script_subcmd;
+int script_subcommand_check(kv_client *c, const char *cmd, const char *upper,
+                            const script_subcmd *t, size_t n);
+
 /* Whether a script is running (for FUNCTION STATS / KILL). */
 int script_running(void);
 int script_running_is_func(void);

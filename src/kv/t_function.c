@@ -748,8 +748,13 @@ static const char *help[] = {
 
 void function_command(kv_client *c)
 {
+    static const script_subcmd subs[] = { { "load", -3 },    { "delete", 3 }, { "flush", -2 },
+                                          { "list", -2 },    { "dump", 2 },   { "restore", -3 },
+                                          { "kill", 2 },     { "stats", 2 },  { "help", 2 } };
     str sub = c->argv[1];
     state_init();
+    if (script_subcommand_check(c, "function", "FUNCTION", subs, sizeof subs / sizeof subs[0]) < 0)
+        return;
     char err[1024];
     if (STR_IEQ(sub, "load") && c->argc >= 3) {
         int replace = 0;

@@ -80,6 +80,23 @@ SCRIPTS = [
     "#!luax\nreturn 1",
     "#!lua name=x\nreturn 1",
     "#!lua\nreturn redis.call('set', KEYS[1], 'v')",
+    "local ok, e = pcall(redis.call, 'hget', KEYS[1], 'f') return e",
+    "local ok, e = pcall(redis.call, 'nosuch') return {tostring(ok), e}",
+    "local ok, e = pcall(error, {err=5}) return type(e)",
+    "error(nil)",
+    "error({err=1})",
+    "return redis.sha1hex()",
+    "return redis.status_reply()",
+    "return redis.error_reply()",
+    "return redis.log(99, 'x')",
+    "return redis.set_repl()",
+    "return redis.setresp()",
+    "return redis.pcall()",
+    "return 2^63",
+    "return {1, nil, 3}",
+    "return cjson.encode(cjson.decode('[1,2.5,\"x\",null,true]'))",
+    "return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2, 0)}",
+    "return getfenv",
 ]
 
 
@@ -90,7 +107,21 @@ def test_eval_matches_redis(r, reference, script):
 
 
 def test_eval_ro_refuses_writes(r, reference):
-    mine, ref = both(r, reference, "EVAL_RO", "return redis.call('set','x','1')", 0)
+    for body in ("return redis.call('set','x','1')", "#!lua\nreturn 1",
+                 "#!lua flags=no-writes\nreturn redis.call('get','x')",
+                 "#!lua flags=no-writes\nreturn redis.call('set','x','1')"):
+        mine, ref = both(r, reference, "EVAL_RO", body, 0)
+        assert enc(mine) == ref, body
+
+
+@pytest.mark.parametrize("cmd", [
+    ("SCRIPT", "EXISTS"), ("SCRIPT", "LOAD"), ("SCRIPT", "FOO"), ("SCRIPT", "FLUSH", "SYNC", "X"),
+    ("FUNCTION", "FOO"), ("FUNCTION", "STATS", "x"), ("FUNCTION", "DUMP", "x"),
+    ("FUNCTION", "FLUSH", "a", "b"), ("FUNCTION", "RESTORE", "a", "b", "c"),
+    ("FUNCTION", "LIST", "LIBRARYNAME"), ("FUNCTION", "LIST", "WITHCODE", "WITHCODE"),
+    ("FCALL", "nosuch", "x"), ("EVALSHA", "0" * 40, "x")])
+def test_subcommand_errors(r, reference, cmd):
+    mine, ref = both(r, reference, *cmd)
     assert enc(mine) == ref
 
 
@@ -217,7 +248,8 @@ def test_unkillable_after_write(kv, r):
     assert other.get("x") in ("y", b"y")
 
 
-def test_hostile_scripts(r):
+def test_hostile_scripts(kv):
+    r = kv.client(socket_timeout=120, decode_responses=True)  # filling 512 MiB takes seconds
     # unbounded allocation: an error (the Lua heap is capped), not a crash
     with pytest.raises(redis.ResponseError, match="not enough memory"):
         r.eval("local t = {} local s = string.rep('x', 1000000) "
