@@ -520,6 +520,14 @@ static void function_dump(kv_client *c)
     buf_free(&b);
 }
 
+static uint64_t get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; k--)
+        v = (v << 8) | p[k];
+    return v;
+}
+
 static void function_restore(kv_client *c)
 {
     int policy = 1; /* 0 flush, 1 append, 2 replace */
@@ -542,12 +550,8 @@ static void function_restore(kv_client *c)
     }
     const unsigned char *p = (const unsigned char *)c->argv[2].p;
     size_t len = c->argv[2].len;
-    if (len < 10 || p[len - 10] > 10 || crc64(0, p, len - 8) != ({
-            uint64_t v = 0;
-            for (int k = 7; k >= 0; k--)
-                v = (v << 8) | p[len - 8 + k];
-            v;
-        })) {
+    if (len < 10 || (p[len - 10] | p[len - 9] << 8) > 10 ||
+        crc64(0, p, len - 8) != get_le64(p + len - 8)) {
         reply_error(c, "ERR DUMP payload version or checksum are wrong");
         return;
     }
