@@ -94,6 +94,10 @@ void loop_set_busy_poll(loop *l, unsigned us);
 /* Runs until loop_stop(). Returns 0, or negative errno on a backend error. */
 int loop_run(loop *l);
 void loop_stop(loop *l);
+/* Waits up to timeout_ms for I/O and dispatches it: no timers, no hooks.
+ * For a long task that must keep serving clients from inside a callback
+ * (a busy script); its events do not disturb the batch being dispatched. */
+int loop_poll_io(loop *l, int timeout_ms);
 /* Thread-safe: makes the loop call l->on_wake soon. */
 void loop_wake(loop *l);
 

@@ -77,3 +77,19 @@ void backend_dispatch(loop *l, int n)
         io->cb(l, io, r);
     }
 }
+
+int loop_poll_io(loop *l, int timeout_ms)
+{
+    /* Its own event array: the outer dispatch still reads l->events. */
+    struct epoll_event evs[64];
+    void *outer = l->events;
+    int outer_max = l->max_events;
+    l->events = evs;
+    l->max_events = 64;
+    int n = backend_wait(l, timeout_ms);
+    if (n > 0)
+        backend_dispatch(l, n);
+    l->events = outer;
+    l->max_events = outer_max;
+    return n;
+}

@@ -1,4 +1,5 @@
 #include "kv/aof.h"
+#include "kv/script.h"
 
 #include "core/log.h"
 #include "kv/db.h"
@@ -577,11 +578,17 @@ static void rw_entry(rw_out *o, kv_entry *e)
     }
 }
 
+static void rw_emit(void *ud, int argc, const str *argv)
+{
+    rw_cmd(ud, argc, argv);
+}
+
 static int rewrite_to(const char *tmp)
 {
     rw_out o = { .fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) };
     if (o.fd < 0)
         return -1;
+    function_rewrite(rw_emit, &o); /* libraries first: keys do not need them */
     int64_t now = kv_unix_ms();
     for (int d = 0; d < srv.cfg.databases; d++) {
         kv_db *db = &srv.dbs[d];

@@ -460,6 +460,22 @@ const kv_cmd kv_commands[] = {
     /* -- commands: stream -- */
     /* -- end stream -- */
     /* -- commands: script -- */
+    { "eval", -3, CMD_NOSCRIPT | CMD_STALE, eval_command, 0, 0, 0, "scripting",
+      "Executes a server-side Lua script.", "2.6.0", NULL, "@slow @scripting" },
+    { "evalsha", -3, CMD_NOSCRIPT | CMD_STALE, evalsha_command, 0, 0, 0, "scripting",
+      "Executes a server-side Lua script by SHA1 digest.", "2.6.0", NULL, "@slow @scripting" },
+    { "eval_ro", -3, CMD_READONLY | CMD_NOSCRIPT | CMD_STALE, eval_ro_command, 0, 0, 0,
+      "scripting", "Executes a read-only server-side Lua script.", "7.0.0", NULL,
+      "@slow @scripting" },
+    { "evalsha_ro", -3, CMD_READONLY | CMD_NOSCRIPT | CMD_STALE, evalsha_ro_command, 0, 0, 0,
+      "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", "7.0.0", NULL,
+      "@slow @scripting" },
+    { "fcall", -3, CMD_NOSCRIPT | CMD_STALE, fcall_command, 0, 0, 0, "scripting",
+      "Invokes a function.", "7.0.0", NULL, "@slow @scripting" },
+    { "fcall_ro", -3, CMD_READONLY | CMD_NOSCRIPT | CMD_STALE, fcall_ro_command, 0, 0, 0,
+      "scripting", "Invokes a read-only function.", "7.0.0", NULL, "@slow @scripting" },
+    { "script", -2, CMD_NOSCRIPT, script_command, 0, 0, 0, "scripting",
+      "A container for Lua scripts management commands.", "2.6.0", NULL, "@slow @scripting" },
     /* -- end script -- */
     /* -- commands: repl -- */
     /* -- end repl -- */

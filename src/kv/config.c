@@ -95,9 +95,13 @@ static struct {
     { "enable-module-command", "no" },      { "unixsocket", "" },
     { "unixsocketperm", "0" },              { "cluster-enabled", "no" },
     { "oom-score-adj", "no" },              { "disable-thp", "yes" },
-    { "replica-lazy-flush", "no" },
+    { "replica-lazy-flush", "no" },         { "min-replicas-to-write", "0" },
+    { "min-replicas-max-lag", "10" },
     { "tracking-table-max-keys", "1000000" }, /* read by tracking.c */
 };
+
+long long kv_busy_reply_ms = 5000;
+long long kv_min_replicas_to_write = 0;
 
 static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",
                                       "allkeys-random", "volatile-random", "volatile-ttl" };
@@ -238,6 +242,17 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
                     return -1;
                 }
                 snprintf(noops[i].value, sizeof noops[i].value, "%s", argv[0]);
+                if (strcasecmp(name, "min-replicas-to-write") == 0)
+                    kv_min_replicas_to_write = strtoll(argv[0], NULL, 10);
+                if (strcasecmp(name, "lua-time-limit") == 0 ||
+                    strcasecmp(name, "busy-reply-threshold") == 0) {
+                    /* Aliases: both names show the value scripts use. */
+                    kv_busy_reply_ms = strtoll(argv[0], NULL, 10);
+                    for (size_t k = 0; k < ARRAY_LEN(noops); k++)
+                        if (strcasecmp(noops[k].name, "lua-time-limit") == 0 ||
+                            strcasecmp(noops[k].name, "busy-reply-threshold") == 0)
+                            snprintf(noops[k].value, sizeof noops[k].value, "%s", argv[0]);
+                }
                 return 0;
             }
         }

@@ -6,6 +6,12 @@
 #include "kv/server.h"
 
 void kv_config_defaults(kv_config *cfg);
+/* busy-reply-threshold (alias lua-time-limit), ms: a script running longer
+ * lets other clients in (they get BUSY). */
+extern long long kv_busy_reply_ms;
+/* min-replicas-to-write: brisk-kv has no replicas, so any value > 0
+ * refuses scripts' writes (NOREPLICAS), as Redis without enough replicas. */
+extern long long kv_min_replicas_to_write;
 void kv_config_free(kv_config *cfg);
 /* Applies "name arg..." (from a file line, the command line or CONFIG
  * SET). Returns 0, or -1 with a message in err. at_runtime refuses

@@ -1694,15 +1694,18 @@ static void info_memory(buf *b)
     long long total = (long long)pages * psz;
     human(h5, sizeof h5, (double)total);
     double frag = used ? (double)rss / (double)used : 0.0;
+    size_t lua_mem = script_lua_memory();
+    char h6[32];
+    human(h6, sizeof h6, (double)lua_mem);
     addf(b, "# Memory\r\nused_memory:%zu\r\nused_memory_human:%s\r\nused_memory_rss:%zu\r\n"
             "used_memory_rss_human:%s\r\nused_memory_peak:%zu\r\nused_memory_peak_human:%s\r\n"
             "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%zu\r\n"
             "used_memory_startup:0\r\nused_memory_dataset:%zu\r\n"
             "used_memory_dataset_perc:%.2f%%\r\nallocator_allocated:%zu\r\n"
             "allocator_active:%zu\r\nallocator_resident:%zu\r\ntotal_system_memory:%lld\r\n"
-            "total_system_memory_human:%s\r\nused_memory_lua:0\r\nused_memory_vm_eval:0\r\n"
-            "used_memory_lua_human:0B\r\nused_memory_scripts_eval:0\r\n"
-            "number_of_cached_scripts:0\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\n"
+            "total_system_memory_human:%s\r\nused_memory_lua:%zu\r\nused_memory_vm_eval:%zu\r\n"
+            "used_memory_lua_human:%s\r\nused_memory_scripts_eval:0\r\n"
+            "number_of_cached_scripts:%zu\r\nnumber_of_functions:0\r\nnumber_of_libraries:0\r\n"
             "used_memory_vm_functions:0\r\nused_memory_vm_total:0\r\n"
             "used_memory_vm_total_human:0B\r\nused_memory_functions:0\r\n"
             "used_memory_scripts:0\r\nused_memory_scripts_human:0B\r\nmaxmemory:%llu\r\n"
@@ -1719,7 +1722,7 @@ static void info_memory(buf *b)
             "used_memory_clients:%zu\r\n",
          used, h1, rss, h2, peak, h3, peak ? 100.0 * (double)used / (double)peak : 0.0, cbufs,
          dataset, used ? 100.0 * (double)dataset / (double)used : 0.0, used, used, rss, total, h5,
-         (unsigned long long)srv.cfg.maxmemory, h4, kv_policy_name(srv.cfg.maxmemory_policy),
+         lua_mem, lua_mem, h6, script_cached_count(), (unsigned long long)srv.cfg.maxmemory, h4, kv_policy_name(srv.cfg.maxmemory_policy),
          frag, (long long)rss - (long long)used, frag, (long long)rss - (long long)used, cbufs,
          srv.aof_buf.len, cbufs);
 }

@@ -412,6 +412,8 @@ static void client_read(kv_client *c)
 static void client_io_cb(loop *l, loop_io *io, unsigned events)
 {
     kv_client *c = io->udata;
+    if (UNLIKELY(c == srv.script_caller))
+        return; /* its script runs: its argv points into rbuf */
     if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR))
         client_read(c);
     if (!(c->flags & CLIENT_CLOSED) && (events & LOOP_WRITE))
@@ -544,6 +546,11 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     }
 }
 
+void kv_call_proc(kv_client *c, const kv_cmd *cmd)
+{
+    call_proc(c, cmd);
+}
+
 void kv_propagate_as(kv_client *c, int argc, const str *argv)
 {
     /* Copy: argv may point into a scratch buffer of the handler. */
@@ -631,6 +638,11 @@ void kv_call(kv_client *c)
     }
     if (UNLIKELY(c->subs) && pubsub_restricted(c) && !pubsub_allowed_when_subscribed(cmd)) {
         reply_errorf(c, ERR_SUBSCRIBED_FMT, cmd->name);
+        return;
+    }
+    if (UNLIKELY(srv.script_timedout) && script_busy_refuses(c, cmd)) {
+        if (c->flags & CLIENT_MULTI)
+            c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {

@@ -492,6 +492,8 @@ typedef struct kv_server {
     /* -- server fields: stream -- */
     /* -- end stream -- */
     /* -- server fields: script -- */
+    kv_client *script_caller; /* the client whose script is running */
+    int script_timedout;      /* past busy-reply-threshold: others get BUSY */
     /* -- end script -- */
 /* -- declarations: repl -- */
 /* -- end repl -- */
@@ -676,6 +678,16 @@ void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, co
 /* -- declarations: stream -- */
 /* -- end stream -- */
 /* -- declarations: script -- */
+/* Runs cmd for c with c->argv (no checks), as a command from the network. */
+void kv_call_proc(kv_client *c, const kv_cmd *cmd);
+/* A script is past busy-reply-threshold: replies BUSY to c unless cmd may
+ * run meanwhile. Returns 1 when refused. */
+int script_busy_refuses(kv_client *c, const kv_cmd *cmd);
+size_t script_cached_count(void);
+/* COMMAND GETKEYS of EVAL/FCALL and their variants: replies and returns
+ * 1, or returns 0 for other commands. */
+int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+size_t script_lua_memory(void);
 /* -- end script -- */
 /* -- declarations: repl -- */
 /* -- end repl -- */

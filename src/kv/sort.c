@@ -385,7 +385,7 @@ static void sort_generic(kv_client *c, int readonly)
     void *obj = e ? entry_obj(e) : NULL;
     /* Set order is arbitrary: what gets stored is sorted, so the AOF and
      * replicas see the same list. */
-    if (dontsort && type == KV_SET && has_store) {
+    if (dontsort && type == KV_SET && (has_store || srv.script_caller)) { /* or a script's */
         dontsort = 0;
         alpha = 1;
         by = (str){ NULL, 0 };

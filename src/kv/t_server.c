@@ -237,21 +237,6 @@ void readonly_noop_command(kv_client *c)
     reply_error(c, "ERR This instance has cluster support disabled");
 }
 
-/* FUNCTION: only FLUSH until scripting exists (Redis's test harness sends
- * FUNCTION FLUSH before every test file; there are no functions to flush). */
-void function_command(kv_client *c)
-{
-    if (arg_is(c->argv[1], "flush")) {
-        if (c->argc > 3 || (c->argc == 3 && !arg_is(c->argv[2], "sync") &&
-                            !arg_is(c->argv[2], "async"))) {
-            reply_error(c, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
-            return;
-        }
-        reply_ok(c);
-        return;
-    }
-    subcommand_unknown(c, "FUNCTION");
-}
 
 /* Until replication exists, a replica pointed at brisk-kv gets an error it
  * does not retry in a tight loop: Redis replicas wait a second after

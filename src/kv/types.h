@@ -153,6 +153,7 @@ CMD(ssubscribe); CMD(sunsubscribe); CMD(spublish); CMD(slowlog); CMD(latency);
 /* -- handlers: stream -- */
 /* -- end stream -- */
 /* -- handlers: script -- */
+CMD(eval); CMD(evalsha); CMD(eval_ro); CMD(evalsha_ro); CMD(script); CMD(fcall); CMD(fcall_ro);
 /* -- end script -- */
 /* -- handlers: repl -- */
 /* -- end repl -- */

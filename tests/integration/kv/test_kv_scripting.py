@@ -1,0 +1,321 @@
+"""Lua scripting and functions, side by side with a real redis-server 7."""
+import threading
+import time
+
+import pytest
+import redis
+
+
+def both(r, reference, *cmd):
+    """Runs cmd on brisk-kv (r) and on the reference; returns both results
+    (exception text for errors), brisk-kv's decoded to bytes."""
+    out = []
+    for cli in (r, reference):
+        try:
+            v = cli.execute_command(*cmd)
+        except redis.ResponseError as e:
+            v = ("error", str(e))
+        out.append(v)
+    return out
+
+
+def enc(v):
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, list):
+        return [enc(x) for x in v]
+    if isinstance(v, tuple):
+        return v
+    return v
+
+
+SCRIPTS = [
+    "return 'hello'",
+    "return 100.5",
+    "return true",
+    "return false",
+    "return nil",
+    "return {ok='fine'}",
+    "return {err='ERR this is an error'}",
+    "return {err='bar'}",
+    "return redis.error_reply('bar')",
+    "return redis.error_reply('MY bar')",
+    "return redis.status_reply('X')",
+    "return {1,2,3,'ciao',{1,2}}",
+    "return {1,2,nil,4}",
+    "return {KEYS[1], ARGV[1]}",
+    "return a",
+    "a = 1",
+    "error('boom')",
+    "error({err='MY x'})",
+    "return redis.call('nosuch')",
+    "return redis.call('get')",
+    "return redis.call()",
+    "return redis.call({})",
+    "return redis.call('eval', 'return 1', 0)",
+    "redis.call = 1",
+    "rawset(_G, 'zz', 1)",
+    "string.upper = nil",
+    "setmetatable(_G, {})",
+    "return ('abc'):upper()",
+    "return loadstring(string.dump(function() return 1 end))",
+    "return redis.call('incr', KEYS[1])",
+    "return redis.pcall('hget', KEYS[1], 'x')",
+    "return redis.sha1hex('')",
+    "return redis.sha1hex('abc')",
+    "return tostring(math.random())",
+    "return cjson.encode({1, 2, 'x'})",
+    "return cjson.decode('[1,2,3]')",
+    "return struct.unpack('>I2', struct.pack('>I2', 258))",
+    "return bit.band(7, 3)",
+    "local e = cmsgpack.pack(0.1) local h = '' for i = 1, #e do h = h .. string.format('%02x', string.byte(e, i)) end return h",
+    "return cmsgpack.unpack(cmsgpack.pack({1, 2, 'a', {3}}))",
+    "return redis.setresp(4)",
+    "return redis.REDIS_VERSION ~= nil",
+    "return print",
+    "return os",
+    "return syntax error",
+    "#!lua flags=no-writes\nreturn redis.call('set','x','1')",
+    "#!lua flags=bad\nreturn 1",
+    "#!luax\nreturn 1",
+    "#!lua name=x\nreturn 1",
+    "#!lua\nreturn redis.call('set', KEYS[1], 'v')",
+    "local ok, e = pcall(redis.call, 'hget', KEYS[1], 'f') return e",
+    "local ok, e = pcall(redis.call, 'nosuch') return {tostring(ok), e}",
+    "local ok, e = pcall(error, {err=5}) return type(e)",
+    "error(nil)",
+    "error({err=1})",
+    "return redis.sha1hex()",
+    "return redis.status_reply()",
+    "return redis.error_reply()",
+    "return redis.log(99, 'x')",
+    "return redis.set_repl()",
+    "return redis.setresp()",
+    "return redis.pcall()",
+    "return 2^63",
+    "return {1, nil, 3}",
+    "return cjson.encode(cjson.decode('[1,2.5,\"x\",null,true]'))",
+    "return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 2, 0)}",
+    "return getfenv",
+]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_eval_matches_redis(r, reference, script):
+    mine, ref = both(r, reference, "EVAL", script, 1, "k1", "a1")
+    assert enc(mine) == ref
+
+
+def test_eval_ro_refuses_writes(r, reference):
+    for body in ("return redis.call('set','x','1')", "#!lua\nreturn 1",
+                 "#!lua flags=no-writes\nreturn redis.call('get','x')",
+                 "#!lua flags=no-writes\nreturn redis.call('set','x','1')"):
+        mine, ref = both(r, reference, "EVAL_RO", body, 0)
+        assert enc(mine) == ref, body
+
+
+@pytest.mark.parametrize("cmd", [
+    ("SCRIPT", "EXISTS"), ("SCRIPT", "LOAD"), ("SCRIPT", "FOO"), ("SCRIPT", "FLUSH", "SYNC", "X"),
+    ("FUNCTION", "FOO"), ("FUNCTION", "STATS", "x"), ("FUNCTION", "DUMP", "x"),
+    ("FUNCTION", "FLUSH", "a", "b"), ("FUNCTION", "RESTORE", "a", "b", "c"),
+    ("FUNCTION", "LIST", "LIBRARYNAME"), ("FUNCTION", "LIST", "WITHCODE", "WITHCODE"),
+    ("FCALL", "nosuch", "x"), ("EVALSHA", "0" * 40, "x")])
+def test_subcommand_errors(r, reference, cmd):
+    mine, ref = both(r, reference, *cmd)
+    assert enc(mine) == ref
+
+
+def test_numkeys_errors(r, reference):
+    for nk in ("-1", "3", "x"):
+        mine, ref = both(r, reference, "EVAL", "return 1", nk, "a")
+        assert enc(mine) == ref
+
+
+def test_evalsha_and_script(r, reference):
+    for cli in (r, reference):
+        cli.execute_command("SCRIPT", "FLUSH")
+    body = "return redis.call('get', KEYS[1])"
+    mine, ref = both(r, reference, "SCRIPT", "LOAD", body)
+    assert enc(mine) == ref
+    sha = ref.decode()
+    for cmd in (("SCRIPT", "EXISTS", sha, "f" * 40), ("EVALSHA", sha.upper(), 1, "nokey"),
+                ("EVALSHA", "f" * 40, 0), ("EVALSHA", "short", 0), ("SCRIPT", "KILL"),
+                ("SCRIPT", "FLUSH", "bad")):
+        mine, ref = both(r, reference, *cmd)
+        assert enc(mine) == ref, cmd
+
+
+def test_resp3_conversions(kv, reference):
+    mine = kv.client(protocol=3)
+    ref = redis.Redis(port=reference.connection_pool.connection_kwargs["port"], protocol=3)
+    for cli in (mine, ref):
+        cli.execute_command("DEL", "h", "z")
+        cli.execute_command("HSET", "h", "f", "v")
+        cli.execute_command("ZADD", "z", "1.5", "m")
+    scripts = ("redis.setresp(3) return redis.call('hgetall', 'nohash')",
+               "redis.setresp(3) return redis.call('hgetall', 'h')",
+               "redis.setresp(3) local t = redis.call('hgetall', 'h') return t['map']['f']",
+               "redis.setresp(3) return redis.call('zscore', 'z', 'm')",
+               "redis.setresp(3) return redis.call('zscore', 'z', 'm')['double']",
+               "redis.setresp(3) return redis.call('get', 'nokey') == nil",
+               "redis.setresp(3) return redis.call('smembers', 'noset')",
+               "return {double=3.14}", "return {double=1e300}", "return {map={a=1}}",
+               "return {set={a=true}}", "return {big_number='123'}",
+               "return {verbatim_string={format='txt', string='hi'}}",
+               "return true", "return false", "return {true, false, 1}")
+    for s in scripts:
+        assert enc(mine.execute_command("EVAL", s, 0)) == ref.execute_command("EVAL", s, 0), s
+    # the same scripts for a RESP2 client
+    mine2 = kv.client()
+    ref2 = redis.Redis(port=reference.connection_pool.connection_kwargs["port"])
+    for s in scripts:
+        assert mine2.execute_command("EVAL", s, 0) == ref2.execute_command("EVAL", s, 0), s
+
+
+def test_functions(r, reference):
+    code = ("#!lua name=lib\n"
+            "redis.register_function('f', function(keys, args) return {keys[1], args[1]} end)\n"
+            "redis.register_function{function_name='g', callback=function() return 1 end,"
+            " flags={'no-writes'}, description='d'}")
+    for cli in (r, reference):
+        cli.execute_command("FUNCTION", "FLUSH")
+    for cmd in (("FUNCTION", "LOAD", code), ("FUNCTION", "LOAD", code), ("FCALL", "f", 1, "k", "a"),
+                ("FCALL", "F", 0), ("FCALL_RO", "f", 0), ("FCALL_RO", "g", 0),
+                ("FCALL", "nope", 0), ("FUNCTION", "DELETE", "nope"),
+                ("FUNCTION", "RESTORE", "bad"), ("FUNCTION", "LOAD", "return 1"),
+                ("FUNCTION", "LOAD", "#!lua name=a\nx = 1"), ("FUNCTION", "KILL")):
+        mine, ref = both(r, reference, *cmd)
+        assert enc(mine) == ref, cmd
+    dump = reference.execute_command("FUNCTION", "DUMP")
+    r.execute_command("FUNCTION", "FLUSH")
+    assert r.connection_pool.get_connection("x") is not None
+    raw = redis.Redis(port=r.connection_pool.connection_kwargs["port"])
+    assert raw.execute_command("FUNCTION", "RESTORE", dump) == b"OK"
+    assert len(raw.execute_command("FUNCTION", "LIST")) == 1
+    assert r.execute_command("FCALL", "g", 0) == 1
+
+
+def test_register_script_and_lock(r):
+    incr = r.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+    assert incr(keys=["n"], args=[5]) == 5
+    assert incr(keys=["n"], args=[5]) == 10
+    lock = r.lock("res", timeout=5)
+    assert lock.acquire(blocking=False)
+    assert lock.extend(2)
+    lock.release()
+    assert r.get("res") is None
+
+
+def test_busy_script_and_kill(kv, r):
+    r.config_set("lua-time-limit", 100)
+    other = kv.client()
+    errors = []
+
+    def run():
+        try:
+            kv.client().eval("while true do end", 0)
+        except redis.ResponseError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    with pytest.raises(redis.ResponseError, match="^BUSY"):
+        other.ping()
+    assert other.execute_command("SCRIPT", "KILL") in ("OK", b"OK")
+    t.join(5)
+    assert errors and "Script killed" in errors[0]
+    assert other.ping()
+
+
+def test_unkillable_after_write(kv, r):
+    r.config_set("lua-time-limit", 100)
+    other = kv.client()
+
+    def run():
+        try:
+            kv.client().eval("redis.call('set','x','y') local t = redis.call('time')[1] "
+                             "while redis.call('time')[1] - t < 2 do end", 0)
+        except redis.ResponseError:
+            pass
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    with pytest.raises(redis.ResponseError, match="^UNKILLABLE"):
+        other.execute_command("SCRIPT", "KILL")
+    t.join(5)
+    assert other.get("x") in ("y", b"y")
+
+
+def test_hostile_scripts(kv):
+    r = kv.client(socket_timeout=120, decode_responses=True)  # filling 512 MiB takes seconds
+    # unbounded allocation: an error (the Lua heap is capped), not a crash
+    with pytest.raises(redis.ResponseError, match="not enough memory"):
+        r.eval("local t = {} local s = string.rep('x', 1000000) "
+               "while true do t[#t + 1] = s .. #t end", 0)
+    assert r.eval("return 1", 0) == 1
+    with pytest.raises(redis.ResponseError):
+        r.eval("local function f(n) return f(n + 1) + 1 end return f(1)", 0)
+    big = r.eval("local t = {} for i = 1, 100000 do t[i] = i end return t", 0)
+    assert len(big) == 100000
+    assert r.ping()
+
+
+def test_aof_persists_effects_and_functions(kv_factory, tmp_path):
+    s = kv_factory("--appendonly", "yes")
+    c = s.client()
+    c.eval("redis.call('set','a','1') redis.call('incr','a')", 0)
+    c.execute_command("FUNCTION", "LOAD",
+                      "#!lua name=l\nredis.register_function('h', function() return 7 end)")
+    c.execute_command("BGREWRITEAOF")
+    time.sleep(1)
+    c.eval("redis.call('set','b','2')", 0)
+    s.restart() if hasattr(s, "restart") else None
+    c = s.client()
+    assert c.get("a") in ("2", b"2")
+    assert c.execute_command("FCALL", "h", 0) == 7
+
+
+def test_shutdown_nosave_ends_busy_script(kv):
+    kv.expect_exit = True
+    c = kv.client()
+    c.config_set("busy-reply-threshold", 100)
+    assert c.config_get("lua-time-limit") == {"lua-time-limit": "100"}
+
+    def run():
+        try:
+            kv.client().eval("redis.call('set','q','1') while true do end", 0)
+        except (redis.ResponseError, redis.ConnectionError):
+            pass
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    other = kv.client()
+    with pytest.raises(redis.ResponseError, match="^BUSY"):
+        other.execute_command("FUNCTION", "KILL")  # an EVAL runs: FUNCTION KILL is refused
+    try:
+        other.execute_command("SHUTDOWN", "NOSAVE")
+    except redis.ConnectionError:
+        pass
+    t.join(5)
+    kv.proc.wait(5)
+
+
+def test_functions_in_multi_and_watch(r):
+    r.execute_command("FUNCTION", "LOAD",
+                      "#!lua name=m\nredis.register_function('w', function(k) "
+                      "return redis.call('incr', k[1]) end)")
+    w = r.pipeline(transaction=True)
+    w.execute_command("FCALL", "w", 1, "n")
+    w.eval("return redis.call('incr', KEYS[1])", 1, "n")
+    assert w.execute() == [1, 2]
+    # a script's write touches WATCHed keys
+    p = r.pipeline(transaction=True)
+    p.watch("n")
+    r.eval("return redis.call('incr', KEYS[1])", 1, "n")
+    p.multi()
+    p.get("n")
+    with pytest.raises(redis.WatchError):
+        p.execute()
