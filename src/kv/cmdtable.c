@@ -402,6 +402,36 @@ const kv_cmd kv_commands[] = {
     /* -- commands: notify -- */
     /* -- end notify -- */
     /* -- commands: stream -- */
+    { "xadd", -5, CMD_WRITE | CMD_DENYOOM | CMD_FAST, xadd_command, 1, 1, 1, "stream",
+      "Appends a new message to a stream. Creates the key if it doesn't exist.", "5.0.0", NULL, "@write @stream @fast" },
+    { "xlen", 2, CMD_READONLY | CMD_FAST, xlen_command, 1, 1, 1, "stream",
+      "Return the number of messages in a stream.", "5.0.0", NULL, "@read @stream @fast" },
+    { "xrange", -4, CMD_READONLY, xrange_command, 1, 1, 1, "stream",
+      "Returns the messages from a stream within a range of IDs.", "5.0.0", NULL, "@read @stream @slow" },
+    { "xrevrange", -4, CMD_READONLY, xrevrange_command, 1, 1, 1, "stream",
+      "Returns the messages from a stream within a range of IDs in reverse order.", "5.0.0", NULL, "@read @stream @slow" },
+    { "xdel", -3, CMD_WRITE | CMD_FAST, xdel_command, 1, 1, 1, "stream",
+      "Returns the number of messages after removing them from a stream.", "5.0.0", NULL, "@write @stream @fast" },
+    { "xtrim", -4, CMD_WRITE, xtrim_command, 1, 1, 1, "stream",
+      "Deletes messages from the beginning of a stream.", "5.0.0", NULL, "@write @stream @slow" },
+    { "xread", -4, CMD_READONLY, xread_command, 0, 0, 0, "stream",
+      "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", "5.0.0", NULL, "@read @stream @slow @blocking" },
+    { "xreadgroup", -7, CMD_WRITE, xreadgroup_command, 0, 0, 0, "stream",
+      "Returns new or historical messages from a stream for a consumer in a group. Blocks until a message is available otherwise.", "5.0.0", NULL, "@write @stream @slow @blocking" },
+    { "xsetid", -3, CMD_WRITE | CMD_DENYOOM | CMD_FAST, xsetid_command, 1, 1, 1, "stream",
+      "An internal command for replicating stream values.", "5.0.0", NULL, "@write @stream @fast" },
+    { "xinfo", -2, CMD_READONLY, xinfo_command, 0, 0, 0, "stream",
+      "A container for stream introspection commands.", "5.0.0", NULL, "@slow" },
+    { "xgroup", -2, CMD_WRITE, xgroup_command, 0, 0, 0, "stream",
+      "A container for consumer groups commands.", "5.0.0", NULL, "@slow" },
+    { "xack", -4, CMD_WRITE | CMD_FAST, xack_command, 1, 1, 1, "stream",
+      "Returns the number of messages that were successfully acknowledged by the consumer group member of a stream.", "5.0.0", NULL, "@write @stream @fast" },
+    { "xpending", -3, CMD_READONLY, xpending_command, 1, 1, 1, "stream",
+      "Returns the information and entries from a stream consumer group's pending entries list.", "5.0.0", NULL, "@read @stream @slow" },
+    { "xclaim", -6, CMD_WRITE | CMD_FAST, xclaim_command, 1, 1, 1, "stream",
+      "Changes, or acquires, ownership of a message in a consumer group, as if the message was delivered a consumer group member.", "5.0.0", NULL, "@write @stream @fast" },
+    { "xautoclaim", -6, CMD_WRITE | CMD_FAST, xautoclaim_command, 1, 1, 1, "stream",
+      "Changes, or acquires, ownership of messages in a consumer group, as if the messages were delivered to as consumer group member.", "6.2.0", NULL, "@write @stream @fast" },
     /* -- end stream -- */
     /* -- commands: script -- */
     /* -- end script -- */

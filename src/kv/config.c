@@ -104,6 +104,21 @@ static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru
 static const char *fsync_names[] = { "always", "everysec", "no" };
 static const char *loglevel_names[] = { "warning", "notice", "verbose", "debug" };
 
+/* The numeric value of a compatibility option (stream-node-max-entries
+ * and friends, read by the stream code), or dflt when it is not a number. */
+long long kv_config_noop_ll(const char *name, long long dflt)
+{
+    for (size_t i = 0; i < ARRAY_LEN(noops); i++) {
+        if (strcasecmp(name, noops[i].name) == 0) {
+            long long v;
+            if (kv_parse_ll(noops[i].value, strlen(noops[i].value), &v) == 0)
+                return v;
+            break;
+        }
+    }
+    return dflt;
+}
+
 const char *kv_policy_name(enum kv_policy p) { return policy_names[p]; }
 const char *kv_fsync_name(enum kv_fsync f) { return fsync_names[f]; }
 

@@ -22,7 +22,7 @@
 
 /* ---- values ---- */
 
-enum kv_type { KV_STRING = 0, KV_LIST = 1, KV_SET = 2, KV_ZSET = 3, KV_HASH = 4 };
+enum kv_type { KV_STRING = 0, KV_LIST = 1, KV_SET = 2, KV_ZSET = 3, KV_HASH = 4, KV_STREAM = 5 };
 
 /* One key of the keyspace, in one allocation (a slab slot up to SLAB_MAX
  * bytes, kv_malloc beyond), laid out without padding:
@@ -466,6 +466,12 @@ void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t
 /* -- declarations: notify -- */
 /* -- end notify -- */
 /* -- declarations: stream -- */
+/* The numeric value of a compatibility option (config.c), or dflt. */
+long long kv_config_noop_ll(const char *name, long long dflt);
+struct kv_stream;
+/* Emits the commands that rebuild a stream (AOF rewrite, t_stream.c). */
+void stream_rewrite(struct kv_stream *s, str key, void (*emit)(void *ud, int argc, const str *argv),
+                    void *ud);
 /* -- end stream -- */
 /* -- declarations: script -- */
 /* -- end script -- */

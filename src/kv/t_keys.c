@@ -469,6 +469,8 @@ const char *obj_encoding(kv_entry *e)
         zset *z = entry_obj(e);
         return z->length <= 128 ? "listpack" : "skiplist";
     }
+    case KV_STREAM:
+        return "stream";
     }
     return "unknown";
 }

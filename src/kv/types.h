@@ -121,6 +121,9 @@ CMD(sort); CMD(sort_ro);
 /* -- handlers: notify -- */
 /* -- end notify -- */
 /* -- handlers: stream -- */
+CMD(xadd); CMD(xlen); CMD(xrange); CMD(xrevrange); CMD(xdel); CMD(xtrim); CMD(xread);
+CMD(xreadgroup); CMD(xsetid); CMD(xinfo); CMD(xgroup); CMD(xack); CMD(xpending); CMD(xclaim);
+CMD(xautoclaim);
 /* -- end stream -- */
 /* -- handlers: script -- */
 /* -- end script -- */
