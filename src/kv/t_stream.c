@@ -164,7 +164,7 @@ static void prop(kv_client *c, int argc, const str *argv)
 static str fmt_ll(char *b, long long v) { return (str){ b, kv_fmt_ll(b, v) }; }
 static str fmt_id(char *b, st_id id) { return (str){ b, st_id_fmt(b, id) }; }
 
-/* XCLAIM key group consumer id 0 TIME ms RETRYCOUNT n FORCE JUSTID LASTID id:
+/* XCLAIM key group consumer 0 id TIME ms RETRYCOUNT n FORCE JUSTID LASTID id:
  * the idempotent form of a delivery (or, for an entry gone from the stream,
  * of dropping its NACK). */
 static void prop_xclaim(kv_client *c, str key, st_group *g, st_id id, const st_nack *n)
@@ -172,7 +172,7 @@ static void prop_xclaim(kv_client *c, str key, st_group *g, st_id id, const st_n
     char ib[ST_ID_STR_MAX], tb[24], rb[24], lb[ST_ID_STR_MAX];
     str a[14] = { STR("XCLAIM"),     key,
                   { g->name, g->nlen }, { n->consumer->name, n->consumer->nlen },
-                  fmt_id(ib, id),    STR("0"),
+                  STR("0"),          fmt_id(ib, id),
                   STR("TIME"),       fmt_ll(tb, n->delivery_ms),
                   STR("RETRYCOUNT"), fmt_ll(rb, (long long)n->delivery_count),
                   STR("FORCE"),      STR("JUSTID"),
@@ -712,11 +712,9 @@ static void read_generic(kv_client *c, int group_mode)
             streams_arg = i + 1;
             nstreams = c->argc - streams_arg;
             if (nstreams % 2 != 0) {
-                reply_error(c, group_mode
-                                   ? "ERR Unbalanced XREADGROUP list of streams: for each "
-                                     "stream key an ID or '>' must be specified."
-                                   : "ERR Unbalanced XREAD list of streams: for each stream "
-                                     "key an ID or '$' must be specified.");
+                /* Redis 7.0 names XREAD here for XREADGROUP too. */
+                reply_error(c, "ERR Unbalanced XREAD list of streams: for each stream key an "
+                               "ID or '$' must be specified.");
                 return;
             }
             nstreams /= 2;
@@ -826,8 +824,15 @@ static void read_generic(kv_client *c, int group_mode)
         st_consumer *cons = NULL;
         if (groups) {
             cons = group_consumer_find(groups[k], cname);
-            if (!cons)
+            if (!cons) {
                 cons = group_consumer_create(groups[k], cname);
+                /* With NOACK no XCLAIM will recreate the consumer on replay:
+                 * Redis 7.0 propagates its creation. */
+                if (noack) {
+                    str cc[5] = { STR("XGROUP"), STR("CREATECONSUMER"), key, gname, cname };
+                    prop(c, 5, cc);
+                }
+            }
             cons->seen_ms = srv.now_ms;
         }
         rwr_prop pi = { key, 1 };
@@ -1415,6 +1420,13 @@ void xautoclaim_command(kv_client *c)
         reply_nogroup(c, key, gname, "");
         return;
     }
+    /* Redis allocates count IDs up front and fails on what the allocator
+     * refuses (beyond the address space): the same answer past 2^47 bytes. */
+    if ((unsigned long long)count > (1ULL << 47) / sizeof(st_id)) {
+        reply_error(c, "ERR Insufficient memory, failed allocating transient memory, COUNT too "
+                       "high.");
+        return;
+    }
     long long attempts = count * 10;
     int64_t now = srv.now_ms;
     st_consumer *cons = NULL;
@@ -1503,12 +1515,12 @@ static void xinfo_stream(kv_client *c, kv_stream *s)
     str *argv = c->argv + 3;
     if (argc) {
         if (!arg_is(argv[0], "full")) {
-            reply_error(c, ERR_SYNTAX);
+            reply_subcmd_syntax(c, "XINFO");
             return;
         }
         if (argc > 1) {
             if (argc != 3 || !arg_is(argv[1], "count")) {
-                reply_error(c, ERR_SYNTAX);
+                reply_subcmd_syntax(c, "XINFO");
                 return;
             }
             if (arg_ll(c, argv[2], &count) < 0)
@@ -1721,7 +1733,7 @@ void stream_rewrite(kv_stream *s, str key, st_emit_fn *emit, void *ud)
                 char tb[24], rb[24];
                 str xc[12] = { STR("XCLAIM"),      key,
                                gn,                 cn,
-                               fmt_id(ib, x->id),  STR("0"),
+                               STR("0"),           fmt_id(ib, x->id),
                                STR("TIME"),        fmt_ll(tb, x->delivery_ms),
                                STR("RETRYCOUNT"),  fmt_ll(rb, (long long)x->delivery_count),
                                STR("JUSTID"),      STR("FORCE") };
