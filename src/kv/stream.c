@@ -110,9 +110,12 @@ static const unsigned char *entry_head(const st_block *b, const unsigned char *p
                                        size_t *nfields, int *same)
 {
     size_t n;
-    id->ms = b->first.ms + kv_varint_get(p, &n);
+    uint64_t dms = kv_varint_get(p, &n);
     p += n;
+    id->ms = b->first.ms + dms;
     id->seq = kv_varint_get(p, &n);
+    if (dms == 0)
+        id->seq += b->first.seq;
     p += n;
     uint64_t nf = kv_varint_get(p, &n);
     p += n;
@@ -180,6 +183,15 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
     if (b && ((max_e && b->added >= max_e) || (max_b && b->len + vbytes >= max_b) ||
               b->added == UINT32_MAX || (size_t)b->len + vbytes + fbytes + 40 > UINT32_MAX / 2))
         b = NULL;
+    if (!b && s->nblocks) {
+        /* The tail block is full: give back its growth slack. */
+        st_block *t = blk(s, s->nblocks - 1);
+        if (t->cap > t->len) {
+            t = kv_realloc(t, sizeof *t + t->len);
+            t->cap = t->len;
+            s->blocks[s->head + s->nblocks - 1] = t;
+        }
+    }
     if (!b) {
         b = block_new(id, fv, nfields, vbytes + 32);
         blocks_push(s, b);
@@ -192,7 +204,7 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
     b = nb;
     unsigned char *p = b->data + b->len;
     p += kv_varint_put(p, id.ms - b->first.ms);
-    p += kv_varint_put(p, id.seq);
+    p += kv_varint_put(p, id.ms == b->first.ms ? id.seq - b->first.seq : id.seq);
     p += kv_varint_put(p, same ? 0 : nfields);
     for (size_t i = 0; i < nfields; i++) {
         if (!same)

@@ -401,7 +401,7 @@ def test_large_stream_memory_is_compact(r):
     entry of used memory for this shape (measured figure in the commit)."""
     before = r.info("memory")["used_memory"]
     pipe = r.pipeline(transaction=False)
-    n = 100_000
+    n = 60_000
     for i in range(n):
         pipe.execute_command("XADD", "big", "*", "a", "1", "b", "2", "c", "3")
         if i % 5000 == 4999:
