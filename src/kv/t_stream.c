@@ -1290,7 +1290,9 @@ void xclaim_command(kv_client *c)
             if (arg_ll_msg(c, c->argv[j], &dtime, "ERR Invalid IDLE option argument for XCLAIM") <
                 0)
                 return;
-            dtime = now - dtime;
+            /* Wraps like Redis's arithmetic; a result out of [0, now] is
+             * clamped below. */
+            dtime = (long long)((uint64_t)now - (uint64_t)dtime);
         } else if (arg_is(o, "time") && more) {
             j++;
             if (arg_ll_msg(c, c->argv[j], &dtime, "ERR Invalid TIME option argument for XCLAIM") <
