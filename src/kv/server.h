@@ -402,6 +402,7 @@ typedef struct kv_server {
 /* -- declarations: script -- */
 /* -- end script -- */
     /* -- server fields: stream -- */
+    timer stream_orphan_timer; /* checks XREADGROUP waiters whose stream went away */
     /* -- end stream -- */
     /* -- server fields: script -- */
     /* -- end script -- */

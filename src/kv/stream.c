@@ -251,6 +251,8 @@ void stream_free(kv_stream *s)
 {
     if (!s)
         return;
+    if (s->group_waiters)
+        stream_waiters_check_later();
     for (size_t i = 0; i < s->nblocks; i++)
         kv_free(blk(s, i));
     kv_free(s->blocks);

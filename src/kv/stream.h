@@ -90,11 +90,15 @@ typedef struct kv_stream {
     st_id last_id, max_deleted_id;
     st_group **groups; /* sorted by name (bytes) */
     size_t ngroups, gcap;
+    int group_waiters; /* an XREADGROUP blocked on it once (never cleared) */
 } kv_stream;
 
 kv_stream *stream_new(void);
 void stream_free(kv_stream *s);
 kv_stream *stream_dup(kv_stream *s);
+/* A stream with XREADGROUP waiters is going away (t_stream.c): after this
+ * batch, the waiters whose key no longer holds a stream get an error. */
+void stream_waiters_check_later(void);
 
 /* Appends an entry with id (> last_id, checked by the caller) and
  * nfields field/value pairs at fv[0..2*nfields). */

@@ -13,6 +13,14 @@
 #include <stdio.h>
 #include <strings.h>
 
+/* XREAD/XREADGROUP BLOCK park on the blocking layer when it is built in. */
+#if __has_include("kv/blocking.h")
+#include "kv/blocking.h"
+#define ST_BLOCKING 1
+#else
+#define ST_BLOCKING 0
+#endif
+
 #define ERR_BAD_ID "ERR Invalid stream ID specified as stream command argument"
 #define ERR_XADD_SMALL "ERR The ID specified in XADD is equal or smaller than the target stream top item"
 
@@ -494,6 +502,9 @@ void xadd_command(kv_client *c)
     if (created)
         db_add_obj(c->db, c->argv[1], KV_STREAM, s);
     stream_append(s, id, c->argv + fpos, (size_t)(c->argc - fpos) / 2);
+#if ST_BLOCKING
+    blocking_signal(c->db, c->argv[1]);
+#endif
     reply_id(c, id);
     kv_dirty(1);
     if (a.strategy != ST_TRIM_NONE)
@@ -681,6 +692,169 @@ void xsetid_command(kv_client *c)
 
 /* ---- XREAD / XREADGROUP ---- */
 
+#if ST_BLOCKING
+/* The parked command's argv (a copy the blocking layer owns) holds what the
+ * serve needs: param[0] count, [1] noack, [2] streams_arg, [3] nstreams.
+ * A "$" ID was replaced by the stream's last ID before parking, so entries
+ * added later are what the client gets. */
+static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e);
+
+static const kv_block_kind stream_kind = { KV_STREAM, stream_serve, reply_null_array };
+
+static int st_park_denied(const kv_client *c) { return blocking_denied(c); }
+
+static void st_park(kv_client *c, int group_mode, int streams_arg, int nstreams,
+                     const st_id *ids, long long count, int noack, long long timeout)
+{
+    /* Pin "$" to the IDs resolved now: the copy blocking_park makes of
+     * argv takes these strings; argv is restored right after. */
+    char (*bufs)[ST_ID_STR_MAX] = NULL;
+    str *saved = NULL;
+    if (!group_mode) {
+        bufs = kv_malloc((size_t)nstreams * sizeof *bufs);
+        saved = kv_malloc((size_t)nstreams * sizeof *saved);
+        for (int k = 0; k < nstreams; k++) {
+            int at = streams_arg + nstreams + k;
+            saved[k] = c->argv[at];
+            if (is_lit(c->argv[at], "$"))
+                c->argv[at] = fmt_id(bufs[k], ids[k]);
+        }
+    }
+    if (group_mode) {
+        for (int k = 0; k < nstreams; k++) {
+            int err;
+            kv_stream *s = get_stream(c, c->argv[streams_arg + k], 0, &err);
+            if (s)
+                s->group_waiters = 1;
+        }
+    }
+    kv_bstate *b = blocking_park(c, &stream_kind, streams_arg, nstreams, timeout);
+    b->param[0] = count;
+    b->param[1] = noack;
+    b->param[2] = streams_arg;
+    b->param[3] = nstreams;
+    if (!group_mode) {
+        for (int k = 0; k < nstreams; k++)
+            c->argv[streams_arg + nstreams + k] = saved[k];
+        kv_free(bufs);
+        kv_free(saved);
+    }
+}
+
+static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
+{
+    kv_bstate *b = c->bstate;
+    int group_mode = b->cmd->proc == xreadgroup_command;
+    int sa = (int)b->param[2], n = (int)b->param[3];
+    int k = 0;
+    while (k < n && !(b->argv[sa + k].len == key.len && memcmp(b->argv[sa + k].p, key.p,
+                                                               key.len) == 0))
+        k++;
+    if (k == n)
+        return 0;
+    kv_stream *s = entry_obj(e);
+    str ida = b->argv[sa + n + k];
+    st_group *g = NULL;
+    st_id gt;
+    if (group_mode) {
+        str gname = { 0 };
+        for (int i = 1; i + 2 < b->argc; i++)
+            if (arg_is(b->argv[i], "group")) {
+                gname = b->argv[i + 1];
+                break;
+            }
+        g = stream_group_find(s, gname);
+        if (!g) {
+            reply_error(c, "NOGROUP the consumer group this client was blocked on no longer "
+                           "exists");
+            return 1;
+        }
+        gt = g->last_id;
+    } else if (id_parse(ida, &gt, 1, 0, NULL) < 0) {
+        return 0;
+    }
+    if (s->length == 0 || st_id_cmp(stream_edge_id(s, 0), gt) <= 0)
+        return 0;
+    kv_db *saved_db = c->db;
+    c->db = db;
+    st_id start = gt;
+    id_incr(&start);
+    if (c->resp == 2) {
+        reply_array(c, 1);
+        reply_array(c, 2);
+    } else {
+        reply_map(c, 1);
+    }
+    reply_bulk_str(c, key);
+    st_consumer *cons = NULL;
+    if (g) {
+        str cname = { 0 };
+        for (int i = 1; i + 2 < b->argc; i++)
+            if (arg_is(b->argv[i], "group")) {
+                cname = b->argv[i + 2];
+                break;
+            }
+        cons = group_consumer_find(g, cname);
+        if (!cons)
+            cons = group_consumer_create(g, cname);
+        cons->seen_ms = srv.now_ms;
+    }
+    rwr_prop pi = { key, 1 };
+    reply_range(c, s, start, ST_ID_MAX, (size_t)b->param[0], 0, g, cons,
+                b->param[1] ? RWR_NOACK : 0, g ? &pi : NULL);
+    if (g)
+        kv_dirty(1);
+    c->db = saved_db;
+    return 1;
+}
+/* Redis 7.0 unblocks an XREADGROUP whose stream was deleted or replaced by
+ * another type (DEL, SET, FLUSHALL, ...) with an error. A stream freed while
+ * it had such waiters schedules this check after the batch, when what the
+ * command did is final (a RENAME over the key leaves a stream: served). */
+static void orphan_check(loop *l, timer *t)
+{
+    (void)l, (void)t;
+    for (kv_client *c = srv.clients; c; c = c->next) {
+        kv_bstate *b = c->bstate;
+        if (!c->blocked || !b || b->kind != &stream_kind || b->cmd->proc != xreadgroup_command)
+            continue;
+        int sa = (int)b->param[2], n = (int)b->param[3], gone = 0;
+        for (int k = 0; k < n && !gone; k++) {
+            kv_entry *e = db_find(b->db, b->argv[sa + k]);
+            gone = !e || db_expired(e) || e->type != KV_STREAM;
+        }
+        if (!gone)
+            continue;
+        c->cmd = b->cmd;
+        reply_error(c, "UNBLOCKED the stream key no longer exists");
+        blocking_done(c);
+    }
+}
+
+void stream_waiters_check_later(void)
+{
+    if (!srv.blk_nclients || timer_active(&srv.stream_orphan_timer))
+        return;
+    timer_init(&srv.stream_orphan_timer, orphan_check, NULL);
+    timer_start(&srv.loop, &srv.stream_orphan_timer, 0);
+}
+#else
+void stream_waiters_check_later(void) {}
+
+static int st_park_denied(const kv_client *c)
+{
+    (void)c;
+    return 1;
+}
+static void st_park(kv_client *c, int group_mode, int streams_arg, int nstreams,
+                     const st_id *ids, long long count, int noack, long long timeout)
+{
+    (void)c, (void)group_mode, (void)streams_arg, (void)nstreams, (void)ids, (void)count,
+        (void)noack, (void)timeout;
+}
+#endif
+
+
 static void read_generic(kv_client *c, int group_mode)
 {
     long long count = 0, timeout = -1;
@@ -694,6 +868,12 @@ static void read_generic(kv_client *c, int group_mode)
         str o = c->argv[i];
         if (arg_is(o, "block") && more) {
             i++;
+#if ST_BLOCKING
+            int64_t ms;
+            if (blocking_timeout_ms_arg(c, c->argv[i], &ms) < 0)
+                return;
+            timeout = ms;
+#else
             if (kv_parse_ll(c->argv[i].p, c->argv[i].len, &timeout) != 0) {
                 reply_error(c, "ERR timeout is not an integer or out of range");
                 return;
@@ -702,6 +882,7 @@ static void read_generic(kv_client *c, int group_mode)
                 reply_error(c, "ERR timeout is negative");
                 return;
             }
+#endif
         } else if (arg_is(o, "count") && more) {
             i++;
             if (arg_ll(c, c->argv[i], &count) < 0)
@@ -850,9 +1031,11 @@ static void read_generic(kv_client *c, int group_mode)
             reply_defer_array(c, handle, (long long)served);
         else
             reply_defer_map(c, handle, (long long)served);
+    } else if (timeout != -1 && !st_park_denied(c)) {
+        st_park(c, group_mode, streams_arg, nstreams, ids, count, noack, timeout);
     } else {
-        /* Nothing to serve now. Without the blocking layer, BLOCK behaves
-         * like an immediate timeout. */
+        /* Nothing to serve now (without the blocking layer, BLOCK behaves
+         * like an immediate timeout). */
         reply_null_array(c);
     }
     if (group_mode)
@@ -1059,6 +1242,9 @@ void xgroup_command(kv_client *c)
         if (stream_group_destroy(s, gname)) {
             reply_int(c, 1);
             kv_dirty(1);
+#if ST_BLOCKING
+            blocking_signal(c->db, key); /* its XREADGROUP waiters get NOGROUP */
+#endif
         } else {
             reply_int(c, 0);
         }
