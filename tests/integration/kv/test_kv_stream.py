@@ -427,3 +427,93 @@ def test_keyspace_commands_handle_streams(r, cmd):
     assert r.scan(0, _type="stream")[1] != []
     assert r.execute_command(*cmd, "s", "s3") == 2
     assert r.exists("s") == 0
+
+
+def _blocking_available(c) -> bool:
+    t0 = time.time()
+    c.xread({"__probe__": "$"}, block=300)
+    return time.time() - t0 >= 0.2
+
+
+def _blocked_count(c) -> int:
+    return c.info("clients")["blocked_clients"]
+
+
+def _wait_blocked(c, n):
+    deadline = time.time() + 5
+    while _blocked_count(c) != n and time.time() < deadline:
+        time.sleep(0.01)
+    assert _blocked_count(c) == n
+
+
+def test_blocking_reads(kv, r):
+    if not _blocking_available(r):
+        pytest.skip("built without the blocking layer")
+    r.xadd("s", {"a": "0"}, id="1-0")
+    r.xgroup_create("s", "g", "$")
+    out = {}
+
+    def reader(name, fn):
+        c = kv.client(decode_responses=True, socket_timeout=10)
+        try:
+            out[name] = fn(c)
+        except redis.ResponseError as e:
+            out[name] = e
+        c.close()
+
+    t1 = threading.Thread(target=reader, args=("x", lambda c: c.xread({"s": "$"}, block=0)))
+    t2 = threading.Thread(target=reader, args=(
+        "g", lambda c: c.xreadgroup("g", "alice", {"s": ">"}, block=0, count=5)))
+    t1.start()
+    t2.start()
+    _wait_blocked(r, 2)
+    r.xadd("s", {"a": "1"}, id="2-0")
+    t1.join(5)
+    t2.join(5)
+    assert out["x"] == [["s", [("2-0", {"a": "1"})]]]
+    assert out["g"] == [["s", [("2-0", {"a": "1"})]]]
+    assert r.xpending("s", "g")["pending"] == 1
+
+    # timeout
+    t0 = time.time()
+    assert not r.xread({"s": "$"}, block=150)
+    assert time.time() - t0 >= 0.14
+
+    # CLIENT UNBLOCK (timeout and error), a deleted stream, a disconnect
+    t3 = threading.Thread(target=reader, args=("u", lambda c: c.xread({"s": "$"}, block=0)))
+    t3.start()
+    _wait_blocked(r, 1)
+    cid = [cl["id"] for cl in r.client_list() if cl["cmd"] == "xread"][0]
+    assert r.client_unblock(cid) == 1
+    t3.join(5)
+    assert not out["u"]
+    t4 = threading.Thread(target=reader, args=(
+        "d", lambda c: c.xreadgroup("g", "bob", {"s": ">"}, block=0)))
+    t4.start()
+    _wait_blocked(r, 1)
+    r.delete("s")
+    t4.join(5)
+    assert isinstance(out["d"], redis.ResponseError) and "no longer exists" in str(out["d"])
+    raw = kv.client(socket_timeout=1)
+    conn = raw.connection_pool.get_connection("XREAD")
+    conn.send_command("XREAD", "BLOCK", "0", "STREAMS", "s", "$")
+    _wait_blocked(r, 1)
+    conn.disconnect()
+    _wait_blocked(r, 0)
+    assert r.ping()
+
+
+def test_blocking_replies_match_redis(kv, reference):
+    kvc = kv.client()
+    if not _blocking_available(kvc):
+        pytest.skip("built without the blocking layer")
+    for c in (kvc, reference):
+        c.execute_command("XADD", "s", "1-0", "f", "v")
+        c.execute_command("XGROUP", "CREATE", "s", "g", "0")
+    # BLOCK is ignored when there is something to serve, or for history
+    for cmd in [("XREAD", "BLOCK", "0", "STREAMS", "s", "0"),
+                ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"),
+                ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", "0"),
+                ("XREAD", "BLOCK", "10", "STREAMS", "s", "$"),
+                ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "10", "STREAMS", "s", ">")]:
+        assert _dec(kvc.execute_command(*cmd)) == _dec(reference.execute_command(*cmd)), cmd
