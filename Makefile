@@ -7,7 +7,7 @@ PYTEST     := .venv/bin/pytest
 FUZZ_SECONDS ?= 60
 FUZZ_JOBS    ?= 1
 
-.PHONY: all build asan deps run test unit integration bench bench-quick bench-static fuzz clean
+.PHONY: all build asan deps run test unit integration bench bench-quick bench-static fuzz clean redis-suite
 
 all: build
 
@@ -52,6 +52,12 @@ bench-quick: build
 bench-static: build
 	@scripts/deps.sh bench
 	bench/static.sh
+
+# Redis 7.0.15's own test suite against brisk-kv and a real redis-server side
+# by side: bench/results/redis-suite.md. SUITE_ARGS="--group core8" etc.
+redis-suite: build
+	@scripts/deps.sh test
+	scripts/redis_suite.py $(SUITE_ARGS)
 
 # libFuzzer targets (fuzz/), ASan+UBSan, each run FUZZ_SECONDS.
 fuzz:

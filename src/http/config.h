@@ -38,6 +38,7 @@ typedef struct http_conf {
     int autoindex;
     int precompressed; /* serve FILE.br / FILE.gz siblings */
     char default_type[128];
+    char status[128];  /* path of the status endpoint; "" = off (loopback clients only) */
     char mime_types[PATH_MAX];
 
     char access_log[PATH_MAX]; /* "" = off */

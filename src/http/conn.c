@@ -1,6 +1,7 @@
 #include "http/conn.h"
 
 #include "core/net.h"
+#include "http/status.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -155,6 +156,7 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
     }
     memset(c, 0, sizeof *c);
     c->hw = hw;
+    hw->stats.accepted++;
     c->conf = http_conf_retain(hw->conf);
     memcpy(&c->peer, ss, MIN((size_t)sl, sizeof c->peer));
     c->peer_len = sl;
@@ -379,6 +381,7 @@ static int conn_flush(http_conn *c)
             }
             if (n == 0)
                 return -1; /* the file shrank under us */
+            c->hw->stats.bytes_out += (uint64_t)n;
             s->off += (uint64_t)n;
             s->len -= (uint64_t)n;
             if (s->len == 0) {
@@ -408,6 +411,7 @@ static int conn_flush(http_conn *c)
                 continue;
             return errno == EAGAIN ? 0 : -1;
         }
+        c->hw->stats.bytes_out += (uint64_t)n;
         size_t left = (size_t)n;
         while (left) {
             out_seg *b = &c->x->segs[c->x->seg_head];
@@ -545,12 +549,17 @@ static void conn_dispatch(http_conn *c)
     c->head_only = c->x->req.method == HTTP_HEAD;
     c->requests++;
     timer_stop(&c->hw->w.loop, &c->tm);
-    c->hw->handler(c, &c->x->req, c->hw->handler_udata);
+    c->hw->stats.requests++;
+    if (UNLIKELY(http_status_wanted(c, &c->x->req)))
+        http_status_handle(c, &c->x->req);
+    else
+        c->hw->handler(c, &c->x->req, c->hw->handler_udata);
 }
 
 /* Answers a request that cannot be parsed or framed, then closes. */
 static void conn_reject(http_conn *c, int status)
 {
+    c->hw->stats.requests++;
     c->must_close = 1;
     c->state = CONN_HANDLER;
     c->head_only = 0;
@@ -711,6 +720,7 @@ static void conn_read(http_conn *c)
         return;
     }
     c->in_len += (uint32_t)n;
+    hw->stats.bytes_in += (uint64_t)n;
     conn_process(c);
     if (c->io.fd >= 0)
         conn_after_batch(c);

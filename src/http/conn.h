@@ -152,9 +152,19 @@ struct http_conn {
 };
 
 /* Per-worker HTTP state. */
+/* Counters a worker keeps for the status endpoint (status.c). Written by
+ * the worker only, read by a snapshot that runs on the worker's thread. */
+typedef struct {
+    uint64_t accepted;             /* connections */
+    uint64_t requests;             /* heads parsed (refused ones too) */
+    uint64_t responses[5];         /* by class: 1xx .. 5xx */
+    uint64_t bytes_in, bytes_out;  /* socket bytes */
+} http_stats;
+
 struct http_worker {
     worker w;
-    struct http_server *srv;
+    http_worker *peers;            /* every worker of the server (peers[0..nworkers)) */
+    http_stats stats;
     http_conf *conf;               /* current generation */
     http_handler handler;
     void *handler_udata;

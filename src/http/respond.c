@@ -190,6 +190,8 @@ static void access_log_write(http_conn *c)
 
 void http_resp_finish(http_conn *c)
 {
+    if (c->status >= 100 && c->status < 600)
+        c->hw->stats.responses[c->status / 100 - 1]++;
     if (c->hw->access_on)
         access_log_write(c);
     http_conn_finish_request(c);

@@ -316,6 +316,7 @@ int http_server_run(const http_cli *cli, const http_app *app)
     }
     for (int i = 0; i < n && rc == 0; i++) {
         http_worker *hw = &hws[i];
+        hw->peers = hws;
         hw->ready = &ready;
         hw->handler = app->handler;
         hw->handler_udata = app->udata;

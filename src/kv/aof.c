@@ -221,6 +221,142 @@ static int is_word(str s, const char *w)
     return 1;
 }
 
+/* One reader for the loader and for --check-aof, so the two can never
+ * disagree about a file: RESP framing (multibulk only), known command
+ * names, MULTI/EXEC pairing. It streams the file and hands every accepted
+ * command to a callback (the loader runs it; the checker only counts). */
+enum aof_verdict { AOF_VALID, AOF_TRUNCATED, AOF_BAD, AOF_IO_ERROR };
+
+typedef struct {
+    enum aof_verdict verdict;
+    off_t size;      /* bytes read */
+    off_t good;      /* end of the last whole command outside a MULTI: cutting
+                      * the file there keeps every complete write */
+    off_t bad_at;    /* AOF_BAD: where the refused command starts */
+    int in_multi;    /* AOF_TRUNCATED: the file ends inside a MULTI */
+    long long ncmds;
+    char why[160];   /* AOF_BAD, AOF_IO_ERROR: what is wrong */
+} aof_read_result;
+
+/* argv is valid until the callback returns. */
+typedef void (*aof_cmd_fn)(void *ud, int argc, str *argv);
+
+static void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->bad_at = -1;
+    buf b = { 0 };
+    resp_parser p;
+    resp_parser_init(&p);
+    str *argv = NULL;
+    size_t argv_cap = 0;
+    off_t base = 0; /* file offset of b.data[0] */
+    int in_multi = 0, eof = 0;
+    for (;;) {
+        if (!eof) {
+            if (buf_reserve(&b, 1024 * 1024) < 0)
+                abort();
+            ssize_t n = read(fd, b.data + b.len, b.cap - b.len);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                res->verdict = AOF_IO_ERROR;
+                snprintf(res->why, sizeof res->why, "%s", strerror(errno));
+                goto out;
+            }
+            if (n == 0)
+                eof = 1;
+            b.len += (size_t)n;
+        }
+        for (;;) {
+            int r = resp_parse(&p, b.data, b.len);
+            off_t start = base + (off_t)p.start;
+            if (r != RESP_ERROR && p.kind == 'i') {
+                r = RESP_ERROR;
+                snprintf(p.err, sizeof p.err, "expected '*', got '%c'", b.data[p.start]);
+            }
+            if (r == RESP_AGAIN)
+                break;
+            if (r == RESP_ERROR) {
+                res->verdict = AOF_BAD;
+                res->bad_at = start;
+                snprintf(res->why, sizeof res->why, "Bad file format (%s)", p.err);
+                goto out;
+            }
+            int argc = (int)p.nargs;
+            if ((size_t)argc > argv_cap) {
+                kv_free(argv);
+                argv_cap = (size_t)argc;
+                argv = kv_malloc(argv_cap * sizeof *argv);
+            }
+            for (int i = 0; i < argc; i++)
+                argv[i] = (str){ b.data + p.args[i].off, p.args[i].len };
+            const char *refusal = NULL;
+            if (!kv_cmd_lookup(argv[0]))
+                refusal = "Unknown command";
+            else if (is_word(argv[0], "multi") && in_multi)
+                refusal = "Unexpected MULTI";
+            else if (is_word(argv[0], "exec") && !in_multi)
+                refusal = "Unexpected EXEC";
+            if (refusal) {
+                res->verdict = AOF_BAD;
+                res->bad_at = start;
+                snprintf(res->why, sizeof res->why, "%s '%.*s'", refusal,
+                         (int)MIN(argv[0].len, 64), argv[0].p);
+                goto out;
+            }
+            if (is_word(argv[0], "multi"))
+                in_multi = 1;
+            else if (is_word(argv[0], "exec"))
+                in_multi = 0;
+            if (fn)
+                fn(ud, argc, argv);
+            res->ncmds++;
+            resp_parser_next(&p);
+            if (!in_multi)
+                res->good = base + (off_t)p.pos;
+        }
+        /* keep only the unparsed tail */
+        size_t used = resp_parser_consumed(&p);
+        if (used) {
+            memmove(b.data, b.data + used, b.len - used);
+            b.len -= used;
+            resp_parser_shift(&p, used);
+            base += (off_t)used;
+        }
+        if (eof)
+            break;
+    }
+    res->in_multi = in_multi;
+    if (b.len > 0 || in_multi)
+        res->verdict = AOF_TRUNCATED;
+out:
+    res->size = base + (off_t)b.len;
+    if (res->verdict == AOF_BAD || res->verdict == AOF_IO_ERROR) {
+        /* the rest of the file is not read: its size is what fstat says */
+        struct stat st;
+        if (fstat(fd, &st) == 0)
+            res->size = st.st_size;
+    }
+    kv_free(argv);
+    buf_free(&b);
+    resp_parser_free(&p);
+}
+
+static void load_command(void *ud, int argc, str *argv)
+{
+    kv_client *c = ud;
+    if ((size_t)argc > c->argv_cap) {
+        kv_free(c->argv);
+        c->argv_cap = (size_t)argc;
+        c->argv = kv_malloc(c->argv_cap * sizeof *c->argv);
+    }
+    memcpy(c->argv, argv, (size_t)argc * sizeof *argv);
+    c->argc = argc;
+    kv_call(c);
+    c->wbuf.len = 0;
+}
+
 int aof_load(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -232,109 +368,47 @@ int aof_load(const char *path)
     }
     kv_client *c = kv_client_new_fake();
     srv.loading = 1;
-    off_t base = 0;          /* file offset of rbuf.data[0] */
-    off_t good = 0;          /* end of the last complete (non-MULTI) command */
-    off_t multi_start = -1;  /* start of an open MULTI */
-    long long ncmds = 0;
-    int rc = 0, eof = 0;
-    for (;;) {
-        if (!eof) {
-            if (buf_reserve(&c->rbuf, 1024 * 1024) < 0)
-                abort();
-            ssize_t n = read(fd, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len);
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                log_error("error reading the AOF %s: %s", path, strerror(errno));
-                rc = -1;
-                break;
-            }
-            if (n == 0)
-                eof = 1;
-            c->rbuf.len += (size_t)n;
-        }
-        for (;;) {
-            size_t start = c->parser.pos;
-            int r = resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
-            if (r == RESP_AGAIN)
-                break;
-            if (r == RESP_ERROR) {
-                log_error("Bad file format reading the append only file %s at offset %lld: %s",
-                          path, (long long)(base + (off_t)start), c->parser.err);
-                log_error("run 'brisk-kv --check-aof --fix %s' to repair it", path);
-                rc = -1;
-                goto done;
-            }
-            /* argv into the buffer */
-            c->argc = (int)c->parser.nargs;
-            if ((size_t)c->argc > c->argv_cap) {
-                kv_free(c->argv);
-                c->argv_cap = (size_t)c->argc;
-                c->argv = kv_malloc(c->argv_cap * sizeof *c->argv);
-            }
-            for (int i = 0; i < c->argc; i++) {
-                c->argv[i].p = c->rbuf.data + c->parser.args[i].off;
-                c->argv[i].len = c->parser.args[i].len;
-            }
-            if (!kv_cmd_lookup(c->argv[0])) {
-                log_error("Unknown command '%.*s' reading the append only file %s at offset %lld",
-                          (int)MIN(c->argv[0].len, 64), c->argv[0].p, path,
-                          (long long)(base + (off_t)start));
-                rc = -1;
-                goto done;
-            }
-            int is_multi = is_word(c->argv[0], "multi");
-            int is_exec = is_word(c->argv[0], "exec");
-            if (is_multi)
-                multi_start = base + (off_t)start;
-            kv_call(c);
-            c->wbuf.len = 0;
-            ncmds++;
-            resp_parser_next(&c->parser);
-            if (is_exec)
-                multi_start = -1;
-            if (multi_start < 0)
-                good = base + (off_t)c->parser.pos;
-        }
-        /* keep only the unparsed tail */
-        size_t used = resp_parser_consumed(&c->parser);
-        if (used) {
-            memmove(c->rbuf.data, c->rbuf.data + used, c->rbuf.len - used);
-            c->rbuf.len -= used;
-            resp_parser_shift(&c->parser, used);
-            base += (off_t)used;
-        }
-        if (eof)
-            break;
-    }
-    if (rc == 0 && (c->rbuf.len > 0 || multi_start >= 0)) {
-        off_t size = base + (off_t)c->rbuf.len;
+    aof_read_result res;
+    aof_read(fd, load_command, c, &res);
+    close(fd);
+    int rc = 0;
+    switch (res.verdict) {
+    case AOF_VALID:
+        break;
+    case AOF_IO_ERROR:
+        log_error("error reading the AOF %s: %s", path, res.why);
+        rc = -1;
+        break;
+    case AOF_BAD:
+        log_error("%s reading the append only file %s at offset %lld", res.why, path,
+                  (long long)res.bad_at);
+        log_error("run 'brisk-kv --check-aof --fix %s' to repair it", path);
+        rc = -1;
+        break;
+    case AOF_TRUNCATED:
         if (!srv.cfg.aof_load_truncated) {
             log_error("the append only file %s is truncated at offset %lld (size %lld); "
                       "set aof-load-truncated yes or run 'brisk-kv --check-aof --fix %s'",
-                      path, (long long)good, (long long)size, path);
+                      path, (long long)res.good, (long long)res.size, path);
             rc = -1;
-        } else {
-            log_warn("!!! Warning: short read while loading the AOF file %s !!! "
-                     "truncating it from %lld to %lld bytes (the last complete command); "
-                     "AOF loaded anyway because aof-load-truncated is enabled",
-                     path, (long long)size, (long long)good);
-            if (multi_start >= 0) {
-                /* An unfinished transaction: it was queued but never ran. */
-                c->flags &= ~CLIENT_MULTI;
-            }
-            if (truncate_file(path, good) < 0) {
-                log_error("could not truncate the AOF %s: %s", path, strerror(errno));
-                rc = -1;
-            }
+            break;
         }
+        log_warn("!!! Warning: short read while loading the AOF file %s !!! "
+                 "truncating it from %lld to %lld bytes (the last complete command); "
+                 "AOF loaded anyway because aof-load-truncated is enabled",
+                 path, (long long)res.size, (long long)res.good);
+        /* An unfinished transaction was queued but never ran. */
+        c->flags &= ~CLIENT_MULTI;
+        if (truncate_file(path, res.good) < 0) {
+            log_error("could not truncate the AOF %s: %s", path, strerror(errno));
+            rc = -1;
+        }
+        break;
     }
-done:
-    close(fd);
     kv_client_free_fake(c);
     srv.loading = 0;
     if (rc == 0)
-        log_info("loaded %lld commands from %s", ncmds, path);
+        log_info("loaded %lld commands from %s", res.ncmds, path);
     return rc;
 }
 
@@ -345,74 +419,31 @@ int aof_check_main(const char *path, int fix)
         fprintf(stderr, "Cannot open file %s: %s\n", path, strerror(errno));
         return 1;
     }
-    buf b = { 0 };
-    for (;;) {
-        if (buf_reserve(&b, 1024 * 1024) < 0)
-            abort();
-        ssize_t n = read(fd, b.data + b.len, b.cap - b.len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        b.len += (size_t)n;
-    }
+    aof_read_result res;
+    aof_read(fd, NULL, NULL, &res);
     close(fd);
-    resp_parser p;
-    resp_parser_init(&p);
-    size_t good = 0, multi_start = (size_t)-1;
-    int bad = 0;
-    long long ncmds = 0;
-    for (;;) {
-        size_t start = p.pos;
-        int r = resp_parse(&p, b.data, b.len);
-        if (r == RESP_AGAIN)
-            break;
-        if (r == RESP_ERROR || p.args[0].len == 0) {
-            printf("0x%zx: Bad file format (%s)\n", start, p.err);
-            bad = 1;
-            break;
-        }
-        str name = { b.data + p.args[0].off, p.args[0].len };
-        if (is_word(name, "multi")) {
-            if (multi_start != (size_t)-1) {
-                printf("0x%zx: Unexpected MULTI\n", start);
-                bad = 1;
-                break;
-            }
-            multi_start = start;
-        } else if (is_word(name, "exec")) {
-            if (multi_start == (size_t)-1) {
-                printf("0x%zx: Unexpected EXEC\n", start);
-                bad = 1;
-                break;
-            }
-            multi_start = (size_t)-1;
-        }
-        ncmds++;
-        resp_parser_next(&p);
-        if (multi_start == (size_t)-1)
-            good = p.pos;
-    }
-    resp_parser_free(&p);
-    size_t size = b.len;
-    free(b.data);
-    if (!bad && good == size) {
-        printf("AOF analyzed: filename=%s, size=%zu, ok_up_to=%zu, diff=0\n", path, size, good);
-        printf("AOF %s is valid (%lld commands)\n", path, ncmds);
-        return 0;
-    }
-    printf("AOF analyzed: filename=%s, size=%zu, ok_up_to=%zu, diff=%zu\n", path, size, good,
-           size - good);
-    if (!fix) {
-        printf("AOF %s is %s: run with --fix to truncate it to %zu bytes\n", path,
-               bad ? "corrupted" : "truncated", good);
+    if (res.verdict == AOF_IO_ERROR) {
+        printf("Cannot read file %s: %s\n", path, res.why);
         return 1;
     }
-    if (truncate_file(path, (off_t)good) < 0) {
+    if (res.verdict == AOF_BAD)
+        printf("0x%llx: %s\n", (unsigned long long)res.bad_at, res.why);
+    printf("AOF analyzed: filename=%s, size=%lld, ok_up_to=%lld, diff=%lld\n", path,
+           (long long)res.size, (long long)res.good, (long long)(res.size - res.good));
+    if (res.verdict == AOF_VALID) {
+        printf("AOF %s is valid (%lld commands)\n", path, res.ncmds);
+        return 0;
+    }
+    if (!fix) {
+        printf("AOF %s is %s: run with --fix to truncate it to %lld bytes\n", path,
+               res.verdict == AOF_BAD ? "corrupted" : "truncated", (long long)res.good);
+        return 1;
+    }
+    if (truncate_file(path, res.good) < 0) {
         printf("Failed to truncate AOF %s: %s\n", path, strerror(errno));
         return 1;
     }
-    printf("Successfully truncated AOF %s to %zu bytes\n", path, good);
+    printf("Successfully truncated AOF %s to %lld bytes\n", path, (long long)res.good);
     return 0;
 }
 

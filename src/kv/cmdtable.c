@@ -39,11 +39,11 @@ const kv_cmd kv_commands[] = {
       "Returns the Unix timestamp of the last successful save to disk.", "1.0.0", NULL, "@fast @admin @dangerous" },
     { "bgrewriteaof", 1, CMD_ADMIN | CMD_NOSCRIPT, bgrewriteaof_command, 0, 0, 0, "server",
       "Asynchronously rewrites the append-only file to disk.", "1.0.0", NULL, "@admin @slow @dangerous" },
-    { "save", 1, CMD_ADMIN | CMD_NOSCRIPT, save_command, 0, 0, 0, "server",
+    { "save", 1, CMD_ADMIN | CMD_NOSCRIPT | CMD_NO_MULTI, save_command, 0, 0, 0, "server",
       "Synchronously saves the database(s) to disk.", "1.0.0", NULL, "@admin @slow @dangerous" },
     { "bgsave", -1, CMD_ADMIN | CMD_NOSCRIPT, bgsave_command, 0, 0, 0, "server",
       "Asynchronously saves the database(s) to disk.", "1.0.0", NULL, "@admin @slow @dangerous" },
-    { "shutdown", -1, CMD_ADMIN | CMD_STALE | CMD_LOADING | CMD_NOSCRIPT, shutdown_command, 0, 0, 0, "server",
+    { "shutdown", -1, CMD_ADMIN | CMD_STALE | CMD_LOADING | CMD_NOSCRIPT | CMD_NO_MULTI, shutdown_command, 0, 0, 0, "server",
       "Synchronously saves the database(s) to disk and shuts down the Redis server.", "1.0.0", NULL, "@admin @slow @dangerous" },
     { "debug", -2, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, debug_command, 0, 0, 0, "server",
       "A container for debugging commands.", "1.0.0", NULL, "@admin @slow @dangerous" },
@@ -55,9 +55,9 @@ const kv_cmd kv_commands[] = {
       "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", "3.0.0", NULL, "@slow @connection" },
     { "function", -2, CMD_NOSCRIPT, function_command, 0, 0, 0, "scripting",
       "A container for function commands.", "7.0.0", NULL, "@slow @scripting" },
-    { "sync", 1, CMD_ADMIN | CMD_NOSCRIPT, sync_command, 0, 0, 0, "server",
+    { "sync", 1, CMD_ADMIN | CMD_NOSCRIPT | CMD_NO_MULTI, sync_command, 0, 0, 0, "server",
       "An internal command used in replication.", "1.0.0", NULL, "@admin @slow @dangerous" },
-    { "psync", -3, CMD_ADMIN | CMD_NOSCRIPT, sync_command, 0, 0, 0, "server",
+    { "psync", -3, CMD_ADMIN | CMD_NOSCRIPT | CMD_NO_MULTI, sync_command, 0, 0, 0, "server",
       "An internal command used in replication.", "2.8.0", NULL, "@admin @slow @dangerous" },
     { "replicaof", 3, CMD_ADMIN | CMD_NOSCRIPT | CMD_STALE, replicaof_command, 0, 0, 0, "server",
       "Configures a server as replica of another, or promotes it to a master.", "5.0.0", NULL, "@admin @slow @dangerous" },
@@ -77,7 +77,7 @@ const kv_cmd kv_commands[] = {
       "Posts a message to a channel.", "2.0.0", NULL, "@pubsub @fast" },
     { "pubsub", -2, CMD_PUBSUB | CMD_STALE | CMD_LOADING, pubsub_command, 0, 0, 0, "pubsub",
       "A container for Pub/Sub commands.", "2.8.0", NULL, "@pubsub @slow" },
-    { "monitor", 1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, monitor_stub_command, 0, 0, 0, "server",
+    { "monitor", 1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, monitor_command, 0, 0, 0, "server",
       "Listens for all requests received by the server in real-time.", "1.0.0", NULL, "@admin @slow @dangerous" },
     { "multi", 1, CMD_FAST | CMD_STALE | CMD_LOADING | CMD_NOSCRIPT, multi_command, 0, 0, 0, "transactions",
       "Starts a transaction.", "1.2.0", NULL, "@fast @transaction" },
@@ -326,6 +326,26 @@ const kv_cmd kv_commands[] = {
     { "zscan", -3, CMD_READONLY, zscan_command, 1, 1, 1, "sorted-set",
       "Iterates over members and scores of a sorted set.", "2.8.0", NULL, "@read @sortedset @slow" },
     /* -- commands: blocking -- */
+    { "blpop", -3, CMD_WRITE | CMD_NOSCRIPT, blpop_command, 1, -2, 1, "list",
+      "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "2.0.0", NULL, "@write @list @slow @blocking" },
+    { "brpop", -3, CMD_WRITE | CMD_NOSCRIPT, brpop_command, 1, -2, 1, "list",
+      "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "2.0.0", NULL, "@write @list @slow @blocking" },
+    { "brpoplpush", 4, CMD_WRITE | CMD_DENYOOM | CMD_NOSCRIPT, brpoplpush_command, 1, 2, 1, "list",
+      "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", "2.2.0", NULL, "@write @list @slow @blocking" },
+    { "blmove", 6, CMD_WRITE | CMD_DENYOOM | CMD_NOSCRIPT, blmove_command, 1, 2, 1, "list",
+      "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", "6.2.0", NULL, "@write @list @slow @blocking" },
+    { "blmpop", -5, CMD_WRITE, blmpop_command, 0, 0, 0, "list",
+      "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "7.0.0", NULL, "@write @list @slow @blocking" },
+    { "lmpop", -4, CMD_WRITE, lmpop_command, 0, 0, 0, "list",
+      "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", "7.0.0", NULL, "@write @list @slow" },
+    { "bzpopmin", -3, CMD_WRITE | CMD_NOSCRIPT | CMD_FAST, bzpopmin_command, 1, -2, 1, "sorted-set",
+      "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", "5.0.0", NULL, "@write @sortedset @fast @blocking" },
+    { "bzpopmax", -3, CMD_WRITE | CMD_NOSCRIPT | CMD_FAST, bzpopmax_command, 1, -2, 1, "sorted-set",
+      "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.  Deletes the sorted set if the last element was popped.", "5.0.0", NULL, "@write @sortedset @fast @blocking" },
+    { "bzmpop", -5, CMD_WRITE, bzmpop_command, 0, 0, 0, "sorted-set",
+      "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", "7.0.0", NULL, "@write @sortedset @slow @blocking" },
+    { "zmpop", -4, CMD_WRITE, zmpop_command, 0, 0, 0, "sorted-set",
+      "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", "7.0.0", NULL, "@write @sortedset @slow" },
     /* -- end blocking -- */
     /* -- commands: bitops -- */
     { "setbit", 4, CMD_WRITE | CMD_DENYOOM, setbit_command, 1, 1, 1, "bitmap",
@@ -392,12 +412,38 @@ const kv_cmd kv_commands[] = {
       "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).", "@read @set @sortedset @list @slow @dangerous" },
     /* -- end geo -- */
     /* -- commands: dump -- */
+    { "dump", 2, CMD_READONLY, dump_command, 1, 1, 1, "generic",
+      "Return a serialized version of the value stored at the specified key.", "2.6.0", NULL,
+      "@keyspace @read @slow" },
+    { "restore", -4, CMD_WRITE | CMD_DENYOOM, restore_command, 1, 1, 1, "generic",
+      "Create a key using the provided serialized value, previously obtained using DUMP.",
+      "2.6.0", NULL, "@keyspace @write @slow @dangerous" },
+    { "migrate", -6, CMD_WRITE, migrate_command, 3, 3, 1, "generic",
+      "Atomically transfer a key from a Redis instance to another one.", "2.6.0", NULL,
+      "@keyspace @write @slow @dangerous" },
+    { "restore-asking", -4, CMD_WRITE | CMD_DENYOOM, restore_command, 1, 1, 1, "server",
+      "An internal command for migrating keys in a cluster", "3.0.0", NULL,
+      "@keyspace @write @slow @dangerous" },
     /* -- end dump -- */
     /* -- commands: client -- */
     /* -- end client -- */
     /* -- commands: acl -- */
+    { "acl", -2, CMD_STALE | CMD_LOADING | CMD_NOSCRIPT, acl_command, 0, 0, 0, "server",
+      "A container for Access List Control commands.", "6.0.0", NULL, "@slow" },
     /* -- end acl -- */
     /* -- commands: misc -- */
+    { "zunion", -3, CMD_READONLY, zunion_command, 0, 0, 0, "sorted-set",
+      "Returns the union of multiple sorted sets.", "6.2.0", NULL, "@read @sortedset @slow" },
+    { "zinter", -3, CMD_READONLY, zinter_command, 0, 0, 0, "sorted-set",
+      "Returns the intersect of multiple sorted sets.", "6.2.0", NULL, "@read @sortedset @slow" },
+    { "zdiff", -3, CMD_READONLY, zdiff_command, 0, 0, 0, "sorted-set",
+      "Returns the difference between multiple sorted sets.", "6.2.0", NULL, "@read @sortedset @slow" },
+    { "zdiffstore", -4, CMD_WRITE | CMD_DENYOOM, zdiffstore_command, 1, 1, 1, "sorted-set",
+      "Stores the difference of multiple sorted sets in a key.", "6.2.0", NULL, "@write @sortedset @slow" },
+    { "zintercard", -3, CMD_READONLY, zintercard_command, 0, 0, 0, "sorted-set",
+      "Returns the number of members of the intersect of multiple sorted sets.", "7.0.0", NULL, "@read @sortedset @slow" },
+    { "lcs", -3, CMD_READONLY, lcs_command, 1, 2, 1, "string",
+      "Finds the longest common substring.", "7.0.0", NULL, "@read @string @slow" },
     /* -- end misc -- */
     /* -- commands: notify -- */
     /* -- end notify -- */
@@ -435,6 +481,8 @@ const kv_cmd kv_commands[] = {
     /* -- end stream -- */
     /* -- commands: script -- */
     /* -- end script -- */
+    /* -- commands: repl -- */
+    /* -- end repl -- */
 };
 
 const size_t kv_ncommands = sizeof kv_commands / sizeof kv_commands[0];

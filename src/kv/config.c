@@ -1,6 +1,7 @@
 #include "kv/config.h"
 
 #include "core/common.h"
+#include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/mem.h"
 #include "kv/resp.h"
@@ -63,8 +64,8 @@ static struct {
     const char *name;
     char value[96];
 } noops[] = {
-    { "hash-max-listpack-entries", "128" }, { "hash-max-listpack-value", "64" },
-    { "hash-max-ziplist-entries", "128" },  { "hash-max-ziplist-value", "64" },
+    { "hash-max-listpack-entries", "512" }, { "hash-max-listpack-value", "64" },
+    { "hash-max-ziplist-entries", "512" },  { "hash-max-ziplist-value", "64" },
     { "list-max-listpack-size", "-2" },     { "list-max-ziplist-size", "-2" },
     { "list-compress-depth", "0" },         { "set-max-intset-entries", "512" },
     { "set-max-listpack-entries", "128" },  { "set-max-listpack-value", "64" },
@@ -77,6 +78,7 @@ static struct {
     { "supervised", "no" },                 { "pidfile", "" },
     { "appenddirname", "appendonlydir" },   { "aof-use-rdb-preamble", "no" },
     { "rdbcompression", "yes" },            { "rdbchecksum", "yes" },
+    { "sanitize-dump-payload", "no" }, /* RESTORE always checks the structure */
     { "dbfilename", "dump.rdb" },           { "stop-writes-on-bgsave-error", "yes" },
     { "lua-time-limit", "5000" },           { "busy-reply-threshold", "5000" },
     { "slowlog-log-slower-than", "10000" }, { "slowlog-max-len", "128" },
@@ -97,6 +99,7 @@ static struct {
     { "unixsocketperm", "0" },              { "cluster-enabled", "no" },
     { "oom-score-adj", "no" },              { "disable-thp", "yes" },
     { "replica-lazy-flush", "no" },
+    { "tracking-table-max-keys", "1000000" }, /* read by tracking.c */
 };
 
 static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",
@@ -233,6 +236,9 @@ static void set_int(kv_config *cfg, const opt *o, long long v)
 int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int at_runtime,
                   char *err, size_t errlen)
 {
+    int acl_rc = kv_acl_config_set(name, argc, argv, at_runtime, err, errlen);
+    if (acl_rc != 1)
+        return acl_rc;
     const opt *o = NULL;
     for (size_t i = 0; i < ARRAY_LEN(opts); i++)
         if (strcasecmp(name, opts[i].name) == 0)
@@ -546,4 +552,5 @@ void kv_config_get(const kv_config *cfg, str pattern,
         if (kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))
             fn(ud, name, noops[i].value);
     }
+    kv_acl_config_get(pattern, fn, ud);
 }

@@ -1,6 +1,7 @@
 #include "kv/db.h"
 
 #include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/mem.h"
 #include "kv/slab.h"
 #include "kv/types.h"
@@ -267,18 +268,32 @@ int db_expire_if_needed(kv_db *db, kv_entry *e)
     return 1;
 }
 
-kv_entry *db_lookup_read(kv_db *db, str key)
+static kv_entry *lookup_read(kv_db *db, str key, int touch)
 {
     kv_entry *e = db_find(db, key);
-    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
+    /* CLIENT PAUSE freezes the dataset: an expired key reads as missing
+     * but stays until the pause ends (the DEL would be a write). */
+    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) &&
+        (UNLIKELY(srv.pause_type) ? db_expired(e) : db_expire_if_needed(db, e)))
         e = NULL;
     if (e) {
-        e->lru = srv.lru_clock;
+        if (touch)
+            e->lru = srv.lru_clock;
         srv.stat_hits++;
     } else {
         srv.stat_misses++;
     }
     return e;
+}
+
+kv_entry *db_lookup_read(kv_db *db, str key)
+{
+    return lookup_read(db, key, 1);
+}
+
+kv_entry *db_lookup_notouch(kv_db *db, str key)
+{
+    return lookup_read(db, key, 0);
 }
 
 kv_entry *db_lookup_write(kv_db *db, str key)
@@ -344,6 +359,7 @@ kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj)
 {
     kv_entry *e = entry_new(key, type, 0, 0);
     entry_set_obj(e, obj);
+    blocking_signal(db, key); /* served after the command */
     keytab_add(&db->keys, e, key_hash(key));
     return e;
 }
@@ -377,6 +393,7 @@ kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, str key)
     vol_remove(db, e);
     entry_mem_free(e);
     keytab_add(&dst->keys, n, key_hash(key));
+    blocking_signal(dst, key);
     if (exp) {
         entry_put_expire(n, exp);
         vol_add(dst, n);
@@ -397,6 +414,7 @@ kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, str key)
         entry_set_obj(n, obj_dup(e->type, entry_obj(e)));
     }
     keytab_add(&dst->keys, n, key_hash(key));
+    blocking_signal(dst, key);
     if (exp) {
         entry_put_expire(n, exp);
         vol_add(dst, n);

@@ -16,6 +16,8 @@ kv_entry *db_find(kv_db *db, str key);
  * the LRU clock of a found key is refreshed. read counts hits/misses. */
 kv_entry *db_lookup_read(kv_db *db, str key);
 kv_entry *db_lookup_write(kv_db *db, str key);
+/* db_lookup_read without refreshing the LRU clock (TTL, TYPE, EXISTS). */
+kv_entry *db_lookup_notouch(kv_db *db, str key);
 /* Deletes e if its TTL passed (propagating a DEL). Returns 1 if deleted. */
 int db_expire_if_needed(kv_db *db, kv_entry *e);
 static inline int db_expired(const kv_entry *e)
@@ -57,7 +59,6 @@ void db_flush(kv_db *db);
 void obj_free(int type, void *obj);
 void *obj_dup(int type, void *obj);
 const char *obj_type_name(int type);
-const char *obj_encoding(kv_entry *e);
 
 /* Active expiry: samples keys with a TTL until the time budget is used.
  * Returns the number of keys expired. */

@@ -272,32 +272,46 @@ void dict_relink(dict *d, dict_node *old_n, dict_node *new_n)
     }
 }
 
+/* Uniform: a bucket is drawn among the non-empty ones, then a position in
+ * [0, bound); a position past the chain's end draws again. Every node has
+ * the same chance as long as no chain is longer than bound, so a longer
+ * chain raises the bound (at load <= 1 chains past 8 are very rare). Picking
+ * a node of the drawn chain directly would favour short chains. */
 dict_node *dict_random(dict *d)
 {
     size_t total = dict_size(d);
     if (total == 0)
         return NULL;
     step(d);
-    dict_node *head = NULL;
-    if (d->rehashidx >= 0) {
-        size_t s0 = d->size[0], s1 = d->size[1];
-        size_t lo = (size_t)d->rehashidx;
-        while (!head) {
-            size_t r = lo + kv_rand64() % (s0 + s1 - lo);
-            head = r >= s0 ? d->tab[1][r - s0] : d->tab[0][r];
+    size_t bound = 8;
+    for (;;) {
+        dict_node *head = NULL;
+        if (d->rehashidx >= 0) {
+            size_t s0 = d->size[0], s1 = d->size[1];
+            size_t lo = (size_t)d->rehashidx;
+            while (!head) {
+                size_t r = lo + kv_rand64() % (s0 + s1 - lo);
+                head = r >= s0 ? d->tab[1][r - s0] : d->tab[0][r];
+            }
+        } else {
+            size_t mask = d->size[0] - 1;
+            while (!head)
+                head = d->tab[0][kv_rand64() & mask];
         }
-    } else {
-        size_t mask = d->size[0] - 1;
-        while (!head)
-            head = d->tab[0][kv_rand64() & mask];
+        size_t len = 0;
+        for (dict_node *n = head; n; n = n->next)
+            len++;
+        if (len > bound) {
+            bound = len;
+            continue;
+        }
+        size_t pick = kv_rand64() % bound;
+        if (pick >= len)
+            continue;
+        while (pick--)
+            head = head->next;
+        return head;
     }
-    size_t len = 0;
-    for (dict_node *n = head; n; n = n->next)
-        len++;
-    size_t pick = kv_rand64() % len;
-    while (pick--)
-        head = head->next;
-    return head;
 }
 
 static size_t rev_bits(size_t v)

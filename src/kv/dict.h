@@ -66,7 +66,7 @@ void dict_unlink_node(dict *d, dict_node *n);
  * owner moves a node to a bigger allocation. old_n must still be valid
  * (free it after this call). */
 void dict_relink(dict *d, dict_node *old_n, dict_node *new_n);
-/* A random node (roughly uniform), or NULL when empty. */
+/* A uniformly random node, or NULL when empty. */
 dict_node *dict_random(dict *d);
 /* Reverse-binary cursor scan (SCAN semantics: every node present for the
  * whole scan is reported at least once). Returns the next cursor, 0 at end. */

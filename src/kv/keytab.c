@@ -312,12 +312,13 @@ void *keytab_random(keytab *kt)
         if (w > KEYTAB_TOMB)
             return keytab_item(w);
     }
-    /* Sparse: walk from a random slot to the next item. */
-    size_t r = (size_t)(kv_rand64() % total);
-    for (size_t k = 0; k < total; k++) {
-        size_t i = (r + k) % total;
+    /* Sparse (many deletions since the last resize): the k-th item for a
+     * uniform k. Walking from a random slot to the next item instead would
+     * favour the items that follow long empty runs. */
+    size_t k = (size_t)(kv_rand64() % keytab_size(kt));
+    for (size_t i = 0; i < total; i++) {
         uint64_t w = i < kt->size[0] ? kt->slot[0][i] : kt->slot[1][i - kt->size[0]];
-        if (w > KEYTAB_TOMB)
+        if (w > KEYTAB_TOMB && k-- == 0)
             return keytab_item(w);
     }
     return NULL;

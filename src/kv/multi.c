@@ -72,6 +72,8 @@ void kv_unwatch_all(kv_client *c)
 
 void kv_touch_key(kv_db *db, str key)
 {
+    if (UNLIKELY(tracking_active()))
+        tracking_invalidate_key(key);
     if (!srv.watch_keys || dict_size(&db->watched) == 0)
         return;
     kv_watch *w = (kv_watch *)(void *)dict_find(&db->watched, key.p, key.len,
@@ -90,6 +92,33 @@ void kv_touch_db(kv_db *db)
     dict_iter_init(&it, &db->watched);
     for (dict_node *n; (n = dict_iter_next(&it));) {
         kv_watch *w = (kv_watch *)(void *)n;
+        for (int i = 0; i < w->n; i++)
+            w->clients[i]->flags |= CLIENT_DIRTY_CAS;
+    }
+    dict_iter_end(&it);
+}
+
+/* As Redis: a flush or swap changes only the watched keys that hold a value
+ * in emptied now (stale ones don't count) or will hold one from
+ * replaced_with (SWAPDB; NULL for FLUSHDB/FLUSHALL). Watching a key that
+ * does not exist survives a FLUSHALL. */
+void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with)
+{
+    if (!srv.watch_keys || dict_size(&emptied->watched) == 0)
+        return;
+    dict_iter it;
+    dict_iter_init(&it, &emptied->watched);
+    for (dict_node *n; (n = dict_iter_next(&it));) {
+        kv_watch *w = (kv_watch *)(void *)n;
+        str key = { w->key, n->aux };
+        kv_entry *e = db_find(emptied, key);
+        int changed = e && !db_expired(e);
+        if (!changed && replaced_with) {
+            e = db_find(replaced_with, key);
+            changed = e && !db_expired(e);
+        }
+        if (!changed)
+            continue;
         for (int i = 0; i < w->n; i++)
             w->clients[i]->flags |= CLIENT_DIRTY_CAS;
     }
@@ -152,10 +181,12 @@ void exec_command(kv_client *c)
     srv.aof_in_multi = 0;
     int saved = srv.aof_in_multi;
     srv.aof_in_multi = -1; /* armed: the first write emits MULTI */
+    srv.blk_deny++; /* queued blocking commands answer at once */
     for (int i = 0; i < count; i++) {
         kv_exec_command(c, mq[i].argc, mq[i].argv);
         kv_free(mq[i].argv);
     }
+    srv.blk_deny--;
     aof_exec_end();
     srv.aof_in_multi = saved;
     kv_free(mq);

@@ -207,6 +207,10 @@ struct kv_client {
     buf prop_buf;
     struct kv_subs *subs; /* Pub/Sub subscriptions, NULL when none yet */
     /* -- client fields: blocking -- */
+    int blocked;                 /* parked by a blocking command (blocking.h) */
+    int resume_pending;          /* in srv.blk_resume */
+    struct kv_bstate *bstate;    /* NULL until the client first blocks */
+    kv_client *next_resume;
     /* -- end blocking -- */
     /* -- client fields: bitops -- */
     /* -- end bitops -- */
@@ -215,8 +219,17 @@ struct kv_client {
     /* -- client fields: dump -- */
     /* -- end dump -- */
     /* -- client fields: client -- */
+    unsigned cl_flags;          /* CL_* of t_client.c: REPLY OFF/SKIP, tracking, MONITOR, held */
+    char cl_lastsub[24];        /* subcommand of lastcmd when it is a container ("list") */
+    uint64_t trk_redir;         /* CLIENT TRACKING REDIRECT id, 0 = none */
+    kv_client *trk_target;      /* the client trk_redir names; NULL once it closed */
+    struct kv_trk_prefix **trk_prefixes; /* BCAST prefixes of this client, sorted */
+    int trk_nprefixes, trk_prefixes_cap;
+    kv_client *held_next;       /* in srv.held while CLIENT PAUSE holds its command */
+    size_t cl_qb_peak;          /* largest query buffer since the last cron resize */
     /* -- end client -- */
     /* -- client fields: acl -- */
+    struct kv_acl_user *user; /* NULL: may run anything (AOF loading) */
     /* -- end acl -- */
     /* -- client fields: misc -- */
     /* -- end misc -- */
@@ -226,14 +239,28 @@ struct kv_client {
 /* -- end stream -- */
 /* -- declarations: script -- */
 /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
     /* -- server fields: stream -- */
     /* -- end stream -- */
     /* -- server fields: script -- */
     /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
     /* -- client fields: stream -- */
     /* -- end stream -- */
     /* -- client fields: script -- */
     /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
 };
 
 /* ---- commands ---- */
@@ -249,7 +276,7 @@ enum {
     CMD_STALE = 1u << 7,
     CMD_FAST = 1u << 8,
     CMD_NO_AUTH = 1u << 9,
-    CMD_NO_MULTI = 1u << 10, /* runs at once even inside MULTI */
+    CMD_NO_MULTI = 1u << 10, /* refused inside MULTI (Redis no-multi) */
     CMD_ALLOW_BUSY = 1u << 11,
 };
 
@@ -382,18 +409,60 @@ typedef struct kv_server {
     char *executable;
     char *config_file;
     /* -- server fields: blocking -- */
+    dict *blk_keys;               /* per db: key -> its FIFO of waiting clients */
+    size_t blk_nkeys;             /* keys waited on, all dbs (0: writes skip the signal) */
+    uint64_t blk_nclients;        /* blocked clients (INFO blocked_clients) */
+    uint64_t blk_ntimeout;        /* of them, with a timeout */
+    struct kv_bkey **blk_ready;   /* keys made ready by the running command */
+    size_t blk_nready, blk_ready_cap;
+    kv_client *blk_resume, *blk_resume_tail; /* served clients with input to run */
+    timer blk_resume_timer;       /* runs them: a 0 ms timer, after this batch's events */
+    int blk_deny;                 /* > 0 inside EXEC (or a script): commands must not block */
     /* -- end blocking -- */
     /* -- server fields: bitops -- */
     /* -- end bitops -- */
     /* -- server fields: geo -- */
     /* -- end geo -- */
     /* -- server fields: dump -- */
+    pid_t rdb_child_pid;       /* BGSAVE child, or -1 / 0 */
+    int rdb_last_bgsave_failed;
+    uint64_t rdb_dirty_at_save; /* srv.dirty at the last successful save */
+    uint64_t rdb_dirty_at_fork;
+    int64_t rdb_save_start_ms;
+    uint64_t rdb_saves;            /* successful SAVE/BGSAVE since start */
+    int64_t rdb_last_bgsave_secs;  /* duration of the last BGSAVE + 1; 0 = none yet */
+    uint64_t rdb_load_loaded, rdb_load_expired; /* keys of the last dump.rdb load */
     /* -- end dump -- */
     /* -- server fields: client -- */
+    kv_client **monitors;       /* MONITOR clients */
+    int nmonitors, monitors_cap;
+    int pause_type;             /* KV_PAUSE_* of CLIENT PAUSE (0: none) */
+    int64_t pause_end_ms;
+    kv_client *held;            /* clients whose command waits for the pause to end */
+    uint64_t nheld;
+    int resume_held;            /* the pause ended: run the held commands at batch end */
+    /* tracking.c: clients with tracking on, keys they read, BCAST prefixes */
+    kv_client **trk_clients;
+    int trk_nclients, trk_clients_cap;
+    dict trk_keys;              /* key -> kv_trk_key (ids of clients that read it) */
+    uint64_t trk_items;         /* sum of the ids in trk_keys */
+    dict trk_prefix_d;          /* BCAST prefix -> kv_trk_prefix (its subscribers) */
+    int trk_nprefix;
+    uint32_t *trk_plens;        /* the distinct prefix lengths, ascending, and how */
+    uint32_t *trk_plen_refs;    /* many prefixes have each (a write looks up only those) */
+    int trk_nplens, trk_plens_cap;
+    struct kv_trk_prefix **trk_pending; /* prefixes with changed keys to send */
+    int trk_npending, trk_pending_cap;
+    int trk_bcast_pending;      /* trk_pending is not empty: send at batch end */
+    buf trk_self;               /* invalidations for the running client, sent after its reply */
+    kv_client *cl_running;      /* the client whose command runs (top level) */
+    int cl_executing;           /* inside a command's handler (not eviction before it) */
     /* -- end client -- */
     /* -- server fields: acl -- */
     /* -- end acl -- */
     /* -- server fields: misc -- */
+    int cmd_touched_keys; /* the running command signalled its changed keys
+                           * itself (kv_touch_key): no touch of all its keys */
     /* -- end misc -- */
     /* -- server fields: notify -- */
     /* -- end notify -- */
@@ -401,15 +470,29 @@ typedef struct kv_server {
 /* -- end stream -- */
 /* -- declarations: script -- */
 /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
     /* -- server fields: stream -- */
     timer stream_orphan_timer; /* checks XREADGROUP waiters whose stream went away */
     /* -- end stream -- */
     /* -- server fields: script -- */
     /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
     /* -- client fields: stream -- */
     /* -- end stream -- */
     /* -- client fields: script -- */
     /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
 } kv_server;
 
 extern kv_server srv;
@@ -428,7 +511,10 @@ int kv_peer_is_local(const struct sockaddr *sa);
 int kv_protected_refuses(const kv_config *cfg, const struct sockaddr *sa);
 int kv_exec_command(kv_client *c, int argc, str *argv);
 void kv_touch_key(kv_db *db, str key);
-void kv_touch_db(kv_db *db);
+void kv_touch_db(kv_db *db); /* every watched key of db */
+/* FLUSHDB/FLUSHALL (replaced_with NULL) and SWAPDB: the watched keys whose
+ * value changes, as Redis. */
+void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with);
 void kv_unwatch_all(kv_client *c);
 str kv_watch_key_fn(const dict_node *n);
 void kv_client_set_db(kv_client *c, int id);
@@ -441,6 +527,8 @@ void kv_client_output_added(kv_client *c);
 double kv_instantaneous(int what);
 
 /* -- declarations: blocking -- */
+/* Runs the commands a client sent while it was blocked (server.c). */
+void kv_client_resume(kv_client *c);
 /* -- end blocking -- */
 /* -- declarations: bitops -- */
 /* -- end bitops -- */
@@ -457,10 +545,89 @@ void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t
                size_t last);
 /* -- end geo -- */
 /* -- declarations: dump -- */
+/* t_dump.c: MIGRATE's cached connections (INFO), closed after 10 s idle
+ * by migrate_cron (called from the server cron). */
+size_t migrate_cached_sockets(void);
+/* Server cron: closes idle MIGRATE sockets, reaps the BGSAVE child. */
+void dump_cron(void);
+/* Loads dbfilename at start-up when the AOF is off. Returns 0 or -1. */
+int dump_load_at_start(void);
+/* SHUTDOWN SAVE: stops a BGSAVE child and saves dbfilename. 0 or -1. */
+int dump_shutdown_save(void);
+/* At exit: stops a BGSAVE child; after a signal, saves when save points
+ * are configured (SHUTDOWN saved already, or was told not to). */
+void dump_at_exit(void);
+/* DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE] and DEBUG OBJECT key. */
+void dump_debug_reload(kv_client *c);
+void dump_debug_object(kv_client *c);
 /* -- end dump -- */
 /* -- declarations: client -- */
+/* t_client.c: CLIENT, MONITOR, CLIENT PAUSE and REPLY OFF/SKIP */
+enum {
+    CL_REPLY_OFF = 1u << 0,
+    CL_REPLY_SKIP = 1u << 1,      /* drop the reply of this command */
+    CL_REPLY_SKIP_NEXT = 1u << 2, /* ... of the next one (set by CLIENT REPLY SKIP) */
+    CL_TRACKING = 1u << 3,
+    CL_TRK_BCAST = 1u << 4,
+    CL_TRK_OPTIN = 1u << 5,
+    CL_TRK_OPTOUT = 1u << 6,
+    CL_TRK_CACHING = 1u << 7,     /* CLIENT CACHING yes (optin) / no (optout) */
+    CL_TRK_NOLOOP = 1u << 8,
+    CL_TRK_BROKEN = 1u << 9,      /* the redirect target closed */
+    CL_MONITOR = 1u << 10,
+    CL_HELD = 1u << 11,           /* argv holds a command CLIENT PAUSE keeps waiting */
+    CL_NO_EVICT = 1u << 12,
+};
+enum { KV_PAUSE_WRITE = 1, KV_PAUSE_ALL = 2 };
+int kv_client_name_valid(str s);
+void kv_client_set_name(kv_client *c, str name);
+/* RESET: tracking, MONITOR, REPLY OFF and NO-EVICT back to their defaults. */
+void kv_client_reset(kv_client *c);
+/* Narrows [first, last] of a write command's keys to those it changes
+ * (SINTERSTORE dst src...: dst only; COPY src dst: dst), for WATCH and
+ * tracking. */
+void kv_written_keys(const kv_cmd *cmd, int *first, int *last);
+/* Called by kv_call once the command is known (NULL: unknown). */
+void kv_client_note_cmd(kv_client *c, const kv_cmd *cmd);
+/* After a top-level command of c ran (its reply starts at wbuf offset
+ * mark): REPLY OFF/SKIP, CLIENT CACHING reset, deferred invalidations. */
+void kv_client_after_command(kv_client *c, size_t mark);
+/* Whether CLIENT PAUSE holds the command in c->argv (then marks c held). */
+int kv_pause_holds(kv_client *c);
+/* Cron: ends an expired pause; frees or shrinks the query
+ * buffers of idle clients (as Redis's clientsCronResizeQueryBuffer). */
+void kv_client_cron(void);
+/* Runs the held commands once the pause ended (batch end). */
+void kv_pause_resume_held(void);
+/* MONITOR: feeds one executed command to the monitors. */
+void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+/* A client closes: drops it from MONITOR, held and tracking state. */
+void kv_client_gone(kv_client *c);
+/* server.c: runs the parsed input of c (used to resume held clients). */
+void kv_client_process_input(kv_client *c);
+/* tracking.c */
+void tracking_init(void);
+void tracking_free(void);
+void kv_client_tables_free(void);
+void tracking_enable(kv_client *c, uint64_t redir, kv_client *target, unsigned opts,
+                     const str *prefixes, int nprefixes);
+void tracking_disable(kv_client *c);
+/* Error text when a prefix collides with another of c's, or NULL. */
+int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, size_t errlen);
+/* c ran a read-only command: remember its keys for invalidation. */
+void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+/* key changed in the keyspace (cheap when no client tracks). */
+void tracking_invalidate_key(str key);
+void tracking_invalidate_all(void); /* FLUSHDB / FLUSHALL (once per command) */
+void tracking_broadcast(void);      /* batch end: BCAST messages */
+void tracking_send_self(kv_client *c);
+void tracking_cron(void);
+void tracking_client_closed(kv_client *c);
+str tracking_prefix_str(const struct kv_trk_prefix *p);
+static inline int tracking_active(void) { return dict_size(&srv.trk_keys) || srv.trk_nprefix; }
 /* -- end client -- */
 /* -- declarations: acl -- */
+typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- end acl -- */
 /* -- declarations: misc -- */
 /* -- end misc -- */
@@ -476,6 +643,8 @@ void stream_rewrite(struct kv_stream *s, str key, void (*emit)(void *ud, int arg
 /* -- end stream -- */
 /* -- declarations: script -- */
 /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
 
 /* cmdtable.c */
 extern const kv_cmd kv_commands[];

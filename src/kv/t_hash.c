@@ -261,6 +261,10 @@ void hincrbyfloat_command(kv_client *c)
         reply_error(c, ERR_NOT_FLOAT);
         return;
     }
+    if (isinf(by)) { /* before the key is created */
+        reply_error(c, "ERR value is NaN or Infinity");
+        return;
+    }
     int err;
     dict *h = get_hash(c, c->argv[1], 1, 1, &err);
     if (err)
@@ -278,7 +282,7 @@ void hincrbyfloat_command(kv_client *c)
         reply_error(c, "ERR increment would produce NaN or Infinity");
         return;
     }
-    char b[256];
+    char b[KV_LDBL_STR_MAX];
     size_t n = kv_fmt_ldouble(b, sizeof b, v);
     hash_set(h, c->argv[2], (str){ b, n });
     kv_dirty(1);
@@ -338,10 +342,10 @@ void hscan_command(kv_client *c)
 void hrandfield_command(kv_client *c)
 {
     int err;
-    dict *h = get_hash(c, c->argv[1], 0, 0, &err);
-    if (err)
-        return;
     if (c->argc == 2) {
+        dict *h = get_hash(c, c->argv[1], 0, 0, &err);
+        if (err)
+            return;
         kv_hfield *f = h ? (kv_hfield *)(void *)dict_random(h) : NULL;
         if (f)
             reply_bulk_str(c, hfield_name(f));
@@ -349,8 +353,9 @@ void hrandfield_command(kv_client *c)
             reply_null(c);
         return;
     }
+    /* As Redis: the count, then the options, then the key. */
     long long count;
-    if (arg_ll(c, c->argv[2], &count) < 0)
+    if (arg_rand_count(c, c->argv[2], &count) < 0)
         return;
     int withvalues = 0;
     if (c->argc == 4) {
@@ -359,10 +364,15 @@ void hrandfield_command(kv_client *c)
             return;
         }
         withvalues = 1;
+        if (rand_pairs_check(c, count) < 0)
+            return;
     } else if (c->argc > 4) {
         reply_error(c, ERR_SYNTAX);
         return;
     }
+    dict *h = get_hash(c, c->argv[1], 0, 0, &err);
+    if (err)
+        return;
     if (!h || count == 0) {
         reply_empty_array(c);
         return;
@@ -370,40 +380,52 @@ void hrandfield_command(kv_client *c)
     size_t size = dict_size(h);
     if (count < 0) {
         /* repetitions allowed */
+        if (rand_draws_check(c, withvalues ? 2 * count : count) < 0)
+            return;
         long long n = -count;
+        rand_picker p;
+        rand_picker_init(&p, h, (unsigned long long)n);
         reply_array(c, withvalues && c->resp < 3 ? n * 2 : n);
         for (long long i = 0; i < n; i++) {
-            kv_hfield *f = (kv_hfield *)(void *)dict_random(h);
+            kv_hfield *f = (kv_hfield *)(void *)rand_picker_next(&p);
             if (withvalues && c->resp >= 3)
                 reply_array(c, 2);
             reply_bulk_str(c, hfield_name(f));
             if (withvalues)
                 reply_bulk_str(c, hfield_value(f));
         }
+        rand_picker_end(&p);
         return;
     }
     size_t n = (size_t)count < size ? (size_t)count : size;
-    /* distinct: pick the first n of a partial Fisher-Yates over the nodes */
-    kv_hfield **all = kv_malloc(size * sizeof *all);
-    size_t k = 0;
-    dict_iter it;
-    dict_iter_init(&it, h);
-    for (dict_node *dn; (dn = dict_iter_next(&it));)
-        all[k++] = (kv_hfield *)(void *)dn;
-    dict_iter_end(&it);
-    for (size_t i = 0; i < n; i++) {
-        size_t j = i + kv_rand64() % (size - i);
-        kv_hfield *t = all[i];
-        all[i] = all[j];
-        all[j] = t;
+    dict_node **all;
+    if (RAND_FEW_DISTINCT(n, size)) {
+        all = kv_malloc(n * sizeof *all);
+        rand_distinct_nodes(h, all, n);
+    } else {
+        /* the first n of a partial Fisher-Yates over every node */
+        all = kv_malloc(size * sizeof *all);
+        size_t k = 0;
+        dict_iter it;
+        dict_iter_init(&it, h);
+        for (dict_node *dn; (dn = dict_iter_next(&it));)
+            all[k++] = dn;
+        dict_iter_end(&it);
+        for (size_t i = 0; i < n; i++) {
+            size_t j = i + kv_rand64() % (size - i);
+            dict_node *t = all[i];
+            all[i] = all[j];
+            all[j] = t;
+        }
     }
     reply_array(c, withvalues && c->resp < 3 ? (long long)n * 2 : (long long)n);
     for (size_t i = 0; i < n; i++) {
+        kv_hfield *f = (kv_hfield *)(void *)all[i];
         if (withvalues && c->resp >= 3)
             reply_array(c, 2);
-        reply_bulk_str(c, hfield_name(all[i]));
+        reply_bulk_str(c, hfield_name(f));
         if (withvalues)
-            reply_bulk_str(c, hfield_value(all[i]));
+            reply_bulk_str(c, hfield_value(f));
     }
     kv_free(all);
 }

@@ -2,6 +2,7 @@
  * RENAME* RANDOMKEY COPY OBJECT TOUCH, and the shared argument helpers. */
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/rdb.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -61,22 +62,29 @@ void del_command(kv_client *c)
     reply_int(c, n);
 }
 
-void exists_command(kv_client *c)
+/* EXISTS leaves the access time alone (Redis's LOOKUP_NOTOUCH); TOUCH
+ * refreshes it. */
+static void exists_generic(kv_client *c, kv_entry *(*lookup)(kv_db *, str))
 {
     long long n = 0;
     for (int i = 1; i < c->argc; i++)
-        n += db_lookup_read(c->db, c->argv[i]) != NULL;
+        n += lookup(c->db, c->argv[i]) != NULL;
     reply_int(c, n);
+}
+
+void exists_command(kv_client *c)
+{
+    exists_generic(c, db_lookup_notouch);
 }
 
 void touch_command(kv_client *c)
 {
-    exists_command(c);
+    exists_generic(c, db_lookup_read);
 }
 
 void type_command(kv_client *c)
 {
-    kv_entry *e = db_lookup_read(c->db, c->argv[1]);
+    kv_entry *e = db_lookup_notouch(c->db, c->argv[1]);
     reply_simple(c, e ? obj_type_name(e->type) : "none");
 }
 
@@ -156,7 +164,7 @@ void pexpireat_command(kv_client *c) { expire_generic(c, 0, 1); }
 
 static void ttl_generic(kv_client *c, int ms, int absolute)
 {
-    kv_entry *e = db_lookup_read(c->db, c->argv[1]);
+    kv_entry *e = db_lookup_notouch(c->db, c->argv[1]);
     if (!e) {
         reply_int(c, -2);
         return;
@@ -282,7 +290,8 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
     }
     scan_acc acc = { 0 };
     uint64_t v = cursor;
-    long long maxiter = count * 10;
+    /* Ten empty buckets per wanted element at most; COUNT may be LLONG_MAX. */
+    long long maxiter = count > LLONG_MAX / 10 ? LLONG_MAX : count * 10;
     if (kind == 0) {
         do {
             v = keytab_scan(&c->db->keys, v, scan_collect, &acc);
@@ -424,70 +433,55 @@ void copy_command(kv_client *c)
     reply_int(c, 1);
 }
 
-static int all_ints(dict *s, size_t limit)
-{
-    if (dict_size(s) > limit)
-        return 0;
-    dict_iter it;
-    dict_iter_init(&it, s);
-    int ok = 1;
-    for (dict_node *dn; ok && (dn = dict_iter_next(&it));) {
-        str m = smember_str((kv_smember *)(void *)dn);
-        long long v;
-        ok = kv_parse_ll(m.p, m.len, &v) == 0;
-    }
-    dict_iter_end(&it);
-    return ok;
-}
+static const char *const object_help[] = {
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Prints this help.",
+};
 
-const char *obj_encoding(kv_entry *e)
+/* Redis shares the objects of the integers 0..9999 (refcount INT_MAX)
+ * unless an LRU policy with a maxmemory needs per-key stamps. */
+static long long object_refcount(kv_entry *e)
 {
-    switch (e->type) {
-    case KV_STRING: {
-        long long v;
-        str s = entry_str(e);
-        if (s.len <= 20 && kv_parse_ll(s.p, s.len, &v) == 0)
-            return "int";
-        return s.len <= 44 ? "embstr" : "raw";
-    }
-    case KV_LIST: {
-        /* Redis 7.0 lists are always quicklists (listpack lists are 7.2). */
-        return "quicklist";
-    }
-    case KV_SET: {
-        dict *s = entry_obj(e);
-        if (all_ints(s, 512))
-            return "intset";
-        return dict_size(s) <= 128 ? "listpack" : "hashtable";
-    }
-    case KV_HASH: {
-        dict *h = entry_obj(e);
-        return dict_size(h) <= 128 ? "listpack" : "hashtable";
-    }
-    case KV_ZSET: {
-        zset *z = entry_obj(e);
-        return z->length <= 128 ? "listpack" : "skiplist";
-    }
-    case KV_STREAM:
-        return "stream";
-    }
-    return "unknown";
+    long long v;
+    str s;
+    if (e->type != KV_STRING)
+        return 1;
+    s = entry_str(e);
+    int lru = srv.cfg.maxmemory_policy == MM_ALLKEYS_LRU || srv.cfg.maxmemory_policy == MM_VOLATILE_LRU;
+    if ((srv.cfg.maxmemory == 0 || !lru) && s.len <= 4 && kv_parse_ll(s.p, s.len, &v) == 0 && v >= 0 &&
+        v < 10000)
+        return INT_MAX;
+    return 1;
 }
 
 void object_command(kv_client *c)
 {
     str sub = c->argv[1];
+    if (arg_is(sub, "help") && c->argc != 2) {
+        reply_error(c, "ERR wrong number of arguments for 'object|help' command");
+        return;
+    }
     if (arg_is(sub, "help")) {
-        reply_array(c, 5);
-        reply_simple(c, "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
-        reply_simple(c, "ENCODING <key>");
-        reply_simple(c, "FREQ <key>");
-        reply_simple(c, "IDLETIME <key>");
-        reply_simple(c, "REFCOUNT <key>");
+        reply_array(c, (long long)ARRAY_LEN(object_help));
+        for (size_t i = 0; i < ARRAY_LEN(object_help); i++)
+            reply_simple(c, object_help[i]);
         return;
     }
     int known = arg_is(sub, "encoding") || arg_is(sub, "refcount") || arg_is(sub, "idletime") ||
-                arg_is(sub, "freq");
+                arg_is(sub, "freq") || arg_is(sub, "help");
     if (!known) {
         reply_errorf(c, "ERR unknown subcommand '%.*s'. Try OBJECT HELP.",
                      (int)MIN(sub.len, 128), sub.p);
@@ -502,17 +496,20 @@ void object_command(kv_client *c)
         reply_errorf(c, "ERR wrong number of arguments for 'object|%s' command", name);
         return;
     }
+    /* Looking does not count as an access: the LRU stamp stays. */
     kv_entry *e = db_find(c->db, c->argv[2]);
     if (e && db_expire_if_needed(c->db, e))
         e = NULL;
     if (!e) {
+        srv.stat_misses++;
         reply_null(c);
         return;
     }
+    srv.stat_hits++;
     if (arg_is(sub, "encoding"))
-        reply_bulk_cstr(c, obj_encoding(e));
+        reply_bulk_cstr(c, rdb_encoding_name(e)); /* Redis 7.0's names (rdb.c) */
     else if (arg_is(sub, "refcount"))
-        reply_int(c, 1);
+        reply_int(c, object_refcount(e));
     else if (arg_is(sub, "idletime"))
         reply_int(c, (long long)((srv.lru_clock - e->lru) & 0xfffffff) * KV_LRU_MS / 1000);
     else

@@ -1,5 +1,7 @@
 /* Lists: a power-of-two ring of element pointers, O(1) at both ends and
  * for LINDEX. */
+#include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/reply.h"
@@ -482,32 +484,96 @@ void lpos_command(kv_client *c)
     reply_defer_array(c, h, found);
 }
 
+/* ---- moves and blocking pops ---- */
+
+/* What a list pop propagates as, and what a client parked by a blocking
+ * list command does when served (bstate param[0]). */
+enum { LP_POP, LP_MPOP, LP_LMOVE, LP_RPOPLPUSH, LP_ASIS };
+
+static const str where_word[2] = { { "LEFT", 4 }, { "RIGHT", 5 } };
+static const str pop_word[2] = { { "LPOP", 4 }, { "RPOP", 4 } };
+
+/* A served client (one that blocked) writes its own AOF record; a command
+ * that did not block replaces the argv its call propagates. */
+static void propagate(kv_client *c, kv_db *db, int served, int argc, const str *argv)
+{
+    if (served)
+        aof_feed(db, argc, argv);
+    else
+        kv_propagate_as(c, argc, argv);
+}
+
+/* Pops from the list l at key: one element with a [key, value] reply
+ * (BLPOP, count < 0) or up to count with [key, [values]] (LMPOP). Deletes
+ * the emptied key; propagates [LR]POP key [n]. */
+static void pop_reply(kv_client *c, kv_db *db, str key, kv_list *l, int tail, long long count,
+                      int served)
+{
+    long long n = count < 0 ? 1 : MIN(count, (long long)l->len);
+    reply_array(c, 2);
+    reply_bulk_str(c, key);
+    if (count >= 0)
+        reply_array(c, n);
+    for (long long i = 0; i < n; i++) {
+        kv_lelem *e = list_pop(l, tail);
+        reply_bulk(c, e->data, e->len);
+        kv_free(e);
+    }
+    char num[KV_LL_STR_MAX];
+    str argv[3] = { pop_word[tail], key, { num, kv_fmt_ll(num, n) } };
+    propagate(c, db, served, count < 0 ? 2 : 3, argv);
+    kv_touch_key(db, key);
+    if (l->len == 0)
+        db_delete(db, key);
+    kv_dirty(n);
+}
+
+/* LMOVE of one element from the list l at src to dst (created when
+ * missing; WRONGTYPE when it holds another type, nothing moved). The
+ * element goes back into the same list when src is dst, so the key never
+ * disappears and reappears. as: LP_ASIS (LMOVE, RPOPLPUSH) or the command
+ * to propagate for a blocking one. */
+static void move_reply(kv_client *c, kv_db *db, str src, kv_list *l, str dst, int from, int to,
+                       int as, int served)
+{
+    kv_entry *de = db_lookup_write(db, dst);
+    if (de && de->type != KV_LIST) {
+        reply_error(c, ERR_WRONGTYPE);
+        return;
+    }
+    kv_lelem *e = list_pop(l, from);
+    reply_bulk(c, e->data, e->len);
+    kv_list *d = de ? entry_obj(de) : NULL;
+    if (!d) {
+        d = list_new();
+        db_add_obj(db, dst, KV_LIST, d);
+    }
+    list_push(d, to, e);
+    if (as == LP_LMOVE) {
+        str argv[5] = { STR("LMOVE"), src, dst, where_word[from], where_word[to] };
+        propagate(c, db, served, 5, argv);
+    } else if (as == LP_RPOPLPUSH) {
+        str argv[3] = { STR("RPOPLPUSH"), src, dst };
+        propagate(c, db, served, 3, argv);
+    }
+    kv_touch_key(db, src);
+    kv_touch_key(db, dst);
+    if (l->len == 0)
+        db_delete(db, src);
+    kv_dirty(1);
+}
+
 static void move_generic(kv_client *c, str src, str dst, int from_tail, int to_tail)
 {
     int err;
     kv_list *s = get_list(c, src, 1, &err);
     if (err)
         return;
-    kv_list *d = get_list(c, dst, 1, &err);
-    if (err)
-        return;
     if (!s) {
         reply_null(c);
         return;
     }
-    kv_lelem *e = list_pop(s, from_tail);
-    reply_bulk(c, e->data, e->len);
-    if (s->len == 0) {
-        if (s == d)
-            d = NULL;
-        db_delete(c->db, src);
-    }
-    if (!d) {
-        d = list_new();
-        db_add_obj(c->db, dst, KV_LIST, d);
-    }
-    list_push(d, to_tail, e);
-    kv_dirty(1);
+    move_reply(c, c->db, src, s, dst, from_tail, to_tail, LP_ASIS, 0);
 }
 
 void rpoplpush_command(kv_client *c)
@@ -515,19 +581,138 @@ void rpoplpush_command(kv_client *c)
     move_generic(c, c->argv[1], c->argv[2], 1, 0);
 }
 
+/* LEFT / RIGHT at argv[i]: 0 / 1, or -1 after a syntax error reply. */
+static int where_arg(kv_client *c, int i)
+{
+    if (str_ieq_lit(c->argv[i], "left", 4))
+        return 0;
+    if (str_ieq_lit(c->argv[i], "right", 5))
+        return 1;
+    reply_error(c, ERR_SYNTAX);
+    return -1;
+}
+
 void lmove_command(kv_client *c)
 {
-    int w[2];
-    for (int i = 0; i < 2; i++) {
-        str o = c->argv[3 + i];
-        if (str_ieq_lit(o, "left", 4))
-            w[i] = 0;
-        else if (str_ieq_lit(o, "right", 5))
-            w[i] = 1;
-        else {
-            reply_error(c, ERR_SYNTAX);
-            return;
+    int from = where_arg(c, 3), to = from < 0 ? -1 : where_arg(c, 4);
+    if (to < 0)
+        return;
+    move_generic(c, c->argv[1], c->argv[2], from, to);
+}
+
+/* A parked client's list is ready: bstate param[0] is the LP_ mode,
+ * param[1] where from, param[2] where to, param[3] the count. */
+static int list_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
+{
+    const kv_bstate *b = c->bstate;
+    kv_list *l = entry_obj(e);
+    int from = (int)b->param[1];
+    switch (b->param[0]) {
+    case LP_POP:
+        pop_reply(c, db, key, l, from, -1, 1);
+        break;
+    case LP_MPOP:
+        pop_reply(c, db, key, l, from, b->param[3], 1);
+        break;
+    default:
+        move_reply(c, db, key, l, b->argv[2], from, (int)b->param[2], (int)b->param[0], 1);
+        break;
+    }
+    return 1;
+}
+
+static const kv_block_kind list_kind = { KV_LIST, list_serve, reply_null_array };
+
+/* Pops from the first non-empty list of keys argv[first...]: 1 when it
+ * replied (popped or WRONGTYPE), 0 when all are empty. */
+static int pop_first(kv_client *c, int first, int nkeys, int tail, long long count)
+{
+    for (int i = first; i < first + nkeys; i++) {
+        int err;
+        kv_list *l = get_list(c, c->argv[i], 1, &err);
+        if (err)
+            return 1;
+        if (l) {
+            pop_reply(c, c->db, c->argv[i], l, tail, count, 0);
+            return 1;
         }
     }
-    move_generic(c, c->argv[1], c->argv[2], w[0], w[1]);
+    return 0;
 }
+
+static void bpop_generic(kv_client *c, int tail)
+{
+    int64_t ms;
+    if (blocking_timeout_arg(c, c->argv[c->argc - 1], &ms) < 0)
+        return;
+    if (pop_first(c, 1, c->argc - 2, tail, -1))
+        return;
+    if (blocking_denied(c)) {
+        reply_null_array(c);
+        return;
+    }
+    kv_bstate *b = blocking_park(c, &list_kind, 1, c->argc - 2, ms);
+    b->param[0] = LP_POP;
+    b->param[1] = tail;
+}
+
+void blpop_command(kv_client *c) { bpop_generic(c, 0); }
+void brpop_command(kv_client *c) { bpop_generic(c, 1); }
+
+/* LMPOP numkeys key... LEFT|RIGHT [COUNT n]; BLMPOP timeout numkeys ... */
+static void mpop_generic(kv_client *c, int numkeys_idx, int block)
+{
+    int nkeys, where;
+    long long count;
+    int64_t ms = 0;
+    if (blocking_mpop_args(c, numkeys_idx, "left", "right", &nkeys, &where, &count) < 0)
+        return;
+    if (block && blocking_timeout_arg(c, c->argv[1], &ms) < 0)
+        return;
+    if (pop_first(c, numkeys_idx + 1, nkeys, where, count))
+        return;
+    if (!block || blocking_denied(c)) {
+        reply_null_array(c);
+        return;
+    }
+    kv_bstate *b = blocking_park(c, &list_kind, numkeys_idx + 1, nkeys, ms);
+    b->param[0] = LP_MPOP;
+    b->param[1] = where;
+    b->param[3] = count;
+}
+
+void lmpop_command(kv_client *c) { mpop_generic(c, 1, 0); }
+void blmpop_command(kv_client *c) { mpop_generic(c, 2, 1); }
+
+static void bmove_generic(kv_client *c, int from, int to, int timeout_idx, int as)
+{
+    int64_t ms;
+    if (blocking_timeout_arg(c, c->argv[timeout_idx], &ms) < 0)
+        return;
+    int err;
+    kv_list *s = get_list(c, c->argv[1], 1, &err);
+    if (err)
+        return;
+    if (s) {
+        move_reply(c, c->db, c->argv[1], s, c->argv[2], from, to, as, 0);
+        return;
+    }
+    if (blocking_denied(c)) {
+        reply_null(c);
+        return;
+    }
+    kv_bstate *b = blocking_park(c, &list_kind, 1, 1, ms);
+    b->param[0] = as;
+    b->param[1] = from;
+    b->param[2] = to;
+}
+
+void blmove_command(kv_client *c)
+{
+    int from = where_arg(c, 3), to = from < 0 ? -1 : where_arg(c, 4);
+    if (to < 0)
+        return;
+    bmove_generic(c, from, to, 5, LP_LMOVE);
+}
+
+void brpoplpush_command(kv_client *c) { bmove_generic(c, 1, 0, 3, LP_RPOPLPUSH); }

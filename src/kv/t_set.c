@@ -215,10 +215,10 @@ void spop_command(kv_client *c)
 void srandmember_command(kv_client *c)
 {
     int err;
-    dict *s = get_set(c, c->argv[1], 0, &err);
-    if (err)
-        return;
     if (c->argc == 2) {
+        dict *s = get_set(c, c->argv[1], 0, &err);
+        if (err)
+            return;
         if (!s)
             reply_null(c);
         else
@@ -230,35 +230,50 @@ void srandmember_command(kv_client *c)
         return;
     }
     long long count;
-    if (arg_ll(c, c->argv[2], &count) < 0)
+    if (arg_rand_count(c, c->argv[2], &count) < 0)
+        return;
+    dict *s = get_set(c, c->argv[1], 0, &err);
+    if (err)
         return;
     if (!s || count == 0) {
         reply_empty_array(c);
         return;
     }
     if (count < 0) {
+        if (rand_draws_check(c, count) < 0)
+            return;
+        rand_picker p;
+        rand_picker_init(&p, s, (unsigned long long)-count);
         reply_array(c, -count);
         for (long long i = 0; i < -count; i++)
-            reply_bulk_str(c, smember_str((kv_smember *)(void *)dict_random(s)));
+            reply_bulk_str(c, smember_str((kv_smember *)(void *)rand_picker_next(&p)));
+        rand_picker_end(&p);
         return;
     }
     size_t size = dict_size(s), n = MIN((size_t)count, size);
-    kv_smember **all = kv_malloc(size * sizeof *all);
-    size_t k = 0;
-    dict_iter it;
-    dict_iter_init(&it, s);
-    for (dict_node *dn; (dn = dict_iter_next(&it));)
-        all[k++] = (kv_smember *)(void *)dn;
-    dict_iter_end(&it);
-    for (size_t i = 0; i < n; i++) {
-        size_t j = i + kv_rand64() % (size - i);
-        kv_smember *t = all[i];
-        all[i] = all[j];
-        all[j] = t;
+    dict_node **all;
+    if (RAND_FEW_DISTINCT(n, size)) {
+        all = kv_malloc(n * sizeof *all);
+        rand_distinct_nodes(s, all, n);
+    } else {
+        /* the first n of a partial Fisher-Yates over every node */
+        all = kv_malloc(size * sizeof *all);
+        size_t k = 0;
+        dict_iter it;
+        dict_iter_init(&it, s);
+        for (dict_node *dn; (dn = dict_iter_next(&it));)
+            all[k++] = dn;
+        dict_iter_end(&it);
+        for (size_t i = 0; i < n; i++) {
+            size_t j = i + kv_rand64() % (size - i);
+            dict_node *t = all[i];
+            all[i] = all[j];
+            all[j] = t;
+        }
     }
     reply_array(c, (long long)n);
     for (size_t i = 0; i < n; i++)
-        reply_bulk_str(c, smember_str(all[i]));
+        reply_bulk_str(c, smember_str((kv_smember *)(void *)all[i]));
     kv_free(all);
 }
 
@@ -364,7 +379,10 @@ static void setop_store(kv_client *c, int op)
         db_add_obj(c->db, c->argv[1], KV_SET, r);
     else
         set_free(r);
-    kv_dirty(1);
+    /* As Redis: an empty result over a missing destination changes nothing
+     * (no WATCH invalidation, nothing to propagate). */
+    if (n > 0 || old)
+        kv_dirty(1);
     reply_int(c, n);
 }
 
@@ -429,7 +447,12 @@ void smove_command(kv_client *c)
         dst = set_new();
         db_add_obj(c->db, c->argv[2], KV_SET, dst);
     }
-    set_add(dst, c->argv[3]);
+    /* As Redis: a member already in the destination leaves it unchanged,
+     * so a WATCH of the destination stays valid. */
+    kv_touch_key(c->db, c->argv[1]);
+    if (set_add(dst, c->argv[3]))
+        kv_touch_key(c->db, c->argv[2]);
+    srv.cmd_touched_keys = 1;
     kv_dirty(1);
     reply_int(c, 1);
 }

@@ -343,7 +343,7 @@ void incrbyfloat_command(kv_client *c)
         reply_error(c, "ERR increment would produce NaN or Infinity");
         return;
     }
-    char b[256];
+    char b[KV_LDBL_STR_MAX];
     size_t n = kv_fmt_ldouble(b, sizeof b, v);
     db_store_string(c->db, c->argv[1], e, b, n, DB_KEEPTTL);
     kv_dirty(1);

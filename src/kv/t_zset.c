@@ -467,7 +467,8 @@ static void zrange_generic(kv_client *c, int key_idx, int by, int rev, int opts_
             db_add_obj(c->db, c->argv[1], KV_ZSET, s.store);
         else
             zset_free(s.store);
-        kv_dirty(1);
+        if (s.n || old) /* as Redis: nothing over nothing is no change */
+            kv_dirty(1);
         reply_int(c, s.n);
     }
 }
@@ -615,30 +616,38 @@ void zpopmax_command(kv_client *c) { pop_generic(c, 1); }
 void zrandmember_command(kv_client *c)
 {
     int err;
-    zset *z = get_zset(c, c->argv[1], 0, &err);
-    if (err)
-        return;
     if (c->argc == 2) {
+        zset *z = get_zset(c, c->argv[1], 0, &err);
+        if (err)
+            return;
         if (!z)
             reply_null(c);
         else
             reply_bulk_str(c, zs_member(zset_at_rank(z, 1 + kv_rand64() % z->length)));
         return;
     }
+    /* As Redis: the count, then the options, then the key. */
     long long count;
-    if (arg_ll(c, c->argv[2], &count) < 0)
+    if (arg_rand_count(c, c->argv[2], &count) < 0)
         return;
     int withscores = 0;
-    if (c->argc == 4 && arg_is(c->argv[3], "withscores"))
+    if (c->argc == 4 && arg_is(c->argv[3], "withscores")) {
         withscores = 1;
-    else if (c->argc >= 4) {
+        if (rand_pairs_check(c, count) < 0)
+            return;
+    } else if (c->argc >= 4) {
         reply_error(c, ERR_SYNTAX);
         return;
     }
+    zset *z = get_zset(c, c->argv[1], 0, &err);
+    if (err)
+        return;
     if (!z || count == 0) {
         reply_empty_array(c);
         return;
     }
+    if (count < 0 && rand_draws_check(c, withscores ? 2 * count : count) < 0)
+        return;
     zsink s = { .c = c, .withscores = withscores };
     if (count < 0) {
         reply_array(c, header_count(&s, -count));
@@ -647,6 +656,15 @@ void zrandmember_command(kv_client *c)
         return;
     }
     size_t size = z->length, n = MIN((size_t)count, size);
+    if (RAND_FEW_DISTINCT(n, size)) {
+        size_t *ranks = kv_malloc(n * sizeof *ranks);
+        rand_distinct_ranks(size, ranks, n);
+        reply_array(c, header_count(&s, (long long)n));
+        for (size_t i = 0; i < n; i++)
+            sink_emit(&s, zset_at_rank(z, ranks[i]));
+        kv_free(ranks);
+        return;
+    }
     zs_node **all = kv_malloc(size * sizeof *all);
     size_t k = 0;
     for (zs_node *x = z->header->lv[0].forward; x; x = x->lv[0].forward)
@@ -662,178 +680,6 @@ void zrandmember_command(kv_client *c)
         sink_emit(&s, all[i]);
     kv_free(all);
 }
-
-/* ---- ZUNIONSTORE / ZINTERSTORE ---- */
-
-typedef struct {
-    zset *z;   /* one of these two, or neither (missing key) */
-    dict *set;
-    double weight;
-} zsrc;
-
-static size_t src_size(const zsrc *s)
-{
-    return s->z ? s->z->length : s->set ? dict_size(s->set) : 0;
-}
-
-static int src_score(const zsrc *s, str m, double *out)
-{
-    if (s->z) {
-        zs_node *n = zset_find(s->z, m);
-        if (!n)
-            return 0;
-        *out = n->score;
-        return 1;
-    }
-    if (s->set && set_has(s->set, m)) {
-        *out = 1.0;
-        return 1;
-    }
-    return 0;
-}
-
-enum { AGG_SUM, AGG_MIN, AGG_MAX };
-
-static double aggregate(double acc, double v, int agg)
-{
-    if (agg == AGG_SUM) {
-        double r = acc + v;
-        return isnan(r) ? 0.0 : r; /* inf + -inf counts as 0 */
-    }
-    return agg == AGG_MIN ? (v < acc ? v : acc) : (v > acc ? v : acc);
-}
-
-static double weighted(double score, double w)
-{
-    double r = score * w;
-    return isnan(r) ? 0.0 : r;
-}
-
-static void zstore_generic(kv_client *c, int inter)
-{
-    long long numkeys;
-    if (arg_ll(c, c->argv[2], &numkeys) < 0)
-        return;
-    if (numkeys < 1) {
-        reply_errorf(c, "ERR at least 1 input key is needed for '%s' command", c->cmd->name);
-        return;
-    }
-    if (numkeys > c->argc - 3) {
-        reply_error(c, ERR_SYNTAX);
-        return;
-    }
-    zsrc *src = kv_calloc((size_t)numkeys * sizeof *src);
-    int agg = AGG_SUM;
-    for (long long i = 0; i < numkeys; i++)
-        src[i].weight = 1.0;
-    for (int i = 3 + (int)numkeys; i < c->argc; i++) {
-        int more = c->argc - i - 1;
-        if (arg_is(c->argv[i], "weights") && more >= numkeys) {
-            for (long long k = 0; k < numkeys; k++) {
-                str w = c->argv[i + 1 + k];
-                if (kv_parse_double(w.p, w.len, &src[k].weight) < 0) {
-                    reply_error(c, "ERR weight value is not a float");
-                    goto out;
-                }
-            }
-            i += (int)numkeys;
-        } else if (arg_is(c->argv[i], "aggregate") && more >= 1) {
-            str a = c->argv[++i];
-            if (arg_is(a, "sum"))
-                agg = AGG_SUM;
-            else if (arg_is(a, "min"))
-                agg = AGG_MIN;
-            else if (arg_is(a, "max"))
-                agg = AGG_MAX;
-            else {
-                reply_error(c, ERR_SYNTAX);
-                goto out;
-            }
-        } else {
-            reply_error(c, ERR_SYNTAX);
-            goto out;
-        }
-    }
-    for (long long i = 0; i < numkeys; i++) {
-        kv_entry *e = db_lookup_write(c->db, c->argv[3 + i]);
-        if (!e)
-            continue;
-        if (e->type == KV_ZSET)
-            src[i].z = entry_obj(e);
-        else if (e->type == KV_SET)
-            src[i].set = entry_obj(e);
-        else {
-            reply_error(c, ERR_WRONGTYPE);
-            goto out;
-        }
-    }
-    zset *dst = zset_new();
-    if (inter) {
-        long long smallest = 0;
-        for (long long i = 0; i < numkeys; i++)
-            if (src_size(&src[i]) < src_size(&src[smallest]))
-                smallest = i;
-        zsrc *s0 = &src[smallest];
-        if (src_size(s0) > 0) {
-            dict *d = s0->z ? &s0->z->dict : s0->set;
-            dict_iter it;
-            dict_iter_init(&it, d);
-            for (dict_node *dn; (dn = dict_iter_next(&it));) {
-                str m = d->key(dn);
-                double acc = 0;
-                int ok = 1;
-                for (long long i = 0; i < numkeys && ok; i++) {
-                    double v;
-                    if (!src_score(&src[i], m, &v)) {
-                        ok = 0;
-                        break;
-                    }
-                    v = weighted(v, src[i].weight);
-                    acc = i == 0 ? v : aggregate(acc, v, agg);
-                }
-                if (ok)
-                    zset_insert(dst, acc, m);
-            }
-            dict_iter_end(&it);
-        }
-    } else {
-        for (long long i = 0; i < numkeys; i++) {
-            zsrc *s = &src[i];
-            if (!src_size(s))
-                continue;
-            dict *d = s->z ? &s->z->dict : s->set;
-            dict_iter it;
-            dict_iter_init(&it, d);
-            for (dict_node *dn; (dn = dict_iter_next(&it));) {
-                str m = d->key(dn);
-                double v = 0;
-                src_score(s, m, &v);
-                v = weighted(v, s->weight);
-                zs_node *x = zset_find(dst, m);
-                if (x)
-                    zset_update_score(dst, x, aggregate(x->score, v, agg));
-                else
-                    zset_insert(dst, v, m);
-            }
-            dict_iter_end(&it);
-        }
-    }
-    kv_entry *old = db_lookup_write(c->db, c->argv[1]);
-    if (old)
-        db_delete_entry(c->db, old);
-    long long n = (long long)dst->length;
-    if (n)
-        db_add_obj(c->db, c->argv[1], KV_ZSET, dst);
-    else
-        zset_free(dst);
-    kv_dirty(1);
-    reply_int(c, n);
-out:
-    kv_free(src);
-}
-
-void zunionstore_command(kv_client *c) { zstore_generic(c, 0); }
-void zinterstore_command(kv_client *c) { zstore_generic(c, 1); }
 
 void zscan_command(kv_client *c)
 {

@@ -68,7 +68,7 @@ CMD(ping); CMD(echo); CMD(quit); CMD(select); CMD(dbsize); CMD(flushdb); CMD(flu
 CMD(command); CMD(client); CMD(hello); CMD(auth); CMD(info); CMD(config); CMD(time);
 CMD(lastsave); CMD(bgrewriteaof); CMD(shutdown); CMD(reset); CMD(debug); CMD(memory);
 CMD(save); CMD(bgsave); CMD(swapdb); CMD(move); CMD(role); CMD(readonly_noop);
-CMD(wait); CMD(monitor_stub); CMD(function); CMD(sync); CMD(replicaof);
+CMD(wait); CMD(function); CMD(sync); CMD(replicaof);
 /* pub/sub */
 CMD(subscribe); CMD(unsubscribe); CMD(psubscribe); CMD(punsubscribe); CMD(publish); CMD(pubsub);
 /* transactions */
@@ -100,6 +100,8 @@ CMD(zrangebylex); CMD(zrevrangebylex); CMD(zrevrange); CMD(zrem); CMD(zremrangeb
 CMD(zremrangebyscore); CMD(zremrangebylex); CMD(zpopmin); CMD(zpopmax); CMD(zrandmember);
 CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- handlers: blocking -- */
+CMD(blpop); CMD(brpop); CMD(blmove); CMD(brpoplpush); CMD(blmpop); CMD(lmpop);
+CMD(bzpopmin); CMD(bzpopmax); CMD(bzmpop); CMD(zmpop);
 /* -- end blocking -- */
 /* -- handlers: bitops -- */
 CMD(setbit); CMD(getbit); CMD(bitcount); CMD(bitpos); CMD(bitop); CMD(bitfield);
@@ -111,12 +113,39 @@ CMD(georadiusbymember); CMD(georadiusbymember_ro); CMD(geosearch); CMD(geosearch
 CMD(sort); CMD(sort_ro);
 /* -- end geo -- */
 /* -- handlers: dump -- */
+CMD(dump); CMD(restore); CMD(migrate);
 /* -- end dump -- */
 /* -- handlers: client -- */
+CMD(monitor);
 /* -- end client -- */
 /* -- handlers: acl -- */
+CMD(acl);
 /* -- end acl -- */
 /* -- handlers: misc -- */
+CMD(zunion); CMD(zinter); CMD(zdiff); CMD(zdiffstore); CMD(zintercard); CMD(lcs);
+/* The COUNT of SRANDMEMBER/HRANDFIELD/ZRANDMEMBER, in the range Redis
+ * accepts; replies the error and returns -1. */
+int arg_rand_count(kv_client *c, str s, long long *count);
+/* WITHVALUES/WITHSCORES: Redis halves the range (two replies each). */
+int rand_pairs_check(kv_client *c, long long count);
+/* Refuses (replies, returns -1) a negative count too large to answer. */
+int rand_draws_check(kv_client *c, long long count);
+/* Uniform draws with replacement from a dict that must not change while
+ * the picker is in use. */
+typedef struct {
+    dict *d;
+    dict_node **all; /* every node, when many draws make it worth it */
+    size_t n;
+} rand_picker;
+void rand_picker_init(rand_picker *p, dict *d, unsigned long long draws);
+dict_node *rand_picker_next(rand_picker *p);
+void rand_picker_end(rand_picker *p);
+/* Distinct uniform picks without copying the collection, for counts of at
+ * most a third of its size (RAND_FEW_DISTINCT): count nodes of d, or count
+ * ranks in 1..size. Cheaper than a shuffle of every element beyond that. */
+#define RAND_FEW_DISTINCT(count, size) ((count) * 3 <= (size))
+void rand_distinct_nodes(dict *d, dict_node **out, size_t count);
+void rand_distinct_ranks(size_t size, size_t *out, size_t count);
 /* -- end misc -- */
 /* -- handlers: notify -- */
 /* -- end notify -- */
@@ -127,6 +156,8 @@ CMD(xautoclaim);
 /* -- end stream -- */
 /* -- handlers: script -- */
 /* -- end script -- */
+/* -- handlers: repl -- */
+/* -- end repl -- */
 #undef CMD
 
 /* Helpers shared by command files. */

@@ -84,23 +84,33 @@ int kv_parse_double(const char *p, size_t len, double *out)
             }
         }
     }
-    char tmp[KV_DBL_STR_MAX * 4];
-    if (valid_float_text(p, len, tmp, sizeof tmp) < 0)
-        return -1;
+    /* strtod wants a terminated copy; Redis sets no length limit (DBL_MAX
+     * in full is 309 digits), so long texts get a heap copy. */
+    char stack[KV_DBL_STR_MAX * 4];
+    char *tmp = len < sizeof stack ? stack : malloc(len + 1);
+    if (!tmp)
+        abort();
+    int rc = -1;
+    if (valid_float_text(p, len, tmp, len < sizeof stack ? sizeof stack : len + 1) < 0)
+        goto out;
     char *end;
     errno = 0;
     double v = strtod(tmp, &end);
     if (end != tmp + len || isnan(v))
-        return -1;
+        goto out;
     if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL || fpclassify(v) == FP_ZERO))
-        return -1;
+        goto out;
     *out = v;
-    return 0;
+    rc = 0;
+out:
+    if (tmp != stack)
+        free(tmp);
+    return rc;
 }
 
 int kv_parse_ldouble(const char *p, size_t len, long double *out)
 {
-    char tmp[KV_DBL_STR_MAX * 4];
+    char tmp[KV_LDBL_STR_MAX];
     if (valid_float_text(p, len, tmp, sizeof tmp) < 0)
         return -1;
     char *end;
@@ -139,7 +149,7 @@ size_t kv_fmt_double(char *out, double v)
         memcpy(out, "-inf", 4);
         return 4;
     }
-    if (v == 0) { /* -0 prints as "-0" in Redis 7.2 */
+    if (v == 0) { /* -0 prints as "-0", as a skip-list score in Redis */
         if (signbit(v)) {
             memcpy(out, "-0", 2);
             return 2;
@@ -147,16 +157,9 @@ size_t kv_fmt_double(char *out, double v)
         out[0] = '0';
         return 1;
     }
-    /* Integers in the exact range print without an exponent. */
-    if (v == floor(v) && fabs(v) < 1e17) {
-        return kv_fmt_ll(out, (long long)v);
-    }
-    for (int prec = 15; prec <= 17; prec++) {
-        int n = snprintf(out, KV_DBL_STR_MAX, "%.*g", prec, v);
-        if (prec == 17 || strtod(out, NULL) == v)
-            return (size_t)n;
-    }
-    return 0;
+    /* Redis 7.0 replies doubles as %.17g: 0.1 is 0.10000000000000001 (the
+     * shortest round-trip form came with 7.2). */
+    return (size_t)snprintf(out, KV_DBL_STR_MAX, "%.17g", v);
 }
 
 size_t kv_fmt_ldouble(char *out, size_t cap, long double v)

@@ -8,6 +8,9 @@
 
 #define KV_LL_STR_MAX 21
 #define KV_DBL_STR_MAX 64
+/* Long doubles reach 1.2e4932: %.17Lf of one needs ~4950 bytes. Texts up to
+ * this length are accepted and produced (Redis's MAX_LONG_DOUBLE_CHARS). */
+#define KV_LDBL_STR_MAX (5 * 1024)
 
 /* Strict signed decimal: optional '-', no '+', no leading zeros, no spaces,
  * no overflow. Returns 0 or -1. */
@@ -19,9 +22,10 @@ int kv_parse_ldouble(const char *p, size_t len, long double *out);
 
 /* Format into out; return the length (no NUL terminator counted). */
 size_t kv_fmt_ll(char *out, long long v);
-/* Shortest text that reads back as the same double ("1.5", "inf", "-inf"). */
+/* Redis 7.0's double replies: %.17g, "inf", "-inf". */
 size_t kv_fmt_double(char *out, double v);
-/* INCRBYFLOAT style: %.17Lf with trailing zeros removed. */
+/* INCRBYFLOAT style: %.17Lf with trailing zeros removed; cap should be
+ * KV_LDBL_STR_MAX (0 is returned when the text does not fit). */
 size_t kv_fmt_ldouble(char *out, size_t cap, long double v);
 
 /* Glob match (* ? [a-z] [^x] \x), optionally ASCII case-insensitive. */

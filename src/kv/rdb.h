@@ -1,0 +1,143 @@
+/* Redis's RDB object encoding, version 10 (Redis 7.0): the value part of
+ * a DUMP payload and of an RDB file. The writer picks the encoding Redis
+ * 7.0 would hold the same value in (listpack, intset, quicklist of
+ * listpacks, skiplist as ZSET_2, ...), so DUMP output matches Redis's byte
+ * for byte where the content decides it; the reader accepts every object
+ * encoding an RDB of version <= 10 can hold (zipmap, ziplist, intset,
+ * quicklist v1/v2, listpack, LZF-compressed strings) and refuses anything
+ * malformed without crashing: every read is bounds-checked.
+ *
+ * The writer appends to a core buf; the reader works on a byte range the
+ * caller keeps alive while it runs. SAVE / full sync build on the same
+ * calls: rdb_save_len, rdb_save_string, rdb_save_object_type and
+ * rdb_save_object for each key, and rdb_load_* on the way in. */
+#ifndef BRISK_KV_RDB_H
+#define BRISK_KV_RDB_H
+
+#include "core/buf.h"
+#include "kv/server.h"
+#include "kv/types.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RDB_VERSION 10
+
+/* Object type bytes (rdb.h of Redis's RDB format description). */
+enum {
+    RDB_TYPE_STRING = 0,
+    RDB_TYPE_LIST = 1,
+    RDB_TYPE_SET = 2,
+    RDB_TYPE_ZSET = 3,
+    RDB_TYPE_HASH = 4,
+    RDB_TYPE_ZSET_2 = 5,
+    RDB_TYPE_HASH_ZIPMAP = 9,
+    RDB_TYPE_LIST_ZIPLIST = 10,
+    RDB_TYPE_SET_INTSET = 11,
+    RDB_TYPE_ZSET_ZIPLIST = 12,
+    RDB_TYPE_HASH_ZIPLIST = 13,
+    RDB_TYPE_LIST_QUICKLIST = 14,
+    RDB_TYPE_HASH_LISTPACK = 16,
+    RDB_TYPE_ZSET_LISTPACK = 17,
+    RDB_TYPE_LIST_QUICKLIST_2 = 18,
+};
+
+/* Opcodes of an RDB file (between keys). */
+enum {
+    RDB_OPCODE_FUNCTION2 = 245,
+    RDB_OPCODE_MODULE_AUX = 247,
+    RDB_OPCODE_IDLE = 248,
+    RDB_OPCODE_FREQ = 249,
+    RDB_OPCODE_AUX = 250,
+    RDB_OPCODE_RESIZEDB = 251,
+    RDB_OPCODE_EXPIRETIME_MS = 252,
+    RDB_OPCODE_EXPIRETIME = 253,
+    RDB_OPCODE_SELECTDB = 254,
+    RDB_OPCODE_EOF = 255,
+};
+
+/* CRC-64/Jones (reflected, poly 0xad93d23594c935a9), as RDB and DUMP use. */
+uint64_t rdb_crc64(uint64_t crc, const void *p, size_t n);
+
+/* LZF (the liblzf format). rdb_lzf_compress returns the compressed length,
+ * or 0 when the result would not fit in cap bytes; it makes the same
+ * choices as liblzf, so the output equals Redis's. rdb_lzf_decompress
+ * returns the bytes written, or 0 on malformed input / overflow. */
+size_t rdb_lzf_compress(const void *in, size_t n, void *out, size_t cap);
+size_t rdb_lzf_decompress(const void *in, size_t n, void *out, size_t cap);
+
+/* ---- writing ---- */
+
+void rdb_save_len(buf *b, uint64_t len);
+/* A string as Redis writes one: int-encoded when it is a small canonical
+ * integer, LZF-compressed when longer than 20 bytes and that saves at
+ * least 4 bytes (rdbcompression yes), else length and bytes. */
+void rdb_save_string(buf *b, const char *p, size_t n);
+/* The type byte the value of e is written with. */
+int rdb_object_type(kv_entry *e);
+/* The value of e (no type byte). */
+void rdb_save_object(buf *b, kv_entry *e);
+/* A DUMP payload: type, value, RDB version (2 bytes LE), CRC-64 (8 LE). */
+void rdb_dump_payload(buf *b, kv_entry *e);
+/* The quicklist Redis 7.0 would hold the list in: node count and the
+ * listpack bytes of all nodes (DEBUG OBJECT). Returns the fill option
+ * (list-max-listpack-size) it was split by. */
+int rdb_list_shape(kv_list *l, size_t *nodes, size_t *bytes);
+/* Redis 7.0's OBJECT ENCODING name for the value of e. */
+const char *rdb_encoding_name(kv_entry *e);
+
+/* ---- reading ---- */
+
+typedef struct rdb_reader {
+    const unsigned char *p, *end;
+} rdb_reader;
+
+/* A loaded value: strings in s (kv_malloc'd, s_len bytes), other types in
+ * obj (kv_list, dict of hfields or members, zset). The caller owns it:
+ * store it with rdb_value_store or free it with rdb_value_free. */
+typedef struct rdb_value {
+    int type; /* enum kv_type */
+    void *obj;
+    char *s;
+    size_t s_len;
+} rdb_value;
+
+/* Reads a length (not a special encoding). Returns 0 or -1. */
+int rdb_load_len(rdb_reader *r, uint64_t *len);
+/* Reads a string of any encoding into a kv_malloc'd buffer (NUL added
+ * after the bytes). Returns 0 or -1. */
+int rdb_load_string(rdb_reader *r, char **s, size_t *n);
+/* Reads a value of the given type byte. Returns 0, or -1 (malformed,
+ * unsupported type, empty collection, duplicate members). */
+int rdb_load_object(rdb_reader *r, int rdbtype, rdb_value *v);
+void rdb_value_free(rdb_value *v);
+/* Adds the value under key (absent from db) and returns the entry; v is
+ * consumed. */
+kv_entry *rdb_value_store(kv_db *db, str key, rdb_value *v);
+
+/* Checks the footer of a DUMP payload: version <= RDB_VERSION and the
+ * CRC-64. Returns 0 or -1. */
+int rdb_verify_payload(const char *p, size_t n);
+/* Decodes a DUMP payload (already verified): one object, then the footer.
+ * Returns 0 or -1. */
+int rdb_load_payload(const char *p, size_t n, rdb_value *v);
+
+/* ---- dump.rdb (rdb_file.c) ---- */
+
+/* Writes the whole keyspace as an RDB file image to fd (a file, a pipe or
+ * a replica's socket: blocking writes). Returns 0 or -1 (write error). */
+int rdb_write_snapshot(int fd);
+/* Loads an RDB file image (e.g. received from a master) into the
+ * databases; expired keys are dropped. A key already present is an error,
+ * or with merge replaced by the loaded one. Returns 0, or -1 with a message
+ * in err (the databases then hold what was loaded before the error). */
+int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, size_t errlen);
+/* Writes every database to path through a temp file renamed over it.
+ * Returns 0, or -1 (logged). */
+int rdb_save_file(const char *path);
+/* Loads path into the databases (see rdb_load_image; on an error without
+ * merge every database is flushed). Returns 1 when loaded, 0 when there is
+ * no such file, -1 with a message in err. */
+int rdb_load_file(const char *path, int merge, char *err, size_t errlen);
+
+#endif

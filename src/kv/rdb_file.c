@@ -1,0 +1,354 @@
+/* dump.rdb: the whole keyspace as an RDB version 10 file (magic, AUX
+ * fields, per database SELECTDB + RESIZEDB, keys with EXPIRETIME_MS, EOF,
+ * CRC-64), written by SAVE / BGSAVE and loaded at start-up, with the
+ * object codec of rdb.c. */
+#include "kv/rdb.h"
+
+#include "core/log.h"
+#include "kv/config.h"
+#include "kv/db.h"
+#include "kv/mem.h"
+#include "kv/types.h"
+#include "kv/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define RDB_FLUSH_AT (64 * 1024)
+
+typedef struct {
+    int fd;
+    buf b;
+    uint64_t crc;
+    int failed;
+} rdb_out;
+
+static void out_flush(rdb_out *o)
+{
+    size_t off = 0;
+    o->crc = rdb_crc64(o->crc, o->b.data, o->b.len);
+    while (!o->failed && off < o->b.len) {
+        ssize_t w = write(o->fd, o->b.data + off, o->b.len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            o->failed = 1;
+        else
+            off += (size_t)w;
+    }
+    o->b.len = 0;
+}
+
+static void out_bytes(rdb_out *o, const void *p, size_t n)
+{
+    if (buf_append(&o->b, p, n) < 0)
+        abort();
+}
+
+static void out_aux(rdb_out *o, const char *k, const char *v)
+{
+    unsigned char op = RDB_OPCODE_AUX;
+    out_bytes(o, &op, 1);
+    rdb_save_string(&o->b, k, strlen(k));
+    rdb_save_string(&o->b, v, strlen(v));
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static int write_keyspace(rdb_out *o)
+{
+    char v[64];
+    out_bytes(o, "REDIS0010", 9);
+    out_aux(o, "redis-ver", KV_VERSION);
+    out_aux(o, "redis-bits", sizeof(void *) == 8 ? "64" : "32");
+    snprintf(v, sizeof v, "%lld", (long long)(kv_unix_ms() / 1000));
+    out_aux(o, "ctime", v);
+    snprintf(v, sizeof v, "%zu", kv_memory_used());
+    out_aux(o, "used-mem", v);
+    out_aux(o, "aof-base", "0");
+    for (int d = 0; d < srv.cfg.databases; d++) {
+        kv_db *db = &srv.dbs[d];
+        if (db_size(db) == 0)
+            continue;
+        unsigned char op = RDB_OPCODE_SELECTDB;
+        out_bytes(o, &op, 1);
+        rdb_save_len(&o->b, (uint64_t)d);
+        op = RDB_OPCODE_RESIZEDB;
+        out_bytes(o, &op, 1);
+        rdb_save_len(&o->b, db_size(db));
+        rdb_save_len(&o->b, db->vol_len);
+        keytab_iter it;
+        keytab_iter_init(&it, &db->keys);
+        for (kv_entry *e; (e = keytab_iter_next(&it));) {
+            if (e->flags & ENTRY_EXPIRES) {
+                unsigned char t[9];
+                t[0] = RDB_OPCODE_EXPIRETIME_MS;
+                put_le64(t + 1, (uint64_t)entry_expire(e));
+                out_bytes(o, t, 9);
+            }
+            unsigned char type = (unsigned char)rdb_object_type(e);
+            out_bytes(o, &type, 1);
+            str key = entry_key_str(e);
+            rdb_save_string(&o->b, key.p, key.len);
+            rdb_save_object(&o->b, e);
+            if (o->b.len >= RDB_FLUSH_AT)
+                out_flush(o);
+            if (o->failed)
+                break;
+        }
+        keytab_iter_end(&it);
+    }
+    unsigned char eof = RDB_OPCODE_EOF;
+    out_bytes(o, &eof, 1);
+    out_flush(o);
+    unsigned char crc[8];
+    put_le64(crc, o->crc);
+    out_bytes(o, crc, 8);
+    out_flush(o); /* (this flush also folds the CRC into o->crc: unused) */
+    return o->failed ? -1 : 0;
+}
+
+int rdb_write_snapshot(int fd)
+{
+    rdb_out o = { .fd = fd };
+    int rc = write_keyspace(&o);
+    buf_free(&o.b);
+    return rc;
+}
+
+int rdb_save_file(const char *path)
+{
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)getpid());
+    rdb_out o = { .fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) };
+    if (o.fd < 0) {
+        log_warn("Failed opening the temp RDB file %s (in server root dir %s) for saving: %s", tmp,
+                 srv.cfg.dir ? srv.cfg.dir : ".", strerror(errno));
+        return -1;
+    }
+    int rc = write_keyspace(&o);
+    buf_free(&o.b);
+    if (rc == 0 && fsync(o.fd) < 0)
+        rc = -1;
+    close(o.fd);
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = -1;
+    if (rc < 0) {
+        log_warn("Write error saving DB on disk: %s", strerror(errno));
+        unlink(tmp);
+    }
+    return rc;
+}
+
+/* ---- loading ---- */
+
+static int rd_u8(rdb_reader *r, unsigned *v)
+{
+    if (r->p >= r->end)
+        return -1;
+    *v = *r->p++;
+    return 0;
+}
+
+static int rd_le(rdb_reader *r, int n, uint64_t *v)
+{
+    if (r->end - r->p < n)
+        return -1;
+    *v = 0;
+    for (int i = 0; i < n; i++)
+        *v |= (uint64_t)r->p[i] << (8 * i);
+    r->p += n;
+    return 0;
+}
+
+static int skip_string(rdb_reader *r)
+{
+    char *s;
+    size_t n;
+    if (rdb_load_string(r, &s, &n) < 0)
+        return -1;
+    kv_free(s);
+    return 0;
+}
+
+int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, size_t errlen)
+{
+    if (size < 9 || memcmp(img, "REDIS", 5) != 0) {
+        snprintf(err, errlen, "Wrong signature trying to load DB from file");
+        return -1;
+    }
+    int ver = 0;
+    for (int i = 5; i < 9; i++) {
+        if (img[i] < '0' || img[i] > '9') {
+            snprintf(err, errlen, "Wrong signature trying to load DB from file");
+            return -1;
+        }
+        ver = ver * 10 + (img[i] - '0');
+    }
+    if (ver < 1 || ver > RDB_VERSION) {
+        snprintf(err, errlen, "Can't handle RDB format version %d", ver);
+        return -1;
+    }
+    rdb_reader r = { img + 9, img + size };
+    kv_db *db = &srv.dbs[0];
+    int64_t expire = -1;
+    size_t loaded = 0, expired = 0;
+    for (;;) {
+        unsigned type;
+        if (rd_u8(&r, &type) < 0)
+            goto short_read;
+        uint64_t a, b;
+        switch (type) {
+        case RDB_OPCODE_EXPIRETIME_MS:
+            if (rd_le(&r, 8, &a) < 0)
+                goto short_read;
+            expire = (int64_t)a;
+            continue;
+        case RDB_OPCODE_EXPIRETIME:
+            if (rd_le(&r, 4, &a) < 0)
+                goto short_read;
+            expire = (int64_t)a * 1000;
+            continue;
+        case RDB_OPCODE_FREQ:
+            if (rd_u8(&r, &type) < 0)
+                goto short_read;
+            continue;
+        case RDB_OPCODE_IDLE:
+        case RDB_OPCODE_SELECTDB:
+            if (rdb_load_len(&r, &a) < 0)
+                goto short_read;
+            if (type == RDB_OPCODE_SELECTDB) {
+                if (a >= (uint64_t)srv.cfg.databases) {
+                    snprintf(err, errlen, "FATAL: Data file was created with a Redis server "
+                                          "configured to handle more than %d databases.",
+                             srv.cfg.databases);
+                    return -1;
+                }
+                db = &srv.dbs[a];
+            }
+            continue;
+        case RDB_OPCODE_RESIZEDB:
+            if (rdb_load_len(&r, &a) < 0 || rdb_load_len(&r, &b) < 0)
+                goto short_read;
+            continue;
+        case RDB_OPCODE_AUX:
+            if (skip_string(&r) < 0 || skip_string(&r) < 0)
+                goto short_read;
+            continue;
+        case RDB_OPCODE_FUNCTION2:
+            /* A library's code: brisk-kv has no functions to load it into. */
+            if (skip_string(&r) < 0)
+                goto short_read;
+            log_warn("RDB holds a function library: skipped");
+            continue;
+        case RDB_OPCODE_MODULE_AUX:
+            snprintf(err, errlen, "The RDB file contains module AUX data, not supported");
+            return -1;
+        case RDB_OPCODE_EOF:
+            goto eof;
+        default:
+            break;
+        }
+        char *key;
+        size_t klen;
+        rdb_value v;
+        if (rdb_load_string(&r, &key, &klen) < 0)
+            goto short_read;
+        if (rdb_load_object(&r, (int)type, &v) < 0) {
+            kv_free(key);
+            snprintf(err, errlen, "Bad data format (type %u) loading key", type);
+            return -1;
+        }
+        str k = { key, klen };
+        kv_entry *old = db_find(db, k);
+        if (old && merge) {
+            db_delete_entry(db, old); /* the loaded value wins */
+        } else if (old) {
+            rdb_value_free(&v);
+            snprintf(err, errlen, "RDB has duplicated key '%.*s' in DB %d", (int)MIN(klen, 128),
+                     key, db->id);
+            kv_free(key);
+            return -1;
+        }
+        if (expire != -1 && expire <= srv.now_ms) {
+            rdb_value_free(&v); /* already expired: a master drops it */
+            expired++;
+        } else {
+            kv_entry *e = rdb_value_store(db, k, &v);
+            if (expire != -1)
+                db_set_expire(db, e, expire);
+            loaded++;
+        }
+        kv_free(key);
+        expire = -1;
+    }
+eof:
+    if (ver >= 5) {
+        uint64_t want;
+        const unsigned char *crc_at = r.p;
+        if (rd_le(&r, 8, &want) < 0)
+            goto short_read;
+        if (want != 0 && rdb_crc64(0, img, (size_t)(crc_at - img)) != want) {
+            snprintf(err, errlen, "Wrong RDB checksum. Aborting now.");
+            return -1;
+        }
+    }
+    srv.rdb_load_loaded = loaded;
+    srv.rdb_load_expired = expired;
+    log_info("Done loading RDB, keys loaded: %zu, keys expired: %zu.", loaded, expired);
+    return 0;
+short_read:
+    snprintf(err, errlen, "Short read or OOM loading DB. Unrecoverable error, aborting now.");
+    return -1;
+}
+
+int rdb_load_file(const char *path, int merge, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, errlen, "Fatal error loading the DB: %s. Exiting.", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        snprintf(err, errlen, "Fatal error loading the DB: %s. Exiting.", strerror(errno));
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    unsigned char *img = kv_malloc(size + 1);
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, img + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    int rc = -1;
+    if (got != size) {
+        snprintf(err, errlen, "Short read loading DB");
+    } else {
+        srv.loading = 1;
+        rc = rdb_load_image(img, size, merge, err, errlen);
+        srv.loading = 0;
+        if (rc < 0 && !merge)
+            for (int d = 0; d < srv.cfg.databases; d++)
+                db_flush(&srv.dbs[d]);
+    }
+    kv_free(img);
+    return rc < 0 ? -1 : 1;
+}
