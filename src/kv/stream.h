@@ -158,6 +158,12 @@ void pel_insert(st_pel *p, st_nack *n);
 void pel_remove(st_pel *p, st_id id);
 
 long long stream_estimate_distance(kv_stream *s, st_id id);
+
+/* RDB form (stream_rdb.c): writes the value of RDB_TYPE_STREAM_LISTPACKS_2;
+ * reads it (v2) or the 5.0-6.2 form. NULL when malformed. */
+struct rdb_reader;
+void stream_rdb_save(buf *b, kv_stream *s);
+kv_stream *stream_rdb_load(struct rdb_reader *r, int v2);
 int stream_range_has_tombstones(kv_stream *s, st_id start, int has_end, st_id end);
 size_t stream_mem_bytes(const kv_stream *s);
 
