@@ -7,6 +7,7 @@
 #include "kv/stream.h"
 #include "kv/util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void put_be64(unsigned char *p, uint64_t v)
@@ -23,12 +24,20 @@ static uint64_t get_be64(const unsigned char *p)
     return v;
 }
 
+/* buf_put does not grow the buffer: reserve first. */
+static void put_raw(buf *b, const void *p, size_t n)
+{
+    if (buf_reserve(b, n) < 0)
+        abort();
+    buf_put(b, p, n);
+}
+
 static void put_le64(buf *b, uint64_t v)
 {
     unsigned char t[8];
     for (int i = 0; i < 8; i++, v >>= 8)
         t[i] = (unsigned char)v;
-    buf_put(b, t, 8);
+    put_raw(b, t, 8);
 }
 
 static void save_raw_id(buf *b, st_id id)
@@ -130,7 +139,7 @@ void stream_rdb_save(buf *b, kv_stream *s)
             unsigned char raw[16];
             put_be64(raw, x->id.ms);
             put_be64(raw + 8, x->id.seq);
-            buf_put(b, raw, 16);
+            put_raw(b, raw, 16);
             put_le64(b, (uint64_t)x->delivery_ms);
             rdb_save_len(b, x->delivery_count);
         }
@@ -144,7 +153,7 @@ void stream_rdb_save(buf *b, kv_stream *s)
                 unsigned char raw[16];
                 put_be64(raw, c->pel.v[k]->id.ms);
                 put_be64(raw + 8, c->pel.v[k]->id.seq);
-                buf_put(b, raw, 16);
+                put_raw(b, raw, 16);
             }
         }
     }
