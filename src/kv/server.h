@@ -634,8 +634,9 @@ typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- declarations: notify -- */
 /* -- end notify -- */
 /* -- declarations: stream -- */
-/* The numeric value of a compatibility option (config.c), or dflt. */
-long long kv_config_noop_ll(const char *name, long long dflt);
+/* The value string of a compatibility option (config.c); the pointer stays
+ * valid and follows CONFIG SET. NULL if unknown. */
+const char *kv_config_noop_str(const char *name);
 struct kv_stream;
 /* Emits the commands that rebuild a stream (AOF rewrite, t_stream.c). */
 void stream_rewrite(struct kv_stream *s, str key, void (*emit)(void *ud, int argc, const str *argv),

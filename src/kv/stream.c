@@ -15,19 +15,31 @@ size_t st_id_fmt(char *out, st_id id)
                             (unsigned long long)id.seq);
 }
 
-/* Config values are read per append (a short table scan), so a CONFIG SET
- * takes effect at once, as in Redis. */
+/* Config values are read per append, so a CONFIG SET takes effect at once,
+ * as in Redis. */
+
+/* The option's value; the string is looked up once (its storage is stable)
+ * and parsed per call, a few ns on the XADD path. */
+static size_t node_cfg(const char *name, const char **cache, long long dflt)
+{
+    if (!*cache)
+        *cache = kv_config_noop_str(name);
+    long long v = dflt;
+    if (*cache && kv_parse_ll(*cache, strlen(*cache), &v) != 0)
+        v = dflt;
+    return v > 0 ? (size_t)v : 0;
+}
 
 size_t stream_node_max_entries(void)
 {
-    long long v = kv_config_noop_ll("stream-node-max-entries", 100);
-    return v > 0 ? (size_t)v : 0;
+    static const char *v;
+    return node_cfg("stream-node-max-entries", &v, 100);
 }
 
 size_t stream_node_max_bytes(void)
 {
-    long long v = kv_config_noop_ll("stream-node-max-bytes", 4096);
-    return v > 0 ? (size_t)v : 0;
+    static const char *v;
+    return node_cfg("stream-node-max-bytes", &v, 4096);
 }
 
 /* ---- blocks ---- */

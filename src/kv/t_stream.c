@@ -330,7 +330,7 @@ typedef struct {
 static int parse_trim(kv_client *c, trim_args *a, int xadd)
 {
     memset(a, 0, sizeof *a);
-    int i = xadd ? 2 : 2;
+    int i = 2;
     for (; i < c->argc; i++) {
         int more = c->argc - 1 - i;
         str o = c->argv[i];
