@@ -11,6 +11,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <strings.h>
 
 /* XREAD/XREADGROUP BLOCK park on the blocking layer when it is built in. */
@@ -160,13 +161,63 @@ static void reply_nogroup(kv_client *c, str key, str group, const char *tail)
                  (int)group.len, group.p, tail);
 }
 
-/* Propagates one more command (an effect) to the AOF, next to or instead of
- * the command itself. */
+/* Effects (XCLAIM, XGROUP SETID, ...) go to the AOF in place of the
+ * command. As Redis, more than one from a command are wrapped in
+ * MULTI/EXEC, so a replica or a reload applies them together: the first is
+ * held until a second comes or the command ends (prop_end). Keyspace-thread
+ * scratch, empty between commands. */
+static struct {
+    int n;
+    kv_db *db;
+    int argc;
+    str argv[14];
+    buf b;
+} held;
+
 static void prop(kv_client *c, int argc, const str *argv)
 {
     if ((c->flags & CLIENT_NO_PROPAGATE) || srv.loading)
         return;
+    if (srv.aof_in_multi != 0) { /* inside EXEC: already wrapped */
+        aof_feed(c->db, argc, argv);
+        return;
+    }
+    if (held.n == 0) {
+        size_t bytes = 0;
+        for (int i = 0; i < argc; i++)
+            bytes += argv[i].len;
+        held.b.len = 0;
+        if (buf_reserve(&held.b, bytes + 1) < 0)
+            abort();
+        /* copy first, then point into the copy (reserve may move it) */
+        size_t off[14];
+        for (int i = 0; i < argc; i++) {
+            off[i] = held.b.len;
+            buf_put(&held.b, argv[i].p, argv[i].len);
+        }
+        for (int i = 0; i < argc; i++)
+            held.argv[i] = (str){ held.b.data + off[i], argv[i].len };
+        held.argc = argc;
+        held.db = c->db;
+        held.n = 1;
+        return;
+    }
+    if (held.n == 1) {
+        srv.aof_in_multi = -1; /* aof_feed writes MULTI first */
+        aof_feed(held.db, held.argc, held.argv);
+    }
     aof_feed(c->db, argc, argv);
+    held.n++;
+}
+
+/* The command is done: writes a lone held effect, or closes the MULTI. */
+static void prop_end(void)
+{
+    if (held.n == 1)
+        aof_feed(held.db, held.argc, held.argv);
+    else if (held.n > 1)
+        aof_exec_end();
+    held.n = 0;
 }
 
 static str fmt_ll(char *b, long long v) { return (str){ b, kv_fmt_ll(b, v) }; }
@@ -804,6 +855,7 @@ static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
                 b->param[1] ? RWR_NOACK : 0, g ? &pi : NULL);
     if (g)
         kv_dirty(1);
+    prop_end();
     c->db = saved_db;
     return 1;
 }
@@ -1038,8 +1090,10 @@ static void read_generic(kv_client *c, int group_mode)
          * like an immediate timeout). */
         reply_null_array(c);
     }
-    if (group_mode)
+    if (group_mode) {
+        prop_end();
         kv_propagate_as(c, 0, NULL); /* only the effects (XCLAIM, SETID) */
+    }
 done:
     kv_free(ids);
     kv_free(groups);
@@ -1559,6 +1613,7 @@ void xclaim_command(kv_client *c)
         kv_dirty(1);
     }
     reply_defer_array(c, handle, (long long)n);
+    prop_end();
     kv_propagate_as(c, 0, NULL);
 }
 
@@ -1664,6 +1719,7 @@ void xautoclaim_command(kv_client *c)
         reply_id(c, deleted[k]);
     kv_free(claimed);
     kv_free(deleted);
+    prop_end();
     kv_propagate_as(c, 0, NULL);
 }
 

@@ -306,6 +306,8 @@ def test_aof_records_effects_not_commands(kv_factory, tmp_path):
     assert sid.encode() in aof            # XADD * is logged with its ID
     assert b"XREADGROUP" not in aof       # replaced by its effects
     assert b"XCLAIM" in aof and b"ENTRIESREAD" in aof
+    # two effects of one command (XCLAIM + XGROUP SETID) are one MULTI/EXEC
+    assert aof.count(b"MULTI") == 1 and aof.count(b"EXEC") == 1
     kv.restart()
     c = kv.client(decode_responses=True)
     assert c.xpending("s", "g")["pending"] == 1
