@@ -1036,6 +1036,20 @@ static int command_keys(const acl_cmd *ac, int argc, const str *argv, int *pos, 
     else if (ac->var == VAR_BITFIELD)
         first = rest = KEY_R | ((has_arg(argc, argv, 2, "set") || has_arg(argc, argv, 2, "incrby"))
                                     ? KEY_W : 0);
+    if (ac->cmd && (ac->cmd->proc == xread_command || ac->cmd->proc == xreadgroup_command)) {
+        /* XREAD/XREADGROUP: the keys are the first half of what follows
+         * STREAMS (stream-family edit) */
+        for (int i = 1; i < argc; i++) {
+            if (STR_IEQ(argv[i], "streams")) {
+                for (int k = 0; k < (argc - i - 1) / 2; k++) {
+                    pos[n] = i + 1 + k;
+                    fl[n++] = KEY_R;
+                }
+                break;
+            }
+        }
+        return n;
+    }
     if (ac->var == VAR_MIGRATE) {
         /* MIGRATE host port key|"" db timeout [COPY] [REPLACE] [AUTH pw]
          * [AUTH2 user pw] [KEYS key...] */

@@ -473,6 +473,8 @@ static void rw_cmd(rw_out *o, int argc, const str *argv)
 
 #define RW_BATCH 64
 
+static void rw_emit(void *ud, int argc, const str *argv) { rw_cmd(ud, argc, argv); }
+
 static void rw_entry(rw_out *o, kv_entry *e)
 {
     str key = entry_key_str(e);
@@ -568,6 +570,9 @@ static void rw_entry(rw_out *o, kv_entry *e)
             rw_cmd(o, n, argv);
         break;
     }
+    case KV_STREAM:
+        stream_rewrite(entry_obj(e), key, rw_emit, o);
+        break;
     }
     if (e->flags & ENTRY_EXPIRES) {
         char ms[KV_LL_STR_MAX];

@@ -108,6 +108,17 @@ static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru
 static const char *fsync_names[] = { "always", "everysec", "no" };
 static const char *loglevel_names[] = { "warning", "notice", "verbose", "debug" };
 
+/* The value string of a compatibility option (stream-node-max-entries and
+ * friends, read by the stream code): stable storage that CONFIG SET
+ * rewrites in place, so a caller may keep the pointer. NULL if unknown. */
+const char *kv_config_noop_str(const char *name)
+{
+    for (size_t i = 0; i < ARRAY_LEN(noops); i++)
+        if (strcasecmp(name, noops[i].name) == 0)
+            return noops[i].value;
+    return NULL;
+}
+
 const char *kv_policy_name(enum kv_policy p) { return policy_names[p]; }
 const char *kv_fsync_name(enum kv_fsync f) { return fsync_names[f]; }
 

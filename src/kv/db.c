@@ -464,7 +464,7 @@ kv_entry *db_random(kv_db *db)
 
 const char *obj_type_name(int type)
 {
-    static const char *names[] = { "string", "list", "set", "zset", "hash" };
+    static const char *names[] = { "string", "list", "set", "zset", "hash", "stream" };
     return names[type];
 }
 

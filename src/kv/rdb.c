@@ -2,6 +2,7 @@
  * full sync. Written from the RDB, listpack, ziplist, intset, zipmap and
  * LZF format descriptions; see rdb.h for the contract. */
 #include "kv/rdb.h"
+#include "kv/stream.h"
 
 #include "kv/config.h"
 #include "kv/db.h"
@@ -485,6 +486,10 @@ static void lp_end(buf *b, size_t count)
     put_le((unsigned char *)b->data + 4, count < 65535 ? count : 65535, 2);
 }
 
+void rdb_lp_begin(buf *b) { lp_begin(b); }
+void rdb_lp_append(buf *b, const char *p, size_t n) { lp_append(b, p, n); }
+void rdb_lp_end(buf *b, size_t count) { lp_end(b, count); }
+
 /* ---- what Redis 7.0 would hold ---- */
 
 static int list_quicklist_fill(void)
@@ -567,6 +572,8 @@ const char *rdb_encoding_name(kv_entry *e)
         return hash_is_listpack(entry_obj(e)) ? "listpack" : "hashtable";
     case KV_ZSET:
         return zset_is_listpack(entry_obj(e)) ? "listpack" : "skiplist";
+    case KV_STREAM:
+        return "stream";
     }
     return "unknown";
 }
@@ -580,6 +587,7 @@ int rdb_object_type(kv_entry *e)
     case KV_SET: return set_is_intset(entry_obj(e), &w) ? RDB_TYPE_SET_INTSET : RDB_TYPE_SET;
     case KV_HASH: return hash_is_listpack(entry_obj(e)) ? RDB_TYPE_HASH_LISTPACK : RDB_TYPE_HASH;
     case KV_ZSET: return zset_is_listpack(entry_obj(e)) ? RDB_TYPE_ZSET_LISTPACK : RDB_TYPE_ZSET_2;
+    case KV_STREAM: return RDB_TYPE_STREAM_LISTPACKS_2;
     }
     return -1;
 }
@@ -822,6 +830,7 @@ void rdb_save_object(buf *b, kv_entry *e)
     case KV_SET: save_set(b, entry_obj(e)); break;
     case KV_HASH: save_hash(b, entry_obj(e)); break;
     case KV_ZSET: save_zset(b, entry_obj(e)); break;
+    case KV_STREAM: stream_rdb_save(b, entry_obj(e)); break;
     }
 }
 
@@ -1023,6 +1032,12 @@ static long long lp_walk(const unsigned char *lp, size_t size, elem_fn fn, void 
     if (hdr_count != 65535 && (size_t)count != hdr_count)
         return -1;
     return count;
+}
+
+long long rdb_lp_walk(const unsigned char *lp, size_t size,
+                      int (*fn)(void *ud, const char *p, size_t n), void *ud)
+{
+    return lp_walk(lp, size, fn, ud);
 }
 
 /* Walks a ziplist. Returns the element count or -1. */
@@ -1439,6 +1454,7 @@ static const struct {
     { RDB_TYPE_HASH_ZIPLIST, KV_HASH },     { RDB_TYPE_LIST_QUICKLIST, KV_LIST },
     { RDB_TYPE_HASH_LISTPACK, KV_HASH },    { RDB_TYPE_ZSET_LISTPACK, KV_ZSET },
     { RDB_TYPE_LIST_QUICKLIST_2, KV_LIST },
+    { RDB_TYPE_STREAM_LISTPACKS, KV_STREAM }, { RDB_TYPE_STREAM_LISTPACKS_2, KV_STREAM },
 };
 
 int rdb_load_object(rdb_reader *r, int rdbtype, rdb_value *v)
@@ -1453,6 +1469,10 @@ int rdb_load_object(rdb_reader *r, int rdbtype, rdb_value *v)
     v->type = type;
     if (type == KV_STRING)
         return rdb_load_string(r, &v->s, &v->s_len);
+    if (type == KV_STREAM) { /* empty streams are valid */
+        v->obj = stream_rdb_load(r, rdbtype == RDB_TYPE_STREAM_LISTPACKS_2);
+        return v->obj ? 0 : -1;
+    }
     v->obj = new_obj(type);
     int rc;
     switch (rdbtype) {

@@ -37,9 +37,11 @@ enum {
     RDB_TYPE_ZSET_ZIPLIST = 12,
     RDB_TYPE_HASH_ZIPLIST = 13,
     RDB_TYPE_LIST_QUICKLIST = 14,
+    RDB_TYPE_STREAM_LISTPACKS = 15,
     RDB_TYPE_HASH_LISTPACK = 16,
     RDB_TYPE_ZSET_LISTPACK = 17,
     RDB_TYPE_LIST_QUICKLIST_2 = 18,
+    RDB_TYPE_STREAM_LISTPACKS_2 = 19,
 };
 
 /* Opcodes of an RDB file (between keys). */
@@ -83,6 +85,15 @@ void rdb_dump_payload(buf *b, kv_entry *e);
  * listpack bytes of all nodes (DEBUG OBJECT). Returns the fill option
  * (list-max-listpack-size) it was split by. */
 int rdb_list_shape(kv_list *l, size_t *nodes, size_t *bytes);
+/* Listpack building and walking, for the stream codec (stream_rdb.c):
+ * begin resets b, append adds a string (integers get int encodings), end
+ * closes it with count elements; walk calls fn per element (integers as
+ * text) and returns the count or -1 when malformed. */
+void rdb_lp_begin(buf *b);
+void rdb_lp_append(buf *b, const char *p, size_t n);
+void rdb_lp_end(buf *b, size_t count);
+long long rdb_lp_walk(const unsigned char *lp, size_t size,
+                      int (*fn)(void *ud, const char *p, size_t n), void *ud);
 /* Redis 7.0's OBJECT ENCODING name for the value of e. */
 const char *rdb_encoding_name(kv_entry *e);
 

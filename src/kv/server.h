@@ -22,7 +22,7 @@
 
 /* ---- values ---- */
 
-enum kv_type { KV_STRING = 0, KV_LIST = 1, KV_SET = 2, KV_ZSET = 3, KV_HASH = 4 };
+enum kv_type { KV_STRING = 0, KV_LIST = 1, KV_SET = 2, KV_ZSET = 3, KV_HASH = 4, KV_STREAM = 5 };
 
 /* One key of the keyspace, in one allocation (a slab slot up to SLAB_MAX
  * bytes, kv_malloc beyond), laid out without padding:
@@ -490,6 +490,7 @@ typedef struct kv_server {
 /* -- declarations: repl -- */
 /* -- end repl -- */
     /* -- server fields: stream -- */
+    timer stream_orphan_timer; /* checks XREADGROUP waiters whose stream went away */
     /* -- end stream -- */
     /* -- server fields: script -- */
     kv_client *script_caller; /* the client whose script is running */
@@ -676,6 +677,13 @@ void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, co
                           void *ud);
 /* -- end notify -- */
 /* -- declarations: stream -- */
+/* The value string of a compatibility option (config.c); the pointer stays
+ * valid and follows CONFIG SET. NULL if unknown. */
+const char *kv_config_noop_str(const char *name);
+struct kv_stream;
+/* Emits the commands that rebuild a stream (AOF rewrite, t_stream.c). */
+void stream_rewrite(struct kv_stream *s, str key, void (*emit)(void *ud, int argc, const str *argv),
+                    void *ud);
 /* -- end stream -- */
 /* -- declarations: script -- */
 /* Runs cmd for c with c->argv (no checks), as a command from the network. */

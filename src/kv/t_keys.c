@@ -282,10 +282,9 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
             use_pat = !(pat.len == 1 && pat.p[0] == '*');
         } else if (kind == 0 && arg_is(c->argv[i], "type") && more >= 1) {
             str t = c->argv[++i];
-            static const char *names[] = { "string", "list", "set", "zset", "hash" };
             type = 99;
-            for (int k = 0; k < 5; k++)
-                if (arg_is(t, names[k]))
+            for (int k = 0; k <= KV_STREAM; k++)
+                if (arg_is(t, obj_type_name(k)))
                     type = k;
         } else if (kind == 2 && arg_is(c->argv[i], "novalues")) {
             novalues = 1;

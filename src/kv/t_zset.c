@@ -3,6 +3,7 @@
 #include "kv/mem.h"
 #include "kv/notify.h"
 #include "kv/reply.h"
+#include "kv/stream.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -735,6 +736,7 @@ void obj_free(int type, void *obj)
     case KV_SET: set_free(obj); break;
     case KV_HASH: hash_free(obj); break;
     case KV_ZSET: zset_free(obj); break;
+    case KV_STREAM: stream_free(obj); break;
     default: break;
     }
 }
@@ -746,6 +748,7 @@ void *obj_dup(int type, void *obj)
     case KV_SET: return set_dup(obj);
     case KV_HASH: return hash_dup(obj);
     case KV_ZSET: return zset_dup(obj);
+    case KV_STREAM: return stream_dup(obj);
     default: return NULL;
     }
 }

@@ -151,6 +151,9 @@ void rand_distinct_ranks(size_t size, size_t *out, size_t count);
 CMD(ssubscribe); CMD(sunsubscribe); CMD(spublish); CMD(slowlog); CMD(latency);
 /* -- end notify -- */
 /* -- handlers: stream -- */
+CMD(xadd); CMD(xlen); CMD(xrange); CMD(xrevrange); CMD(xdel); CMD(xtrim); CMD(xread);
+CMD(xreadgroup); CMD(xsetid); CMD(xinfo); CMD(xgroup); CMD(xack); CMD(xpending); CMD(xclaim);
+CMD(xautoclaim);
 /* -- end stream -- */
 /* -- handlers: script -- */
 CMD(eval); CMD(evalsha); CMD(eval_ro); CMD(evalsha_ro); CMD(script); CMD(fcall); CMD(fcall_ro);

@@ -1,0 +1,792 @@
+/* Streams: the block store, iterators, trimming, and the consumer groups
+ * with their pending entry lists (see stream.h for the layout). */
+#include "kv/stream.h"
+
+#include "kv/mem.h"
+#include "kv/util.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+size_t st_id_fmt(char *out, st_id id)
+{
+    return (size_t)snprintf(out, ST_ID_STR_MAX, "%llu-%llu", (unsigned long long)id.ms,
+                            (unsigned long long)id.seq);
+}
+
+/* Config values are read per append, so a CONFIG SET takes effect at once,
+ * as in Redis. */
+
+/* The option's value; the string is looked up once (its storage is stable)
+ * and parsed per call, a few ns on the XADD path. */
+static size_t node_cfg(const char *name, const char **cache, long long dflt)
+{
+    if (!*cache)
+        *cache = kv_config_noop_str(name);
+    long long v = dflt;
+    if (*cache && kv_parse_ll(*cache, strlen(*cache), &v) != 0)
+        v = dflt;
+    return v > 0 ? (size_t)v : 0;
+}
+
+size_t stream_node_max_entries(void)
+{
+    static const char *v;
+    return node_cfg("stream-node-max-entries", &v, 100);
+}
+
+size_t stream_node_max_bytes(void)
+{
+    static const char *v;
+    return node_cfg("stream-node-max-bytes", &v, 4096);
+}
+
+/* ---- blocks ---- */
+
+static size_t put_bytes(unsigned char *p, str s)
+{
+    size_t n = kv_varint_put(p, s.len);
+    memcpy(p + n, s.p, s.len);
+    return n + s.len;
+}
+
+static str get_bytes(const unsigned char **pp)
+{
+    size_t n;
+    uint64_t len = kv_varint_get(*pp, &n);
+    str s = { (const char *)*pp + n, (size_t)len };
+    *pp += n + len;
+    return s;
+}
+
+static void skip_bytes(const unsigned char **pp)
+{
+    size_t n;
+    uint64_t len = kv_varint_get(*pp, &n);
+    *pp += n + len;
+}
+
+/* Grows b so that it can hold need more bytes; returns the block (moved).
+ * Capacity grows by a quarter (at least 64 bytes): appends stay amortised
+ * O(1) while the slack stays small, which is most of the memory per entry. */
+static st_block *block_reserve(st_block *b, size_t need)
+{
+    if ((size_t)b->len + need <= b->cap)
+        return b;
+    size_t cap = (size_t)b->len + need;
+    cap += MAX(cap / 4, (size_t)64);
+    cap = (cap + 15) & ~(size_t)15;
+    b = kv_realloc(b, sizeof *b + cap);
+    b->cap = (uint32_t)cap;
+    return b;
+}
+
+static st_block *block_new(st_id first, const str *fv, size_t nfields, size_t need)
+{
+    size_t mf = kv_varint_len(nfields);
+    for (size_t i = 0; i < nfields; i++)
+        mf += kv_varint_len(fv[2 * i].len) + fv[2 * i].len;
+    size_t cap = ((mf + need + 64) + 15) & ~(size_t)15;
+    st_block *b = kv_malloc(sizeof *b + cap);
+    b->first = first;
+    b->cap = (uint32_t)cap;
+    b->live = b->added = 0;
+    unsigned char *p = b->data;
+    p += kv_varint_put(p, nfields);
+    for (size_t i = 0; i < nfields; i++)
+        p += put_bytes(p, fv[2 * i]);
+    b->mf_len = (uint32_t)(p - b->data);
+    b->len = b->mf_len;
+    return b;
+}
+
+static int same_fields(const st_block *b, const str *fv, size_t nfields)
+{
+    const unsigned char *p = b->data;
+    size_t n;
+    if (kv_varint_get(p, &n) != nfields)
+        return 0;
+    p += n;
+    for (size_t i = 0; i < nfields; i++) {
+        str f = get_bytes(&p);
+        if (f.len != fv[2 * i].len || memcmp(f.p, fv[2 * i].p, f.len) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Decodes the entry at p: its ID, field count and whether it uses the
+ * master fields; returns where its fields start. */
+static const unsigned char *entry_head(const st_block *b, const unsigned char *p, st_id *id,
+                                       size_t *nfields, int *same)
+{
+    size_t n;
+    uint64_t dms = kv_varint_get(p, &n);
+    p += n;
+    id->ms = b->first.ms + dms;
+    id->seq = kv_varint_get(p, &n);
+    if (dms == 0)
+        id->seq += b->first.seq;
+    p += n;
+    uint64_t nf = kv_varint_get(p, &n);
+    p += n;
+    if (nf == 0) {
+        *same = 1;
+        *nfields = (size_t)kv_varint_get(b->data, &n);
+    } else {
+        *same = 0;
+        *nfields = (size_t)nf;
+    }
+    return p;
+}
+
+static const unsigned char *entry_skip(const st_block *b, const unsigned char *p)
+{
+    st_id id;
+    size_t nf;
+    int same;
+    p = entry_head(b, p, &id, &nf, &same);
+    for (size_t i = 0; i < (same ? nf : 2 * nf); i++)
+        skip_bytes(&p);
+    return p;
+}
+
+static st_block *blk(const kv_stream *s, size_t i) { return s->blocks[s->head + i]; }
+
+static void blocks_push(kv_stream *s, st_block *b)
+{
+    if (s->head + s->nblocks == s->cap) {
+        if (s->head > s->nblocks) {
+            /* Slide down what trimming at the front left behind. */
+            memmove(s->blocks, s->blocks + s->head, s->nblocks * sizeof *s->blocks);
+            s->head = 0;
+        } else {
+            s->cap = s->cap ? s->cap * 2 : 4;
+            s->blocks = kv_realloc(s->blocks, s->cap * sizeof *s->blocks);
+        }
+    }
+    s->blocks[s->head + s->nblocks++] = b;
+}
+
+static void blocks_remove(kv_stream *s, size_t i)
+{
+    kv_free(blk(s, i));
+    if (i == 0) {
+        s->head++;
+    } else {
+        memmove(s->blocks + s->head + i, s->blocks + s->head + i + 1,
+                (s->nblocks - i - 1) * sizeof *s->blocks);
+    }
+    s->nblocks--;
+    if (s->nblocks == 0)
+        s->head = 0;
+}
+
+void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
+{
+    size_t vbytes = 0, fbytes = 0;
+    for (size_t i = 0; i < nfields; i++) {
+        fbytes += kv_varint_len(fv[2 * i].len) + fv[2 * i].len;
+        vbytes += kv_varint_len(fv[2 * i + 1].len) + fv[2 * i + 1].len;
+    }
+    st_block *b = s->nblocks ? blk(s, s->nblocks - 1) : NULL;
+    size_t max_e = stream_node_max_entries(), max_b = stream_node_max_bytes();
+    if (b && ((max_e && b->added >= max_e) || (max_b && b->len + vbytes >= max_b) ||
+              b->added == UINT32_MAX || (size_t)b->len + vbytes + fbytes + 40 > UINT32_MAX / 2))
+        b = NULL;
+    if (!b && s->nblocks) {
+        /* The tail block is full: give back its growth slack. */
+        st_block *t = blk(s, s->nblocks - 1);
+        if (t->cap > t->len) {
+            t = kv_realloc(t, sizeof *t + t->len);
+            t->cap = t->len;
+            s->blocks[s->head + s->nblocks - 1] = t;
+        }
+    }
+    if (!b) {
+        b = block_new(id, fv, nfields, vbytes + 32);
+        blocks_push(s, b);
+    }
+    int same = same_fields(b, fv, nfields);
+    size_t need = 30 + kv_varint_len(nfields) + vbytes + (same ? 0 : fbytes);
+    st_block *nb = block_reserve(b, need);
+    if (nb != b)
+        s->blocks[s->head + s->nblocks - 1] = nb;
+    b = nb;
+    unsigned char *p = b->data + b->len;
+    p += kv_varint_put(p, id.ms - b->first.ms);
+    p += kv_varint_put(p, id.ms == b->first.ms ? id.seq - b->first.seq : id.seq);
+    p += kv_varint_put(p, same ? 0 : nfields);
+    for (size_t i = 0; i < nfields; i++) {
+        if (!same)
+            p += put_bytes(p, fv[2 * i]);
+        p += put_bytes(p, fv[2 * i + 1]);
+    }
+    b->len = (uint32_t)(p - b->data);
+    b->live++;
+    b->added++;
+    s->length++;
+    s->entries_added++;
+    s->last_id = id;
+}
+
+/* ---- stream object ---- */
+
+kv_stream *stream_new(void)
+{
+    return kv_calloc(sizeof(kv_stream));
+}
+
+static void pel_free(st_pel *p, int free_nacks)
+{
+    if (free_nacks)
+        for (size_t i = 0; i < p->n; i++)
+            kv_free(p->v[i]);
+    kv_free(p->v);
+    p->v = NULL;
+    p->n = p->cap = 0;
+}
+
+static void group_free(st_group *g)
+{
+    pel_free(&g->pel, 1);
+    for (size_t i = 0; i < g->ncons; i++) {
+        pel_free(&g->cons[i]->pel, 0);
+        kv_free(g->cons[i]);
+    }
+    kv_free(g->cons);
+    kv_free(g);
+}
+
+void stream_free(kv_stream *s)
+{
+    if (!s)
+        return;
+    if (s->group_waiters)
+        stream_waiters_check_later();
+    for (size_t i = 0; i < s->nblocks; i++)
+        kv_free(blk(s, i));
+    kv_free(s->blocks);
+    for (size_t i = 0; i < s->ngroups; i++)
+        group_free(s->groups[i]);
+    kv_free(s->groups);
+    kv_free(s);
+}
+
+kv_stream *stream_dup(kv_stream *s)
+{
+    kv_stream *d = stream_new();
+    d->length = s->length;
+    d->entries_added = s->entries_added;
+    d->last_id = s->last_id;
+    d->max_deleted_id = s->max_deleted_id;
+    if (s->nblocks) {
+        d->cap = s->nblocks;
+        d->blocks = kv_malloc(d->cap * sizeof *d->blocks);
+        for (size_t i = 0; i < s->nblocks; i++) {
+            st_block *b = blk(s, i);
+            st_block *n = kv_malloc(sizeof *n + b->len);
+            memcpy(n, b, sizeof *n + b->len);
+            n->cap = n->len;
+            d->blocks[i] = n;
+        }
+        d->nblocks = s->nblocks;
+    }
+    for (size_t gi = 0; gi < s->ngroups; gi++) {
+        st_group *g = s->groups[gi];
+        st_group *ng = stream_group_create(d, (str){ g->name, g->nlen }, g->last_id,
+                                           g->entries_read);
+        for (size_t ci = 0; ci < g->ncons; ci++) {
+            st_consumer *c = g->cons[ci];
+            st_consumer *nc = group_consumer_create(ng, (str){ c->name, c->nlen });
+            nc->seen_ms = c->seen_ms;
+            for (size_t k = 0; k < c->pel.n; k++) {
+                st_nack *x = kv_malloc(sizeof *x);
+                *x = *c->pel.v[k];
+                x->consumer = nc;
+                pel_insert(&nc->pel, x);
+                pel_insert(&ng->pel, x);
+            }
+        }
+    }
+    return d;
+}
+
+size_t stream_mem_bytes(const kv_stream *s)
+{
+    size_t n = sizeof *s + s->cap * sizeof(void *);
+    for (size_t i = 0; i < s->nblocks; i++)
+        n += sizeof(st_block) + blk(s, i)->cap;
+    for (size_t i = 0; i < s->ngroups; i++) {
+        st_group *g = s->groups[i];
+        n += sizeof *g + g->nlen + g->pel.cap * sizeof(void *) + g->pel.n * sizeof(st_nack);
+        for (size_t k = 0; k < g->ncons; k++)
+            n += sizeof(st_consumer) + g->cons[k]->nlen + g->cons[k]->pel.cap * sizeof(void *);
+    }
+    return n;
+}
+
+/* ---- iteration ---- */
+
+/* Index of the last block whose first ID is <= id (0 when none is). */
+static size_t block_floor(const kv_stream *s, st_id id)
+{
+    size_t lo = 0, hi = s->nblocks;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (st_id_cmp(blk(s, mid)->first, id) <= 0)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void iter_load_rev(st_iter *it)
+{
+    st_block *b = blk(it->s, it->bi);
+    it->noffs = 0;
+    for (const unsigned char *p = b->data + b->mf_len; p < b->data + b->len;
+         p = entry_skip(b, p)) {
+        if (it->noffs == it->offs_cap) {
+            it->offs_cap = it->offs_cap ? it->offs_cap * 2 : 128;
+            it->offs = kv_realloc(it->offs, it->offs_cap * sizeof *it->offs);
+        }
+        it->offs[it->noffs++] = (size_t)(p - b->data);
+    }
+    it->oi = it->noffs;
+}
+
+void st_iter_start(st_iter *it, kv_stream *s, st_id start, st_id end, int rev)
+{
+    memset(it, 0, sizeof *it);
+    it->s = s;
+    it->start = start;
+    it->end = end;
+    it->rev = rev;
+    if (s->nblocks == 0 || st_id_cmp(start, end) > 0) {
+        it->bi = SIZE_MAX;
+        return;
+    }
+    if (!rev) {
+        it->bi = block_floor(s, start);
+        it->pos = blk(s, it->bi)->mf_len;
+    } else {
+        it->bi = block_floor(s, end);
+        iter_load_rev(it);
+    }
+}
+
+int st_iter_next(st_iter *it)
+{
+    while (it->bi != SIZE_MAX) {
+        st_block *b = blk(it->s, it->bi);
+        const unsigned char *p;
+        if (!it->rev) {
+            if (it->pos >= b->len) {
+                if (++it->bi >= it->s->nblocks) {
+                    it->bi = SIZE_MAX;
+                    return 0;
+                }
+                it->pos = blk(it->s, it->bi)->mf_len;
+                continue;
+            }
+            p = b->data + it->pos;
+        } else {
+            if (it->oi == 0) {
+                if (it->bi == 0) {
+                    it->bi = SIZE_MAX;
+                    return 0;
+                }
+                it->bi--;
+                iter_load_rev(it);
+                continue;
+            }
+            p = b->data + it->offs[--it->oi];
+        }
+        it->epos = (size_t)(p - b->data);
+        const unsigned char *f = entry_head(b, p, &it->id, &it->nfields, &it->same);
+        if (!it->rev) {
+            it->pos = (size_t)(entry_skip(b, p) - b->data);
+            if (st_id_cmp(it->id, it->start) < 0)
+                continue;
+            if (st_id_cmp(it->id, it->end) > 0) {
+                it->bi = SIZE_MAX;
+                return 0;
+            }
+        } else {
+            if (st_id_cmp(it->id, it->end) > 0)
+                continue;
+            if (st_id_cmp(it->id, it->start) < 0) {
+                it->bi = SIZE_MAX;
+                return 0;
+            }
+        }
+        it->fp = f;
+        if (it->same) {
+            size_t n;
+            kv_varint_get(b->data, &n);
+            it->mf = b->data + n;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+void st_iter_field(st_iter *it, str *field, str *value)
+{
+    if (it->same)
+        *field = get_bytes(&it->mf);
+    else
+        *field = get_bytes(&it->fp);
+    *value = get_bytes(&it->fp);
+}
+
+void st_iter_remove(st_iter *it)
+{
+    kv_stream *s = it->s;
+    st_block *b = blk(s, it->bi);
+    size_t end = (size_t)(entry_skip(b, b->data + it->epos) - b->data);
+    size_t gone = end - it->epos;
+    memmove(b->data + it->epos, b->data + end, b->len - end);
+    b->len -= (uint32_t)gone;
+    b->live--;
+    s->length--;
+    if (b->live == 0) {
+        blocks_remove(s, it->bi);
+        if (!it->rev) {
+            if (it->bi >= s->nblocks) {
+                it->bi = SIZE_MAX;
+            } else {
+                it->pos = blk(s, it->bi)->mf_len;
+            }
+        } else {
+            it->oi = 0; /* moves to the previous block on the next call */
+            if (it->bi == 0)
+                it->bi = SIZE_MAX;
+            else
+                it->bi--, iter_load_rev(it);
+        }
+        return;
+    }
+    if (!it->rev) {
+        it->pos = it->epos;
+    } else {
+        /* offsets before the removed entry are unchanged */
+    }
+}
+
+void st_iter_stop(st_iter *it)
+{
+    kv_free(it->offs);
+    it->offs = NULL;
+}
+
+st_id stream_edge_id(kv_stream *s, int first)
+{
+    st_iter it;
+    st_id id = { 0, 0 };
+    st_iter_start(&it, s, ST_ID_MIN, ST_ID_MAX, !first);
+    if (st_iter_next(&it))
+        id = it.id;
+    st_iter_stop(&it);
+    return id;
+}
+
+int stream_delete(kv_stream *s, st_id id)
+{
+    st_iter it;
+    int found = 0;
+    st_iter_start(&it, s, id, id, 0);
+    if (st_iter_next(&it)) {
+        st_iter_remove(&it);
+        found = 1;
+    }
+    st_iter_stop(&it);
+    return found;
+}
+
+/* The ID of the last entry of block b. */
+static st_id block_last_id(const st_block *b)
+{
+    st_id id = b->first;
+    for (const unsigned char *p = b->data + b->mf_len; p < b->data + b->len;) {
+        size_t nf;
+        int same;
+        entry_head(b, p, &id, &nf, &same);
+        p = entry_skip(b, p);
+    }
+    return id;
+}
+
+long long stream_trim(kv_stream *s, int strategy, long long maxlen, st_id minid, int approx,
+                      long long limit)
+{
+    long long deleted = 0;
+    if (strategy == ST_TRIM_NONE)
+        return 0;
+    while (s->nblocks) {
+        if (strategy == ST_TRIM_MAXLEN && s->length <= (uint64_t)maxlen)
+            break;
+        st_block *b = blk(s, 0);
+        long long entries = b->live;
+        if (limit && deleted + entries > limit)
+            break;
+        int whole;
+        if (strategy == ST_TRIM_MAXLEN)
+            whole = s->length - (uint64_t)entries >= (uint64_t)maxlen;
+        else
+            whole = st_id_cmp(block_last_id(b), minid) < 0;
+        if (whole) {
+            s->length -= (uint64_t)entries;
+            deleted += entries;
+            blocks_remove(s, 0);
+            continue;
+        }
+        if (approx)
+            break;
+        /* Remove entries from the front of this block: they are contiguous,
+         * so it is one memmove. */
+        const unsigned char *p = b->data + b->mf_len, *q = p;
+        long long n = 0;
+        while (q < b->data + b->len) {
+            if (strategy == ST_TRIM_MAXLEN) {
+                if (s->length - (uint64_t)n <= (uint64_t)maxlen)
+                    break;
+            } else {
+                st_id id;
+                size_t nf;
+                int same;
+                entry_head(b, q, &id, &nf, &same);
+                if (st_id_cmp(id, minid) >= 0)
+                    break;
+            }
+            q = entry_skip(b, q);
+            n++;
+        }
+        size_t gone = (size_t)(q - p);
+        memmove((unsigned char *)p, q, (size_t)(b->data + b->len - q));
+        b->len -= (uint32_t)gone;
+        b->live -= (uint32_t)n;
+        s->length -= (uint64_t)n;
+        deleted += n;
+        break;
+    }
+    return deleted;
+}
+
+/* ---- PEL ---- */
+
+size_t pel_lower(const st_pel *p, st_id id)
+{
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (st_id_cmp(p->v[mid]->id, id) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+st_nack *pel_find(st_pel *p, st_id id)
+{
+    size_t i = pel_lower(p, id);
+    return i < p->n && st_id_cmp(p->v[i]->id, id) == 0 ? p->v[i] : NULL;
+}
+
+void pel_insert(st_pel *p, st_nack *n)
+{
+    /* Deliveries come in ID order: check the tail first. */
+    size_t i = (p->n == 0 || st_id_cmp(p->v[p->n - 1]->id, n->id) < 0) ? p->n
+                                                                     : pel_lower(p, n->id);
+    if (p->n == p->cap) {
+        p->cap = p->cap ? p->cap * 2 : 4;
+        p->v = kv_realloc(p->v, p->cap * sizeof *p->v);
+    }
+    memmove(p->v + i + 1, p->v + i, (p->n - i) * sizeof *p->v);
+    p->v[i] = n;
+    p->n++;
+}
+
+void pel_remove(st_pel *p, st_id id)
+{
+    size_t i = pel_lower(p, id);
+    if (i < p->n && st_id_cmp(p->v[i]->id, id) == 0) {
+        memmove(p->v + i, p->v + i + 1, (p->n - i - 1) * sizeof *p->v);
+        p->n--;
+    }
+}
+
+/* ---- groups and consumers (sorted by name, compared as bytes) ---- */
+
+static int name_cmp(const char *a, size_t alen, str b)
+{
+    int r = memcmp(a, b.p, MIN(alen, b.len));
+    if (r)
+        return r;
+    return alen < b.len ? -1 : alen > b.len ? 1 : 0;
+}
+
+static size_t group_pos(const kv_stream *s, str name, int *found)
+{
+    size_t lo = 0, hi = s->ngroups;
+    *found = 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int r = name_cmp(s->groups[mid]->name, s->groups[mid]->nlen, name);
+        if (r == 0) {
+            *found = 1;
+            return mid;
+        }
+        if (r < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+st_group *stream_group_find(kv_stream *s, str name)
+{
+    int found;
+    if (!s)
+        return NULL;
+    size_t i = group_pos(s, name, &found);
+    return found ? s->groups[i] : NULL;
+}
+
+st_group *stream_group_create(kv_stream *s, str name, st_id id, long long entries_read)
+{
+    int found;
+    size_t i = group_pos(s, name, &found);
+    if (found)
+        return NULL;
+    st_group *g = kv_calloc(sizeof *g + name.len);
+    memcpy(g->name, name.p, name.len);
+    g->nlen = name.len;
+    g->last_id = id;
+    g->entries_read = entries_read;
+    if (s->ngroups == s->gcap) {
+        s->gcap = s->gcap ? s->gcap * 2 : 2;
+        s->groups = kv_realloc(s->groups, s->gcap * sizeof *s->groups);
+    }
+    memmove(s->groups + i + 1, s->groups + i, (s->ngroups - i) * sizeof *s->groups);
+    s->groups[i] = g;
+    s->ngroups++;
+    return g;
+}
+
+int stream_group_destroy(kv_stream *s, str name)
+{
+    int found;
+    size_t i = group_pos(s, name, &found);
+    if (!found)
+        return 0;
+    group_free(s->groups[i]);
+    memmove(s->groups + i, s->groups + i + 1, (s->ngroups - i - 1) * sizeof *s->groups);
+    s->ngroups--;
+    return 1;
+}
+
+static size_t consumer_pos(const st_group *g, str name, int *found)
+{
+    size_t lo = 0, hi = g->ncons;
+    *found = 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int r = name_cmp(g->cons[mid]->name, g->cons[mid]->nlen, name);
+        if (r == 0) {
+            *found = 1;
+            return mid;
+        }
+        if (r < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+st_consumer *group_consumer_find(st_group *g, str name)
+{
+    int found;
+    size_t i = consumer_pos(g, name, &found);
+    return found ? g->cons[i] : NULL;
+}
+
+st_consumer *group_consumer_create(st_group *g, str name)
+{
+    int found;
+    size_t i = consumer_pos(g, name, &found);
+    if (found)
+        return NULL;
+    st_consumer *c = kv_calloc(sizeof *c + name.len);
+    memcpy(c->name, name.p, name.len);
+    c->nlen = name.len;
+    c->seen_ms = srv.now_ms;
+    if (g->ncons == g->ccap) {
+        g->ccap = g->ccap ? g->ccap * 2 : 2;
+        g->cons = kv_realloc(g->cons, g->ccap * sizeof *g->cons);
+    }
+    memmove(g->cons + i + 1, g->cons + i, (g->ncons - i) * sizeof *g->cons);
+    g->cons[i] = c;
+    g->ncons++;
+    return c;
+}
+
+size_t group_consumer_delete(st_group *g, str name)
+{
+    int found;
+    size_t i = consumer_pos(g, name, &found);
+    if (!found)
+        return 0;
+    st_consumer *c = g->cons[i];
+    size_t pending = c->pel.n;
+    for (size_t k = 0; k < c->pel.n; k++) {
+        pel_remove(&g->pel, c->pel.v[k]->id);
+        kv_free(c->pel.v[k]);
+    }
+    pel_free(&c->pel, 0);
+    kv_free(c);
+    memmove(g->cons + i, g->cons + i + 1, (g->ncons - i - 1) * sizeof *g->cons);
+    g->ncons--;
+    return pending;
+}
+
+/* ---- read counters (Redis 7's entries-read / lag logic) ---- */
+
+int stream_range_has_tombstones(kv_stream *s, st_id start, int has_end, st_id end)
+{
+    if (s->length == 0 || st_id_zero(s->max_deleted_id))
+        return 0;
+    if (st_id_cmp(stream_edge_id(s, 1), s->max_deleted_id) > 0)
+        return 0;
+    if (!has_end)
+        end = ST_ID_MAX;
+    return st_id_cmp(start, s->max_deleted_id) <= 0 && st_id_cmp(s->max_deleted_id, end) <= 0;
+}
+
+long long stream_estimate_distance(kv_stream *s, st_id id)
+{
+    if (!s->entries_added)
+        return 0;
+    if (!s->length && st_id_cmp(id, s->last_id) < 1)
+        return (long long)s->entries_added;
+    int cmp_last = st_id_cmp(id, s->last_id);
+    if (cmp_last == 0)
+        return (long long)s->entries_added;
+    if (cmp_last > 0)
+        return ST_INVALID_READ;
+    st_id first = stream_edge_id(s, 1);
+    int cmp_first = st_id_cmp(id, first);
+    if (st_id_zero(s->max_deleted_id) || st_id_cmp(s->max_deleted_id, first) < 0) {
+        if (cmp_first < 0)
+            return (long long)(s->entries_added - s->length);
+        if (cmp_first == 0)
+            return (long long)(s->entries_added - s->length + 1);
+    }
+    return ST_INVALID_READ;
+}
