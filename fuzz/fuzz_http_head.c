@@ -55,7 +55,11 @@ static void check_head(const http_parser *p, const char *buf, size_t len, int rc
     size_t head = (size_t)rc;
     CHECK(head <= len && head <= lim->max_head_size);
     CHECK(buf[head - 1] == '\n');
-    CHECK(p->method != HTTP_METHOD_UNKNOWN);
+    /* an unknown method parses (the handler answers it), but it is a token */
+    for (uint16_t i = 0; i < p->method_len; i++) {
+        unsigned char c = (unsigned char)buf[p->line_off + i];
+        CHECK(c > 0x20 && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c));
+    }
     CHECK(p->version_minor <= 1);
     CHECK((size_t)p->line_off + p->line_len <= head);
     CHECK(p->method_len > 0 && p->method_len < p->line_len);
@@ -63,7 +67,7 @@ static void check_head(const http_parser *p, const char *buf, size_t len, int rc
     CHECK(p->target_off > p->line_off);
     for (uint16_t i = 0; i < p->target_len; i++) {
         unsigned char c = (unsigned char)buf[p->target_off + i];
-        CHECK(c > 0x20 && c != 0x7f);
+        CHECK(c > 0x20 && c != 0x7f && c != '#');
     }
     CHECK(p->nheaders <= lim->max_headers);
     for (uint16_t i = 0; i < p->nheaders; i++) {

@@ -583,11 +583,6 @@ static void rw_entry(rw_out *o, kv_entry *e)
     }
 }
 
-static void rw_emit(void *ud, int argc, const str *argv)
-{
-    rw_cmd(ud, argc, argv);
-}
-
 static int rewrite_to(const char *tmp)
 {
     rw_out o = { .fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) };
