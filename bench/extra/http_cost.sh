@@ -93,11 +93,11 @@ path_of() {
   case $1 in static|probe-static) echo /index.html ;; echo|probe-echo) echo "/?value=hello" ;; *) echo / ;; esac
 }
 
-# one_run TOOL NAME DEPTH ROUNDS: runs the server under TOOL with warm-up
-# then ROUNDS rounds; prints "requests total".
+# one_run TOOL NAME DEPTH ROUNDS: runs the server on a new PORT (the caller
+# sets it: this runs in a subshell) under TOOL, with warm-up then ROUNDS
+# rounds; prints "requests total".
 one_run() {
   local tool=$1 name=$2 depth=$3 rounds=$4 out pid n total
-  PORT=$((PORT + 1))
   out="$T/$tool-$name-$PORT"
   local cmd; cmd=$(server_cmd "$name")
   if [ "$tool" = callgrind ]; then
@@ -110,7 +110,8 @@ one_run() {
   wait_port "$PORT" || { echo "server $name did not start" >&2; cat "$out.log" >&2; kill "$pid"; return 1; }
   drive "$PORT" "$(path_of "$name")" 1 "$WARM" >/dev/null || { kill "$pid"; return 1; }
   n=$(drive "$PORT" "$(path_of "$name")" "$depth" "$rounds") || { kill "$pid"; return 1; }
-  kill -TERM "$pid"
+  # strace passes no SIGTERM on: stop the server it runs, then it ends.
+  if [ "$tool" = strace ]; then kill -TERM $(pgrep -P "$pid") 2>/dev/null; else kill -TERM "$pid"; fi
   wait "$pid" 2>/dev/null
   if [ "$tool" = callgrind ]; then
     # One file per process; each has a "summary:" and a "totals:" line.
@@ -124,8 +125,11 @@ one_run() {
 # cost TOOL NAME DEPTH ROUNDS: per-request figure from two runs.
 cost() {
   local a b
+  PORT=$((PORT + 1))
   a=$(one_run "$1" "$2" "$3" 1) || return 1
+  PORT=$((PORT + 1))
   b=$(one_run "$1" "$2" "$3" $((1 + $4))) || return 1
+  [ -n "${DEBUG:-}" ] && echo "$1 $2 depth $3: $a / $b" >&2
   echo "$a $b" | awk '{printf "%.2f", ($4 - $2) / ($3 - $1)}'
 }
 

@@ -19,13 +19,15 @@ int num_parse_u64(const char *p, size_t len, uint64_t max, uint64_t *out)
 
 size_t num_format_u64(char *out, uint64_t v)
 {
-    char tmp[20];
-    size_t n = 0;
+    /* Count the digits first, then write them from the end: no reversal
+     * (Content-Length on every response goes through here). */
+    size_t n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
+    char *p = out + n;
     do {
-        tmp[n++] = (char)('0' + v % 10);
+        *--p = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
     return n;
 }

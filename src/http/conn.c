@@ -77,6 +77,7 @@ static void exchange_attach(http_conn *c)
     x->body.len = 0;
     x->out.len = 0;
     x->nsegs = x->seg_head = 0;
+    x->header_timer_due = 0;
     x->body_left = 0;
     http_parser_reset(&x->parser);
     c->x = x;
@@ -678,10 +679,18 @@ void http_conn_finish_request(http_conn *c)
     if (c->x->body.cap > BODY_KEEP_MAX)
         buf_free(&c->x->body);
     c->x->body.len = 0;
-    if (!c->keep_alive)
+    if (!c->keep_alive) {
         c->closing = 1;
-    else if (c->in_len > c->req_start && c->io.fd >= 0)
-        conn_arm(c, c->conf->header_timeout); /* a pipelined request is under way */
+    } else if (c->in_len > c->req_start && c->io.fd >= 0) {
+        /* A pipelined request is under way. Inside a read batch the next
+         * one is usually complete and dispatched at once (which stops the
+         * timer again): conn_after_batch arms it only if the batch ends on
+         * a partial head. */
+        if (c->in_dispatch)
+            c->x->header_timer_due = 1;
+        else
+            conn_arm(c, c->conf->header_timeout);
+    }
     http_api_reset(&c->x->api, 0);
     if (!c->in_dispatch)
         http_conn_queue_flush(c); /* ended from a callback: flush and go on */
@@ -766,6 +775,11 @@ static void conn_after_batch(http_conn *c)
     }
     if (c->state != CONN_HANDLER && c->io.registered && c->io.mask != LOOP_READ)
         loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
+    if (c->x->header_timer_due) {
+        c->x->header_timer_due = 0;
+        if (c->state == CONN_HEAD && c->in_len > c->req_start)
+            conn_arm(c, c->conf->header_timeout);
+    }
     if (c->state == CONN_HEAD) {
         if (c->in_len == c->req_start && hw->stopping) {
             conn_close(c);

@@ -132,6 +132,7 @@ static void entry_open(fcache_entry *e, const fcache_opts *o)
     e->fd = -1;
     e->err = 0;
     e->is_dir = 0;
+    e->no_variant_until = 0;
 
     int fd = open_beneath(o->root_fd, e->key);
     if (fd < 0) {
