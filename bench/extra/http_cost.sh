@@ -13,7 +13,7 @@
 # usage: bench/extra/http_cost.sh [case...]   cases: static hello echo (default all)
 # env:   BIN_DIR (build/bin), CONNS (10), ROUNDS_KA (200), ROUNDS_P16 (40),
 #        WARM (5), TOOLS ("callgrind strace"), PROBE (1: also measure the probe)
-set -u
+set -u -o pipefail
 cd "$(dirname "$0")/../.."
 BIN_DIR=${BIN_DIR:-build/bin}
 CONNS=${CONNS:-10}
@@ -42,7 +42,9 @@ body = body.replace("</p>", " " * (117 - len(body)) + "</p>", 1)
 open(sys.argv[1], "w").write(body)
 EOF
 
-PORT=$((20000 + RANDOM % 20000))
+new_port() { # a port nobody listens on now
+  PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+}
 
 wait_port() { # port: until it accepts or 60 s pass
   $PY - "$1" <<'EOF'
@@ -98,7 +100,8 @@ path_of() {
 # rounds; prints "requests total".
 one_run() {
   local tool=$1 name=$2 depth=$3 rounds=$4 out pid n total
-  out="$T/$tool-$name-$PORT"
+  # Unique per run: callgrind's files are collected by this prefix.
+  out="$T/$tool-$name-d$depth-r$rounds-$PORT"
   local cmd; cmd=$(server_cmd "$name")
   if [ "$tool" = callgrind ]; then
     LD_PRELOAD="$T/vg_openat2.so" valgrind -q --tool=callgrind --callgrind-out-file="$out.%p" \
@@ -125,9 +128,9 @@ one_run() {
 # cost TOOL NAME DEPTH ROUNDS: per-request figure from two runs.
 cost() {
   local a b
-  PORT=$((PORT + 1))
+  new_port
   a=$(one_run "$1" "$2" "$3" 1) || return 1
-  PORT=$((PORT + 1))
+  new_port
   b=$(one_run "$1" "$2" "$3" $((1 + $4))) || return 1
   [ -n "${DEBUG:-}" ] && echo "$1 $2 depth $3: $a / $b" >&2
   echo "$a $b" | awk '{printf "%.2f", ($4 - $2) / ($3 - $1)}'
@@ -137,7 +140,7 @@ printf "%-14s %-5s %14s %14s\n" case mode "instr/req" "syscalls/req"
 for c in $CASES; do
   names=$c
   if [ "$PROBE" = 1 ]; then
-    PORT=$((PORT + 1))
+    new_port
     cmd=$(server_cmd "$c")
     $cmd >/dev/null 2>&1 &
     spid=$!
