@@ -73,6 +73,7 @@ static void exchange_attach(http_conn *c)
         x->body = (buf){ 0 };
         x->out = (buf){ 0 };
         x->api = (http_api_state){ 0 };
+        http_api_reset(&x->api, 0); /* pooled ones were reset by exchange_detach */
     }
     x->body.len = 0;
     x->out.len = 0;
@@ -81,7 +82,6 @@ static void exchange_attach(http_conn *c)
     x->body_left = 0;
     http_parser_reset(&x->parser);
     c->x = x;
-    http_api_reset(&x->api, 0);
 }
 
 /* Takes c's exchange back (its output flushed, its request over): large

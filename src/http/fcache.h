@@ -39,6 +39,11 @@ struct fcache_entry {
      * sibling worth sending (static.c pick_variant); 0 = unknown. Reset
      * whenever the entry is (re)opened. */
     uint64_t no_variant_until;
+    /* static.c's header lines for this file (Content-Type to
+     * Accept-Ranges), built on first use; freed with the entry and
+     * whenever it is (re)opened. NULL = not built. */
+    char *head;
+    uint32_t head_len;
 
     uint32_t key_len;
     char key[];                   /* relative path, no leading slash; "" = root */

@@ -169,7 +169,7 @@ static int parse_request_line(http_parser *p, const char *line, uint32_t off, ui
     return 0;
 }
 
-static int trim_ows(const char *v, uint32_t *start, uint32_t *end)
+static inline int trim_ows(const char *v, uint32_t *start, uint32_t *end)
 {
     while (*start < *end && (v[*start] == ' ' || v[*start] == '\t'))
         (*start)++;

@@ -31,10 +31,21 @@ int static_normalize_path(str path, char *out, size_t cap, int *dir_form)
      * leading '/' and without one trailing '/'. Anything else, and a
      * result that does not fit, takes the general loop below. */
     size_t k = 1;
-    for (char prev = '/'; k < path.len; prev = path.p[k++]) {
+    char prev = '/';
+    while (k < path.len) {
+        uint64_t w; /* eight bytes without '/', '%' or NUL pass at once */
+        if (prev != '/' && k + 8 <= path.len &&
+            (memcpy(&w, path.p + k, 8),
+             !(bytes8_has(w, '/') | bytes8_has(w, '%') | bytes8_has_below(w, 1)))) {
+            k += 8;
+            prev = path.p[k - 1];
+            continue;
+        }
         char ch = path.p[k];
         if (ch == '%' || ch == '\0' || (prev == '/' && (ch == '/' || ch == '.')))
             break;
+        prev = ch;
+        k++;
     }
     if (k == path.len) {
         size_t n = path.len - 1 - (path.len > 1 && path.p[path.len - 1] == '/');
@@ -492,6 +503,33 @@ static void release_entry(void *arg)
     fcache_release(arg);
 }
 
+/* The header lines every 200/206 of f starts with, made once per cache
+ * entry: "Content-Type", "Last-Modified", "ETag", "Accept-Ranges".
+ * Returns an empty slice when out of memory (the caller writes them
+ * itself). */
+static str file_head(fcache_entry *f)
+{
+    if (!f->head) {
+        static const char ct[] = "Content-Type: ", lm[] = "\r\nLast-Modified: ",
+                          et[] = "\r\nETag: ", ar[] = "\r\nAccept-Ranges: bytes\r\n";
+        size_t n = sizeof ct + f->mime.len + sizeof lm + CLOCK_HTTP_DATE_LEN + sizeof et +
+                   f->etag_len + sizeof ar;
+        char *h = malloc(n), *p = h;
+        if (!h)
+            return STR_NULL;
+        p = mempcpy(p, ct, sizeof ct - 1);
+        p = mempcpy(p, f->mime.p, f->mime.len);
+        p = mempcpy(p, lm, sizeof lm - 1);
+        p = mempcpy(p, f->last_modified, CLOCK_HTTP_DATE_LEN);
+        p = mempcpy(p, et, sizeof et - 1);
+        p = mempcpy(p, f->etag, f->etag_len);
+        p = mempcpy(p, ar, sizeof ar - 1);
+        f->head = h;
+        f->head_len = (uint32_t)(p - h);
+    }
+    return (str){ f->head, f->head_len };
+}
+
 static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str mime,
                       const char *coding, int vary)
 {
@@ -527,13 +565,18 @@ static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str 
     char cr[96];
     str parts[16];
     size_t np = 0;
-    parts[np++] = STR("Content-Type: ");
-    parts[np++] = mime;
-    parts[np++] = STR("\r\nLast-Modified: ");
-    parts[np++] = (str){ f->last_modified, CLOCK_HTTP_DATE_LEN };
-    parts[np++] = STR("\r\nETag: ");
-    parts[np++] = (str){ f->etag, f->etag_len };
-    parts[np++] = STR("\r\nAccept-Ranges: bytes\r\n");
+    str head = mime.p == f->mime.p && mime.len == f->mime.len ? file_head(f) : STR_NULL;
+    if (head.len) {
+        parts[np++] = head;
+    } else {
+        parts[np++] = STR("Content-Type: ");
+        parts[np++] = mime;
+        parts[np++] = STR("\r\nLast-Modified: ");
+        parts[np++] = (str){ f->last_modified, CLOCK_HTTP_DATE_LEN };
+        parts[np++] = STR("\r\nETag: ");
+        parts[np++] = (str){ f->etag, f->etag_len };
+        parts[np++] = STR("\r\nAccept-Ranges: bytes\r\n");
+    }
     if (coding) {
         parts[np++] = STR("Content-Encoding: ");
         parts[np++] = (str){ coding, strlen(coding) };
