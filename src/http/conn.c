@@ -549,12 +549,18 @@ static void conn_dispatch(http_conn *c)
     c->state = CONN_HANDLER;
     c->head_only = c->x->req.method == HTTP_HEAD;
     c->requests++;
-    timer_stop(&c->hw->w.loop, &c->tm);
     c->hw->stats.requests++;
     if (UNLIKELY(http_status_wanted(c, &c->x->req)))
         http_status_handle(c, &c->x->req);
     else
         c->hw->handler(c, &c->x->req, c->hw->handler_udata);
+    /* Only a handler still at work must not be timed out. One that has
+     * answered leaves the timer as it was (no timer runs before this
+     * returns), and conn_after_batch sets the next deadline (keep-alive,
+     * header, body or send): one lazy re-arm instead of a stop and a
+     * fresh insertion per request. */
+    if (c->state == CONN_HANDLER)
+        timer_stop(&c->hw->w.loop, &c->tm);
 }
 
 /* Answers a request that cannot be parsed or framed, then closes. */
