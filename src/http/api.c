@@ -601,7 +601,8 @@ static void send_head(http_conn *c, uint64_t content_length, str default_type, c
     str parts[5]; /* app headers, Content-Type (3), Transfer-Encoding */
     size_t np = 0;
     api->headers_sent = 1;
-    parts[np++] = (str){ api->hdrs.data, api->hdrs.len };
+    if (api->hdrs.len)
+        parts[np++] = (str){ api->hdrs.data, api->hdrs.len };
     if (!api->has_type && default_type.len) {
         parts[np++] = STR("Content-Type: ");
         parts[np++] = default_type;

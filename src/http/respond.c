@@ -78,7 +78,8 @@ void http_resp_head(http_conn *c, int status, const str *parts, size_t nparts,
     char *start = http_conn_out_reserve(c, room);
     char *p = put_begin(c, start, status, reason);
     for (size_t i = 0; i < nparts; i++)
-        p = put(p, parts[i].p, parts[i].len);
+        if (parts[i].len) /* an empty part may have no pointer (memcpy's NULL rule) */
+            p = put(p, parts[i].p, parts[i].len);
     p = put_end_headers(c, p, content_length);
     if (body_len)
         p = put(p, body, body_len);
