@@ -689,9 +689,9 @@ void http_conn_finish_request(http_conn *c)
         c->closing = 1;
     } else if (c->in_len > c->req_start && c->io.fd >= 0) {
         /* A pipelined request is under way. Inside a read batch the next
-         * one is usually complete and dispatched at once (which stops the
-         * timer again): conn_after_batch arms it only if the batch ends on
-         * a partial head. */
+         * one is usually complete and answered at once, so the header
+         * timer is not armed per request: conn_after_batch arms it if the
+         * batch ends on a partial head. */
         if (c->in_dispatch)
             c->x->header_timer_due = 1;
         else
