@@ -45,6 +45,21 @@ static inline int str_ieq_lit(str a, const char *lower, size_t n)
 }
 #define STR_IEQ(s, lit) str_ieq_lit((s), (lit), sizeof(lit) - 1)
 
+/* Eight bytes at a time (a word loaded with memcpy): nonzero when some
+ * byte of w is below n (n <= 128), or equal to b. Never a false negative;
+ * callers recheck a flagged word byte by byte, so a rare false positive
+ * costs only time. */
+#define BYTES8_ONES 0x0101010101010101ull
+static inline uint64_t bytes8_has_below(uint64_t w, unsigned n)
+{
+    return (w - BYTES8_ONES * n) & ~w & (BYTES8_ONES * 0x80);
+}
+
+static inline uint64_t bytes8_has(uint64_t w, unsigned char b)
+{
+    return bytes8_has_below(w ^ (BYTES8_ONES * b), 1);
+}
+
 /* Strict unsigned decimal: digits only, no sign, no spaces, no overflow past
  * max. Returns 0 on success, -1 otherwise. Used for every number from the
  * wire and from config files. */

@@ -9,6 +9,7 @@
 #include "http/cgi.h"
 #include "http/static.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -460,12 +461,24 @@ brisk_str brisk_req_query_param(brisk_req *req, const char *key, unsigned index)
         const char *eq = memchr(pair.p, '=', pair.len);
         str k = { pair.p, eq ? (size_t)(eq - pair.p) : pair.len };
         str v = eq ? (str){ eq + 1, pair.len - k.len - 1 } : (str){ pair.p + pair.len, 0 };
-        /* Compare the decoded key without allocating: keys are short. */
-        char kbuf[256];
-        if (k.len >= sizeof kbuf)
+        /* Compare the decoded key without allocating: keys are short.
+         * Decoding never lengthens, so a shorter key cannot match, and one
+         * of the same length without '%' decodes to itself ('+' aside). */
+        if (k.len < klen)
             continue;
-        if (url_decode(k, kbuf, 1) != klen || memcmp(kbuf, key, klen) != 0)
-            continue;
+        if (k.len == klen && !memchr(k.p, '%', k.len)) {
+            size_t j = 0;
+            while (j < klen && (k.p[j] == '+' ? ' ' : k.p[j]) == key[j])
+                j++;
+            if (j != klen)
+                continue;
+        } else {
+            char kbuf[256];
+            if (k.len >= sizeof kbuf)
+                continue;
+            if (url_decode(k, kbuf, 1) != klen || memcmp(kbuf, key, klen) != 0)
+                continue;
+        }
         if (index--)
             continue;
         return decode_into_arena(req, v, 1);
@@ -498,14 +511,47 @@ int brisk_req_remote_port(const brisk_req *req)
 
 /* ---- response ---- */
 
+/* Headers the server writes itself; an app's copy would contradict them. */
 static int managed_header(const char *name, size_t n)
 {
-    static const char *names[] = { "content-length", "transfer-encoding", "connection", "date",
-                                   "server", "keep-alive" };
+    static const struct { const char *name; size_t len; } names[] = {
+        { "content-length", 14 }, { "transfer-encoding", 17 }, { "connection", 10 },
+        { "date", 4 }, { "server", 6 }, { "keep-alive", 10 },
+    };
     for (size_t i = 0; i < ARRAY_LEN(names); i++)
-        if (strlen(names[i]) == n && strncasecmp(names[i], name, n) == 0)
+        if (names[i].len == n && strncasecmp(names[i].name, name, n) == 0)
             return 1;
     return 0;
+}
+
+/* No ':', space or control in a header name. */
+static int header_name_ok(const char *p, size_t n)
+{
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) {
+        memcpy(&w, p + i, 8);
+        if (bytes8_has_below(w, '!') | bytes8_has(w, ':'))
+            break;
+    }
+    for (; i < n; i++)
+        if (p[i] == ':' || (unsigned char)p[i] <= ' ')
+            return 0;
+    return 1;
+}
+
+/* No CR, LF or NUL in a header value. */
+static int header_value_ok(const char *p, size_t n)
+{
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) {
+        memcpy(&w, p + i, 8);
+        if (bytes8_has_below(w, '\r' + 1))
+            break;
+    }
+    for (; i < n; i++)
+        if (p[i] == '\r' || p[i] == '\n' || p[i] == '\0')
+            return 0;
+    return 1;
 }
 
 void brisk_res_status(brisk_res *res, int status)
@@ -520,12 +566,10 @@ void brisk_res_header_n(brisk_res *res, brisk_str name, brisk_str value)
     http_conn *c = RES(res);
     if (c->x->api.headers_sent || c->orphan || !name.len || managed_header(name.ptr, name.len))
         return;
-    for (size_t i = 0; i < name.len; i++)
-        if (name.ptr[i] == ':' || (unsigned char)name.ptr[i] <= ' ')
-            return; /* not a header name */
-    for (size_t i = 0; i < value.len; i++)
-        if (value.ptr[i] == '\r' || value.ptr[i] == '\n' || value.ptr[i] == '\0')
-            return; /* would split the response */
+    if (!header_name_ok(name.ptr, name.len))
+        return; /* not a header name */
+    if (!header_value_ok(value.ptr, value.len))
+        return; /* would split the response */
     if (name.len == 12 && strncasecmp(name.ptr, "content-type", 12) == 0)
         c->x->api.has_type = 1;
     /* Kept aside until the status is final and the head goes out. */
@@ -545,32 +589,41 @@ void brisk_res_header(brisk_res *res, const char *name, const char *value)
 
 #define LEN_CHUNKED (UINT64_MAX - 1)
 
+static const char text_plain[] = "text/plain; charset=utf-8";
+
 /* Puts the status line in front of the headers the app has added, then
- * the framing headers. */
-static void send_head(http_conn *c, uint64_t content_length, const char *default_type)
+ * the framing headers, then body (when content_length is a length): one
+ * piece of output. default_type applies when the app gave no Content-Type. */
+static void send_head(http_conn *c, uint64_t content_length, str default_type, const void *body,
+                      size_t body_len)
 {
-    c->x->api.headers_sent = 1;
-    http_resp_begin(c, c->x->api.status);
-    if (c->x->api.hdrs.len)
-        http_resp_raw(c, c->x->api.hdrs.data, c->x->api.hdrs.len);
-    if (!c->x->api.has_type && default_type)
-        http_resp_header(c, STR("Content-Type"), (str){ default_type, strlen(default_type) });
-    if (content_length == LEN_CHUNKED) {
-        if (c->x->req.version_minor >= 1) {
-            c->x->api.chunked = 1;
-            http_resp_raw(c, "Transfer-Encoding: chunked\r\n", 28);
-            http_resp_end_headers(c, UINT64_MAX);
-        } else {
-            c->x->api.until_close = 1;
-            c->must_close = 1;
-            http_resp_end_headers(c, UINT64_MAX);
-        }
-    } else {
-        http_resp_end_headers(c, content_length);
+    http_api_state *api = &c->x->api;
+    str parts[5]; /* app headers, Content-Type (3), Transfer-Encoding */
+    size_t np = 0;
+    api->headers_sent = 1;
+    if (api->hdrs.len)
+        parts[np++] = (str){ api->hdrs.data, api->hdrs.len };
+    if (!api->has_type && default_type.len) {
+        parts[np++] = STR("Content-Type: ");
+        parts[np++] = default_type;
+        parts[np++] = STR("\r\n");
     }
+    if (content_length == LEN_CHUNKED) {
+        content_length = UINT64_MAX;
+        if (c->x->req.version_minor >= 1) {
+            api->chunked = 1;
+            parts[np++] = STR("Transfer-Encoding: chunked\r\n");
+        } else {
+            api->until_close = 1;
+            c->must_close = 1;
+        }
+    }
+    assert(np <= ARRAY_LEN(parts));
+    http_resp_head(c, api->status, parts, np, content_length, body, body_len);
 }
 
-static const char text_plain[] = "text/plain; charset=utf-8";
+#define TEXT_PLAIN ((str){ text_plain, sizeof text_plain - 1 })
+#define NO_TYPE ((str){ NULL, 0 })
 
 static int no_body_status(int status)
 {
@@ -593,7 +646,7 @@ void brisk_res_write(brisk_res *res, const void *data, size_t len)
     if (c->orphan)
         return;
     if (!c->x->api.headers_sent)
-        send_head(c, LEN_CHUNKED, text_plain);
+        send_head(c, LEN_CHUNKED, TEXT_PLAIN, NULL, 0);
     if (!len || c->head_only)
         return;
     if (c->x->api.chunked) {
@@ -615,12 +668,10 @@ void brisk_res_end(brisk_res *res, const void *body, size_t len)
     http_conn *c = RES(res);
     if (!c->orphan) {
         if (!c->x->api.headers_sent) {
-            if (no_body_status(c->x->api.status)) {
-                send_head(c, UINT64_MAX, NULL);
-            } else {
-                send_head(c, len, text_plain);
-                http_resp_body(c, body, len);
-            }
+            if (no_body_status(c->x->api.status))
+                send_head(c, UINT64_MAX, NO_TYPE, NULL, 0);
+            else
+                send_head(c, len, TEXT_PLAIN, body, len);
         } else {
             if (len)
                 brisk_res_write(res, body, len);
@@ -648,7 +699,7 @@ void brisk_res_end_borrowed(brisk_res *res, const void *body, size_t len,
         brisk_res_end(res, NULL, 0);
         return;
     }
-    send_head(c, len, text_plain);
+    send_head(c, len, TEXT_PLAIN, NULL, 0);
     http_resp_body_ref(c, body, len, release, arg);
     finish(c);
 }
@@ -678,7 +729,7 @@ void brisk_res_end_file(brisk_res *res, const char *path)
         str type = mime_lookup(c->conf->mime, (str){ path, strlen(path) });
         brisk_res_header_n(res, (brisk_str){ "Content-Type", 12 }, BSTR(type));
     }
-    send_head(c, (uint64_t)st.st_size, NULL);
+    send_head(c, (uint64_t)st.st_size, NO_TYPE, NULL, 0);
     http_resp_body_fd(c, fd, 0, (uint64_t)st.st_size, close_fd, (void *)(intptr_t)fd);
     finish(c);
 }

@@ -73,14 +73,15 @@ static void exchange_attach(http_conn *c)
         x->body = (buf){ 0 };
         x->out = (buf){ 0 };
         x->api = (http_api_state){ 0 };
+        http_api_reset(&x->api, 0); /* pooled ones were reset by exchange_detach */
     }
     x->body.len = 0;
     x->out.len = 0;
     x->nsegs = x->seg_head = 0;
+    x->header_timer_due = 0;
     x->body_left = 0;
     http_parser_reset(&x->parser);
     c->x = x;
-    http_api_reset(&x->api, 0);
 }
 
 /* Takes c's exchange back (its output flushed, its request over): large
@@ -548,12 +549,18 @@ static void conn_dispatch(http_conn *c)
     c->state = CONN_HANDLER;
     c->head_only = c->x->req.method == HTTP_HEAD;
     c->requests++;
-    timer_stop(&c->hw->w.loop, &c->tm);
     c->hw->stats.requests++;
     if (UNLIKELY(http_status_wanted(c, &c->x->req)))
         http_status_handle(c, &c->x->req);
     else
         c->hw->handler(c, &c->x->req, c->hw->handler_udata);
+    /* Only a handler still at work must not be timed out. One that has
+     * answered leaves the timer as it was (no timer runs before this
+     * returns), and conn_after_batch sets the next deadline (keep-alive,
+     * header, body or send): one lazy re-arm instead of a stop and a
+     * fresh insertion per request. */
+    if (c->state == CONN_HANDLER)
+        timer_stop(&c->hw->w.loop, &c->tm);
 }
 
 /* Answers a request that cannot be parsed or framed, then closes. */
@@ -678,10 +685,18 @@ void http_conn_finish_request(http_conn *c)
     if (c->x->body.cap > BODY_KEEP_MAX)
         buf_free(&c->x->body);
     c->x->body.len = 0;
-    if (!c->keep_alive)
+    if (!c->keep_alive) {
         c->closing = 1;
-    else if (c->in_len > c->req_start && c->io.fd >= 0)
-        conn_arm(c, c->conf->header_timeout); /* a pipelined request is under way */
+    } else if (c->in_len > c->req_start && c->io.fd >= 0) {
+        /* A pipelined request is under way. Inside a read batch the next
+         * one is usually complete and answered at once, so the header
+         * timer is not armed per request: conn_after_batch arms it if the
+         * batch ends on a partial head. */
+        if (c->in_dispatch)
+            c->x->header_timer_due = 1;
+        else
+            conn_arm(c, c->conf->header_timeout);
+    }
     http_api_reset(&c->x->api, 0);
     if (!c->in_dispatch)
         http_conn_queue_flush(c); /* ended from a callback: flush and go on */
@@ -766,6 +781,11 @@ static void conn_after_batch(http_conn *c)
     }
     if (c->state != CONN_HANDLER && c->io.registered && c->io.mask != LOOP_READ)
         loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
+    if (c->x->header_timer_due) {
+        c->x->header_timer_due = 0;
+        if (c->state == CONN_HEAD && c->in_len > c->req_start)
+            conn_arm(c, c->conf->header_timeout);
+    }
     if (c->state == CONN_HEAD) {
         if (c->in_len == c->req_start && hw->stopping) {
             conn_close(c);

@@ -106,6 +106,7 @@ struct http_exchange {
     buf out;
     out_seg segs[HTTP_OUT_SEGS];
     uint32_t nsegs, seg_head;
+    uint8_t header_timer_due;      /* a request ended in a read batch with more input */
 
     http_api_state api;
 };
@@ -247,6 +248,15 @@ void http_resp_begin(http_conn *c, int status);
 void http_resp_header(http_conn *c, str name, str value);
 /* Pre-formatted "Name: value\r\n" lines. */
 void http_resp_raw(http_conn *c, const char *p, size_t n);
+/* A whole response head and a small body with one reservation in the
+ * output: the same bytes as http_resp_begin, http_resp_raw of each part
+ * (pre-formatted "Name: value\r\n" text, split anywhere), then
+ * http_resp_end_headers(content_length) and http_resp_body(body). */
+void http_resp_head(http_conn *c, int status, const str *parts, size_t nparts,
+                    uint64_t content_length, const void *body, size_t body_len);
+/* Bodies up to this size are copied into the output rather than queued
+ * as their own segment: cheaper than one more iovec. */
+#define HTTP_COPY_MAX 1024
 /* Content-Length, Connection, and the blank line. */
 void http_resp_end_headers(http_conn *c, uint64_t content_length);
 /* Body bytes, copied (skipped for HEAD). */

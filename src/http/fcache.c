@@ -50,6 +50,7 @@ static void entry_free(fcache_entry *e)
     if (e->fd >= 0)
         close(e->fd);
     free(e->content);
+    free(e->head);
     free(e);
 }
 
@@ -132,6 +133,10 @@ static void entry_open(fcache_entry *e, const fcache_opts *o)
     e->fd = -1;
     e->err = 0;
     e->is_dir = 0;
+    e->no_variant_until = 0;
+    free(e->head);
+    e->head = NULL;
+    e->head_len = 0;
 
     int fd = open_beneath(o->root_fd, e->key);
     if (fd < 0) {

@@ -35,6 +35,15 @@ struct fcache_entry {
     char etag[48];                /* "\"ino-size-mtime\"", quoted */
     uint8_t etag_len;
     char last_modified[32];       /* IMF-fixdate */
+    /* Until this time (loop ms) the file is known to have no compressed
+     * sibling worth sending (static.c pick_variant); 0 = unknown. Reset
+     * whenever the entry is (re)opened. */
+    uint64_t no_variant_until;
+    /* static.c's header lines for this file (Content-Type to
+     * Accept-Ranges), built on first use; freed with the entry and
+     * whenever it is (re)opened. NULL = not built. */
+    char *head;
+    uint32_t head_len;
 
     uint32_t key_len;
     char key[];                   /* relative path, no leading slash; "" = root */

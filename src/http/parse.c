@@ -2,31 +2,39 @@
 
 #include <string.h>
 
-/* RFC 9110 tchar, as a table: 1 for characters allowed in a token. */
-static const uint8_t tchar[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1,
-    ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1,
-    ['8'] = 1, ['9'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1,
-    ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1,
-    ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1,
-    ['Y'] = 1, ['Z'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1,
-    ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1,
-    ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1,
-    ['y'] = 1, ['z'] = 1,
+/* Character classes of the request head, one table lookup per byte:
+ *   TOKEN      RFC 9110 tchar: method and field names
+ *   VALUE      field values: HTAB, SP, VCHAR, obs-text (no NUL, CR, LF,
+ *              other controls, DEL)
+ *   TARGET     request targets: visible ASCII and obs-text; no controls, no
+ *              spaces, and no '#': a fragment is never sent (RFC 9112 3.2),
+ *              so one on the wire is an error, not part of a file name
+ *   REGNAME    reg-name and IPv4address characters of a uri-host:
+ *              unreserved, pct-encoded ('%' and hex digits) and sub-delims
+ *              (RFC 3986 3.2.2): the token characters less "#^`|", plus
+ *              "(),;="
+ * The numbers are those definitions evaluated for every byte;
+ * tests/unit/test_parse.c checks each entry against them. */
+const uint8_t http_char_class[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    2, 15, 6, 3, 15, 15, 15, 15, 14, 14, 15, 15, 14, 15, 15, 6,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 6, 14, 6, 14, 6, 6,
+    6, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 6, 6, 6, 7, 15,
+    7, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15,
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 6, 7, 6, 15, 0,
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
+    6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6,
 };
 
-/* reg-name and IPv4address characters of a uri-host: unreserved,
- * pct-encoded ('%' and hex digits) and sub-delims (RFC 3986 3.2.2): the
- * token characters less "#^`|", plus "(),;=". */
-static int is_regname_char(unsigned char ch)
-{
-    if (tchar[ch])
-        return ch != '#' && ch != '^' && ch != '`' && ch != '|';
-    return ch && strchr("(),;=", ch) != NULL;
-}
+#define IS(cls, ch) (http_char_class[(unsigned char)(ch)] & HTTP_CH_##cls)
 
 /* Host = uri-host [ ":" port ] (RFC 9112 3.2, RFC 3986 3.2.2): an IP
  * literal in brackets (hex digits, ':' and '.'; "v" for IPvFuture) or a
@@ -40,14 +48,14 @@ static int host_valid(const char *v, uint32_t len)
             unsigned char ch = (unsigned char)v[i];
             if (!(ch == ':' || ch == '.' || (ch >= '0' && ch <= '9') ||
                   ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'f') || (ch | 0x20) == 'v' ||
-                  is_regname_char(ch)))
+                  IS(REGNAME, ch)))
                 return 0;
         }
         if (i == len || i == 1)
             return 0; /* no closing bracket, or "[]" */
         i++;
     } else {
-        while (i < len && is_regname_char((unsigned char)v[i]))
+        while (i < len && IS(REGNAME, v[i]))
             i++;
     }
     if (i == len)
@@ -58,21 +66,6 @@ static int host_valid(const char *v, uint32_t len)
         if (v[i] < '0' || v[i] > '9')
             return 0;
     return 1;
-}
-
-/* Field values: HTAB, SP, VCHAR, obs-text. Everything else (NUL, CR, LF,
- * other controls, DEL) is refused. */
-static inline int is_value_char(unsigned char ch)
-{
-    return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
-}
-
-/* Request targets: visible ASCII and obs-text; no controls, no spaces,
- * and no '#': a fragment is never sent (RFC 9112 3.2), so one on the wire
- * is an error, not part of a file name. */
-static inline int is_target_char(unsigned char ch)
-{
-    return ch > 0x20 && ch != 0x7f && ch != '#';
 }
 
 static const struct {
@@ -131,20 +124,23 @@ void http_parser_reset(http_parser *p)
 static int parse_request_line(http_parser *p, const char *line, uint32_t off, uint32_t len)
 {
     uint32_t i = 0;
-    while (i < len && tchar[(unsigned char)line[i]])
+    while (i < len && IS(TOKEN, line[i]))
         i++;
     if (i == 0 || i == len || line[i] != ' ')
         return -400;
     p->method_len = (uint16_t)i;
     p->method = HTTP_METHOD_UNKNOWN;
-    for (size_t m = 0; m < ARRAY_LEN(methods); m++)
-        if (methods[m].len == i && memcmp(methods[m].name, line, i) == 0) {
-            p->method = methods[m].id;
-            break;
-        }
+    if (i == 3 && memcmp(line, "GET", 3) == 0) /* nearly every request */
+        p->method = HTTP_GET;
+    else
+        for (size_t m = 0; m < ARRAY_LEN(methods); m++)
+            if (methods[m].len == i && memcmp(methods[m].name, line, i) == 0) {
+                p->method = methods[m].id;
+                break;
+            }
 
     uint32_t t = ++i;
-    while (i < len && is_target_char((unsigned char)line[i]))
+    while (i < len && IS(TARGET, line[i]))
         i++;
     if (i == t || i == len || line[i] != ' ')
         return -400;
@@ -173,7 +169,7 @@ static int parse_request_line(http_parser *p, const char *line, uint32_t off, ui
     return 0;
 }
 
-static int trim_ows(const char *v, uint32_t *start, uint32_t *end)
+static inline int trim_ows(const char *v, uint32_t *start, uint32_t *end)
 {
     while (*start < *end && (v[*start] == ' ' || v[*start] == '\t'))
         (*start)++;
@@ -246,14 +242,20 @@ static int parse_header_line(http_parser *p, const char *line, uint32_t off, uin
     if (line[0] == ' ' || line[0] == '\t')
         return -400; /* obs-fold */
     uint32_t i = 0;
-    while (i < len && tchar[(unsigned char)line[i]])
+    while (i < len && IS(TOKEN, line[i]))
         i++;
     if (i == 0 || i == len || line[i] != ':')
         return -400; /* empty name, no colon, or whitespace before it */
     uint32_t name_len = i;
     uint32_t vs = i + 1, ve = len;
-    for (uint32_t k = vs; k < len; k++)
-        if (!is_value_char((unsigned char)line[k]))
+    uint32_t v = vs;
+    for (uint64_t w; v + 8 <= len; v += 8) { /* clean words first, then byte by byte */
+        memcpy(&w, line + v, 8);
+        if (bytes8_has_below(w, 0x20) | bytes8_has(w, 0x7f))
+            break;
+    }
+    for (; v < len; v++)
+        if (!IS(VALUE, line[v]))
             return -400;
     trim_ows(line, &vs, &ve);
 
@@ -433,7 +435,7 @@ ssize_t http_chunked_decode(http_chunked *c, char *buf, size_t len, size_t *out_
         case CH_EXT:
             if (ch == '\r')
                 c->state = CH_SIZE_LF;
-            else if (!is_value_char(ch))
+            else if (!IS(VALUE, ch))
                 return -400;
             i++;
             break;
@@ -474,7 +476,7 @@ ssize_t http_chunked_decode(http_chunked *c, char *buf, size_t len, size_t *out_
                 i++;
                 break;
             }
-            if (!tchar[ch])
+            if (!IS(TOKEN, ch))
                 return -400; /* obs-fold or junk */
             c->state = CH_TRAILER_NAME;
             break;
@@ -483,7 +485,7 @@ ssize_t http_chunked_decode(http_chunked *c, char *buf, size_t len, size_t *out_
                 return -400;
             if (ch == ':')
                 c->state = CH_TRAILER_LINE;
-            else if (!tchar[ch])
+            else if (!IS(TOKEN, ch))
                 return -400;
             i++;
             break;
@@ -493,7 +495,7 @@ ssize_t http_chunked_decode(http_chunked *c, char *buf, size_t len, size_t *out_
             if (ch == '\r') {
                 c->state = CH_TRAILER_LF;
                 c->remaining = 0;
-            } else if (!is_value_char(ch)) {
+            } else if (!IS(VALUE, ch)) {
                 return -400;
             }
             i++;

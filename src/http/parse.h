@@ -31,6 +31,10 @@ enum http_hdr_id {
     HH__COUNT
 };
 
+/* Byte classes of the request head (see parse.c), one lookup per byte. */
+enum { HTTP_CH_TOKEN = 1, HTTP_CH_VALUE = 2, HTTP_CH_TARGET = 4, HTTP_CH_REGNAME = 8 };
+extern const uint8_t http_char_class[256];
+
 enum http_body_kind { HTTP_BODY_NONE, HTTP_BODY_LENGTH, HTTP_BODY_CHUNKED };
 
 typedef struct {

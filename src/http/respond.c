@@ -14,11 +14,14 @@ static inline char *put(char *p, const void *s, size_t n)
 }
 #define PUT_LIT(p, lit) put((p), (lit), sizeof(lit) - 1)
 
-void http_resp_begin(http_conn *c, int status)
+/* Room put_begin needs for a status whose reason is reason_len bytes. */
+#define BEGIN_ROOM(reason_len) (64 + (reason_len) + sizeof SERVER_LINE + CLOCK_HTTP_DATE_LEN)
+/* Room put_end_headers needs. */
+#define END_ROOM 64
+
+/* Status line, Server and Date, at p. */
+static char *put_begin(http_conn *c, char *p, int status, str reason)
 {
-    str reason = http_status_reason(status);
-    char *start = http_conn_out_reserve(c, 64 + reason.len + sizeof SERVER_LINE + CLOCK_HTTP_DATE_LEN);
-    char *p = start;
     c->status = status;
     c->resp_open = 1;
     if (status == 200) {
@@ -34,7 +37,52 @@ void http_resp_begin(http_conn *c, int status)
     }
     p = PUT_LIT(p, SERVER_LINE "Date: ");
     p = put(p, c->hw->w.clock.http_date, CLOCK_HTTP_DATE_LEN);
-    p = PUT_LIT(p, "\r\n");
+    return PUT_LIT(p, "\r\n");
+}
+
+/* Content-Length, Connection and the blank line, at p; decides keep-alive. */
+static char *put_end_headers(http_conn *c, char *p, uint64_t content_length)
+{
+    http_worker *hw = c->hw;
+    c->keep_alive = c->x->parser.keep_alive && !c->must_close && !hw->stopping &&
+                    c->requests < c->conf->keepalive_requests;
+    c->resp_body_len = c->head_only || content_length == UINT64_MAX ? 0 : content_length;
+    if (content_length != UINT64_MAX) {
+        p = PUT_LIT(p, "Content-Length: ");
+        p += num_format_u64(p, content_length);
+        p = PUT_LIT(p, "\r\n");
+    }
+    if (!c->keep_alive)
+        p = PUT_LIT(p, "Connection: close\r\n");
+    else if (c->x->parser.version_minor == 0)
+        p = PUT_LIT(p, "Connection: keep-alive\r\n");
+    return PUT_LIT(p, "\r\n");
+}
+
+void http_resp_begin(http_conn *c, int status)
+{
+    str reason = status == 200 ? STR("OK") : http_status_reason(status);
+    char *start = http_conn_out_reserve(c, BEGIN_ROOM(reason.len));
+    http_conn_out_commit(c, (size_t)(put_begin(c, start, status, reason) - start));
+}
+
+void http_resp_head(http_conn *c, int status, const str *parts, size_t nparts,
+                    uint64_t content_length, const void *body, size_t body_len)
+{
+    str reason = status == 200 ? STR("OK") : http_status_reason(status);
+    if (c->head_only)
+        body_len = 0;
+    size_t room = BEGIN_ROOM(reason.len) + END_ROOM + body_len;
+    for (size_t i = 0; i < nparts; i++)
+        room += parts[i].len;
+    char *start = http_conn_out_reserve(c, room);
+    char *p = put_begin(c, start, status, reason);
+    for (size_t i = 0; i < nparts; i++)
+        if (parts[i].len) /* an empty part may have no pointer (memcpy's NULL rule) */
+            p = put(p, parts[i].p, parts[i].len);
+    p = put_end_headers(c, p, content_length);
+    if (body_len)
+        p = put(p, body, body_len);
     http_conn_out_commit(c, (size_t)(p - start));
 }
 
@@ -56,23 +104,8 @@ void http_resp_raw(http_conn *c, const char *s, size_t n)
 
 void http_resp_end_headers(http_conn *c, uint64_t content_length)
 {
-    http_worker *hw = c->hw;
-    c->keep_alive = c->x->parser.keep_alive && !c->must_close && !hw->stopping &&
-                    c->requests < c->conf->keepalive_requests;
-    c->resp_body_len = c->head_only || content_length == UINT64_MAX ? 0 : content_length;
-    char *start = http_conn_out_reserve(c, 64);
-    char *p = start;
-    if (content_length != UINT64_MAX) {
-        p = PUT_LIT(p, "Content-Length: ");
-        p += num_format_u64(p, content_length);
-        p = PUT_LIT(p, "\r\n");
-    }
-    if (!c->keep_alive)
-        p = PUT_LIT(p, "Connection: close\r\n");
-    else if (c->x->parser.version_minor == 0)
-        p = PUT_LIT(p, "Connection: keep-alive\r\n");
-    p = PUT_LIT(p, "\r\n");
-    http_conn_out_commit(c, (size_t)(p - start));
+    char *start = http_conn_out_reserve(c, END_ROOM);
+    http_conn_out_commit(c, (size_t)(put_end_headers(c, start, content_length) - start));
 }
 
 void http_resp_body(http_conn *c, const void *data, size_t n)
@@ -85,7 +118,7 @@ void http_resp_body(http_conn *c, const void *data, size_t n)
 
 void http_resp_body_ref(http_conn *c, const char *p, size_t n, out_release_fn release, void *arg)
 {
-    if (c->head_only || n <= 1024) { /* small: cheaper to copy than to add an iovec */
+    if (c->head_only || n <= HTTP_COPY_MAX) {
         http_resp_body(c, p, n);
         if (release)
             release(arg);

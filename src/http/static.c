@@ -2,6 +2,7 @@
 
 #include "core/clock.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,36 @@ int static_normalize_path(str path, char *out, size_t cap, int *dir_form)
 {
     if (!path.len || path.p[0] != '/')
         return -400;
+    /* The common case first: nothing to decode or collapse (no '%', NUL,
+     * "//" or "/." anywhere), so the result is the path without its
+     * leading '/' and without one trailing '/'. Anything else, and a
+     * result that does not fit, takes the general loop below. */
+    size_t k = 1;
+    char prev = '/';
+    while (k < path.len) {
+        uint64_t w; /* eight bytes without '/', '%' or NUL pass at once */
+        if (prev != '/' && k + 8 <= path.len &&
+            (memcpy(&w, path.p + k, 8),
+             !(bytes8_has(w, '/') | bytes8_has(w, '%') | bytes8_has_below(w, 1)))) {
+            k += 8;
+            prev = path.p[k - 1];
+            continue;
+        }
+        char ch = path.p[k];
+        if (ch == '%' || ch == '\0' || (prev == '/' && (ch == '/' || ch == '.')))
+            break;
+        prev = ch;
+        k++;
+    }
+    if (k == path.len) {
+        size_t n = path.len - 1 - (path.len > 1 && path.p[path.len - 1] == '/');
+        if (n < cap) {
+            memcpy(out, path.p + 1, n);
+            out[n] = '\0';
+            *dir_form = path.p[path.len - 1] == '/' || n == 0;
+            return (int)n;
+        }
+    }
     size_t o = 0;      /* output length */
     size_t seg = 0;    /* output offset where the current segment began */
     *dir_form = 0;
@@ -414,11 +445,19 @@ static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_en
      * it the compressed one (nginx's gzip_vary). */
     if (!c->conf->precompressed || f->key_len + 4 > PATH_MAX)
         return NULL;
+    /* Most files have no sibling: remember that for as long as the
+     * siblings' own (negative) cache entries stay fresh, which is as long
+     * as looking them up would have given the same answer. */
+    uint64_t now = c->hw->w.loop.now_ms, valid = c->hw->conf->open_file_cache_valid;
+    if (now < f->no_variant_until)
+        return NULL;
+    uint64_t until = UINT64_MAX;
     char name[PATH_MAX];
     memcpy(name, f->key, f->key_len);
     for (size_t i = 0; i < ARRAY_LEN(variants); i++) {
         memcpy(name + f->key_len, variants[i].ext, 3);
         fcache_entry *v = lookup(c, name, f->key_len + 3);
+        until = MIN(until, v->checked_ms + valid);
         int usable = !v->err && !v->is_dir &&
                      (v->mtime.tv_sec > f->mtime.tv_sec ||
                       (v->mtime.tv_sec == f->mtime.tv_sec && v->mtime.tv_nsec >= f->mtime.tv_nsec));
@@ -431,6 +470,8 @@ static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_en
         }
         fcache_release(v);
     }
+    if (!*any_variant)
+        f->no_variant_until = until;
     return NULL;
 }
 
@@ -460,6 +501,33 @@ static int if_range_ok(const http_request *r, const fcache_entry *f)
 static void release_entry(void *arg)
 {
     fcache_release(arg);
+}
+
+/* The header lines every 200/206 of f starts with, made once per cache
+ * entry: "Content-Type", "Last-Modified", "ETag", "Accept-Ranges".
+ * Returns an empty slice when out of memory (the caller writes them
+ * itself). */
+static str file_head(fcache_entry *f)
+{
+    if (!f->head) {
+        static const char ct[] = "Content-Type: ", lm[] = "\r\nLast-Modified: ",
+                          et[] = "\r\nETag: ", ar[] = "\r\nAccept-Ranges: bytes\r\n";
+        size_t n = sizeof ct + f->mime.len + sizeof lm + CLOCK_HTTP_DATE_LEN + sizeof et +
+                   f->etag_len + sizeof ar;
+        char *h = malloc(n), *p = h;
+        if (!h)
+            return STR_NULL;
+        p = mempcpy(p, ct, sizeof ct - 1);
+        p = mempcpy(p, f->mime.p, f->mime.len);
+        p = mempcpy(p, lm, sizeof lm - 1);
+        p = mempcpy(p, f->last_modified, CLOCK_HTTP_DATE_LEN);
+        p = mempcpy(p, et, sizeof et - 1);
+        p = mempcpy(p, f->etag, f->etag_len);
+        p = mempcpy(p, ar, sizeof ar - 1);
+        f->head = h;
+        f->head_len = (uint32_t)(p - h);
+    }
+    return (str){ f->head, f->head_len };
 }
 
 static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str mime,
@@ -493,28 +561,46 @@ static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str 
         }
     }
 
-    http_resp_begin(c, status);
-    http_resp_header(c, STR("Content-Type"), mime);
-    http_resp_header(c, STR("Last-Modified"), (str){ f->last_modified, CLOCK_HTTP_DATE_LEN });
-    http_resp_header(c, STR("ETag"), (str){ f->etag, f->etag_len });
-    http_resp_raw(c, "Accept-Ranges: bytes\r\n", 22);
-    if (coding)
-        http_resp_header(c, STR("Content-Encoding"), (str){ coding, strlen(coding) });
+    /* The head (and a small in-memory body) goes out in one piece. */
+    char cr[96];
+    str parts[16];
+    size_t np = 0;
+    str head = mime.p == f->mime.p && mime.len == f->mime.len ? file_head(f) : STR_NULL;
+    if (head.len) {
+        parts[np++] = head;
+    } else {
+        parts[np++] = STR("Content-Type: ");
+        parts[np++] = mime;
+        parts[np++] = STR("\r\nLast-Modified: ");
+        parts[np++] = (str){ f->last_modified, CLOCK_HTTP_DATE_LEN };
+        parts[np++] = STR("\r\nETag: ");
+        parts[np++] = (str){ f->etag, f->etag_len };
+        parts[np++] = STR("\r\nAccept-Ranges: bytes\r\n");
+    }
+    if (coding) {
+        parts[np++] = STR("Content-Encoding: ");
+        parts[np++] = (str){ coding, strlen(coding) };
+        parts[np++] = STR("\r\n");
+    }
     if (vary)
-        http_resp_raw(c, "Vary: Accept-Encoding\r\n", 23);
+        parts[np++] = STR("Vary: Accept-Encoding\r\n");
     if (status == 206) {
-        char cr[96];
         int n = snprintf(cr, sizeof cr, "Content-Range: bytes %llu-%llu/%llu\r\n",
                          (unsigned long long)first, (unsigned long long)last,
                          (unsigned long long)f->size);
-        http_resp_raw(c, cr, (size_t)n);
+        parts[np++] = (str){ cr, (size_t)n };
     }
-    http_resp_end_headers(c, len);
-    f->refs++; /* the output queue's, dropped by release_entry */
-    if (f->content)
-        http_resp_body_ref(c, f->content + first, (size_t)len, release_entry, f);
-    else
-        http_resp_body_fd(c, f->fd, first, len, release_entry, f);
+    assert(np <= ARRAY_LEN(parts));
+    if (f->content && len <= HTTP_COPY_MAX) {
+        http_resp_head(c, status, parts, np, len, f->content + first, (size_t)len);
+    } else {
+        http_resp_head(c, status, parts, np, len, NULL, 0);
+        f->refs++; /* the output queue's, dropped by release_entry */
+        if (f->content)
+            http_resp_body_ref(c, f->content + first, (size_t)len, release_entry, f);
+        else
+            http_resp_body_fd(c, f->fd, first, len, release_entry, f);
+    }
     http_resp_finish(c);
 }
 

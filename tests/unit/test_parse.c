@@ -98,6 +98,25 @@ static void check_full_req(const http_parser *p, const char *buf)
     assert_int_equal(p->expect_continue, 0);
 }
 
+/* The byte class table of parse.c against the definitions it encodes. */
+static void test_char_classes(void **state)
+{
+    (void)state;
+    static const char tchars[] = "!#$%&'*+-.^_`|~";
+    for (int ch = 0; ch < 256; ch++) {
+        int alnum = (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
+        int token = alnum || (ch && strchr(tchars, ch));
+        int value = ch == '\t' || (ch >= 0x20 && ch != 0x7f);
+        int target = ch > 0x20 && ch != 0x7f && ch != '#';
+        int regname = (token && ch != '#' && ch != '^' && ch != '`' && ch != '|') ||
+                      (ch && strchr("(),;=", ch));
+        uint8_t want = (uint8_t)((token ? HTTP_CH_TOKEN : 0) | (value ? HTTP_CH_VALUE : 0) |
+                                 (target ? HTTP_CH_TARGET : 0) | (regname ? HTTP_CH_REGNAME : 0));
+        if (http_char_class[ch] != want)
+            fail_msg("byte 0x%02x: class %u, expected %u", ch, http_char_class[ch], want);
+    }
+}
+
 static void test_parse_whole(void **state)
 {
     (void)state;
@@ -817,6 +836,7 @@ static void test_chunked_trailer_not_a_field(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_char_classes),
         cmocka_unit_test(test_parse_whole),
         cmocka_unit_test(test_parse_split_every_offset),
         cmocka_unit_test(test_parse_pipelined),
