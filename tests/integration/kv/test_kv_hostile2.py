@@ -52,3 +52,36 @@ def test_zrange_limit_extreme_offset(rb, reference, kv, cmd):
     got, want = both(rb, reference, *cmd)
     assert got == want
     assert rb.ping()
+
+
+# ACL SETUSER lim on >p ~d +@all; then as lim: SORT d BY nosort GET secret*
+# returned the value of key secret1, which lim may not read: the BY/GET
+# patterns bypassed the key check. Redis refuses both options to a user
+# without read access to every key.
+@pytest.mark.parametrize("cmd", [
+    ["SORT", "d", "BY", "nosort", "GET", "secret*"],
+    ["SORT", "d", "BY", "secret*"],
+    ["SORT", "d", "BY", "nosort", "GET", "#"],
+    ["SORT_RO", "d", "GET", "secret*"],
+    ["SORT", "d", "BY", "nosort"],
+    ["SORT", "d", "BY", "x", "LIMIT", "0", "1", "GET", "#"],
+    ["SORT", "d", "LIMIT", "0", "1", "BY", "k*", "STORE", "d"],
+])
+@pytest.mark.parametrize("keys", [["~d"], ["%W~*", "~d"], ["%R~*"], ["allkeys"]])
+def test_sort_patterns_need_full_key_access(kv, reference, cmd, keys):
+    admin = kv.client(decode_responses=False)
+    ref_port = reference.connection_pool.connection_kwargs["port"]
+    users = []
+    for a in (admin, reference):
+        a.execute_command("ACL", "SETUSER", "lim", "on", ">p", *keys, "+@all")
+        a.rpush("d", "1")
+        a.set("secret1", "TOPSECRET")
+    lim_b = kv.client(decode_responses=False, username="lim", password="p")
+    lim_r = redis.Redis(port=ref_port, username="lim", password="p", socket_timeout=10)
+    users = [lim_b, lim_r]
+    got, want = both(lim_b, lim_r, *cmd)
+    assert got == want
+    assert admin.ping()
+    for u in users:
+        u.close()
+    admin.close()
