@@ -3,6 +3,7 @@
  * Redis 7.0's replies, orderings and errors. Also the key positions of the
  * commands whose keys depend on their options (COMMAND GETKEYS). */
 /* qsort_r, newlocale and strcoll_l come with _GNU_SOURCE (set by the build). */
+#include "kv/acl.h"
 #include "kv/notify.h"
 #include "kv/db.h"
 #include "kv/mem.h"
@@ -330,6 +331,14 @@ static void load_set(dict *s, sort_item *v)
 
 enum { MAX_GETS_STACK = 8 };
 
+/* BY and GET patterns read keys the ACL key check never saw (they are
+ * built from the elements): as in Redis, only a user that may read every
+ * key may use them. An open user costs one flag test. */
+static int sort_may_read_any_key(kv_client *c)
+{
+    return kv_acl_full_key_access(c, c->cmd, c->argc, c->argv);
+}
+
 static void sort_generic(kv_client *c, int readonly)
 {
     int desc = 0, alpha = 0, dontsort = 0, has_store = 0;
@@ -364,7 +373,15 @@ static void sort_generic(kv_client *c, int readonly)
              * (and, as in Redis, a later BY does not undo that). */
             if (!memchr(by.p, '*', cstr_len(by)))
                 dontsort = 1;
+            else if (!sort_may_read_any_key(c)) {
+                reply_error(c, "ERR BY option of SORT denied due to insufficient ACL permissions.");
+                goto cleanup;
+            }
         } else if (arg_is(a, "get") && left >= 1) {
+            if (!sort_may_read_any_key(c)) {
+                reply_error(c, "ERR GET option of SORT denied due to insufficient ACL permissions.");
+                goto cleanup;
+            }
             if (ngets == MAX_GETS_STACK && gets == gets_stack) {
                 gets = kv_malloc((size_t)c->argc * sizeof *gets);
                 memcpy(gets, gets_stack, sizeof gets_stack);

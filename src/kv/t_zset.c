@@ -395,7 +395,11 @@ static void range_by(zsink *s, zset *z, int by, const zrange_score *rs, const zr
         else
             x = rev ? zset_last_in_lex(z, rl) : zset_first_in_lex(z, rl);
     }
-    while (x && offset-- > 0)
+    /* A negative offset selects nothing (as in Redis); never decrement
+     * past it, it may be LLONG_MIN. */
+    if (offset < 0)
+        x = NULL;
+    for (; x && offset > 0; offset--)
         x = rev ? x->backward : x->lv[0].forward;
     while (x && limit != 0) {
         int in = by == BY_SCORE

@@ -30,7 +30,9 @@ def rss_kb(pid: int) -> int:
 
 def sanitized() -> bool:
     with open(KV_BIN, "rb") as f:
-        return b"AddressSanitizer" in f.read()
+        # GCC links libasan dynamically: the binary holds the symbol
+        # __asan_init, not the string "AddressSanitizer".
+        return b"__asan_init" in f.read()
 
 
 def wait_port(port: int, timeout: float = 10.0):
