@@ -221,27 +221,7 @@ static int is_word(str s, const char *w)
     return 1;
 }
 
-/* One reader for the loader and for --check-aof, so the two can never
- * disagree about a file: RESP framing (multibulk only), known command
- * names, MULTI/EXEC pairing. It streams the file and hands every accepted
- * command to a callback (the loader runs it; the checker only counts). */
-enum aof_verdict { AOF_VALID, AOF_TRUNCATED, AOF_BAD, AOF_IO_ERROR };
-
-typedef struct {
-    enum aof_verdict verdict;
-    off_t size;      /* bytes read */
-    off_t good;      /* end of the last whole command outside a MULTI: cutting
-                      * the file there keeps every complete write */
-    off_t bad_at;    /* AOF_BAD: where the refused command starts */
-    int in_multi;    /* AOF_TRUNCATED: the file ends inside a MULTI */
-    long long ncmds;
-    char why[160];   /* AOF_BAD, AOF_IO_ERROR: what is wrong */
-} aof_read_result;
-
-/* argv is valid until the callback returns. */
-typedef void (*aof_cmd_fn)(void *ud, int argc, str *argv);
-
-static void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
+void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
 {
     memset(res, 0, sizeof *res);
     res->bad_at = -1;
