@@ -7,7 +7,9 @@
 
 #include "core/log.h"
 #include "kv/acl.h"
+#include "kv/config.h"
 #include "kv/db.h"
+#include "kv/mem.h"
 #include "kv/pubsub.h"
 #include "kv/server.h"
 #include "kv/util.h"
@@ -66,7 +68,7 @@ static str kvf_run(int argc, const str *argv)
 }
 
 /* kvf_run of C strings, NULL-terminated. */
-static str kvf_cmd(const char *a0, ...)
+static inline str kvf_cmd(const char *a0, ...)
 {
     str argv[16];
     int argc = 0;
@@ -78,9 +80,9 @@ static str kvf_cmd(const char *a0, ...)
     return kvf_run(argc, argv);
 }
 
-static int kvf_is_error(str r) { return r.len > 0 && r.p[0] == '-'; }
+static inline int kvf_is_error(str r) { return r.len > 0 && r.p[0] == '-'; }
 
-static void kvf_flushall(void)
+static inline void kvf_flushall(void)
 {
     for (int i = 0; i < srv.cfg.databases; i++)
         db_flush(&srv.dbs[i]);
