@@ -230,7 +230,8 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
     resp_parser_init(&p);
     str *argv = NULL;
     size_t argv_cap = 0;
-    off_t base = 0; /* file offset of b.data[0] */
+    off_t base = 0;   /* file offset of b.data[0] */
+    off_t cmd_at = 0; /* file offset where the next command starts */
     int in_multi = 0, eof = 0;
     for (;;) {
         if (!eof) {
@@ -251,9 +252,19 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
         for (;;) {
             int r = resp_parse(&p, b.data, b.len);
             off_t start = base + (off_t)p.start;
-            if (r != RESP_ERROR && p.kind == 'i') {
+            /* Every command must start with '*' where the last one ended,
+             * as Redis's loader wants. resp_parse skips empty lines and
+             * "*0" on its own, and how far it got before stopping depends
+             * on how the reads were cut: judge at cmd_at, not after. */
+            off_t at = p.kind ? start : base + (off_t)p.pos;
+            if (at != cmd_at || (r != RESP_ERROR && p.kind == 'i')) {
+                char c = b.data[cmd_at - base];
                 r = RESP_ERROR;
-                snprintf(p.err, sizeof p.err, "expected '*', got '%c'", b.data[p.start]);
+                start = cmd_at;
+                if (c == '*')
+                    snprintf(p.err, sizeof p.err, "invalid multibulk length");
+                else
+                    snprintf(p.err, sizeof p.err, "expected '*', got '%c'", c);
             }
             if (r == RESP_AGAIN)
                 break;
@@ -293,6 +304,7 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
                 fn(ud, argc, argv);
             res->ncmds++;
             resp_parser_next(&p);
+            cmd_at = base + (off_t)p.pos;
             if (!in_multi)
                 res->good = base + (off_t)p.pos;
         }
