@@ -255,9 +255,11 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
             /* Every command must start with '*' where the last one ended,
              * as Redis's loader wants. resp_parse skips empty lines and
              * "*0" on its own, and how far it got before stopping depends
-             * on how the reads were cut: judge at cmd_at, not after. */
+             * on how the reads were cut: judge at cmd_at, not after. An
+             * inline command gets the same message whether resp_parse
+             * finished it (or found it malformed) or not. */
             off_t at = p.kind ? start : base + (off_t)p.pos;
-            if (at != cmd_at || (r != RESP_ERROR && p.kind == 'i')) {
+            if (at != cmd_at || p.kind == 'i') {
                 char c = b.data[cmd_at - base];
                 r = RESP_ERROR;
                 start = cmd_at;
