@@ -250,6 +250,9 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
             b.len += (size_t)n;
         }
         for (;;) {
+            /* resp_parse unquotes inline commands in place: keep the
+             * byte the command starts with for the message. */
+            char first = cmd_at - base < (off_t)b.len ? b.data[cmd_at - base] : 0;
             int r = resp_parse(&p, b.data, b.len);
             off_t start = base + (off_t)p.start;
             /* Every command must start with '*' where the last one ended,
@@ -260,7 +263,7 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
              * finished it (or found it malformed) or not. */
             off_t at = p.kind ? start : base + (off_t)p.pos;
             if (at != cmd_at || p.kind == 'i') {
-                char c = b.data[cmd_at - base];
+                char c = first;
                 r = RESP_ERROR;
                 start = cmd_at;
                 if (c == '*')
