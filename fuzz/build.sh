@@ -61,6 +61,7 @@ compile() { # src extra-flags...
 CORE_SRC=$(ls "$ROOT"/src/core/*.c)
 HTTP_SRC=$(ls "$ROOT"/src/http/*.c)
 KV_SRC="$ROOT/src/kv/resp.c $ROOT/src/kv/mem.c $ROOT/src/kv/util.c"
+KV_ALL_SRC=$(ls "$ROOT"/src/kv/*.c) # the whole server, for fuzz_kv_* (commands run in-process)
 
 build_lib() { # name sources...
     local name=$1; shift
@@ -80,6 +81,7 @@ build_lib() { # name sources...
 build_lib brisk_core $CORE_SRC
 build_lib brisk_http $HTTP_SRC
 build_lib brisk_kvproto $KV_SRC
+build_lib brisk_kv $KV_ALL_SRC
 
 INIH_LIBS=$(pkg-config --libs inih 2>/dev/null || echo -linih)
 
@@ -88,6 +90,9 @@ link_target() {
     local t=$1 src="$ROOT/fuzz/$1.c" libs=()
     case $t in
         fuzz_resp) libs=("$OUT/libbrisk_kvproto.a" -lm) ;;
+        fuzz_kv_aof) # reads are cut into pieces chosen by the input: see fuzz_kv_aof.c
+                   libs=(-Wl,--wrap=read "$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS -lpthread -lm) ;;
+        fuzz_kv_*) libs=("$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS -lpthread -lm) ;;
         fuzz_conf) # keep the fuzzer from creating log files or reading
                    # arbitrary MIME files: see fuzz_conf.c
                    libs=(-Wl,--wrap=log_open_append -Wl,--wrap=mime_load

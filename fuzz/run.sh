@@ -68,6 +68,11 @@ if [ "$mode" = coverage ]; then
             fuzz_range) srcs=("$ROOT/src/http/static.c"); funcs="static_parse_range" ;;
             fuzz_resp) srcs=("$ROOT/src/kv/resp.c"); funcs="*" ;;
             fuzz_conf) srcs=("$ROOT/src/core/conf.c" "$ROOT/src/http/config.c"); funcs="*" ;;
+            fuzz_kv_rdb) srcs=("$ROOT/src/kv/rdb.c" "$ROOT/src/kv/rdb_file.c"); funcs="*" ;;
+            fuzz_kv_aof) srcs=("$ROOT/src/kv/aof.c"); funcs="aof_read" ;;
+            fuzz_kv_hll) srcs=("$ROOT/src/kv/hyperloglog.c"); funcs="*" ;;
+            fuzz_kv_acl) srcs=("$ROOT/src/kv/acl.c"); funcs="*" ;;
+            fuzz_kv_geohash) srcs=("$ROOT/src/kv/geohash.c"); funcs="*" ;;
             fuzz_foods_json) srcs=("$ROOT/apps/foods/validate.c" "$ROOT/apps/foods/jsonw.c")
                 funcs="foods_fail prescan foods_parse_json foods_check_text get_text get_number get_id foods_food_from_json foods_template_from_json foods_parse_int jw_escape jw_str jw_format_double utf8_valid_prefix utf8_count" ;;
             *) srcs=(); funcs="*" ;;
@@ -108,6 +113,10 @@ target_opts() {
         fuzz_path)      opts+=(-max_len=8192) ;;
         fuzz_resp)      opts+=(-max_len=8192) ;;
         fuzz_conf)      opts+=(-max_len=8192) ;;
+        fuzz_kv_rdb)    opts+=(-max_len=16384) ;;
+        fuzz_kv_aof)    opts+=(-max_len=8192) ;;
+        fuzz_kv_hll)    opts+=(-max_len=16384) ;;
+        fuzz_kv_acl)    opts+=(-max_len=4096) ;;
     esac
     [ -f "$ROOT/fuzz/dict/$t.dict" ] && opts+=(-dict="$ROOT/fuzz/dict/$t.dict")
     printf '%s\n' "${opts[@]}"

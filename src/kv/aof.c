@@ -222,27 +222,7 @@ static int is_word(str s, const char *w)
     return 1;
 }
 
-/* One reader for the loader and for --check-aof, so the two can never
- * disagree about a file: RESP framing (multibulk only), known command
- * names, MULTI/EXEC pairing. It streams the file and hands every accepted
- * command to a callback (the loader runs it; the checker only counts). */
-enum aof_verdict { AOF_VALID, AOF_TRUNCATED, AOF_BAD, AOF_IO_ERROR };
-
-typedef struct {
-    enum aof_verdict verdict;
-    off_t size;      /* bytes read */
-    off_t good;      /* end of the last whole command outside a MULTI: cutting
-                      * the file there keeps every complete write */
-    off_t bad_at;    /* AOF_BAD: where the refused command starts */
-    int in_multi;    /* AOF_TRUNCATED: the file ends inside a MULTI */
-    long long ncmds;
-    char why[160];   /* AOF_BAD, AOF_IO_ERROR: what is wrong */
-} aof_read_result;
-
-/* argv is valid until the callback returns. */
-typedef void (*aof_cmd_fn)(void *ud, int argc, str *argv);
-
-static void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
+void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
 {
     memset(res, 0, sizeof *res);
     res->bad_at = -1;
@@ -251,7 +231,8 @@ static void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
     resp_parser_init(&p);
     str *argv = NULL;
     size_t argv_cap = 0;
-    off_t base = 0; /* file offset of b.data[0] */
+    off_t base = 0;   /* file offset of b.data[0] */
+    off_t cmd_at = 0; /* file offset where the next command starts */
     int in_multi = 0, eof = 0;
     for (;;) {
         if (!eof) {
@@ -270,11 +251,26 @@ static void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
             b.len += (size_t)n;
         }
         for (;;) {
+            /* resp_parse unquotes inline commands in place: keep the
+             * byte the command starts with for the message. */
+            char first = cmd_at - base < (off_t)b.len ? b.data[cmd_at - base] : 0;
             int r = resp_parse(&p, b.data, b.len);
             off_t start = base + (off_t)p.start;
-            if (r != RESP_ERROR && p.kind == 'i') {
+            /* Every command must start with '*' where the last one ended,
+             * as Redis's loader wants. resp_parse skips empty lines and
+             * "*0" on its own, and how far it got before stopping depends
+             * on how the reads were cut: judge at cmd_at, not after. An
+             * inline command gets the same message whether resp_parse
+             * finished it (or found it malformed) or not. */
+            off_t at = p.kind ? start : base + (off_t)p.pos;
+            if (at != cmd_at || p.kind == 'i') {
+                char c = first;
                 r = RESP_ERROR;
-                snprintf(p.err, sizeof p.err, "expected '*', got '%c'", b.data[p.start]);
+                start = cmd_at;
+                if (c == '*')
+                    snprintf(p.err, sizeof p.err, "invalid multibulk length");
+                else
+                    snprintf(p.err, sizeof p.err, "expected '*', got '%c'", c);
             }
             if (r == RESP_AGAIN)
                 break;
@@ -314,6 +310,7 @@ static void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
                 fn(ud, argc, argv);
             res->ncmds++;
             resp_parser_next(&p);
+            cmd_at = base + (off_t)p.pos;
             if (!in_multi)
                 res->good = base + (off_t)p.pos;
         }

@@ -7,6 +7,8 @@
 
 #include "kv/server.h"
 
+#include <sys/types.h>
+
 /* Loads path into the keyspace. Returns 0 (also when the file is absent),
  * or -1 after logging why the server must not start. */
 int aof_load(const char *path);
@@ -27,6 +29,29 @@ void aof_stop_fsync_thread(void);
 void aof_start_fsync_thread(void);
 /* MULTI/EXEC framing of a transaction's writes. */
 void aof_exec_end(void);
+/* One reader for the loader and for --check-aof, so the two can never
+ * disagree about a file: RESP framing (multibulk only), known command
+ * names, MULTI/EXEC pairing. It streams the file and hands every accepted
+ * command to a callback (the loader runs it; the checker only counts). */
+enum aof_verdict { AOF_VALID, AOF_TRUNCATED, AOF_BAD, AOF_IO_ERROR };
+
+typedef struct {
+    enum aof_verdict verdict;
+    off_t size;      /* bytes read */
+    off_t good;      /* end of the last whole command outside a MULTI: cutting
+                      * the file there keeps every complete write */
+    off_t bad_at;    /* AOF_BAD: where the refused command starts */
+    int in_multi;    /* AOF_TRUNCATED: the file ends inside a MULTI */
+    long long ncmds;
+    char why[160];   /* AOF_BAD, AOF_IO_ERROR: what is wrong */
+} aof_read_result;
+
+typedef void (*aof_cmd_fn)(void *ud, int argc, str *argv);
+
+/* Reads fd to its end; argv is valid until the callback returns. fn may be
+ * NULL (the checker). */
+void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res);
+
 /* brisk-kv --check-aof [--fix] FILE. Returns the process exit code. */
 int aof_check_main(const char *path, int fix);
 

@@ -50,10 +50,12 @@ static uint64_t interleave(uint32_t lat, uint32_t lon)
 int geohash_encode(geohash_range lon_r, geohash_range lat_r, double lon, double lat, int step,
                    geohash_bits *out)
 {
-    if (lon > GEOHASH_LON_MAX || lon < GEOHASH_LON_MIN || lat > GEOHASH_LAT_MAX ||
-        lat < GEOHASH_LAT_MIN)
+    /* Written as "inside" tests so that NaN, which compares false with
+     * everything, is refused too (it would reach the integer casts). */
+    if (!(lon >= GEOHASH_LON_MIN && lon <= GEOHASH_LON_MAX && lat >= GEOHASH_LAT_MIN &&
+          lat <= GEOHASH_LAT_MAX))
         return 0;
-    if (lat < lat_r.min || lat > lat_r.max || lon < lon_r.min || lon > lon_r.max)
+    if (!(lat >= lat_r.min && lat <= lat_r.max && lon >= lon_r.min && lon <= lon_r.max))
         return 0;
     double lat_off = (lat - lat_r.min) / (lat_r.max - lat_r.min);
     double lon_off = (lon - lon_r.min) / (lon_r.max - lon_r.min);

@@ -47,7 +47,7 @@ static uint32_t name_hash(const char *p, size_t n)
     return h;
 }
 
-static void cmd_table_init(void)
+void kv_cmd_table_init(void)
 {
     for (size_t i = 0; i < kv_ncommands; i++) {
         const kv_cmd *cmd = &kv_commands[i];
@@ -943,7 +943,7 @@ int kv_server_main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
-        cmd_table_init(); /* the checker refuses unknown commands, as the loader */
+        kv_cmd_table_init(); /* the checker refuses unknown commands, as the loader */
         return aof_check_main(argv[2 + fix], fix);
     }
     srv.executable = argv[0];
@@ -994,7 +994,7 @@ int kv_server_main(int argc, char **argv)
     srv.aof_last_bgrewrite_ok = 1;
     pthread_mutex_init(&srv.fsync_mu, NULL);
     pthread_cond_init(&srv.fsync_cv, NULL);
-    cmd_table_init();
+    kv_cmd_table_init();
     if (kv_acl_init() < 0)
         return 1;
     kv_ticks_calibrate();

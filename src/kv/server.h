@@ -523,6 +523,9 @@ void kv_call(kv_client *c);
 kv_client *kv_client_new_fake(void);
 void kv_client_free_fake(kv_client *c);
 const kv_cmd *kv_cmd_lookup(str name);
+/* Fills the name -> command table kv_cmd_lookup reads (once, at start;
+ * also for harnesses that run commands without kv_server_main). */
+void kv_cmd_table_init(void);
 /* Whether a peer address is this host: 127.0.0.0/8, ::1, ::ffff:127.x or
  * a Unix socket (the clients protected mode lets in). */
 int kv_peer_is_local(const struct sockaddr *sa);
