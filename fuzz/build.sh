@@ -21,8 +21,12 @@ find_cc() {
 }
 CC=$(find_cc)
 
+# brisk-kv's scripting includes Lua 5.1's headers (Debian: liblua5.1-0-dev).
+LUA_CFLAGS=$(pkg-config --cflags lua5.1 2>/dev/null || echo -I/usr/include/lua5.1)
+LUA_LIBS=$(pkg-config --libs lua5.1-cjson lua5.1-bitop lua5.1 2>/dev/null ||
+           echo -llua5.1-cjson -llua5.1-bitop -llua5.1)
 CFLAGS=(-std=c17 -D_GNU_SOURCE -DBRISK_VERSION='"fuzz"' -I"$ROOT/src" -I"$ROOT/include"
-        -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter)
+        $LUA_CFLAGS -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter)
 if [ "${FUZZ_COVERAGE:-0}" = 1 ]; then
     OUT=$OUT/cov
     CFLAGS+=(-fprofile-instr-generate -fcoverage-mapping)
@@ -91,8 +95,10 @@ link_target() {
     case $t in
         fuzz_resp) libs=("$OUT/libbrisk_kvproto.a" -lm) ;;
         fuzz_kv_aof) # reads are cut into pieces chosen by the input: see fuzz_kv_aof.c
-                   libs=(-Wl,--wrap=read "$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS -lpthread -lm) ;;
-        fuzz_kv_*) libs=("$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS -lpthread -lm) ;;
+                   libs=(-Wl,--wrap=read "$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS
+                         $LUA_LIBS -lpthread -lm) ;;
+        fuzz_kv_*) libs=("$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS $LUA_LIBS -lpthread
+                         -lm) ;;
         fuzz_conf) # keep the fuzzer from creating log files or reading
                    # arbitrary MIME files: see fuzz_conf.c
                    libs=(-Wl,--wrap=log_open_append -Wl,--wrap=mime_load

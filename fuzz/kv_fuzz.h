@@ -48,6 +48,7 @@ static void kvf_init(void)
         db_init(&srv.dbs[i], i);
     pubsub_init();
     tracking_init();
+    kv_introspect_init();
     kvf_client = kv_client_new_fake();
 }
 
