@@ -135,7 +135,7 @@ void multi_command(kv_client *c)
     reply_ok(c);
 }
 
-static void discard_transaction(kv_client *c)
+void kv_discard_transaction(kv_client *c)
 {
     for (int i = 0; i < c->mcount; i++)
         kv_free(c->mq[i].argv);
@@ -150,7 +150,7 @@ void discard_command(kv_client *c)
         reply_error(c, "ERR DISCARD without MULTI");
         return;
     }
-    discard_transaction(c);
+    kv_discard_transaction(c);
     reply_ok(c);
 }
 
@@ -162,11 +162,11 @@ void exec_command(kv_client *c)
     }
     if (c->flags & CLIENT_DIRTY_EXEC) {
         reply_error(c, "EXECABORT Transaction discarded because of previous errors.");
-        discard_transaction(c);
+        kv_discard_transaction(c);
         return;
     }
     if (c->flags & CLIENT_DIRTY_CAS) {
-        discard_transaction(c);
+        kv_discard_transaction(c);
         reply_null_array(c);
         return;
     }

@@ -1401,14 +1401,24 @@ int script_busy_refuses(kv_client *c, const kv_cmd *cmd)
                (STR_IEQ(c->argv[1], "kill") ||
                 (cmd->proc == function_command && STR_IEQ(c->argv[1], "stats")))) {
         return 0;
-    } else if (cmd->proc == auth_command || cmd->proc == hello_command) {
-        return 0;
+    } else if (cmd->proc == auth_command || cmd->proc == hello_command ||
+               cmd->proc == multi_command || cmd->proc == discard_command ||
+               cmd->proc == watch_command || cmd->proc == unwatch_command) {
+        return 0; /* Redis 7.0's allow-busy commands (MULTI: a transaction pipelined
+                   * across the timeout is flagged, not half-accepted) */
     }
-    reply_error(c, run && run->is_func
-                       ? "BUSY Redis is busy running a script. You can only call FUNCTION KILL or "
-                         "SHUTDOWN NOSAVE."
-                       : "BUSY Redis is busy running a script. You can only call SCRIPT KILL or "
-                         "SHUTDOWN NOSAVE.");
+    const char *msg = run && run->is_func
+                          ? "BUSY Redis is busy running a script. You can only call FUNCTION KILL "
+                            "or SHUTDOWN NOSAVE."
+                          : "BUSY Redis is busy running a script. You can only call SCRIPT KILL "
+                            "or SHUTDOWN NOSAVE.";
+    if (cmd->proc == exec_command && (c->flags & CLIENT_MULTI)) {
+        /* as Redis's execCommandAbort: the transaction is gone, with the reason */
+        kv_discard_transaction(c);
+        reply_errorf(c, "EXECABORT Transaction discarded because of: %s", msg);
+        return 1;
+    }
+    reply_error(c, msg);
     return 1;
 }
 

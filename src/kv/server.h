@@ -538,6 +538,8 @@ void kv_touch_db(kv_db *db); /* every watched key of db */
  * value changes, as Redis. */
 void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with);
 void kv_unwatch_all(kv_client *c);
+/* Leaves MULTI: the queued commands and WATCHes are dropped (multi.c). */
+void kv_discard_transaction(kv_client *c);
 str kv_watch_key_fn(const dict_node *n);
 void kv_client_set_db(kv_client *c, int id);
 int kv_client_info(kv_client *c, buf *out);
