@@ -58,6 +58,14 @@ def versions():
         deb = pkg_version(pkg) if pkg else None
         v[name] = "; ".join(x for x in (out, f"Debian package {pkg} {deb}" if deb else "") if x)
     tool("nginx", ["nginx", "-v"], "nginx-light")
+    tool("h2o", ["h2o", "--version"], "h2o")
+    peers = harness.PEER_BIN
+    v["bun"] = (first_line(cmd_output([str(peers / "node_modules" / ".bin" / "bun"), "--version"]))
+                if (peers / "node_modules" / ".bin" / "bun").exists() else "not installed")
+    gomod = harness.PEERS / "fasthttp" / "go.mod"
+    v["fasthttp"] = next((ln.split()[-1] for ln in gomod.read_text().splitlines()
+                          if "valyala/fasthttp" in ln), "?") if (peers / "fasthttp-peer").exists() \
+        else "not built"
     tool("node", ["node", "--version"], "nodejs")
     tool("redis-server", ["redis-server", "--version"], "redis-server")
     tool("redis-benchmark", ["redis-benchmark", "--version"], "redis-tools")

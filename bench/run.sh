@@ -18,6 +18,8 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 if [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
   need=()
   [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+  command -v h2o >/dev/null || need+=(h2o)
+  command -v npm >/dev/null || need+=(npm)
   [ -f /etc/nginx/mime.types ] || have_pkg nginx-common || need+=(nginx-common)
   command -v redis-server >/dev/null || need+=(redis-server)
   command -v redis-benchmark >/dev/null && command -v redis-cli >/dev/null || need+=(redis-tools)
@@ -51,6 +53,31 @@ if [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
     { python3 -m venv bench/.venv &&
       bench/.venv/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt; } ||
       echo "[bench] could not set up bench/.venv: no charts this time" >&2
+  fi
+fi
+
+# The fastest peers and the limit probe, in bench/.peers (not committed):
+# Bun from npm, Go's fasthttp built from bench/peers/fasthttp (the Go module
+# proxy), the probe from bench/peers/probe.c. A peer that cannot be set up is
+# left out of the races, and the report says so.
+if [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
+  mkdir -p bench/.peers
+  cc -O2 -Wall -o bench/.peers/probe bench/peers/probe.c ||
+    echo "[bench] could not build the limit probe" >&2
+  if [ ! -x bench/.peers/node_modules/.bin/bun ]; then
+    echo "[bench] installing Bun (npm package bun) into bench/.peers" >&2
+    npm install --prefix bench/.peers --no-audit --no-fund --silent bun@1 >/dev/null 2>&1 ||
+      echo "[bench] could not install Bun: its races are skipped" >&2
+  fi
+  if [ ! -x bench/.peers/fasthttp-peer ] || [ bench/peers/fasthttp/main.go -nt bench/.peers/fasthttp-peer ]; then
+    if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then PATH=$PATH:/usr/local/go/bin; fi
+    if command -v go >/dev/null; then
+      echo "[bench] building the fasthttp peer (Go module proxy)" >&2
+      (cd bench/peers/fasthttp && go build -o ../../.peers/fasthttp-peer .) ||
+        echo "[bench] could not build the fasthttp peer: its races are skipped" >&2
+    else
+      echo "[bench] no Go toolchain: the fasthttp races are skipped" >&2
+    fi
   fi
 fi
 

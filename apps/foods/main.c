@@ -86,6 +86,22 @@ static long number_arg(const char *name, const char *v, long max)
     return (long)n;
 }
 
+/* "database sqlite foods.db" / "database postgresql postgres://u:***@h/db":
+ * the start-up line names the database, never its password. */
+static void describe_db(const db_config *db, char *out, size_t cap)
+{
+    const char *t = db->target ? db->target : "";
+    const char *scheme = strstr(t, "://");
+    const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+    const char *colon = at ? memchr(scheme + 3, ':', (size_t)(at - scheme - 3)) : NULL;
+    if (colon)
+        snprintf(out, cap, "database %s %.*s:***%s", db_kind_name(db->kind), (int)(colon - t), t, at);
+    else if (!scheme && strstr(t, "password"))
+        snprintf(out, cap, "database %s (conninfo)", db_kind_name(db->kind));
+    else
+        snprintf(out, cap, "database %s %s", db_kind_name(db->kind), t);
+}
+
 int main(int argc, char **argv)
 {
     const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
@@ -143,6 +159,9 @@ int main(int argc, char **argv)
         waited += 250;
     }
 
+    char what[256];
+    describe_db(&foods.db, what, sizeof what);
+    brisk_server_describe(s, what);
     brisk_max_body(s, FOODS_MAX_BODY);
     brisk_on_worker(s, on_worker, NULL);
     if (foods_routes(s) < 0) {

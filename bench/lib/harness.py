@@ -108,6 +108,75 @@ def simple_server(name, argv_fn, workdir, stop_sig=signal.SIGTERM):
     return make
 
 
+# ---------------------------------------------------------------- the fastest peers
+
+PEER_BIN = BENCH / ".peers"  # built or installed by bench/run.sh
+
+
+def peer_available(name):
+    """Whether bench/run.sh could set this peer up (it says why not)."""
+    return {"bun": (PEER_BIN / "node_modules" / ".bin" / "bun").exists(),
+            "fasthttp": (PEER_BIN / "fasthttp-peer").exists(),
+            "probe": (PEER_BIN / "probe").exists(),
+            "h2o": bool(shutil.which("h2o"))}.get(name, True)
+
+
+def bun_server(script, workdir):
+    bun = str(PEER_BIN / "node_modules" / ".bin" / "bun")
+    return simple_server("bun", lambda p: [bun, str(PEERS / script), str(p), "127.0.0.1"], workdir)
+
+
+def fasthttp_server(mode, workdir, procs=1):
+    """fasthttp with GOMAXPROCS=procs (1: the per-core races)."""
+    def make(port):
+        return Server("fasthttp", ["env", f"GOMAXPROCS={procs}", str(PEER_BIN / "fasthttp-peer"),
+                                   mode, f"127.0.0.1:{port}"], signal.SIGTERM, workdir=workdir)
+    return make
+
+
+def capture_response(port, path):
+    """The exact bytes of one response to GET path (head and body, by
+    Content-Length), for the probe to send back."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        c.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = c.recv(65536)
+            if not chunk:
+                raise BenchError(f"no response to GET {path} on :{port}")
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+        want = int(m.group(1)) if m else 0
+        while len(body) < want:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return head + b"\r\n\r\n" + body[:want]
+
+
+def probe_server(workdir, reference_make, path):
+    """The limit probe answering with the exact bytes reference_make's
+    server sends for GET path (captured once, then frozen)."""
+    cache = {}
+
+    def make(port):
+        if "file" not in cache:
+            ref_port = free_port()
+            ref = reference_make(ref_port).start(ref_port)
+            try:
+                resp = capture_response(ref.port, path)
+            finally:
+                ref.stop()
+            f = Path(workdir) / f"probe-response-{len(cache)}-{port}.bin"
+            f.write_bytes(resp)
+            cache["file"] = f
+        return Server("probe", [str(PEER_BIN / "probe"), str(port), str(cache["file"])],
+                      signal.SIGTERM, workdir=workdir)
+    return make
+
+
 # ---------------------------------------------------------------- load generators
 
 def run_wrk(prefix, url, duration, threads=1, conns=50, pipeline=0):

@@ -13,9 +13,21 @@ import traceback
 from pathlib import Path
 
 import rest_load
-from harness import (BIN, PEERS, BenchError, finish_case, free_port, log, measure_costs,
-                     new_case, run_alternating, run_hey, run_httperf, run_redis_benchmark,
-                     run_wrk, sb, simple_server, summarize)
+from harness import (BIN, PEERS, BenchError, bun_server, fasthttp_server, finish_case, free_port,
+                     log, measure_costs, new_case, peer_available, probe_server, run_alternating,
+                     run_hey, run_httperf, run_redis_benchmark, run_wrk, sb, simple_server,
+                     summarize)
+
+
+def with_available(race, names):
+    """names less the peers bench/run.sh could not set up (noted once)."""
+    out = []
+    for n in names:
+        if peer_available(n):
+            out.append(n)
+        else:
+            race["notes"].append(f"{n} is not set up here (bench/run.sh installs it): not raced.")
+    return out
 
 
 def new_race(key, title, peer, status="ok", reason=""):
@@ -128,7 +140,10 @@ def race_hello(ctx):
                                                    f"127.0.0.1:{p}", "--workers", "1"], tmp),
         "node": simple_server("node", lambda p: ["node", str(PEERS / "hello.js"), str(p),
                                                  "127.0.0.1"], tmp),
+        "bun": bun_server("bun-hello.js", tmp),
+        "fasthttp": fasthttp_server("hello", tmp),
     }
+    mk["probe"] = probe_server(tmp, mk["brisk"], "/")
     mk_all = {
         "brisk": simple_server("brisk", lambda p: [str(BIN / "brisk-hello"), "--listen",
                                                    f"127.0.0.1:{p}", "--workers", "2"], tmp),
@@ -139,7 +154,11 @@ def race_hello(ctx):
     def check(name, srv):
         check_http(srv, "/", body="Hello World")
 
-    wrk_cases(ctx, race, ["brisk", "node"], mk, [
+    race["method"].append("The fastest peers, per core: Bun (`bun bench/peers/bun-hello.js`, "
+                          "Bun.serve) and Go's fasthttp (`bench/peers/fasthttp`, GOMAXPROCS=1); "
+                          "the limit probe (bench/peers/probe.c: counts `\\r\\n\\r\\n` and "
+                          "writes brisk's own response bytes) shows what the machine allows.")
+    wrk_cases(ctx, race, with_available(race, ["brisk", "node", "bun", "fasthttp", "probe"]), mk, [
         ("core-ka", "1 core, keep-alive", "/", 0, None, True, check),
         ("core-p16", "1 core, pipelined 16", "/", 16, 3.0, True, check),
     ], srv_pin, cli_pin)
@@ -173,7 +192,9 @@ def race_static(ctx):
     srv_pin, cli_pin = pins(ctx)
     root = tmp / "www"
     sb.make_docroot(root)
-    mk = {"brisk": sb.brisk_server(tmp, root), "nginx": sb.nginx_server("nginx", tmp, root)}
+    mk = {"brisk": sb.brisk_server(tmp, root), "nginx": sb.nginx_server("nginx", tmp, root),
+          "h2o": sb.h2o_server("h2o", tmp, root)}
+    mk["probe"] = probe_server(tmp, mk["brisk"], f"/{sb.SMALL}")
     race["method"] = [
         "The race of bench/static.sh: a 117-byte `index.html` and a 1 MiB `1m.bin` served from "
         "one temp dir. brisk `--workers 1 --access-log off`; nginx from "
@@ -185,10 +206,21 @@ def race_static(ctx):
     def check(name, srv):
         sb.verify(srv, root, tmp)
 
+    def check_any(name, srv):
+        if name == "probe":
+            check_http(srv, small, length=sb.SMALL_SIZE)
+        else:
+            sb.verify(srv, root, tmp)
+
     small, big = f"/{sb.SMALL}", f"/{sb.BIG}"
-    wrk_cases(ctx, race, ["brisk", "nginx"], mk, [
-        ("small-ka", "117 B, wrk keep-alive", small, 0, 1.5, True, check),
-        ("small-p16", "117 B, wrk pipelined 16", small, 16, 10.0, True, check),
+    race["method"].append("Also h2o (Debian's h2o, `num-threads: 1`, file.dir) and, on the 117-byte "
+                          "file, the limit probe (bench/peers/probe.c) answering with brisk's own "
+                          "response bytes.")
+    wrk_cases(ctx, race, with_available(race, ["brisk", "nginx", "h2o", "probe"]), mk, [
+        ("small-ka", "117 B, wrk keep-alive", small, 0, 1.5, True, check_any),
+        ("small-p16", "117 B, wrk pipelined 16", small, 16, 10.0, True, check_any),
+    ], srv_pin, cli_pin)
+    wrk_cases(ctx, race, with_available(race, ["brisk", "nginx", "h2o"]), mk, [
         ("big-ka", "1 MiB, wrk keep-alive", big, 0, 1.0, True, check),
         ("big-p16", "1 MiB, wrk pipelined 16", big, 16, 1.0, False, check),
     ], srv_pin, cli_pin)
@@ -258,8 +290,13 @@ def race_echo(ctx):
         "node": simple_server("node", lambda p: ["node", str(PEERS / "echo.js"), str(p),
                                                  "127.0.0.1"], tmp),
         "nginx": sb.nginx_server("nginx", tmp, root),
+        "bun": bun_server("bun-echo.js", tmp),
+        "fasthttp": fasthttp_server("echo", tmp),
     }
-    paths = {"brisk": query, "node": query, "nginx": "/hello"}
+    mk["probe"] = probe_server(tmp, mk["brisk"], query)
+    paths = {"brisk": query, "node": query, "nginx": "/hello", "bun": query, "fasthttp": query,
+             "probe": query}
+    wrk_names = with_available(race, ["brisk", "node", "bun", "fasthttp", "nginx", "probe"])
     race["method"] = [
         "brisk: `build/bin/brisk-echo --workers 1`, node: `node bench/peers/echo.js`, both asked "
         f"`GET {query}` (answer `hello`); reference line: nginx (1 worker) serving a static "
@@ -275,7 +312,7 @@ def race_echo(ctx):
 
     servers = []
     try:
-        for name in ("brisk", "node", "nginx"):
+        for name in wrk_names:
             servers.append((name, start(mk[name], srv_pin)))
         for name, srv in servers:
             check(name, srv)
@@ -284,8 +321,7 @@ def race_echo(ctx):
                 ("core-p16", "1 core each, wrk pipelined 16", 16, True, 3.0)):
             load = f"wrk -t1 -c50 -d{s.duration}s" + (f", pipelined {pipeline}" if pipeline else
                                                       ", keep-alive")
-            case = new_case(key, cname, load, ["brisk", "node", "nginx"], headline=headline,
-                            target=target)
+            case = new_case(key, cname, load, wrk_names, headline=headline, target=target)
 
             def run_fn(name, srv, duration, warm, pipeline=pipeline, key=key):
                 return {key: run_wrk(cli_pin, f"http://127.0.0.1:{srv.port}{paths[name]}",
@@ -293,14 +329,16 @@ def race_echo(ctx):
             run_alternating(s, servers, [case], run_fn, f"echo: {cname}")
             race["cases"].append(finish_case(case))
 
-        # the httperf sweep: every round walks the rates, servers alternating at each
-        names = [n for n, _ in servers]
+        # the httperf sweep (brisk, node, nginx): every round walks the rates,
+        # servers alternating at each
+        sweep_servers = [(n, srv) for n, srv in servers if n in ("brisk", "node", "nginx")]
+        names = [n for n, _ in sweep_servers]
         points = {n: [[] for _ in s.sweep_rates] for n in names}
         detail = {n: [[] for _ in s.sweep_rates] for n in names}
         for rnd in range(s.rounds):
             for i, rate in enumerate(s.sweep_rates):
                 got = []
-                for name, srv in servers:
+                for name, srv in sweep_servers:
                     r = run_httperf(cli_pin, srv.port, paths[name], rate, s.sweep_calls,
                                     s.sweep_seconds)
                     points[name][i].append(None if r["failed"] else r["value"])

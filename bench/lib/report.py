@@ -3,12 +3,16 @@ first, then absolute figures), latest.json, headline.md (README-ready) and
 PNG charts, all in bench/results/."""
 import json
 import math
+from pathlib import Path
 
+import frontpage
 from harness import log
 
 COLORS = {"brisk": "#e4572e", "node": "#4b7bb4", "nginx": "#6a9f58", "redis": "#a23b72",
-          "fastapi": "#8c6bb1"}
-PEER_LABEL = {"node": "Node.js", "nginx": "nginx", "redis": "Redis", "fastapi": "FastAPI"}
+          "fastapi": "#8c6bb1", "h2o": "#2a9d8f", "bun": "#f4a261", "fasthttp": "#264653",
+          "probe": "#bbbbbb"}
+PEER_LABEL = {"node": "Node.js", "nginx": "nginx", "redis": "Redis", "fastapi": "FastAPI",
+              "h2o": "h2o", "bun": "Bun", "fasthttp": "fasthttp", "probe": "limit probe"}
 SERVER_LABEL = {"brisk": "brisk-foods", "fastapi": "FastAPI"}  # the rest race's tables
 
 
@@ -502,6 +506,14 @@ def headline_md(run):
                 if sp else "—"
             ratio = fratio(c["summary"].get(f"ratio:{peer}"), bold=True).replace(" (1 round)", "")
             out.append(f"| {race['key']} | {c['name']} | {b} | {plabel} {p} | {ratio} |")
+            # the other contenders of the case (the fastest peers, the limit probe)
+            for other in c["contenders"][1:]:
+                so = c["summary"].get(other)
+                if other == peer or not so:
+                    continue
+                po = (fshort(so["median"]) if c["metric"] != "bytes/key" else f"{so['median']:.0f}") + unit
+                ro = fratio(c["summary"].get(f"ratio:{other}"), bold=True).replace(" (1 round)", "")
+                out.append(f"| | | | {PEER_LABEL.get(other, other)} {po} | {ro} |")
     cost_rows = [(race, row) for race in run["races"] for row in race["costs"]]
     if cost_rows:
         out += ["", "Per request (10 connections, all busy): syscalls from `strace -c -f`, "
@@ -685,4 +697,6 @@ def write_all(run, outdir):
     (outdir / "latest.md").write_text(latest_md(run))
     (outdir / "latest.json").write_text(json.dumps(run, indent=1, default=str) + "\n")
     (outdir / "headline.md").write_text(headline_md(run))
+    if outdir.resolve() == (Path(__file__).resolve().parents[1] / "results"):
+        frontpage.update(outdir)  # the front page make run serves shows the latest run
     return ["latest.md", "latest.json", "headline.md"] + written

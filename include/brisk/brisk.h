@@ -74,6 +74,12 @@ brisk_server *brisk_create_server(brisk_handler handler, void *udata);
  * --help, --version and bad flags. */
 void brisk_server_args(brisk_server *s, int argc, char **argv);
 
+/* A few words about the application for its start-up log line, e.g.
+ * "database sqlite foods.db": "brisk-foods 0.1.0 started: 2 workers,
+ * listening on 127.0.0.1:8080, database sqlite foods.db". The program's
+ * name comes from argv[0] (brisk_server_args). The text is copied. */
+void brisk_server_describe(brisk_server *s, const char *what);
+
 /* Adds a listen address; the first call replaces the default. 0 or -1. */
 int brisk_listen(brisk_server *s, const char *addr);
 
@@ -102,7 +108,7 @@ void brisk_on_worker(brisk_server *s, brisk_worker_hook hook, void *udata);
 
 /* Renders the error responses brisk makes itself (400 for a malformed
  * request, 404/405 for no route, 413 for a body over the limit, ...) instead
- * of the default text page: fn must end the response (e.g. with a JSON
+ * of the default HTML page: fn must end the response (e.g. with a JSON
  * body). Headers brisk needs (Allow, Location, Content-Range) are already
  * set. For a request that could not be parsed, method and path are empty. */
 typedef void (*brisk_error_fn)(brisk_req *req, brisk_res *res, int status, void *udata);
@@ -193,8 +199,10 @@ void brisk_res_end_file(brisk_res *res, const char *path);
  * brisk_res_end (its body, if any, is the last chunk). */
 void brisk_res_write(brisk_res *res, const void *data, size_t len);
 
-/* A short standard error page for status (text/plain), ending the
- * response. */
+/* Ends the response with the error page for status: the one brisk_on_error
+ * renders when the application set a renderer, else brisk's default short
+ * HTML page (the same as for the errors brisk makes itself). Headers set so
+ * far are dropped. */
 void brisk_res_error(brisk_res *res, int status);
 
 /* 1 when the client has gone; output is then dropped. */

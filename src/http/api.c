@@ -52,6 +52,7 @@ struct brisk_server {
     brisk_error_fn error_fn;
     void *error_udata;
     char workers_text[16];
+    char what[256]; /* brisk_server_describe */
 };
 
 /* ---- per-request arena ---- */
@@ -70,7 +71,7 @@ void *brisk_req_alloc(brisk_req *req, size_t size)
     if (size > ((size_t)1 << 40))
         return NULL; /* no request needs that; also keeps the sums below from wrapping */
     size = (size + 15) & ~(size_t)15;
-    arena_chunk *a = c->api.arena;
+    arena_chunk *a = c->x->api.arena;
     if (!a || a->cap - a->used < size) {
         size_t cap = size > ARENA_CHUNK ? size : ARENA_CHUNK;
         arena_chunk *n = malloc(sizeof *n + cap);
@@ -79,17 +80,17 @@ void *brisk_req_alloc(brisk_req *req, size_t size)
         n->used = 0;
         n->cap = cap;
         n->next = a;
-        c->api.arena = a = n;
+        c->x->api.arena = a = n;
     }
     void *p = a->data + a->used;
     a->used += size;
     return p;
 }
 
-void http_api_reset(http_conn *c, int all)
+void http_api_reset(http_api_state *api, int all)
 {
     /* Keep one chunk for the next request unless the connection ends. */
-    arena_chunk *a = c->api.arena;
+    arena_chunk *a = api->arena;
     while (a && (a->next || all || a->cap > ARENA_CHUNK)) {
         arena_chunk *next = a->next;
         free(a);
@@ -97,17 +98,17 @@ void http_api_reset(http_conn *c, int all)
     }
     if (a)
         a->used = 0;
-    c->api.arena = a;
-    c->api.nparams = 0;
-    c->api.headers_sent = c->api.chunked = c->api.until_close = c->api.has_type = 0;
-    c->api.status = 200;
-    c->api.hdrs.len = 0;
-    if (all || c->api.hdrs.cap > 16384)
-        buf_free(&c->api.hdrs);
-    c->api.remote[0] = '\0';
-    c->api.route = NULL;
-    c->api.on_abort = NULL;
-    c->api.redirects = 0;
+    api->arena = a;
+    api->nparams = 0;
+    api->headers_sent = api->chunked = api->until_close = api->has_type = 0;
+    api->status = 200;
+    api->hdrs.len = 0;
+    if (all || api->hdrs.cap > 16384)
+        buf_free(&api->hdrs);
+    api->remote[0] = '\0';
+    api->route = NULL;
+    api->on_abort = NULL;
+    api->redirects = 0;
 }
 
 /* ---- server and routes ---- */
@@ -224,7 +225,7 @@ fail:
     return -1;
 }
 
-/* Matches the raw path against a route, filling c->api.params. */
+/* Matches the raw path against a route, filling c->x->api.params. */
 static int route_match(const route *rt, str path, http_conn *c)
 {
     const char *p = path.p + 1, *end = path.p + path.len;
@@ -247,9 +248,9 @@ static int route_match(const route *rt, str path, http_conn *c)
         } else {
             if (len == 0 || np == HTTP_MAX_PARAMS)
                 return 0;
-            c->api.params[np].name = g->text;
-            c->api.params[np].name_len = g->len;
-            c->api.params[np].raw = (str){ p, len };
+            c->x->api.params[np].name = g->text;
+            c->x->api.params[np].name_len = g->len;
+            c->x->api.params[np].raw = (str){ p, len };
             np++;
         }
         p = e + 1;
@@ -258,7 +259,7 @@ static int route_match(const route *rt, str path, http_conn *c)
     }
     if (rt->segs[rt->nsegs - 1].kind != SEG_REST && p <= end)
         return 0;
-    c->api.nparams = np;
+    c->x->api.nparams = np;
     return 1;
 }
 
@@ -286,11 +287,11 @@ static void api_dispatch(http_conn *c, const http_request *r, void *udata)
             }
             continue;
         }
-        c->api.route = rt;
+        c->x->api.route = rt;
         rt->handler((brisk_req *)(void *)c, (brisk_res *)(void *)c, rt->udata);
         return;
     }
-    c->api.nparams = 0;
+    c->x->api.nparams = 0;
     if (allow_len) {
         char extra[160];
         snprintf(extra, sizeof extra, "Allow: %.*s\r\n", (int)allow_len, allow);
@@ -322,7 +323,7 @@ void brisk_work_threads(brisk_server *s, int n)
 static void api_error_page(http_conn *c, int status, void *udata)
 {
     brisk_server *s = udata;
-    c->api.status = status;
+    c->x->api.status = status;
     s->error_fn((brisk_req *)(void *)c, (brisk_res *)(void *)c, status, s->error_udata);
 }
 
@@ -355,6 +356,12 @@ void brisk_server_free(brisk_server *s)
     free(s);
 }
 
+void brisk_server_describe(brisk_server *s, const char *what)
+{
+    snprintf(s->what, sizeof s->what, "%s", what ? what : "");
+    s->cli.what = s->what[0] ? s->what : NULL;
+}
+
 int brisk_run(brisk_server *s)
 {
     http_app app = {
@@ -379,27 +386,27 @@ void brisk_stop(brisk_server *s)
 
 /* ---- request ---- */
 
-brisk_str brisk_req_method(const brisk_req *req) { return BSTR(REQ(req)->req.method_name); }
-brisk_str brisk_req_target(const brisk_req *req) { return BSTR(REQ(req)->req.target); }
-brisk_str brisk_req_path(const brisk_req *req) { return BSTR(REQ(req)->req.path); }
-brisk_str brisk_req_query(const brisk_req *req) { return BSTR(REQ(req)->req.query); }
-brisk_str brisk_req_body(const brisk_req *req) { return BSTR(REQ(req)->req.body); }
-int brisk_req_http_minor(const brisk_req *req) { return REQ(req)->req.version_minor; }
+brisk_str brisk_req_method(const brisk_req *req) { return BSTR(REQ(req)->x->req.method_name); }
+brisk_str brisk_req_target(const brisk_req *req) { return BSTR(REQ(req)->x->req.target); }
+brisk_str brisk_req_path(const brisk_req *req) { return BSTR(REQ(req)->x->req.path); }
+brisk_str brisk_req_query(const brisk_req *req) { return BSTR(REQ(req)->x->req.query); }
+brisk_str brisk_req_body(const brisk_req *req) { return BSTR(REQ(req)->x->req.body); }
+int brisk_req_http_minor(const brisk_req *req) { return REQ(req)->x->req.version_minor; }
 
 brisk_str brisk_req_header(const brisk_req *req, const char *name)
 {
     const http_conn *c = REQ(req);
-    str v = http_parser_header(&c->parser, c->req.head, (str){ name, strlen(name) });
+    str v = http_parser_header(&c->x->parser, c->x->req.head, (str){ name, strlen(name) });
     return BSTR(v);
 }
 
 void brisk_req_headers(const brisk_req *req, int (*fn)(brisk_str, brisk_str, void *), void *arg)
 {
     const http_conn *c = REQ(req);
-    for (uint32_t i = 0; i < c->parser.nheaders; i++) {
-        const http_hdr_off *h = &c->parser.hdr[i];
-        if (fn((brisk_str){ c->req.head + h->name_off, h->name_len },
-               (brisk_str){ c->req.head + h->val_off, h->val_len }, arg))
+    for (uint32_t i = 0; i < c->x->parser.nheaders; i++) {
+        const http_hdr_off *h = &c->x->parser.hdr[i];
+        if (fn((brisk_str){ c->x->req.head + h->name_off, h->name_len },
+               (brisk_str){ c->x->req.head + h->val_off, h->val_len }, arg))
             return;
     }
 }
@@ -441,7 +448,7 @@ static brisk_str decode_into_arena(brisk_req *req, str raw, int plus)
 
 brisk_str brisk_req_query_param(brisk_req *req, const char *key, unsigned index)
 {
-    str q = REQ(req)->req.query;
+    str q = REQ(req)->x->req.query;
     size_t klen = strlen(key);
     size_t i = 0;
     while (i < q.len) {
@@ -470,18 +477,18 @@ brisk_str brisk_req_param(brisk_req *req, const char *name)
 {
     http_conn *c = REQ(req);
     size_t n = strlen(name);
-    for (int i = 0; i < c->api.nparams; i++)
-        if (c->api.params[i].name_len == n && memcmp(c->api.params[i].name, name, n) == 0)
-            return decode_into_arena(req, c->api.params[i].raw, 0);
+    for (int i = 0; i < c->x->api.nparams; i++)
+        if (c->x->api.params[i].name_len == n && memcmp(c->x->api.params[i].name, name, n) == 0)
+            return decode_into_arena(req, c->x->api.params[i].raw, 0);
     return (brisk_str){ NULL, 0 };
 }
 
 const char *brisk_req_remote_addr(brisk_req *req)
 {
     http_conn *c = REQ(req);
-    if (!c->api.remote[0])
-        net_format_ip((const struct sockaddr *)&c->peer, c->api.remote, sizeof c->api.remote);
-    return c->api.remote;
+    if (!c->x->api.remote[0])
+        net_format_ip((const struct sockaddr *)&c->peer, c->x->api.remote, sizeof c->x->api.remote);
+    return c->x->api.remote;
 }
 
 int brisk_req_remote_port(const brisk_req *req)
@@ -504,14 +511,14 @@ static int managed_header(const char *name, size_t n)
 void brisk_res_status(brisk_res *res, int status)
 {
     http_conn *c = RES(res);
-    if (!c->api.headers_sent && status >= 100 && status <= 999)
-        c->api.status = status;
+    if (!c->x->api.headers_sent && status >= 100 && status <= 999)
+        c->x->api.status = status;
 }
 
 void brisk_res_header_n(brisk_res *res, brisk_str name, brisk_str value)
 {
     http_conn *c = RES(res);
-    if (c->api.headers_sent || c->orphan || !name.len || managed_header(name.ptr, name.len))
+    if (c->x->api.headers_sent || c->orphan || !name.len || managed_header(name.ptr, name.len))
         return;
     for (size_t i = 0; i < name.len; i++)
         if (name.ptr[i] == ':' || (unsigned char)name.ptr[i] <= ' ')
@@ -520,9 +527,9 @@ void brisk_res_header_n(brisk_res *res, brisk_str name, brisk_str value)
         if (value.ptr[i] == '\r' || value.ptr[i] == '\n' || value.ptr[i] == '\0')
             return; /* would split the response */
     if (name.len == 12 && strncasecmp(name.ptr, "content-type", 12) == 0)
-        c->api.has_type = 1;
+        c->x->api.has_type = 1;
     /* Kept aside until the status is final and the head goes out. */
-    buf *h = &c->api.hdrs;
+    buf *h = &c->x->api.hdrs;
     if (buf_reserve(h, name.len + value.len + 4) < 0)
         return;
     buf_put(h, name.ptr, name.len);
@@ -542,19 +549,19 @@ void brisk_res_header(brisk_res *res, const char *name, const char *value)
  * the framing headers. */
 static void send_head(http_conn *c, uint64_t content_length, const char *default_type)
 {
-    c->api.headers_sent = 1;
-    http_resp_begin(c, c->api.status);
-    if (c->api.hdrs.len)
-        http_resp_raw(c, c->api.hdrs.data, c->api.hdrs.len);
-    if (!c->api.has_type && default_type)
+    c->x->api.headers_sent = 1;
+    http_resp_begin(c, c->x->api.status);
+    if (c->x->api.hdrs.len)
+        http_resp_raw(c, c->x->api.hdrs.data, c->x->api.hdrs.len);
+    if (!c->x->api.has_type && default_type)
         http_resp_header(c, STR("Content-Type"), (str){ default_type, strlen(default_type) });
     if (content_length == LEN_CHUNKED) {
-        if (c->req.version_minor >= 1) {
-            c->api.chunked = 1;
+        if (c->x->req.version_minor >= 1) {
+            c->x->api.chunked = 1;
             http_resp_raw(c, "Transfer-Encoding: chunked\r\n", 28);
             http_resp_end_headers(c, UINT64_MAX);
         } else {
-            c->api.until_close = 1;
+            c->x->api.until_close = 1;
             c->must_close = 1;
             http_resp_end_headers(c, UINT64_MAX);
         }
@@ -585,11 +592,11 @@ void brisk_res_write(brisk_res *res, const void *data, size_t len)
     http_conn *c = RES(res);
     if (c->orphan)
         return;
-    if (!c->api.headers_sent)
+    if (!c->x->api.headers_sent)
         send_head(c, LEN_CHUNKED, text_plain);
     if (!len || c->head_only)
         return;
-    if (c->api.chunked) {
+    if (c->x->api.chunked) {
         char size[24];
         int n = snprintf(size, sizeof size, "%zx\r\n", len);
         http_resp_raw(c, size, (size_t)n);
@@ -607,8 +614,8 @@ void brisk_res_end(brisk_res *res, const void *body, size_t len)
 {
     http_conn *c = RES(res);
     if (!c->orphan) {
-        if (!c->api.headers_sent) {
-            if (no_body_status(c->api.status)) {
+        if (!c->x->api.headers_sent) {
+            if (no_body_status(c->x->api.status)) {
                 send_head(c, UINT64_MAX, NULL);
             } else {
                 send_head(c, len, text_plain);
@@ -617,7 +624,7 @@ void brisk_res_end(brisk_res *res, const void *body, size_t len)
         } else {
             if (len)
                 brisk_res_write(res, body, len);
-            if (c->api.chunked && !c->head_only)
+            if (c->x->api.chunked && !c->head_only)
                 http_resp_raw(c, "0\r\n\r\n", 5);
         }
     }
@@ -633,7 +640,7 @@ void brisk_res_end_borrowed(brisk_res *res, const void *body, size_t len,
                             void (*release)(void *arg), void *arg)
 {
     http_conn *c = RES(res);
-    if (c->orphan || c->api.headers_sent) {
+    if (c->orphan || c->x->api.headers_sent) {
         if (!c->orphan)
             brisk_res_write(res, body, len);
         if (release)
@@ -662,12 +669,12 @@ void brisk_res_end_file(brisk_res *res, const char *path)
         brisk_res_error(res, errno == EACCES ? 403 : 404);
         return;
     }
-    if (c->orphan || c->api.headers_sent) {
+    if (c->orphan || c->x->api.headers_sent) {
         close(fd);
         brisk_res_end(res, NULL, 0);
         return;
     }
-    if (!c->api.has_type) {
+    if (!c->x->api.has_type) {
         str type = mime_lookup(c->conf->mime, (str){ path, strlen(path) });
         brisk_res_header_n(res, (brisk_str){ "Content-Type", 12 }, BSTR(type));
     }
@@ -679,19 +686,17 @@ void brisk_res_end_file(brisk_res *res, const char *path)
 void brisk_res_error(brisk_res *res, int status)
 {
     http_conn *c = RES(res);
-    if (c->orphan || c->api.headers_sent) {
+    if (c->orphan || c->x->api.headers_sent) {
         if (!c->orphan)
             c->must_close = 1; /* too late for a status: cut the body short */
         finish(c);
         return;
     }
-    c->api.hdrs.len = 0; /* drop the headers set so far */
-    c->api.status = status;
-    c->api.has_type = 0;
-    str reason = http_status_reason(status);
-    char body[128];
-    int n = snprintf(body, sizeof body, "%.*s\n", (int)reason.len, reason.p);
-    brisk_res_end(res, body, (size_t)n);
+    c->x->api.hdrs.len = 0; /* drop the headers set so far */
+    c->x->api.has_type = 0;
+    /* The same page as the errors brisk makes itself: the application's
+     * renderer (brisk_on_error) when it has one, else the default page. */
+    http_resp_error(c, status, NULL);
 }
 
 int brisk_res_aborted(const brisk_res *res)
@@ -930,6 +935,7 @@ static void parse_args(brisk_server *s, int argc, char **argv, int full)
     };
     const char *prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     http_cli *cli = &s->cli;
+    cli->prog = prog; /* argv outlives the server */
     int test_only = 0, ch;
     while ((ch = getopt_long(argc, argv, full ? "c:thv" : "hv", full ? all : basic, NULL)) != -1) {
         switch (ch) {
@@ -992,5 +998,5 @@ void brisk_server_args_config(brisk_server *s, int argc, char **argv)
 void brisk_serve_files(brisk_req *req, brisk_res *res, void *udata)
 {
     http_conn *c = REQ(req);
-    http_files_handle(c, &c->req);
+    http_files_handle(c, &c->x->req);
 }

@@ -69,7 +69,7 @@ void http_cgi_shutdown(http_worker *hw)
             g->exited = 1;
         }
         if (g->c) { /* cannot happen: the worker ends after its responses */
-            g->c->api.on_abort = NULL;
+            g->c->x->api.on_abort = NULL;
             g->c = NULL;
         }
         cgi_free(g);
@@ -83,6 +83,11 @@ void http_cgi_shutdown(http_worker *hw)
 
 void http_files_handle(http_conn *c, const http_request *r)
 {
+    if (r->method == HTTP_METHOD_UNKNOWN) {
+        c->must_close = 1; /* as for a request brisk could not parse */
+        http_resp_error(c, 501, NULL);
+        return;
+    }
     char rel[STATIC_PATH_MAX];
     int dir_form;
     int len = static_normalize_path(r->path, rel, sizeof rel, &dir_form);
@@ -91,7 +96,9 @@ void http_files_handle(http_conn *c, const http_request *r)
         return;
     }
     const http_cgi_map *m = http_cgi_match(c->conf, rel, (size_t)len);
-    if (m)
+    if (m && (size_t)len + 2 == strlen(m->prefix) && !dir_form)
+        static_redirect_to_dir(c, r); /* "/cgi-bin" -> "/cgi-bin/", as for a directory */
+    else if (m)
         http_cgi_handle(c, r, m, rel, (size_t)len);
     else
         static_serve(c, r, rel, (size_t)len, dir_form);
@@ -235,14 +242,14 @@ static void cgi_respond(cgi *g)
     brisk_res *res = RES(c);
     loop *l = &g->hw->w.loop;
     g->c = NULL;
-    c->api.on_abort = NULL;
+    c->x->api.on_abort = NULL;
     close_io(l, &g->in_io); /* the body lives in the request: stop reading it */
     if (g->aborted) {
         brisk_res_end(res, NULL, 0);
     } else if (g->timed_out) {
         log_error("cgi %s: timed out after %llums, killed", g->name,
                   (unsigned long long)c->conf->cgi_timeout);
-        brisk_res_error(res, c->api.headers_sent ? 500 : 504);
+        brisk_res_error(res, c->x->api.headers_sent ? 500 : 504);
     } else if (!g->headers_done || g->bad_head) {
         log_error("cgi %s: %s", g->name,
                   g->bad_head ? "malformed header section" : "no header section before end of output");
@@ -301,7 +308,7 @@ static void out_pause_check(loop *l, timer *t)
     cgi *g = t->udata;
     if (g->out_io.fd < 0)
         return;
-    if (g->c && g->c->out.len > CGI_OUT_PAUSE) {
+    if (g->c && g->c->x->out.len > CGI_OUT_PAUSE) {
         timer_start(l, &g->resume, 20);
         return;
     }
@@ -364,7 +371,7 @@ static void on_stdout(loop *l, loop_io *io, unsigned events)
         g->out.len = g->head_len;
     }
     brisk_res_write(RES(c), tmp, (size_t)n);
-    if (c->out.len > CGI_OUT_PAUSE) { /* a slow client: stop reading for a while */
+    if (c->x->out.len > CGI_OUT_PAUSE) { /* a slow client: stop reading for a while */
         loop_io_set(l, io, 0);
         timer_start(l, &g->resume, 20);
     }
@@ -650,8 +657,8 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
     int pidfd = (int)syscall(SYS_pidfd_open, g->pid, 0);
     timer_init(&g->tm, on_timeout, g);
     timer_init(&g->resume, out_pause_check, g);
-    c->api.on_abort = on_abort;
-    c->api.abort_arg = g;
+    c->x->api.on_abort = on_abort;
+    c->x->api.abort_arg = g;
     buf_free(&env.strings);
     free(envp);
     if (pidfd < 0 || loop_io_start(l, &g->pid_io, pidfd, LOOP_READ, on_script_exit, g) < 0) {
@@ -684,10 +691,10 @@ fail:
  * GET for that path. */
 static void local_redirect(http_conn *c, const char *location)
 {
-    http_request r = c->req;
+    http_request r = c->x->req;
     size_t n = strlen(location);
     char *copy = brisk_req_alloc(REQ(c), n + 1);
-    if (!copy || ++c->api.redirects > CGI_MAX_REDIRECTS) {
+    if (!copy || ++c->x->api.redirects > CGI_MAX_REDIRECTS) {
         log_error("cgi: too many local redirects (last to %s)", location);
         brisk_res_error(RES(c), 500);
         return;
@@ -702,10 +709,10 @@ static void local_redirect(http_conn *c, const char *location)
         r.method_name = STR("GET");
     }
     r.body = STR_NULL;
-    c->req = r;
-    c->api.headers_sent = 0;
-    c->api.hdrs.len = 0;
-    c->api.status = 200;
-    c->api.has_type = 0;
-    http_files_handle(c, &c->req);
+    c->x->req = r;
+    c->x->api.headers_sent = 0;
+    c->x->api.hdrs.len = 0;
+    c->x->api.status = 200;
+    c->x->api.has_type = 0;
+    http_files_handle(c, &c->x->req);
 }

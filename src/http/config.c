@@ -40,6 +40,7 @@ static const struct key {
     { "autoindex", K_BOOL, OFF(autoindex), 0, 0 },
     { "precompressed", K_BOOL, OFF(precompressed), 0, 0 },
     { "default_type", K_STR, OFF(default_type), FSZ(default_type), 0 },
+    { "status", K_STR, OFF(status), FSZ(status), 0 },
     { "mime_types", K_PATH, OFF(mime_types), FSZ(mime_types), 0 },
     { "access_log", K_LOGPATH, OFF(access_log), FSZ(access_log), 0 },
     { "error_log", K_LOGPATH, OFF(error_log), FSZ(error_log), 0 },
@@ -232,6 +233,16 @@ static int set_key(load_ctx *x, const struct key *k, const char *v, char *err, s
             return copy_str(field, k->size, strcmp(v, "off") == 0 ? "" : v, err, errlen);
         return resolve_path(x->dir, v, field, k->size, err, errlen);
     case K_STR:
+        if (k->off == OFF(status)) {
+            /* off, or an absolute path of plain characters */
+            if (strcmp(v, "off") == 0)
+                return copy_str(field, k->size, "", err, errlen);
+            if (v[0] != '/' || strpbrk(v, "?#% \t")) {
+                snprintf(err, errlen, "invalid status \"%s\" (off, or a path such as /brisk-status)", v);
+                return -1;
+            }
+            return copy_str(field, k->size, v, err, errlen);
+        }
         if (!v[0] || (strchr(v, '/') && k->off == OFF(index))) {
             snprintf(err, errlen, "invalid %s \"%s\"", k->name, v);
             return -1;

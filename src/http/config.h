@@ -38,6 +38,7 @@ typedef struct http_conf {
     int autoindex;
     int precompressed; /* serve FILE.br / FILE.gz siblings */
     char default_type[128];
+    char status[128];  /* path of the status endpoint; "" = off (loopback clients only) */
     char mime_types[PATH_MAX];
 
     char access_log[PATH_MAX]; /* "" = off */
@@ -79,6 +80,8 @@ typedef struct {
     int ncgi;
     const char *default_root;      /* when neither file nor flags set root */
     uint64_t max_body;             /* 0 = the file's or the default */
+    const char *prog;              /* names the program in the start-up line; NULL = "brisk" */
+    const char *what;              /* more words for that line (the app's), or NULL */
 } http_cli;
 
 /* Loads a generation (refs = 1): defaults, then the file, then cli; opens

@@ -1,6 +1,7 @@
 #include "http/conn.h"
 
 #include "core/net.h"
+#include "http/status.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -55,6 +56,70 @@ void http_worker_release_buffers(http_worker *hw)
         free(hw->bufpool[--hw->nbufpool]);
 }
 
+/* ---- exchanges: idle connections hold none ---- */
+
+#define XPOOL_MAX 1024
+
+/* Gives c an exchange, ready for a new request (from the pool, or new). */
+static void exchange_attach(http_conn *c)
+{
+    http_worker *hw = c->hw;
+    http_exchange *x = hw->xpool;
+    if (x) {
+        hw->xpool = x->pool_next;
+        hw->nxpool--;
+    } else {
+        x = xmalloc(sizeof *x);
+        x->body = (buf){ 0 };
+        x->out = (buf){ 0 };
+        x->api = (http_api_state){ 0 };
+    }
+    x->body.len = 0;
+    x->out.len = 0;
+    x->nsegs = x->seg_head = 0;
+    x->body_left = 0;
+    http_parser_reset(&x->parser);
+    c->x = x;
+    http_api_reset(&x->api, 0);
+}
+
+/* Takes c's exchange back (its output flushed, its request over): large
+ * buffers are freed, the rest is kept for the next connection. */
+static void exchange_detach(http_conn *c, int all)
+{
+    http_worker *hw = c->hw;
+    http_exchange *x = c->x;
+    if (!x)
+        return;
+    int keep = !all && hw->nxpool < XPOOL_MAX && !hw->stopping;
+    http_api_reset(&x->api, !keep);
+    c->x = NULL;
+    if (x->body.cap > BODY_KEEP_MAX || !keep)
+        buf_free(&x->body);
+    if (x->out.cap > BODY_KEEP_MAX || !keep)
+        buf_free(&x->out);
+    if (!keep) {
+        free(x);
+        return;
+    }
+    x->pool_next = hw->xpool;
+    hw->xpool = x;
+    hw->nxpool++;
+}
+
+void http_worker_release_exchanges(http_worker *hw)
+{
+    while (hw->xpool) {
+        http_exchange *x = hw->xpool;
+        hw->xpool = x->pool_next;
+        http_api_reset(&x->api, 1);
+        buf_free(&x->body);
+        buf_free(&x->out);
+        free(x);
+    }
+    hw->nxpool = 0;
+}
+
 /* ---- lifecycle ---- */
 
 /* close() removes a socket from epoll only when its last reference goes:
@@ -88,23 +153,14 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
         hw->nfree--;
     } else {
         c = xmalloc(sizeof *c);
-        c->body = (buf){ 0 };
-        c->out = (buf){ 0 };
-        c->api = (http_api_state){ 0 };
     }
-    http_api_reset(c, 0);
-    buf body = c->body, out = c->out;
-    memset(c, 0, offsetof(http_conn, parser));
-    c->body = body;
-    c->body.len = 0;
-    c->out = out;
-    c->out.len = 0;
-    c->nsegs = c->seg_head = 0;
+    memset(c, 0, sizeof *c);
     c->hw = hw;
+    hw->stats.accepted++;
     c->conf = http_conf_retain(hw->conf);
-    memcpy(&c->peer, ss, sl);
+    memcpy(&c->peer, ss, MIN((size_t)sl, sizeof c->peer));
     c->peer_len = sl;
-    http_parser_reset(&c->parser);
+    exchange_attach(c); /* the request is usually here already (below) */
     timer_init(&c->tm, conn_timeout, c);
 
     loop_io_init(&c->io, fd, conn_io, c);
@@ -136,10 +192,12 @@ static void seg_release(out_seg *s)
 
 static void conn_release_output(http_conn *c)
 {
-    for (uint32_t i = c->seg_head; i < c->nsegs; i++)
-        seg_release(&c->segs[i]);
-    c->nsegs = c->seg_head = 0;
-    c->out.len = 0;
+    if (!c->x)
+        return;
+    for (uint32_t i = c->x->seg_head; i < c->x->nsegs; i++)
+        seg_release(&c->x->segs[i]);
+    c->x->nsegs = c->x->seg_head = 0;
+    c->x->out.len = 0;
 }
 
 /* Frees everything but the struct, which goes to the zombie list and is
@@ -153,11 +211,7 @@ static void conn_free(http_conn *c)
         inbuf_put(hw, c->in);
         c->in = NULL;
     }
-    if (c->body.cap > BODY_KEEP_MAX)
-        buf_free(&c->body);
-    if (c->out.cap > BODY_KEEP_MAX)
-        buf_free(&c->out);
-    http_api_reset(c, 1);
+    exchange_detach(c, 0);
     http_conf_release(c->conf);
     c->conf = NULL;
 
@@ -194,10 +248,10 @@ static void conn_close(http_conn *c)
     if (c->state == CONN_HANDLER) {
         c->orphan = 1;
         conn_release_output(c);
-        if (c->api.on_abort) {
-            void (*fn)(void *) = c->api.on_abort;
-            c->api.on_abort = NULL;
-            fn(c->api.abort_arg);
+        if (c->x->api.on_abort) {
+            void (*fn)(void *) = c->x->api.on_abort;
+            c->x->api.on_abort = NULL;
+            fn(c->x->api.abort_arg);
         }
         return;
     }
@@ -251,8 +305,6 @@ void http_conn_reap(http_worker *hw)
             hw->free_conns = c;
             hw->nfree++;
         } else {
-            buf_free(&c->body);
-            buf_free(&c->out);
             free(c);
         }
     }
@@ -260,8 +312,8 @@ void http_conn_reap(http_worker *hw)
 
 static int conn_is_idle(const http_conn *c)
 {
-    return c->state == CONN_HEAD && c->in_len == c->req_start && c->nsegs == c->seg_head &&
-           !c->resp_open;
+    return c->state == CONN_HEAD && c->in_len == c->req_start &&
+           (!c->x || c->x->nsegs == c->x->seg_head) && !c->resp_open;
 }
 
 void http_conn_close_idle(http_worker *hw)
@@ -316,8 +368,8 @@ void http_conn_accept(loop *l, loop_io *io, unsigned events)
 static int conn_flush(http_conn *c)
 {
     int fd = c->io.fd;
-    while (c->seg_head < c->nsegs) {
-        out_seg *s = &c->segs[c->seg_head];
+    while (c->x->seg_head < c->x->nsegs) {
+        out_seg *s = &c->x->segs[c->x->seg_head];
         if (s->kind == OUT_FILE) {
             off_t off = (off_t)s->off;
             size_t want = (size_t)MIN(s->len, (uint64_t)1 << 30);
@@ -329,11 +381,12 @@ static int conn_flush(http_conn *c)
             }
             if (n == 0)
                 return -1; /* the file shrank under us */
+            c->hw->stats.bytes_out += (uint64_t)n;
             s->off += (uint64_t)n;
             s->len -= (uint64_t)n;
             if (s->len == 0) {
                 seg_release(s);
-                c->seg_head++;
+                c->x->seg_head++;
             } else if ((size_t)n < want) {
                 return 0;
             }
@@ -343,28 +396,29 @@ static int conn_flush(http_conn *c)
         struct iovec iov[HTTP_OUT_SEGS];
         int cnt = 0;
         size_t total = 0;
-        uint32_t i = c->seg_head;
-        for (; i < c->nsegs && c->segs[i].kind != OUT_FILE; i++, cnt++) {
-            out_seg *b = &c->segs[i];
-            iov[cnt].iov_base = b->kind == OUT_BUF ? c->out.data + b->off : (void *)b->mem;
+        uint32_t i = c->x->seg_head;
+        for (; i < c->x->nsegs && c->x->segs[i].kind != OUT_FILE; i++, cnt++) {
+            out_seg *b = &c->x->segs[i];
+            iov[cnt].iov_base = b->kind == OUT_BUF ? c->x->out.data + b->off : (void *)b->mem;
             iov[cnt].iov_len = b->len;
             total += b->len;
         }
         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
         /* MSG_MORE keeps headers and the sendfile body in the same packets. */
-        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | (i < c->nsegs ? MSG_MORE : 0));
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | (i < c->x->nsegs ? MSG_MORE : 0));
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             return errno == EAGAIN ? 0 : -1;
         }
+        c->hw->stats.bytes_out += (uint64_t)n;
         size_t left = (size_t)n;
         while (left) {
-            out_seg *b = &c->segs[c->seg_head];
+            out_seg *b = &c->x->segs[c->x->seg_head];
             if (left >= b->len) {
                 left -= b->len;
                 seg_release(b);
-                c->seg_head++;
+                c->x->seg_head++;
             } else {
                 if (b->kind == OUT_BUF)
                     b->off += left;
@@ -377,38 +431,38 @@ static int conn_flush(http_conn *c)
         if ((size_t)n < total)
             return 0;
     }
-    c->nsegs = c->seg_head = 0;
-    c->out.len = 0;
+    c->x->nsegs = c->x->seg_head = 0;
+    c->x->out.len = 0;
     return 1;
 }
 
 char *http_conn_out_reserve(http_conn *c, size_t n)
 {
-    if (buf_reserve(&c->out, n) < 0) {
+    if (buf_reserve(&c->x->out, n) < 0) {
         log_error("out of memory for a response");
         abort();
     }
-    return c->out.data + c->out.len;
+    return c->x->out.data + c->x->out.len;
 }
 
 void http_conn_out_commit(http_conn *c, size_t n)
 {
-    out_seg *last = c->nsegs > c->seg_head ? &c->segs[c->nsegs - 1] : NULL;
-    if (last && last->kind == OUT_BUF && last->off + last->len == c->out.len)
+    out_seg *last = c->x->nsegs > c->x->seg_head ? &c->x->segs[c->x->nsegs - 1] : NULL;
+    if (last && last->kind == OUT_BUF && last->off + last->len == c->x->out.len)
         last->len += n;
     else
-        http_conn_out_seg(c, (out_seg){ .kind = OUT_BUF, .off = c->out.len, .len = n });
-    c->out.len += n;
+        http_conn_out_seg(c, (out_seg){ .kind = OUT_BUF, .off = c->x->out.len, .len = n });
+    c->x->out.len += n;
 }
 
 void http_conn_out_seg(http_conn *c, out_seg s)
 {
-    if (c->nsegs == HTTP_OUT_SEGS) {
+    if (c->x->nsegs == HTTP_OUT_SEGS) {
         /* Callers leave room (see conn_process); reaching here is a bug. */
         log_error("output segment queue overflow");
         abort();
     }
-    c->segs[c->nsegs++] = s;
+    c->x->segs[c->x->nsegs++] = s;
 }
 
 /* ---- timers ---- */
@@ -462,8 +516,8 @@ static void conn_linger_read(http_conn *c)
 
 static void conn_build_request(http_conn *c)
 {
-    http_parser *p = &c->parser;
-    http_request *r = &c->req;
+    http_parser *p = &c->x->parser;
+    http_request *r = &c->x->req;
     const char *head = c->in + c->req_start;
     r->head = head;
     r->parser = p;
@@ -485,41 +539,46 @@ static void conn_build_request(http_conn *c)
         s = s ? memchr(s + 2, '/', r->path.len - (size_t)(s + 2 - r->path.p)) : NULL;
         r->path = s ? (str){ s, r->path.len - (size_t)(s - r->path.p) } : STR("/");
     }
-    r->body = (str){ c->body.data, c->body.len };
+    r->body = (str){ c->x->body.data, c->x->body.len };
 }
 
 static void conn_dispatch(http_conn *c)
 {
     conn_build_request(c);
     c->state = CONN_HANDLER;
-    c->head_only = c->req.method == HTTP_HEAD;
+    c->head_only = c->x->req.method == HTTP_HEAD;
     c->requests++;
     timer_stop(&c->hw->w.loop, &c->tm);
-    c->hw->handler(c, &c->req, c->hw->handler_udata);
+    c->hw->stats.requests++;
+    if (UNLIKELY(http_status_wanted(c, &c->x->req)))
+        http_status_handle(c, &c->x->req);
+    else
+        c->hw->handler(c, &c->x->req, c->hw->handler_udata);
 }
 
 /* Answers a request that cannot be parsed or framed, then closes. */
 static void conn_reject(http_conn *c, int status)
 {
+    c->hw->stats.requests++;
     c->must_close = 1;
     c->state = CONN_HANDLER;
     c->head_only = 0;
-    c->req = (http_request){ .head = c->in + c->req_start, .parser = &c->parser };
+    c->x->req = (http_request){ .head = c->in + c->req_start, .parser = &c->x->parser };
     http_resp_error(c, status, NULL);
 }
 
 static void conn_start_body(http_conn *c)
 {
-    http_parser *p = &c->parser;
-    c->body.len = 0;
+    http_parser *p = &c->x->parser;
+    c->x->body.len = 0;
     if (p->body_kind == HTTP_BODY_LENGTH) {
         if (p->content_length > c->conf->max_body_size) {
             conn_reject(c, 413);
             return;
         }
-        c->body_left = p->content_length;
+        c->x->body_left = p->content_length;
     } else {
-        http_chunked_reset(&c->chunked);
+        http_chunked_reset(&c->x->chunked);
     }
     c->state = CONN_BODY;
     if (p->expect_continue && c->in_len == c->req_start + c->head_len && p->version_minor) {
@@ -530,7 +589,7 @@ static void conn_start_body(http_conn *c)
     conn_arm(c, c->conf->body_timeout);
 }
 
-/* Moves body bytes from the input buffer into c->body. Returns 1 when the
+/* Moves body bytes from the input buffer into c->x->body. Returns 1 when the
  * body is complete, 0 when more is needed, -1 after rejecting it. */
 static int conn_read_body(http_conn *c)
 {
@@ -538,23 +597,23 @@ static int conn_read_body(http_conn *c)
     char *p = c->in + start;
     size_t avail = c->in_len - start, consumed, data;
     int done;
-    if (c->parser.body_kind == HTTP_BODY_LENGTH) {
-        data = consumed = (size_t)MIN((uint64_t)avail, c->body_left);
-        c->body_left -= consumed;
-        done = c->body_left == 0;
+    if (c->x->parser.body_kind == HTTP_BODY_LENGTH) {
+        data = consumed = (size_t)MIN((uint64_t)avail, c->x->body_left);
+        c->x->body_left -= consumed;
+        done = c->x->body_left == 0;
     } else {
-        ssize_t used = http_chunked_decode(&c->chunked, p, avail, &data, &done);
+        ssize_t used = http_chunked_decode(&c->x->chunked, p, avail, &data, &done);
         if (used < 0) {
             conn_reject(c, 400);
             return -1;
         }
         consumed = (size_t)used;
-        if (c->body.len + data > c->conf->max_body_size) {
+        if (c->x->body.len + data > c->conf->max_body_size) {
             conn_reject(c, 413);
             return -1;
         }
     }
-    if (data && buf_append(&c->body, p, data) < 0) {
+    if (data && buf_append(&c->x->body, p, data) < 0) {
         conn_reject(c, 500);
         return -1;
     }
@@ -571,7 +630,7 @@ static int conn_read_body(http_conn *c)
 static void conn_process(http_conn *c)
 {
     while (c->io.fd >= 0 && !c->closing && !c->write_blocked && !c->must_close) {
-        if (c->nsegs + 4 > HTTP_OUT_SEGS || c->out.len > OUT_HIGH_WATER) {
+        if (c->x->nsegs + 4 > HTTP_OUT_SEGS || c->x->out.len > OUT_HIGH_WATER) {
             int rc = conn_flush(c);
             if (rc < 0) {
                 conn_close(c);
@@ -584,7 +643,7 @@ static void conn_process(http_conn *c)
             size_t avail = c->in_len - c->req_start;
             if (!avail)
                 return;
-            int rc = http_parse_head(&c->parser, c->in + c->req_start, avail, &c->conf->limits);
+            int rc = http_parse_head(&c->x->parser, c->in + c->req_start, avail, &c->conf->limits);
             if (rc == 0)
                 return;
             if (rc < 0) {
@@ -592,7 +651,7 @@ static void conn_process(http_conn *c)
                 return;
             }
             c->head_len = (uint32_t)rc;
-            if (c->parser.body_kind != HTTP_BODY_NONE) {
+            if (c->x->parser.body_kind != HTTP_BODY_NONE) {
                 conn_start_body(c);
                 continue;
             }
@@ -615,15 +674,15 @@ void http_conn_finish_request(http_conn *c)
     c->head_len = 0;
     c->resp_open = 0;
     c->state = CONN_HEAD;
-    http_parser_reset(&c->parser);
-    if (c->body.cap > BODY_KEEP_MAX)
-        buf_free(&c->body);
-    c->body.len = 0;
+    http_parser_reset(&c->x->parser);
+    if (c->x->body.cap > BODY_KEEP_MAX)
+        buf_free(&c->x->body);
+    c->x->body.len = 0;
     if (!c->keep_alive)
         c->closing = 1;
     else if (c->in_len > c->req_start && c->io.fd >= 0)
         conn_arm(c, c->conf->header_timeout); /* a pipelined request is under way */
-    http_api_reset(c, 0);
+    http_api_reset(&c->x->api, 0);
     if (!c->in_dispatch)
         http_conn_queue_flush(c); /* ended from a callback: flush and go on */
 }
@@ -642,6 +701,8 @@ static void conn_compact(http_conn *c)
 static void conn_read(http_conn *c)
 {
     http_worker *hw = c->hw;
+    if (!c->x)
+        exchange_attach(c);
     if (!c->in) {
         c->in = inbuf_get(hw);
         c->in_cap = hw->buf_size;
@@ -659,6 +720,7 @@ static void conn_read(http_conn *c)
         return;
     }
     c->in_len += (uint32_t)n;
+    hw->stats.bytes_in += (uint64_t)n;
     conn_process(c);
     if (c->io.fd >= 0)
         conn_after_batch(c);
@@ -668,6 +730,8 @@ static void conn_read(http_conn *c)
 static void conn_after_batch(http_conn *c)
 {
     http_worker *hw = c->hw;
+    if (!c->x)
+        return; /* idle already (queued for a flush, then went idle) */
     for (;;) {
         int rc = conn_flush(c);
         if (rc < 0) {
@@ -697,7 +761,7 @@ static void conn_after_batch(http_conn *c)
         conn_process(c);
         if (c->io.fd < 0)
             return;
-        if (c->nsegs == c->seg_head && c->in_len - c->req_start == before)
+        if (c->x->nsegs == c->x->seg_head && c->in_len - c->req_start == before)
             break; /* nothing new: need more input */
     }
     if (c->state != CONN_HANDLER && c->io.registered && c->io.mask != LOOP_READ)
@@ -714,6 +778,7 @@ static void conn_after_batch(http_conn *c)
                 inbuf_put(hw, c->in);
             c->in = NULL;
             c->in_len = c->req_start = 0;
+            exchange_detach(c, 0);
             conn_arm(c, c->conf->keepalive_timeout);
         } else if (c->in_len == c->in_cap) {
             conn_compact(c);

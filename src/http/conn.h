@@ -11,6 +11,7 @@
 #include "http/fcache.h"
 #include "http/parse.h"
 
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 typedef struct http_conn http_conn;
@@ -88,6 +89,27 @@ enum conn_state {
     CONN_LINGER,    /* response sent; draining input before close */
 };
 
+/* What one request/response needs while it is under way: the parser, the
+ * body, the output queue and the handler API's state. About 3 KiB, so an
+ * idle keep-alive connection holds none: the connection takes one from its
+ * worker's pool when bytes arrive and gives it back when it goes idle
+ * (http_conn.x is NULL in between). */
+typedef struct http_exchange http_exchange;
+struct http_exchange {
+    http_exchange *pool_next;      /* worker's pool of spare exchanges */
+    http_parser parser;
+    http_chunked chunked;
+    uint64_t body_left;            /* Content-Length bytes still to read */
+    buf body;
+    http_request req;
+
+    buf out;
+    out_seg segs[HTTP_OUT_SEGS];
+    uint32_t nsegs, seg_head;
+
+    http_api_state api;
+};
+
 struct http_conn {
     loop_io io;
     timer tm;
@@ -96,9 +118,7 @@ struct http_conn {
     http_conn *prev, *next;        /* worker's list of live connections */
     http_conn *free_next;          /* free / zombie lists */
     http_conn *flush_next;         /* worker's list of connections to flush */
-
-    struct sockaddr_storage peer;
-    socklen_t peer_len;
+    http_exchange *x;              /* the request under way; NULL when idle */
 
     char *in;                      /* from the worker's buffer pool; NULL when idle */
     uint32_t in_len, in_cap;
@@ -121,23 +141,30 @@ struct http_conn {
     int status;                    /* of the current response */
     uint64_t resp_body_len;        /* for the access log */
 
-    http_parser parser;
-    http_chunked chunked;
-    uint64_t body_left;            /* Content-Length bytes still to read */
-    buf body;
-    http_request req;
-
-    buf out;
-    out_seg segs[HTTP_OUT_SEGS];
-    uint32_t nsegs, seg_head;
-
-    http_api_state api;
+    /* The peer: IPv4 or IPv6 (listeners are IP only); not a
+     * sockaddr_storage, whose 128 bytes an idle connection would carry. */
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } peer;
+    socklen_t peer_len;
 };
 
 /* Per-worker HTTP state. */
+/* Counters a worker keeps for the status endpoint (status.c). Written by
+ * the worker only, read by a snapshot that runs on the worker's thread. */
+typedef struct {
+    uint64_t accepted;             /* connections */
+    uint64_t requests;             /* heads parsed (refused ones too) */
+    uint64_t responses[5];         /* by class: 1xx .. 5xx */
+    uint64_t bytes_in, bytes_out;  /* socket bytes */
+} http_stats;
+
 struct http_worker {
     worker w;
-    struct http_server *srv;
+    http_worker *peers;            /* every worker of the server (peers[0..nworkers)) */
+    http_stats stats;
     http_conf *conf;               /* current generation */
     http_handler handler;
     void *handler_udata;
@@ -150,6 +177,8 @@ struct http_worker {
     http_conn *conns;              /* live connections */
     uint32_t nconns;
     http_conn *free_conns, *zombies;
+    http_exchange *xpool;          /* spare exchanges */
+    uint32_t nxpool;
     http_conn *flush_list;         /* written to outside a read batch */
     uint32_t nfree;
 
@@ -204,7 +233,9 @@ void http_conn_queue_flush(http_conn *c);
 
 /* Resets the handler API state after a request (api.c); all = 1 also
  * frees the arena's first chunk. */
-void http_api_reset(http_conn *c, int all);
+void http_api_reset(http_api_state *api, int all);
+/* Frees the worker's spare exchanges (at worker exit). */
+void http_worker_release_exchanges(http_worker *hw);
 /* Adds pre-formatted "Name: value\r\n" lines to the app's pending headers. */
 void http_api_extra_headers(http_conn *c, const char *lines);
 

@@ -18,14 +18,46 @@ static const uint8_t tchar[256] = {
     ['y'] = 1, ['z'] = 1,
 };
 
-/* Characters of uri-host [":" port]: unreserved, pct-encoded, sub-delims,
- * and the brackets and colons of IP literals: the token characters less
- * "#^`|", plus "(),;=:[]". */
-static int is_host_char(unsigned char ch)
+/* reg-name and IPv4address characters of a uri-host: unreserved,
+ * pct-encoded ('%' and hex digits) and sub-delims (RFC 3986 3.2.2): the
+ * token characters less "#^`|", plus "(),;=". */
+static int is_regname_char(unsigned char ch)
 {
     if (tchar[ch])
         return ch != '#' && ch != '^' && ch != '`' && ch != '|';
-    return ch && strchr("(),;=:[]", ch) != NULL;
+    return ch && strchr("(),;=", ch) != NULL;
+}
+
+/* Host = uri-host [ ":" port ] (RFC 9112 3.2, RFC 3986 3.2.2): an IP
+ * literal in brackets (hex digits, ':' and '.'; "v" for IPvFuture) or a
+ * reg-name, then at most one ':' followed by digits only. "t:80:80",
+ * "t:abc" and "[::1" are refused. */
+static int host_valid(const char *v, uint32_t len)
+{
+    uint32_t i = 0;
+    if (len && v[0] == '[') {
+        for (i = 1; i < len && v[i] != ']'; i++) {
+            unsigned char ch = (unsigned char)v[i];
+            if (!(ch == ':' || ch == '.' || (ch >= '0' && ch <= '9') ||
+                  ((ch | 0x20) >= 'a' && (ch | 0x20) <= 'f') || (ch | 0x20) == 'v' ||
+                  is_regname_char(ch)))
+                return 0;
+        }
+        if (i == len || i == 1)
+            return 0; /* no closing bracket, or "[]" */
+        i++;
+    } else {
+        while (i < len && is_regname_char((unsigned char)v[i]))
+            i++;
+    }
+    if (i == len)
+        return 1;
+    if (v[i++] != ':')
+        return 0;
+    for (; i < len; i++)
+        if (v[i] < '0' || v[i] > '9')
+            return 0;
+    return 1;
 }
 
 /* Field values: HTAB, SP, VCHAR, obs-text. Everything else (NUL, CR, LF,
@@ -35,10 +67,12 @@ static inline int is_value_char(unsigned char ch)
     return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
 }
 
-/* Request targets: visible ASCII and obs-text; no controls, no spaces. */
+/* Request targets: visible ASCII and obs-text; no controls, no spaces,
+ * and no '#': a fragment is never sent (RFC 9112 3.2), so one on the wire
+ * is an error, not part of a file name. */
 static inline int is_target_char(unsigned char ch)
 {
-    return ch > 0x20 && ch != 0x7f;
+    return ch > 0x20 && ch != 0x7f && ch != '#';
 }
 
 static const struct {
@@ -128,8 +162,8 @@ static int parse_request_line(http_parser *p, const char *line, uint32_t off, ui
         return -505;
     p->version_minor = minor == '0' ? 0 : 1;
 
-    if (p->method == HTTP_METHOD_UNKNOWN)
-        return -501;
+    /* An unknown method (a token) parses: the handler decides (brisk's
+     * files answer 501, an application's router 405 with Allow). */
     if (line[t] != '/' && !(p->method == HTTP_OPTIONS && p->target_len == 1 && line[t] == '*') &&
         !(p->target_len > 7 && (memcmp(line + t, "http://", 7) == 0 ||
                                 memcmp(line + t, "https://", 8) == 0)))
@@ -190,9 +224,8 @@ static int on_known_header(http_parser *p, int id, const char *v, uint32_t len)
     case HH_HOST:
         if (p->known[id])
             return -400;
-        for (uint32_t i = 0; i < len; i++) /* uri-host [":" port] (RFC 9112 3.2) */
-            if (!is_host_char((unsigned char)v[i]))
-                return -400;
+        if (!host_valid(v, len))
+            return -400;
         break;
     case HH_CONNECTION:
         parse_connection(p, v, len);

@@ -57,7 +57,7 @@ void http_resp_raw(http_conn *c, const char *s, size_t n)
 void http_resp_end_headers(http_conn *c, uint64_t content_length)
 {
     http_worker *hw = c->hw;
-    c->keep_alive = c->parser.keep_alive && !c->must_close && !hw->stopping &&
+    c->keep_alive = c->x->parser.keep_alive && !c->must_close && !hw->stopping &&
                     c->requests < c->conf->keepalive_requests;
     c->resp_body_len = c->head_only || content_length == UINT64_MAX ? 0 : content_length;
     char *start = http_conn_out_reserve(c, 64);
@@ -69,7 +69,7 @@ void http_resp_end_headers(http_conn *c, uint64_t content_length)
     }
     if (!c->keep_alive)
         p = PUT_LIT(p, "Connection: close\r\n");
-    else if (c->parser.version_minor == 0)
+    else if (c->x->parser.version_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
     p = PUT_LIT(p, "\r\n");
     http_conn_out_commit(c, (size_t)(p - start));
@@ -164,8 +164,8 @@ static char *put_escaped(char *p, str s, size_t max)
 static void access_log_write(http_conn *c)
 {
     http_worker *hw = c->hw;
-    const http_parser *ps = &c->parser;
-    const char *head = c->req.head;
+    const http_parser *ps = &c->x->parser;
+    const char *head = c->x->req.head;
     str line = ps->line_len && head ? http_parser_slice(head, ps->line_off, ps->line_len) : STR_NULL;
     str ref = head ? http_parser_known(ps, head, HH_REFERER) : STR_NULL;
     str ua = head ? http_parser_known(ps, head, HH_USER_AGENT) : STR_NULL;
@@ -190,6 +190,8 @@ static void access_log_write(http_conn *c)
 
 void http_resp_finish(http_conn *c)
 {
+    if (c->status >= 100 && c->status < 600)
+        c->hw->stats.responses[c->status / 100 - 1]++;
     if (c->hw->access_on)
         access_log_write(c);
     http_conn_finish_request(c);

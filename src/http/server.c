@@ -172,10 +172,9 @@ static void worker_run(worker *w)
     while (hw->free_conns) {
         http_conn *c = hw->free_conns;
         hw->free_conns = c->free_next;
-        buf_free(&c->body);
-        buf_free(&c->out);
         free(c);
     }
+    http_worker_release_exchanges(hw);
     for (int i = 0; i < hw->nlisten; i++)
         if (hw->listen_fd[i] >= 0)
             close(hw->listen_fd[i]);
@@ -317,6 +316,7 @@ int http_server_run(const http_cli *cli, const http_app *app)
     }
     for (int i = 0; i < n && rc == 0; i++) {
         http_worker *hw = &hws[i];
+        hw->peers = hws;
         hw->ready = &ready;
         hw->handler = app->handler;
         hw->handler_udata = app->udata;
@@ -359,8 +359,10 @@ int http_server_run(const http_cli *cli, const http_app *app)
             strcat(addrs, k ? " " : "");
             strcat(addrs, conf->listen[k].text);
         }
-        log_info("brisk %s started: %d worker%s, listening on %s%s%s", BRISK_VERSION, n,
-                 n == 1 ? "" : "s", addrs, conf->root[0] ? ", root " : "", conf->root);
+        log_info("%s %s started: %d worker%s, listening on %s%s%s%s%s",
+                 cli->prog ? cli->prog : "brisk", BRISK_VERSION, n, n == 1 ? "" : "s", addrs,
+                 conf->root[0] ? ", root " : "", conf->root, cli->what ? ", " : "",
+                 cli->what ? cli->what : "");
     }
 
     while (rc == 0) {

@@ -251,7 +251,7 @@ static int status_for_errno(int err)
     }
 }
 
-static void redirect_to_dir(http_conn *c, const http_request *r)
+void static_redirect_to_dir(http_conn *c, const http_request *r)
 {
     /* Location is the path as sent plus '/', so it is already encoded. */
     size_t n = r->path.len + 1 + (r->query.len ? r->query.len + 1 : 0);
@@ -287,15 +287,19 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Appends a string literal: its length counted by the compiler (a
+ * hand-counted 38 for 37 bytes once put a NUL into every listing). */
+#define BUF_LIT(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
+
 static void put_html_escaped(buf *b, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '<': buf_append(b, "&lt;", 4); break;
-        case '>': buf_append(b, "&gt;", 4); break;
-        case '&': buf_append(b, "&amp;", 5); break;
-        case '"': buf_append(b, "&quot;", 6); break;
-        case '\'': buf_append(b, "&#39;", 5); break;
+        case '<': BUF_LIT(b, "&lt;"); break;
+        case '>': BUF_LIT(b, "&gt;"); break;
+        case '&': BUF_LIT(b, "&amp;"); break;
+        case '"': BUF_LIT(b, "&quot;"); break;
+        case '\'': BUF_LIT(b, "&#39;"); break;
         default: buf_append(b, s, 1);
         }
     }
@@ -362,29 +366,29 @@ static void autoindex(http_conn *c, const http_request *r, fcache_entry *dir)
     buf b = { 0 };
     char title[PATH_MAX + 8];
     snprintf(title, sizeof title, "%.*s", (int)MIN(r->path.len, (size_t)PATH_MAX), r->path.p);
-    buf_append(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ", 66);
+    BUF_LIT(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
     put_html_escaped(&b, title);
-    buf_append(&b, "</title></head>\n<body><h1>Index of ", 35);
+    BUF_LIT(&b, "</title></head>\n<body><h1>Index of ");
     put_html_escaped(&b, title);
-    buf_append(&b, "</h1><hr><pre>\n<a href=\"../\">../</a>\n", 38);
+    BUF_LIT(&b, "</h1><hr><pre>\n<a href=\"../\">../</a>\n");
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(names[i]);
         int is_dir = len && names[i][len - 1] == '/';
         if (is_dir)
             names[i][len - 1] = '\0';
-        buf_append(&b, "<a href=\"", 9);
+        BUF_LIT(&b, "<a href=\"");
         put_url_escaped(&b, names[i]);
         if (is_dir)
-            buf_append(&b, "/", 1);
-        buf_append(&b, "\">", 2);
+            BUF_LIT(&b, "/");
+        BUF_LIT(&b, "\">");
         put_html_escaped(&b, names[i]);
         if (is_dir)
-            buf_append(&b, "/", 1);
-        buf_append(&b, "</a>\n", 5);
+            BUF_LIT(&b, "/");
+        BUF_LIT(&b, "</a>\n");
         free(names[i]);
     }
     free(names);
-    buf_append(&b, "</pre><hr></body></html>\n", 25);
+    BUF_LIT(&b, "</pre><hr></body></html>\n");
 
     http_resp_begin(c, 200);
     static const char ct[] = "Content-Type: text/html; charset=utf-8\r\n";
@@ -405,7 +409,10 @@ static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_en
     };
     str ae = http_request_header(r, HH_ACCEPT_ENCODING);
     *any_variant = 0;
-    if (!c->conf->precompressed || !ae.p || f->key_len + 4 > PATH_MAX)
+    /* Siblings are looked for even when the client accepts no coding: the
+     * identity response must say Vary too, or a shared cache could hand
+     * it the compressed one (nginx's gzip_vary). */
+    if (!c->conf->precompressed || f->key_len + 4 > PATH_MAX)
         return NULL;
     char name[PATH_MAX];
     memcpy(name, f->key, f->key_len);
@@ -417,7 +424,7 @@ static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_en
                       (v->mtime.tv_sec == f->mtime.tv_sec && v->mtime.tv_nsec >= f->mtime.tv_nsec));
         if (usable) {
             *any_variant = 1;
-            if (static_accepts_encoding(ae, variants[i].coding)) {
+            if (ae.p && static_accepts_encoding(ae, variants[i].coding)) {
                 *coding = variants[i].coding;
                 return v;
             }
@@ -546,7 +553,7 @@ void static_serve(http_conn *c, const http_request *r, const char *path, size_t 
     if (f->is_dir) {
         if (!dir_form) {
             fcache_release(f);
-            redirect_to_dir(c, r);
+            static_redirect_to_dir(c, r);
             return;
         }
         size_t ilen = (size_t)snprintf(rel + len, sizeof rel - (size_t)len, "%s%s",

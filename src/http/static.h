@@ -33,6 +33,8 @@ int static_accepts_encoding(str header, const char *coding);
 void static_handle(http_conn *c, const http_request *r, void *udata);
 
 /* Serves path, already normalised by static_normalize_path (NUL-ended). */
+/* 301 to the path as sent plus '/' (and its query). */
+void static_redirect_to_dir(http_conn *c, const http_request *r);
 void static_serve(http_conn *c, const http_request *r, const char *path, size_t len,
                   int dir_form);
 

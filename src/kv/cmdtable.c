@@ -77,7 +77,7 @@ const kv_cmd kv_commands[] = {
       "Posts a message to a channel.", "2.0.0", NULL, "@pubsub @fast" },
     { "pubsub", -2, CMD_PUBSUB | CMD_STALE | CMD_LOADING, pubsub_command, 0, 0, 0, "pubsub",
       "A container for Pub/Sub commands.", "2.8.0", NULL, "@pubsub @slow" },
-    { "monitor", 1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, monitor_stub_command, 0, 0, 0, "server",
+    { "monitor", 1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE, monitor_command, 0, 0, 0, "server",
       "Listens for all requests received by the server in real-time.", "1.0.0", NULL, "@admin @slow @dangerous" },
     { "multi", 1, CMD_FAST | CMD_STALE | CMD_LOADING | CMD_NOSCRIPT, multi_command, 0, 0, 0, "transactions",
       "Starts a transaction.", "1.2.0", NULL, "@fast @transaction" },
@@ -328,8 +328,68 @@ const kv_cmd kv_commands[] = {
     /* -- commands: blocking -- */
     /* -- end blocking -- */
     /* -- commands: bitops -- */
+    { "setbit", 4, CMD_WRITE | CMD_DENYOOM, setbit_command, 1, 1, 1, "bitmap",
+      "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", "2.2.0", NULL, "@write @bitmap @slow" },
+    { "getbit", 3, CMD_READONLY | CMD_FAST, getbit_command, 1, 1, 1, "bitmap",
+      "Returns a bit value by offset.", "2.2.0", NULL, "@read @bitmap @fast" },
+    { "bitcount", -2, CMD_READONLY, bitcount_command, 1, 1, 1, "bitmap",
+      "Counts the number of set bits (population counting) in a string.", "2.6.0", NULL, "@read @bitmap @slow" },
+    { "bitpos", -3, CMD_READONLY, bitpos_command, 1, 1, 1, "bitmap",
+      "Finds the first set (1) or clear (0) bit in a string.", "2.8.7", NULL, "@read @bitmap @slow" },
+    { "bitop", -4, CMD_WRITE | CMD_DENYOOM, bitop_command, 2, -1, 1, "bitmap",
+      "Performs bitwise operations on multiple strings, and stores the result.", "2.6.0", NULL, "@write @bitmap @slow" },
+    { "bitfield", -2, CMD_WRITE | CMD_DENYOOM, bitfield_command, 1, 1, 1, "bitmap",
+      "Performs arbitrary bitfield integer operations on strings.", "3.2.0", NULL, "@write @bitmap @slow" },
+    { "bitfield_ro", -2, CMD_READONLY | CMD_FAST, bitfield_ro_command, 1, 1, 1, "bitmap",
+      "Performs arbitrary read-only bitfield integer operations on strings.", "6.0.0", NULL, "@read @bitmap @fast" },
+    { "pfadd", -2, CMD_WRITE | CMD_DENYOOM | CMD_FAST, pfadd_command, 1, 1, 1, "hyperloglog",
+      "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", "2.8.9", NULL, "@write @hyperloglog @fast" },
+    { "pfcount", -2, CMD_READONLY, pfcount_command, 1, -1, 1, "hyperloglog",
+      "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", "2.8.9", NULL, "@read @hyperloglog @slow" },
+    { "pfmerge", -2, CMD_WRITE | CMD_DENYOOM, pfmerge_command, 1, -1, 1, "hyperloglog",
+      "Merges one or more HyperLogLog values into a single key.", "2.8.9", NULL, "@write @hyperloglog @slow" },
+    { "pfdebug", 3, CMD_WRITE | CMD_DENYOOM | CMD_ADMIN, pfdebug_command, 2, 2, 1, "hyperloglog",
+      "Internal commands for debugging HyperLogLog values.", "2.8.9", NULL, "@write @hyperloglog @admin @slow @dangerous" },
+    { "pfselftest", 1, CMD_ADMIN, pfselftest_command, 0, 0, 0, "hyperloglog",
+      "An internal command for testing HyperLogLog values.", "2.8.9", NULL, "@hyperloglog @admin @slow @dangerous" },
     /* -- end bitops -- */
     /* -- commands: geo -- */
+    { "geoadd", -5, CMD_WRITE | CMD_DENYOOM, geoadd_command, 1, 1, 1, "geo",
+      "Add one or more geospatial items in the geospatial index represented using a sorted set", "3.2.0",
+      "O(log(N)) for each item added, where N is the number of elements in the sorted set.", "@write @geo @slow" },
+    { "geodist", -4, CMD_READONLY, geodist_command, 1, 1, 1, "geo",
+      "Returns the distance between two members of a geospatial index", "3.2.0",
+      "O(log(N))", "@read @geo @slow" },
+    { "geohash", -2, CMD_READONLY, geohash_command, 1, 1, 1, "geo",
+      "Returns members of a geospatial index as standard geohash strings", "3.2.0",
+      "O(log(N)) for each member requested, where N is the number of elements in the sorted set.", "@read @geo @slow" },
+    { "geopos", -2, CMD_READONLY, geopos_command, 1, 1, 1, "geo",
+      "Returns longitude and latitude of members of a geospatial index", "3.2.0",
+      "O(N) where N is the number of members requested.", "@read @geo @slow" },
+    { "georadius", -6, CMD_WRITE | CMD_DENYOOM, georadius_command, 1, 1, 1, "geo",
+      "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point", "3.2.0",
+      "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.", "@write @geo @slow" },
+    { "georadius_ro", -6, CMD_READONLY, georadius_ro_command, 1, 1, 1, "geo",
+      "A read-only variant for GEORADIUS", "3.2.10",
+      "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.", "@read @geo @slow" },
+    { "georadiusbymember", -5, CMD_WRITE | CMD_DENYOOM, georadiusbymember_command, 1, 1, 1, "geo",
+      "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member", "3.2.0",
+      "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.", "@write @geo @slow" },
+    { "georadiusbymember_ro", -5, CMD_READONLY, georadiusbymember_ro_command, 1, 1, 1, "geo",
+      "A read-only variant for GEORADIUSBYMEMBER", "3.2.10",
+      "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.", "@read @geo @slow" },
+    { "geosearch", -7, CMD_READONLY, geosearch_command, 1, 1, 1, "geo",
+      "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.", "6.2.0",
+      "O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape", "@read @geo @slow" },
+    { "geosearchstore", -8, CMD_WRITE | CMD_DENYOOM, geosearchstore_command, 1, 2, 1, "geo",
+      "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.", "6.2.0",
+      "O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape", "@write @geo @slow" },
+    { "sort", -2, CMD_WRITE | CMD_DENYOOM, sort_command, 1, 1, 1, "generic",
+      "Sort the elements in a list, set or sorted set", "1.0.0",
+      "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).", "@write @set @sortedset @list @slow @dangerous" },
+    { "sort_ro", -2, CMD_READONLY, sort_ro_command, 1, 1, 1, "generic",
+      "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", "7.0.0",
+      "O(N+M*log(M)) where N is the number of elements in the list or set to sort, and M the number of returned elements. When the elements are not sorted, complexity is O(N).", "@read @set @sortedset @list @slow @dangerous" },
     /* -- end geo -- */
     /* -- commands: dump -- */
     { "dump", 2, CMD_READONLY, dump_command, 1, 1, 1, "generic",
@@ -348,11 +408,19 @@ const kv_cmd kv_commands[] = {
     /* -- commands: client -- */
     /* -- end client -- */
     /* -- commands: acl -- */
+    { "acl", -2, CMD_STALE | CMD_LOADING | CMD_NOSCRIPT, acl_command, 0, 0, 0, "server",
+      "A container for Access List Control commands.", "6.0.0", NULL, "@slow" },
     /* -- end acl -- */
     /* -- commands: misc -- */
     /* -- end misc -- */
     /* -- commands: notify -- */
     /* -- end notify -- */
+    /* -- commands: stream -- */
+    /* -- end stream -- */
+    /* -- commands: script -- */
+    /* -- end script -- */
+    /* -- commands: repl -- */
+    /* -- end repl -- */
 };
 
 const size_t kv_ncommands = sizeof kv_commands / sizeof kv_commands[0];

@@ -1,6 +1,7 @@
 #include "kv/config.h"
 
 #include "core/common.h"
+#include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/mem.h"
 #include "kv/resp.h"
@@ -40,6 +41,7 @@ static const opt opts[] = {
     { "maxmemory-samples", O_INT, OFF(maxmemory_samples), 1, 64, 0 },
     { "databases", O_INT, OFF(databases), 1, 1024, 1 },
     { "proto-max-bulk-len", O_SIZE, OFF(proto_max_bulk_len), 1024 * 1024, 512ll * 1024 * 1024, 0 },
+    { "hll-sparse-max-bytes", O_SIZE, OFF(hll_sparse_max_bytes), 0, LLONG_MAX, 0 },
     { "client-output-buffer-limit", O_OBUF, 0, 0, 0, 0 },
     { "hz", O_INT, OFF(hz), 1, 500, 0 },
     { "auto-aof-rewrite-percentage", O_INT, OFF(auto_aof_rewrite_pct), 0, INT_MAX, 0 },
@@ -87,7 +89,7 @@ static struct {
     { "jemalloc-bg-thread", "yes" },        { "activedefrag", "no" },
     { "replica-read-only", "yes" },         { "repl-diskless-sync", "yes" },
     { "syslog-enabled", "no" },             { "crash-log-enabled", "yes" },
-    { "rdb-save-incremental-fsync", "yes" },{ "hll-sparse-max-bytes", "3000" },
+    { "rdb-save-incremental-fsync", "yes" },
     { "stream-node-max-bytes", "4096" },    { "stream-node-max-entries", "100" },
     { "client-query-buffer-limit", "1073741824" }, { "lfu-log-factor", "10" },
     { "lfu-decay-time", "1" },              { "maxmemory-eviction-tenacity", "10" },
@@ -96,6 +98,7 @@ static struct {
     { "unixsocketperm", "0" },              { "cluster-enabled", "no" },
     { "oom-score-adj", "no" },              { "disable-thp", "yes" },
     { "replica-lazy-flush", "no" },
+    { "tracking-table-max-keys", "1000000" }, /* read by tracking.c */
 };
 
 static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",
@@ -129,6 +132,7 @@ void kv_config_defaults(kv_config *cfg)
     cfg->maxmemory_samples = 5;
     cfg->databases = KV_DEFAULT_DBS;
     cfg->proto_max_bulk_len = 512ull * 1024 * 1024;
+    cfg->hll_sparse_max_bytes = 3000;
     cfg->obuf_hard = 512ull * 1024 * 1024;
     cfg->obuf_soft = 128ull * 1024 * 1024;
     cfg->obuf_soft_secs = 60;
@@ -216,6 +220,9 @@ static void set_int(kv_config *cfg, const opt *o, long long v)
 int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int at_runtime,
                   char *err, size_t errlen)
 {
+    int acl_rc = kv_acl_config_set(name, argc, argv, at_runtime, err, errlen);
+    if (acl_rc != 1)
+        return acl_rc;
     const opt *o = NULL;
     for (size_t i = 0; i < ARRAY_LEN(opts); i++)
         if (strcasecmp(name, opts[i].name) == 0)
@@ -529,4 +536,5 @@ void kv_config_get(const kv_config *cfg, str pattern,
         if (kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))
             fn(ud, name, noops[i].value);
     }
+    kv_acl_config_get(pattern, fn, ud);
 }

@@ -267,18 +267,32 @@ int db_expire_if_needed(kv_db *db, kv_entry *e)
     return 1;
 }
 
-kv_entry *db_lookup_read(kv_db *db, str key)
+static kv_entry *lookup_read(kv_db *db, str key, int touch)
 {
     kv_entry *e = db_find(db, key);
-    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
+    /* CLIENT PAUSE freezes the dataset: an expired key reads as missing
+     * but stays until the pause ends (the DEL would be a write). */
+    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) &&
+        (UNLIKELY(srv.pause_type) ? db_expired(e) : db_expire_if_needed(db, e)))
         e = NULL;
     if (e) {
-        e->lru = srv.lru_clock;
+        if (touch)
+            e->lru = srv.lru_clock;
         srv.stat_hits++;
     } else {
         srv.stat_misses++;
     }
     return e;
+}
+
+kv_entry *db_lookup_read(kv_db *db, str key)
+{
+    return lookup_read(db, key, 1);
+}
+
+kv_entry *db_lookup_notouch(kv_db *db, str key)
+{
+    return lookup_read(db, key, 0);
 }
 
 kv_entry *db_lookup_write(kv_db *db, str key)

@@ -16,6 +16,8 @@ kv_entry *db_find(kv_db *db, str key);
  * the LRU clock of a found key is refreshed. read counts hits/misses. */
 kv_entry *db_lookup_read(kv_db *db, str key);
 kv_entry *db_lookup_write(kv_db *db, str key);
+/* db_lookup_read without refreshing the LRU clock (TTL, TYPE, EXISTS). */
+kv_entry *db_lookup_notouch(kv_db *db, str key);
 /* Deletes e if its TTL passed (propagating a DEL). Returns 1 if deleted. */
 int db_expire_if_needed(kv_db *db, kv_entry *e);
 static inline int db_expired(const kv_entry *e)

@@ -72,6 +72,8 @@ void kv_unwatch_all(kv_client *c)
 
 void kv_touch_key(kv_db *db, str key)
 {
+    if (UNLIKELY(tracking_active()))
+        tracking_invalidate_key(key);
     if (!srv.watch_keys || dict_size(&db->watched) == 0)
         return;
     kv_watch *w = (kv_watch *)(void *)dict_find(&db->watched, key.p, key.len,

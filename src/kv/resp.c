@@ -211,8 +211,11 @@ int resp_parse(resp_parser *p, char *buf, size_t len)
             }
             long long count;
             if (kv_parse_ll(buf + p->pos + 1, (size_t)n - 1, &count) < 0 ||
-                count > p->max_multibulk)
+                count > RESP_MAX_MULTIBULK)
                 return fail(p, "invalid multibulk length");
+            /* lower limits mean the client has not authenticated yet */
+            if (count > p->max_multibulk)
+                return fail(p, "unauthenticated multibulk length");
             p->pos += (size_t)n + 2;
             if (count <= 0) {
                 resp_parser_next(p);
@@ -239,7 +242,10 @@ int resp_parse(resp_parser *p, char *buf, size_t len)
                 long long bl;
                 if (kv_parse_ll(buf + p->pos + 1, (size_t)n - 1, &bl) < 0 || bl < 0 ||
                     (uint64_t)bl > p->max_bulk)
-                    return fail(p, "invalid bulk length");
+                    return fail(p, p->max_multibulk < RESP_MAX_MULTIBULK && bl >= 0 &&
+                                           (uint64_t)bl <= RESP_MAX_BULK
+                                       ? "unauthenticated bulk length"
+                                       : "invalid bulk length");
                 p->pos += (size_t)n + 2;
                 p->bulklen = bl;
             }

@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "core/net.h"
+#include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/config.h"
 #include "kv/db.h"
@@ -112,7 +113,8 @@ static kv_client *client_alloc(int fd)
     resp_parser_init(&c->parser);
     c->parser.max_bulk = srv.cfg.proto_max_bulk_len;
     c->ctime_ms = c->last_ms = srv.now_ms;
-    if (!srv.cfg.requirepass || !srv.cfg.requirepass[0])
+    c->user = kv_acl_default_user();
+    if (kv_acl_default_nopass())
         c->flags |= CLIENT_AUTHED;
     else {
         c->parser.max_multibulk = UNAUTH_MAX_MULTIBULK;
@@ -125,6 +127,7 @@ kv_client *kv_client_new_fake(void)
 {
     kv_client *c = client_alloc(-1);
     c->flags |= CLIENT_FAKE | CLIENT_AUTHED;
+    c->user = NULL;
     c->parser.max_bulk = RESP_MAX_BULK;
     c->parser.max_multibulk = RESP_MAX_MULTIBULK;
     return c;
@@ -184,6 +187,8 @@ void kv_client_close(kv_client *c)
     kv_unwatch_all(c);
     discard_multi(c);
     pubsub_unsubscribe_all(c);
+    if (c->cl_flags || srv.trk_nclients)
+        kv_client_gone(c);
     c->next_free = srv.to_free;
     srv.to_free = c;
 }
@@ -300,7 +305,10 @@ static void build_argv(kv_client *c)
 static void process_input(kv_client *c)
 {
     while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) {
-        int rc = resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
+        /* A command CLIENT PAUSE held is parsed already: run it now. */
+        int rc = UNLIKELY(c->cl_flags & CL_HELD) ? RESP_CMD
+                                                 : resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
+        c->cl_flags &= ~CL_HELD;
         if (rc == RESP_AGAIN)
             break;
         if (rc == RESP_ERROR) {
@@ -312,7 +320,14 @@ static void process_input(kv_client *c)
             break;
         }
         build_argv(c);
+        if (UNLIKELY(srv.pause_type) && kv_pause_holds(c))
+            break; /* run by kv_pause_resume_held when the pause ends */
+        size_t mark = c->wbuf.len;
+        srv.cl_running = c;
         kv_call(c);
+        srv.cl_running = NULL;
+        if (UNLIKELY(c->cl_flags | srv.trk_self.len))
+            kv_client_after_command(c, mark);
         resp_parser_next(&c->parser);
         /* Per command, not per read: one 16 KiB read can hold hundreds of
          * GETs of a large value. */
@@ -329,12 +344,16 @@ static void process_input(kv_client *c)
         c->rbuf.len = rest;
         resp_parser_shift(&c->parser, used);
     }
-    if (c->rbuf.len == 0 && c->rbuf.cap > 4 * READ_CHUNK)
-        buf_free(&c->rbuf);
+    /* Large idle query buffers are shrunk by kv_client_cron. */
     if (c->wbuf.len > c->wpos) {
         check_output_limits(c);
         mark_pending(c);
     }
+}
+
+void kv_client_process_input(kv_client *c)
+{
+    process_input(c);
 }
 
 static void client_read(kv_client *c)
@@ -356,6 +375,8 @@ static void client_read(kv_client *c)
         return;
     }
     c->rbuf.len += (size_t)n;
+    if (c->rbuf.len > c->cl_qb_peak)
+        c->cl_qb_peak = c->rbuf.len;
     srv.stat_net_in += (uint64_t)n;
     c->last_ms = srv.now_ms;
     if (c->rbuf.len > QUERYBUF_MAX) {
@@ -364,6 +385,8 @@ static void client_read(kv_client *c)
         kv_client_close(c);
         return;
     }
+    if (UNLIKELY(c->cl_flags & CL_HELD))
+        return; /* input waits behind the held command */
     process_input(c);
 }
 
@@ -397,7 +420,7 @@ static void accept_cb(loop *l, loop_io *io, unsigned events)
         }
         char ip[64];
         net_format_ip((struct sockaddr *)&ss, ip, sizeof ip);
-        if (kv_protected_refuses(&srv.cfg, (struct sockaddr *)&ss)) {
+        if (kv_acl_protected_refuses((struct sockaddr *)&ss)) {
             static const char msg[] = "-" ERR_DENIED "\r\n";
             ssize_t w = write(fd, msg, sizeof msg - 1);
             (void)w;
@@ -455,9 +478,11 @@ static void touch_command_keys(kv_client *c, const kv_cmd *cmd)
 {
     if (cmd->first_key <= 0)
         return;
+    int first = cmd->first_key;
     int last = cmd->last_key < 0 ? c->argc + cmd->last_key : cmd->last_key;
     int step = cmd->key_step > 0 ? cmd->key_step : 1;
-    for (int i = cmd->first_key; i <= last && i < c->argc; i += step)
+    kv_written_keys(cmd, &first, &last);
+    for (int i = first; i <= last && i < c->argc; i += step)
         kv_touch_key(c->db, c->argv[i]);
 }
 
@@ -468,6 +493,8 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     c->prop_argc = 0;
     c->cmd = cmd;
     kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
+    int executing = srv.cl_executing;
+    srv.cl_executing = 1;
     if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0) {
         uint64_t t0 = kv_ticks();
         cmd->proc(c);
@@ -476,8 +503,13 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     } else {
         cmd->proc(c);
     }
+    srv.cl_executing = executing;
     st->calls++;
     srv.stat_cmds++;
+    if (UNLIKELY(srv.nmonitors))
+        kv_monitor_feed(c, cmd, c->argc, c->argv);
+    if (UNLIKELY(c->cl_flags & CL_TRACKING) && (cmd->flags & CMD_READONLY))
+        tracking_remember(c, cmd, c->argc, c->argv);
     if (srv.dirty != dirty && (cmd->flags & CMD_WRITE)) {
         if (!(c->flags & CLIENT_NO_PROPAGATE) && !srv.loading) {
             if (c->prop_argc > 0)
@@ -485,10 +517,9 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
             else if (c->prop_argc == 0)
                 aof_feed(c->db, c->argc, c->argv);
         }
-        if (srv.watch_keys)
+        if (srv.watch_keys || UNLIKELY(tracking_active()))
             touch_command_keys(c, cmd);
     }
-    c->lastcmd = cmd;
 }
 
 void kv_propagate_as(kv_client *c, int argc, const str *argv)
@@ -545,6 +576,7 @@ void kv_call(kv_client *c)
 {
     const kv_cmd *cmd = kv_cmd_lookup(c->argv[0]);
     c->cmd = NULL;
+    kv_client_note_cmd(c, cmd);
     if (UNLIKELY(!cmd)) {
         unknown_command(c);
         if (c->flags & CLIENT_MULTI)
@@ -561,8 +593,17 @@ void kv_call(kv_client *c)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
-    if (UNLIKELY(!(c->flags & CLIENT_AUTHED)) && !(cmd->flags & CMD_NO_AUTH)) {
+    /* Not authenticated: refused unless the default user became nopass. */
+    if (UNLIKELY(!(c->flags & CLIENT_AUTHED)) && !(cmd->flags & CMD_NO_AUTH) &&
+        !kv_acl_default_nopass()) {
         reply_error(c, ERR_NOAUTH);
+        if (c->flags & CLIENT_MULTI)
+            c->flags |= CLIENT_DIRTY_EXEC;
+        return;
+    }
+    if (UNLIKELY(c->user && !c->user->open) && kv_acl_deny(c, cmd)) {
+        srv.cmd_stats[cmd - kv_commands].rejected++;
+        c->cmd = NULL;
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
@@ -595,7 +636,9 @@ int kv_exec_command(kv_client *c, int argc, str *argv)
     str *sargv = c->argv;
     c->argc = argc;
     c->argv = argv;
-    if (srv.cfg.maxmemory && (cmd->flags & CMD_DENYOOM) && kv_evict_if_needed() < 0) {
+    if (kv_acl_exec_deny(c, cmd) < 0) {
+        /* replied: the rules changed since the command was queued */
+    } else if (srv.cfg.maxmemory && (cmd->flags & CMD_DENYOOM) && kv_evict_if_needed() < 0) {
         c->cmd = cmd;
         reply_error(c, ERR_OOM);
     } else {
@@ -630,6 +673,10 @@ static void free_closed(void)
 
 static void on_iteration_end(loop *l, void *ud)
 {
+    if (UNLIKELY(srv.resume_held))
+        kv_pause_resume_held();
+    if (UNLIKELY(srv.trk_bcast_pending))
+        tracking_broadcast();
     if (srv.aof_buf.len)
         aof_flush(0);
     if (srv.pending)
@@ -677,7 +724,10 @@ static void cron_cb(loop *l, timer *t)
     int64_t budget_us = 25000 * (int64_t)srv.cfg.active_expire_effort / 10 * 10 / srv.cfg.hz;
     if (budget_us < 1000)
         budget_us = 1000;
-    db_active_expire(budget_us);
+    kv_client_cron();
+    tracking_cron();
+    if (!srv.pause_type) /* a pause freezes the dataset: no active expiry */
+        db_active_expire(budget_us);
     /* Incremental rehash of idle tables: at most ~1 ms. */
     int64_t start = kv_unix_us();
     for (int i = 0; i < srv.cfg.databases; i++) {
@@ -691,7 +741,7 @@ static void cron_cb(loop *l, timer *t)
     dump_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
-            if (!(c->flags & CLIENT_MULTI) &&
+            if (!(c->flags & CLIENT_MULTI) && !(c->cl_flags & CL_HELD) &&
                 (uint64_t)(srv.now_ms - c->last_ms) > srv.cfg.timeout * 1000)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }
@@ -766,9 +816,13 @@ static void teardown(void)
     }
     kv_free(srv.dbs);
     pubsub_free();
+    kv_acl_free();
     kv_free(srv.cmd_stats);
     kv_free(srv.aof_path);
     kv_free(srv.child_tmpfile);
+    tracking_free();
+    kv_client_tables_free();
+    kv_free(srv.monitors);
     buf_free(&srv.aof_buf);
     buf_free(&srv.aof_rewrite_buf);
     if (srv.aof_fd >= 0)
@@ -896,11 +950,14 @@ int kv_server_main(int argc, char **argv)
     pthread_mutex_init(&srv.fsync_mu, NULL);
     pthread_cond_init(&srv.fsync_cv, NULL);
     cmd_table_init();
+    if (kv_acl_init() < 0)
+        return 1;
     kv_ticks_calibrate();
     srv.dbs = kv_calloc((size_t)srv.cfg.databases * sizeof *srv.dbs);
     for (int i = 0; i < srv.cfg.databases; i++)
         db_init(&srv.dbs[i], i);
     pubsub_init();
+    tracking_init();
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);

@@ -215,13 +215,48 @@ struct kv_client {
     /* -- client fields: dump -- */
     /* -- end dump -- */
     /* -- client fields: client -- */
+    unsigned cl_flags;          /* CL_* of t_client.c: REPLY OFF/SKIP, tracking, MONITOR, held */
+    char cl_lastsub[24];        /* subcommand of lastcmd when it is a container ("list") */
+    uint64_t trk_redir;         /* CLIENT TRACKING REDIRECT id, 0 = none */
+    kv_client *trk_target;      /* the client trk_redir names; NULL once it closed */
+    struct kv_trk_prefix **trk_prefixes; /* BCAST prefixes of this client, sorted */
+    int trk_nprefixes, trk_prefixes_cap;
+    kv_client *held_next;       /* in srv.held while CLIENT PAUSE holds its command */
+    size_t cl_qb_peak;          /* largest query buffer since the last cron resize */
     /* -- end client -- */
     /* -- client fields: acl -- */
+    struct kv_acl_user *user; /* NULL: may run anything (AOF loading) */
     /* -- end acl -- */
     /* -- client fields: misc -- */
     /* -- end misc -- */
     /* -- client fields: notify -- */
     /* -- end notify -- */
+/* -- declarations: stream -- */
+/* -- end stream -- */
+/* -- declarations: script -- */
+/* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: stream -- */
+    /* -- end stream -- */
+    /* -- server fields: script -- */
+    /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: stream -- */
+    /* -- end stream -- */
+    /* -- client fields: script -- */
+    /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
 };
 
 /* ---- commands ---- */
@@ -293,6 +328,7 @@ typedef struct kv_config {
     int maxmemory_samples;
     int databases;
     uint64_t proto_max_bulk_len;
+    uint64_t hll_sparse_max_bytes; /* a sparse HyperLogLog larger turns dense */
     uint64_t obuf_hard, obuf_soft, obuf_soft_secs;
     int hz;
     uint64_t auto_aof_rewrite_pct, auto_aof_rewrite_min;
@@ -385,6 +421,29 @@ typedef struct kv_server {
     uint64_t rdb_load_loaded, rdb_load_expired; /* keys of the last dump.rdb load */
     /* -- end dump -- */
     /* -- server fields: client -- */
+    kv_client **monitors;       /* MONITOR clients */
+    int nmonitors, monitors_cap;
+    int pause_type;             /* KV_PAUSE_* of CLIENT PAUSE (0: none) */
+    int64_t pause_end_ms;
+    kv_client *held;            /* clients whose command waits for the pause to end */
+    uint64_t nheld;
+    int resume_held;            /* the pause ended: run the held commands at batch end */
+    /* tracking.c: clients with tracking on, keys they read, BCAST prefixes */
+    kv_client **trk_clients;
+    int trk_nclients, trk_clients_cap;
+    dict trk_keys;              /* key -> kv_trk_key (ids of clients that read it) */
+    uint64_t trk_items;         /* sum of the ids in trk_keys */
+    dict trk_prefix_d;          /* BCAST prefix -> kv_trk_prefix (its subscribers) */
+    int trk_nprefix;
+    uint32_t *trk_plens;        /* the distinct prefix lengths, ascending, and how */
+    uint32_t *trk_plen_refs;    /* many prefixes have each (a write looks up only those) */
+    int trk_nplens, trk_plens_cap;
+    struct kv_trk_prefix **trk_pending; /* prefixes with changed keys to send */
+    int trk_npending, trk_pending_cap;
+    int trk_bcast_pending;      /* trk_pending is not empty: send at batch end */
+    buf trk_self;               /* invalidations for the running client, sent after its reply */
+    kv_client *cl_running;      /* the client whose command runs (top level) */
+    int cl_executing;           /* inside a command's handler (not eviction before it) */
     /* -- end client -- */
     /* -- server fields: acl -- */
     /* -- end acl -- */
@@ -392,6 +451,32 @@ typedef struct kv_server {
     /* -- end misc -- */
     /* -- server fields: notify -- */
     /* -- end notify -- */
+/* -- declarations: stream -- */
+/* -- end stream -- */
+/* -- declarations: script -- */
+/* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: stream -- */
+    /* -- end stream -- */
+    /* -- server fields: script -- */
+    /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: stream -- */
+    /* -- end stream -- */
+    /* -- client fields: script -- */
+    /* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
+    /* -- server fields: repl -- */
+    /* -- end repl -- */
+    /* -- client fields: repl -- */
+    /* -- end repl -- */
 } kv_server;
 
 extern kv_server srv;
@@ -427,6 +512,16 @@ double kv_instantaneous(int what);
 /* -- declarations: bitops -- */
 /* -- end bitops -- */
 /* -- declarations: geo -- */
+/* Key positions (argv indexes, into pos[3]) of the commands whose keys
+ * depend on their options: SORT's STORE, GEORADIUS's STORE/STOREDIST.
+ * Returns the number of keys, or -1 when cmd has fixed key positions. */
+int kv_movable_keys(const kv_cmd *cmd, int argc, const str *argv, int *pos);
+/* Sorts base[0..n) (elements of es bytes) enough that [first, last] holds
+ * what a full sort puts there, with Redis's partial quicksort (sort.c):
+ * equal elements end up where Redis puts them. */
+typedef int kv_cmp_fn(const void *a, const void *b, void *ud);
+void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t first,
+               size_t last);
 /* -- end geo -- */
 /* -- declarations: dump -- */
 /* t_dump.c: MIGRATE's cached connections (INFO), closed after 10 s idle
@@ -446,13 +541,83 @@ void dump_debug_reload(kv_client *c);
 void dump_debug_object(kv_client *c);
 /* -- end dump -- */
 /* -- declarations: client -- */
+/* t_client.c: CLIENT, MONITOR, CLIENT PAUSE and REPLY OFF/SKIP */
+enum {
+    CL_REPLY_OFF = 1u << 0,
+    CL_REPLY_SKIP = 1u << 1,      /* drop the reply of this command */
+    CL_REPLY_SKIP_NEXT = 1u << 2, /* ... of the next one (set by CLIENT REPLY SKIP) */
+    CL_TRACKING = 1u << 3,
+    CL_TRK_BCAST = 1u << 4,
+    CL_TRK_OPTIN = 1u << 5,
+    CL_TRK_OPTOUT = 1u << 6,
+    CL_TRK_CACHING = 1u << 7,     /* CLIENT CACHING yes (optin) / no (optout) */
+    CL_TRK_NOLOOP = 1u << 8,
+    CL_TRK_BROKEN = 1u << 9,      /* the redirect target closed */
+    CL_MONITOR = 1u << 10,
+    CL_HELD = 1u << 11,           /* argv holds a command CLIENT PAUSE keeps waiting */
+    CL_NO_EVICT = 1u << 12,
+};
+enum { KV_PAUSE_WRITE = 1, KV_PAUSE_ALL = 2 };
+int kv_client_name_valid(str s);
+void kv_client_set_name(kv_client *c, str name);
+/* RESET: tracking, MONITOR, REPLY OFF and NO-EVICT back to their defaults. */
+void kv_client_reset(kv_client *c);
+/* Narrows [first, last] of a write command's keys to those it changes
+ * (SINTERSTORE dst src...: dst only; COPY src dst: dst), for WATCH and
+ * tracking. */
+void kv_written_keys(const kv_cmd *cmd, int *first, int *last);
+/* Called by kv_call once the command is known (NULL: unknown). */
+void kv_client_note_cmd(kv_client *c, const kv_cmd *cmd);
+/* After a top-level command of c ran (its reply starts at wbuf offset
+ * mark): REPLY OFF/SKIP, CLIENT CACHING reset, deferred invalidations. */
+void kv_client_after_command(kv_client *c, size_t mark);
+/* Whether CLIENT PAUSE holds the command in c->argv (then marks c held). */
+int kv_pause_holds(kv_client *c);
+/* Cron: ends an expired pause; frees or shrinks the query
+ * buffers of idle clients (as Redis's clientsCronResizeQueryBuffer). */
+void kv_client_cron(void);
+/* Runs the held commands once the pause ended (batch end). */
+void kv_pause_resume_held(void);
+/* MONITOR: feeds one executed command to the monitors. */
+void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+/* A client closes: drops it from MONITOR, held and tracking state. */
+void kv_client_gone(kv_client *c);
+/* server.c: runs the parsed input of c (used to resume held clients). */
+void kv_client_process_input(kv_client *c);
+/* tracking.c */
+void tracking_init(void);
+void tracking_free(void);
+void kv_client_tables_free(void);
+void tracking_enable(kv_client *c, uint64_t redir, kv_client *target, unsigned opts,
+                     const str *prefixes, int nprefixes);
+void tracking_disable(kv_client *c);
+/* Error text when a prefix collides with another of c's, or NULL. */
+int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, size_t errlen);
+/* c ran a read-only command: remember its keys for invalidation. */
+void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+/* key changed in the keyspace (cheap when no client tracks). */
+void tracking_invalidate_key(str key);
+void tracking_invalidate_all(void); /* FLUSHDB / FLUSHALL (once per command) */
+void tracking_broadcast(void);      /* batch end: BCAST messages */
+void tracking_send_self(kv_client *c);
+void tracking_cron(void);
+void tracking_client_closed(kv_client *c);
+str tracking_prefix_str(const struct kv_trk_prefix *p);
+static inline int tracking_active(void) { return dict_size(&srv.trk_keys) || srv.trk_nprefix; }
 /* -- end client -- */
 /* -- declarations: acl -- */
+typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- end acl -- */
 /* -- declarations: misc -- */
 /* -- end misc -- */
 /* -- declarations: notify -- */
 /* -- end notify -- */
+/* -- declarations: stream -- */
+/* -- end stream -- */
+/* -- declarations: script -- */
+/* -- end script -- */
+/* -- declarations: repl -- */
+/* -- end repl -- */
 
 /* cmdtable.c */
 extern const kv_cmd kv_commands[];

@@ -43,20 +43,6 @@ kv_entry *lookup_typed(kv_client *c, str key, int type, int write)
     return e;
 }
 
-/* A read lookup that is not an access (TYPE, TTL, EXISTS, ...): the LRU
- * stamp stays, as Redis's LOOKUP_NOTOUCH. */
-static kv_entry *lookup_read_notouch(kv_db *db, str key)
-{
-    kv_entry *e = db_find(db, key);
-    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
-        e = NULL;
-    if (e)
-        srv.stat_hits++;
-    else
-        srv.stat_misses++;
-    return e;
-}
-
 static int arg_is(str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
@@ -76,25 +62,29 @@ void del_command(kv_client *c)
     reply_int(c, n);
 }
 
-void exists_command(kv_client *c)
+/* EXISTS leaves the access time alone (Redis's LOOKUP_NOTOUCH); TOUCH
+ * refreshes it. */
+static void exists_generic(kv_client *c, kv_entry *(*lookup)(kv_db *, str))
 {
     long long n = 0;
     for (int i = 1; i < c->argc; i++)
-        n += lookup_read_notouch(c->db, c->argv[i]) != NULL;
+        n += lookup(c->db, c->argv[i]) != NULL;
     reply_int(c, n);
+}
+
+void exists_command(kv_client *c)
+{
+    exists_generic(c, db_lookup_notouch);
 }
 
 void touch_command(kv_client *c)
 {
-    long long n = 0;
-    for (int i = 1; i < c->argc; i++)
-        n += db_lookup_read(c->db, c->argv[i]) != NULL;
-    reply_int(c, n);
+    exists_generic(c, db_lookup_read);
 }
 
 void type_command(kv_client *c)
 {
-    kv_entry *e = lookup_read_notouch(c->db, c->argv[1]);
+    kv_entry *e = db_lookup_notouch(c->db, c->argv[1]);
     reply_simple(c, e ? obj_type_name(e->type) : "none");
 }
 
@@ -174,7 +164,7 @@ void pexpireat_command(kv_client *c) { expire_generic(c, 0, 1); }
 
 static void ttl_generic(kv_client *c, int ms, int absolute)
 {
-    kv_entry *e = lookup_read_notouch(c->db, c->argv[1]);
+    kv_entry *e = db_lookup_notouch(c->db, c->argv[1]);
     if (!e) {
         reply_int(c, -2);
         return;
@@ -470,8 +460,8 @@ const char *obj_encoding(kv_entry *e)
         return s.len <= 44 ? "embstr" : "raw";
     }
     case KV_LIST: {
-        kv_list *l = entry_obj(e);
-        return l->len <= 128 ? "listpack" : "quicklist";
+        /* Redis 7.0 lists are always quicklists (listpack lists are 7.2). */
+        return "quicklist";
     }
     case KV_SET: {
         dict *s = entry_obj(e);

@@ -1,6 +1,7 @@
 /* Connection and server commands: PING ECHO QUIT SELECT AUTH HELLO CLIENT
  * INFO CONFIG COMMAND TIME FLUSHDB ... */
 #include "core/log.h"
+#include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/config.h"
 #include "kv/db.h"
@@ -106,6 +107,7 @@ void flushdb_command(kv_client *c)
     if (!flush_args_ok(c))
         return;
     kv_touch_db(c->db);
+    tracking_invalidate_all();
     db_flush(c->db);
     kv_dirty(1);
     reply_ok(c);
@@ -115,6 +117,7 @@ void flushall_command(kv_client *c)
 {
     if (!flush_args_ok(c))
         return;
+    tracking_invalidate_all();
     for (int i = 0; i < srv.cfg.databases; i++) {
         kv_touch_db(&srv.dbs[i]);
         db_flush(&srv.dbs[i]);
@@ -230,11 +233,6 @@ void readonly_noop_command(kv_client *c)
     reply_error(c, "ERR This instance has cluster support disabled");
 }
 
-void monitor_stub_command(kv_client *c)
-{
-    reply_error(c, "ERR MONITOR is not supported by brisk-kv");
-}
-
 /* FUNCTION: only FLUSH until scripting exists (Redis's test harness sends
  * FUNCTION FLUSH before every test file; there are no functions to flush). */
 void function_command(kv_client *c)
@@ -268,16 +266,6 @@ void replicaof_command(kv_client *c)
 
 /* ---- AUTH / HELLO / RESET ---- */
 
-static int password_ok(str pw)
-{
-    const char *want = srv.cfg.requirepass;
-    size_t n = strlen(want);
-    unsigned diff = (unsigned)(pw.len ^ n);
-    for (size_t i = 0; i < pw.len; i++)
-        diff |= (unsigned)(unsigned char)pw.p[i] ^ (unsigned char)(i < n ? want[i] : 0);
-    return diff == 0;
-}
-
 static void set_authed(kv_client *c)
 {
     c->flags |= CLIENT_AUTHED;
@@ -288,8 +276,7 @@ static void set_authed(kv_client *c)
 /* Returns 1 when authenticated, 0 after replying with the error. */
 static int check_auth(kv_client *c, str user, str pass)
 {
-    int nopass = !srv.cfg.requirepass[0];
-    if (arg_is(user, "default") && (nopass || password_ok(pass))) {
+    if (kv_acl_authenticate(c, user, pass) == 0) {
         set_authed(c);
         return 1;
     }
@@ -303,7 +290,7 @@ void auth_command(kv_client *c)
         reply_error(c, ERR_SYNTAX);
         return;
     }
-    if (c->argc == 2 && !srv.cfg.requirepass[0]) {
+    if (c->argc == 2 && kv_acl_default_nopass()) {
         reply_error(c, "ERR AUTH <password> called without any password configured for the "
                        "default user. Are you sure your configuration is correct?");
         return;
@@ -314,18 +301,9 @@ void auth_command(kv_client *c)
         reply_ok(c);
 }
 
-static int valid_name(str s)
-{
-    for (size_t i = 0; i < s.len; i++)
-        if (s.p[i] < '!' || s.p[i] > '~')
-            return 0;
-    return 1;
-}
-
 static void set_name(kv_client *c, str name)
 {
-    kv_free(c->name);
-    c->name = name.len ? kv_strndup(name.p, name.len) : NULL;
+    kv_client_set_name(c, name);
 }
 
 void hello_command(kv_client *c)
@@ -343,13 +321,14 @@ void hello_command(kv_client *c)
             return;
         }
     }
-    str setname = STR_NULL;
-    int has_name = 0;
+    str setname = STR_NULL, user = STR_NULL, pass = STR_NULL;
+    int has_name = 0, has_auth = 0;
     for (; i < c->argc; i++) {
         int more = c->argc - i - 1;
         if (arg_is(c->argv[i], "auth") && more >= 2) {
-            if (!check_auth(c, c->argv[i + 1], c->argv[i + 2]))
-                return;
+            user = c->argv[i + 1];
+            pass = c->argv[i + 2];
+            has_auth = 1;
             i += 2;
         } else if (arg_is(c->argv[i], "setname") && more >= 1) {
             setname = c->argv[i + 1];
@@ -361,6 +340,8 @@ void hello_command(kv_client *c)
             return;
         }
     }
+    if (has_auth && !check_auth(c, user, pass))
+        return;
     if (!(c->flags & CLIENT_AUTHED)) {
         reply_error(c, "NOAUTH HELLO must be called with the client already authenticated, "
                        "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
@@ -369,7 +350,7 @@ void hello_command(kv_client *c)
         return;
     }
     if (has_name) {
-        if (!valid_name(setname)) {
+        if (!kv_client_name_valid(setname)) {
             reply_error(c, "ERR Client names cannot contain spaces, newlines or special characters.");
             return;
         }
@@ -404,288 +385,18 @@ void reset_command(kv_client *c)
     }
     kv_unwatch_all(c);
     pubsub_unsubscribe_all(c);
+    kv_client_reset(c);
     kv_client_set_db(c, 0);
     c->resp = 2;
     set_name(c, STR_NULL);
-    if (srv.cfg.requirepass[0]) {
+    if (kv_acl_client_reset(c)) {
+        set_authed(c);
+    } else {
         c->flags &= ~CLIENT_AUTHED;
         c->parser.max_multibulk = 10;
         c->parser.max_bulk = 16384;
     }
     reply_simple(c, "RESET");
-}
-
-/* ---- CLIENT ---- */
-
-int kv_client_info(kv_client *c, buf *out)
-{
-    char flags[8];
-    size_t nf = 0;
-    if (c->flags & CLIENT_MULTI)
-        flags[nf++] = 'x';
-    if (c->flags & CLIENT_DIRTY_CAS)
-        flags[nf++] = 'd';
-    if (c->flags & CLIENT_CLOSE_AFTER_REPLY)
-        flags[nf++] = 'c';
-    if (pubsub_count(c))
-        flags[nf++] = 'P';
-    if (nf == 0)
-        flags[nf++] = 'N';
-    flags[nf] = '\0';
-    char line[1024];
-    size_t obl = c->wbuf.len - c->wpos;
-    int n = snprintf(
-        line, sizeof line,
-        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d "
-        "psub=%d ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 "
-        "obl=%zu oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d "
-        "lib-name=%s lib-ver=%s\n",
-        (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
-        (long long)((srv.now_ms - c->ctime_ms) / 1000), (long long)((srv.now_ms - c->last_ms) / 1000),
-        flags, c->db->id, c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0,
-        (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len,
-        c->rbuf.cap - c->rbuf.len, c->rbuf.cap, obl, c->wbuf.cap,
-        sizeof *c + c->rbuf.cap + c->wbuf.cap, c->lastcmd ? c->lastcmd->name : "NULL", c->resp,
-        c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
-    if (n < 0)
-        return -1;
-    return buf_append(out, line, (size_t)MIN((size_t)n, sizeof line - 1));
-}
-
-static void client_list(kv_client *c)
-{
-    buf out = { 0 };
-    long long *ids = NULL;
-    int nids = 0;
-    for (int i = 2; i < c->argc; i++) {
-        if (arg_is(c->argv[i], "type") && i + 1 < c->argc) {
-            str t = c->argv[++i];
-            if (!arg_is(t, "normal") && !arg_is(t, "master") && !arg_is(t, "replica") &&
-                !arg_is(t, "pubsub") && !arg_is(t, "slave")) {
-                reply_errorf(c, "ERR Unknown client type '%.*s'", (int)MIN(t.len, 64), t.p);
-                kv_free(ids);
-                return;
-            }
-            if (!arg_is(t, "normal")) {
-                reply_verbatim(c, "", 0, "txt");
-                kv_free(ids);
-                return;
-            }
-        } else if (arg_is(c->argv[i], "id") && i + 1 < c->argc) {
-            ids = kv_malloc((size_t)c->argc * sizeof *ids);
-            for (i++; i < c->argc; i++) {
-                long long id;
-                if (kv_parse_ll(c->argv[i].p, c->argv[i].len, &id) < 0 || id <= 0) {
-                    reply_error(c, "ERR Invalid client ID");
-                    kv_free(ids);
-                    return;
-                }
-                ids[nids++] = id;
-            }
-        } else {
-            reply_error(c, ERR_SYNTAX);
-            kv_free(ids);
-            return;
-        }
-    }
-    for (kv_client *x = srv.clients; x; x = x->next) {
-        if (ids) {
-            int found = 0;
-            for (int k = 0; k < nids; k++)
-                found |= (uint64_t)ids[k] == x->id;
-            if (!found)
-                continue;
-        }
-        kv_client_info(x, &out);
-    }
-    reply_verbatim(c, out.data ? out.data : "", out.len, "txt");
-    buf_free(&out);
-    kv_free(ids);
-}
-
-static void kill_one(kv_client *c, kv_client *x)
-{
-    if (x == c)
-        c->flags |= CLIENT_CLOSE_AFTER_REPLY;
-    else
-        kv_client_close(x);
-}
-
-static void client_kill(kv_client *c)
-{
-    if (c->argc == 3) { /* old form: CLIENT KILL addr:port */
-        for (kv_client *x = srv.clients; x; x = x->next) {
-            if (strlen(x->addr) == c->argv[2].len &&
-                memcmp(x->addr, c->argv[2].p, c->argv[2].len) == 0) {
-                kill_one(c, x);
-                reply_ok(c);
-                return;
-            }
-        }
-        reply_error(c, "ERR No such client");
-        return;
-    }
-    if ((c->argc - 2) % 2 != 0) {
-        reply_error(c, ERR_SYNTAX);
-        return;
-    }
-    long long id = 0, maxage = 0;
-    str addr = STR_NULL, laddr = STR_NULL;
-    int skipme = 1;
-    for (int i = 2; i < c->argc; i += 2) {
-        str k = c->argv[i], v = c->argv[i + 1];
-        if (arg_is(k, "id")) {
-            if (kv_parse_ll(v.p, v.len, &id) < 0 || id <= 0) {
-                reply_errorf(c, "ERR client-id should be greater than 0");
-                return;
-            }
-        } else if (arg_is(k, "addr")) {
-            addr = v;
-        } else if (arg_is(k, "laddr")) {
-            laddr = v;
-        } else if (arg_is(k, "skipme")) {
-            if (arg_is(v, "yes"))
-                skipme = 1;
-            else if (arg_is(v, "no"))
-                skipme = 0;
-            else {
-                reply_error(c, ERR_SYNTAX);
-                return;
-            }
-        } else if (arg_is(k, "maxage")) {
-            if (kv_parse_ll(v.p, v.len, &maxage) < 0) {
-                reply_error(c, ERR_NOT_INT);
-                return;
-            }
-        } else if (arg_is(k, "type")) {
-            if (!arg_is(v, "normal") && !arg_is(v, "master") && !arg_is(v, "replica") &&
-                !arg_is(v, "pubsub") && !arg_is(v, "slave")) {
-                reply_errorf(c, "ERR Unknown client type '%.*s'", (int)MIN(v.len, 64), v.p);
-                return;
-            }
-        } else if (arg_is(k, "user")) {
-            if (!arg_is(v, "default")) {
-                reply_errorf(c, "ERR No such user '%.*s'", (int)MIN(v.len, 64), v.p);
-                return;
-            }
-        } else {
-            reply_error(c, ERR_SYNTAX);
-            return;
-        }
-    }
-    long long killed = 0;
-    kv_client *x = srv.clients;
-    while (x) {
-        kv_client *next = x->next;
-        int match = 1;
-        if (id && x->id != (uint64_t)id)
-            match = 0;
-        if (addr.p && (strlen(x->addr) != addr.len || memcmp(x->addr, addr.p, addr.len)))
-            match = 0;
-        if (laddr.p && (strlen(x->laddr) != laddr.len || memcmp(x->laddr, laddr.p, laddr.len)))
-            match = 0;
-        if (maxage && (srv.now_ms - x->ctime_ms) / 1000 < maxage)
-            match = 0;
-        if (x == c && skipme)
-            match = 0;
-        if (match) {
-            kill_one(c, x);
-            killed++;
-        }
-        x = next;
-    }
-    reply_int(c, killed);
-}
-
-void client_command(kv_client *c)
-{
-    str sub = c->argv[1];
-    if (arg_is(sub, "id") && c->argc == 2) {
-        reply_int(c, (long long)c->id);
-    } else if (arg_is(sub, "setname")) {
-        if (c->argc != 3) {
-            subcommand_arity(c, "client");
-            return;
-        }
-        if (!valid_name(c->argv[2])) {
-            reply_error(c, "ERR Client names cannot contain spaces, newlines or special characters.");
-            return;
-        }
-        set_name(c, c->argv[2]);
-        reply_ok(c);
-    } else if (arg_is(sub, "getname")) {
-        if (c->argc != 2) {
-            subcommand_arity(c, "client");
-            return;
-        }
-        reply_bulk_cstr(c, c->name);
-    } else if (arg_is(sub, "setinfo")) {
-        if (c->argc != 4) {
-            subcommand_arity(c, "client");
-            return;
-        }
-        str attr = c->argv[2], v = c->argv[3];
-        char **slot;
-        const char *label;
-        if (arg_is(attr, "lib-name")) {
-            slot = &c->lib_name;
-            label = "lib-name";
-        } else if (arg_is(attr, "lib-ver")) {
-            slot = &c->lib_ver;
-            label = "lib-ver";
-        } else {
-            reply_errorf(c, "ERR Unrecognized option '%.*s'", (int)MIN(attr.len, 64), attr.p);
-            return;
-        }
-        if (!valid_name(v)) {
-            reply_errorf(c, "ERR %s cannot contain spaces, newlines or special characters.", label);
-            return;
-        }
-        kv_free(*slot);
-        *slot = v.len ? kv_strndup(v.p, v.len) : NULL;
-        reply_ok(c);
-    } else if (arg_is(sub, "list")) {
-        client_list(c);
-    } else if (arg_is(sub, "info") && c->argc == 2) {
-        buf out = { 0 };
-        kv_client_info(c, &out);
-        reply_verbatim(c, out.data, out.len, "txt");
-        buf_free(&out);
-    } else if (arg_is(sub, "kill")) {
-        if (c->argc < 3) {
-            subcommand_arity(c, "client");
-            return;
-        }
-        client_kill(c);
-    } else if ((arg_is(sub, "no-evict") || arg_is(sub, "no-touch")) && c->argc == 3) {
-        if (!arg_is(c->argv[2], "on") && !arg_is(c->argv[2], "off")) {
-            reply_error(c, ERR_SYNTAX);
-            return;
-        }
-        reply_ok(c);
-    } else if (arg_is(sub, "reply") && c->argc == 3) {
-        reply_ok(c);
-    } else if (arg_is(sub, "help")) {
-        static const char *lines[] = {
-            "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "GETNAME", "    Return the name of the current connection.",
-            "ID", "    Return the ID of the current connection.",
-            "INFO", "    Return information about the current client connection.",
-            "KILL <ip:port>|<option> <value> [<option> <value> ...]",
-            "    Kill connections (ID, ADDR, LADDR, SKIPME, MAXAGE, TYPE, USER).",
-            "LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
-            "SETINFO <LIB-NAME|LIB-VER> <value>", "    Set client library name or version.",
-            "SETNAME <name>", "    Assign the name <name> to the current connection.",
-            "HELP", "    Print this help.",
-        };
-        reply_array(c, (long long)ARRAY_LEN(lines));
-        for (size_t i = 0; i < ARRAY_LEN(lines); i++)
-            reply_simple(c, lines[i]);
-    } else if (arg_is(sub, "id") || arg_is(sub, "info")) {
-        subcommand_arity(c, "client");
-    } else {
-        subcommand_unknown(c, "CLIENT");
-    }
 }
 
 /* ---- CONFIG ---- */
@@ -768,6 +479,8 @@ void config_command(kv_client *c)
             }
             if (STR_IEQ(c->argv[i], "maxmemory") && srv.cfg.maxmemory)
                 kv_evict_if_needed();
+            if (STR_IEQ(c->argv[i], "requirepass")) /* binary safe, unlike the config copy */
+                kv_acl_requirepass_changed(c->argv[i + 1].p, c->argv[i + 1].len);
             if (STR_IEQ(c->argv[i], "busy-poll-us"))
                 loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
         }
@@ -957,6 +670,14 @@ void command_command(kv_client *c)
             reply_error(c, "ERR The command has no key arguments");
             return;
         }
+        int pos[3];
+        int nk = kv_movable_keys(cmd, argc, argv, pos);
+        if (nk >= 0) {
+            reply_array(c, nk);
+            for (int i = 0; i < nk; i++)
+                reply_bulk_str(c, argv[pos[i]]);
+            return;
+        }
         int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
         int step = cmd->key_step > 0 ? cmd->key_step : 1;
         size_t h = reply_defer(c);
@@ -1059,10 +780,10 @@ void info_command(kv_client *c)
     if (want_section(c, "clients", 1)) {
         addf(&b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
                  "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
-                 "blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n"
+                 "blocked_clients:%llu\r\ntracking_clients:%d\r\nclients_in_timeout_table:0\r\n"
                  "total_blocking_keys:0\r\ntotal_blocking_keys_on_nokey:0\r\n\r\n",
              (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, max_in,
-             max_out);
+             max_out, (unsigned long long)srv.nheld, srv.trk_nclients);
     }
     if (want_section(c, "memory", 1)) {
         size_t used = kv_used_memory() + cbufs;
@@ -1118,6 +839,8 @@ void info_command(kv_client *c)
                  "expired_keys:%llu\r\nevicted_keys:%llu\r\nkeyspace_hits:%llu\r\n"
                  "keyspace_misses:%llu\r\npubsub_channels:%zu\r\npubsub_patterns:%zu\r\n"
                  "migrate_cached_sockets:%zu\r\n"
+                 "tracking_total_keys:%zu\r\ntracking_total_items:%llu\r\n"
+                 "tracking_total_prefixes:%d\r\n"
                  "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
                  "total_writes_processed:0\r\n\r\n",
              (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
@@ -1127,8 +850,8 @@ void info_command(kv_client *c)
              (unsigned long long)srv.stat_rejected_conns, (unsigned long long)srv.stat_expired,
              (unsigned long long)srv.stat_evicted, (unsigned long long)srv.stat_hits,
              (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
-             dict_size(&srv.patterns), migrate_cached_sockets(),
-             (unsigned long long)srv.stat_errors);
+             dict_size(&srv.patterns), migrate_cached_sockets(), dict_size(&srv.trk_keys),
+             (unsigned long long)srv.trk_items, srv.trk_nprefix, (unsigned long long)srv.stat_errors);
     }
     if (want_section(c, "replication", 1)) {
         addf(&b, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"

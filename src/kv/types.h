@@ -68,7 +68,7 @@ CMD(ping); CMD(echo); CMD(quit); CMD(select); CMD(dbsize); CMD(flushdb); CMD(flu
 CMD(command); CMD(client); CMD(hello); CMD(auth); CMD(info); CMD(config); CMD(time);
 CMD(lastsave); CMD(bgrewriteaof); CMD(shutdown); CMD(reset); CMD(debug); CMD(memory);
 CMD(save); CMD(bgsave); CMD(swapdb); CMD(move); CMD(role); CMD(readonly_noop);
-CMD(wait); CMD(monitor_stub); CMD(function); CMD(sync); CMD(replicaof);
+CMD(wait); CMD(function); CMD(sync); CMD(replicaof);
 /* pub/sub */
 CMD(subscribe); CMD(unsubscribe); CMD(psubscribe); CMD(punsubscribe); CMD(publish); CMD(pubsub);
 /* transactions */
@@ -102,20 +102,33 @@ CMD(zunionstore); CMD(zinterstore); CMD(zscan); CMD(zrangestore);
 /* -- handlers: blocking -- */
 /* -- end blocking -- */
 /* -- handlers: bitops -- */
+CMD(setbit); CMD(getbit); CMD(bitcount); CMD(bitpos); CMD(bitop); CMD(bitfield);
+CMD(bitfield_ro); CMD(pfadd); CMD(pfcount); CMD(pfmerge); CMD(pfdebug); CMD(pfselftest);
 /* -- end bitops -- */
 /* -- handlers: geo -- */
+CMD(geoadd); CMD(geopos); CMD(geohash); CMD(geodist); CMD(georadius); CMD(georadius_ro);
+CMD(georadiusbymember); CMD(georadiusbymember_ro); CMD(geosearch); CMD(geosearchstore);
+CMD(sort); CMD(sort_ro);
 /* -- end geo -- */
 /* -- handlers: dump -- */
 CMD(dump); CMD(restore); CMD(migrate);
 /* -- end dump -- */
 /* -- handlers: client -- */
+CMD(monitor);
 /* -- end client -- */
 /* -- handlers: acl -- */
+CMD(acl);
 /* -- end acl -- */
 /* -- handlers: misc -- */
 /* -- end misc -- */
 /* -- handlers: notify -- */
 /* -- end notify -- */
+/* -- handlers: stream -- */
+/* -- end stream -- */
+/* -- handlers: script -- */
+/* -- end script -- */
+/* -- handlers: repl -- */
+/* -- end repl -- */
 #undef CMD
 
 /* Helpers shared by command files. */

@@ -15,6 +15,9 @@ import time
 from pathlib import Path
 
 
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
+
+
 def rss_kb(pid: int) -> int:
     """VmRSS of a process, in KiB (0 if it is gone)."""
     try:
@@ -37,8 +40,15 @@ def is_sanitized(binary: str) -> bool:
 
 def raise_nofile(want: int) -> int:
     """Raises this process's RLIMIT_NOFILE soft limit towards `want` (up to
-    the hard limit) and returns the soft limit now in force."""
+    the hard limit; as root, the hard limit too, up to fs.nr_open) and
+    returns the soft limit now in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < want and os.geteuid() == 0:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(want, hard)), want))
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except (ValueError, OSError):
+            pass
     target = want if hard == resource.RLIM_INFINITY else min(want, hard)
     if soft != resource.RLIM_INFINITY and soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
@@ -49,8 +59,11 @@ class Swarm:
     """Many non-blocking client connections to one loopback address,
     driven from the calling thread with a selector."""
 
-    def __init__(self, host: str, port: int):
+    def __init__(self, host: str, port: int, sources: list[str] | None = None):
+        """sources: local addresses (127.0.0.x) to spread the connections
+        over, round robin, each with its own ephemeral port range."""
         self.addr = (host, port)
+        self.sources = sources or []
         self.socks: list[socket.socket | None] = []
         self.closed_at: dict[int, float] = {}  # index -> monotonic time of EOF/reset
         self.inbuf: dict[int, bytes] = {}
@@ -63,6 +76,11 @@ class Swarm:
             pending = []
             for _ in range(min(batch, n - start)):
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                if self.sources:
+                    # The port is picked at connect, per 4-tuple (not per
+                    # bound address): IP_BIND_ADDRESS_NO_PORT.
+                    s.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+                    s.bind((self.sources[(len(self.socks) + len(pending)) % len(self.sources)], 0))
                 s.setblocking(False)
                 rc = s.connect_ex(self.addr)
                 if rc not in (0, errno.EINPROGRESS):

@@ -171,6 +171,23 @@ def test_post_only_path_gives_405_with_allow(app):
     assert (r.status, r.body) == (200, b"put")
 
 
+def test_unknown_method_on_a_route_gives_405_with_allow(app):
+    # Methods the parser does not know are still tokens: the router answers
+    # them as it answers known ones (405 with Allow), not with 501.
+    for method in ("PURGE", "PROPFIND", "get"):
+        r = app.request("/only-post", method=method)
+        assert r.status == 405, (method, r)
+        assert sorted(r.tokens("Allow")) == ["post", "put"], r
+        r = app.request("/thing", method=method)
+        assert r.status == 405 and sorted(r.tokens("Allow")) == ["get", "post"], (method, r)
+    assert app.request("/nope", method="PURGE").status == 404
+    # the connection stays usable after it
+    with app.connect(timeout=3) as c:
+        c.send(req("PURGE", "/thing") + req("GET", "/thing"))
+        assert c.read_response().status == 405
+        assert c.read_response().body == b"GET thing"
+
+
 def test_no_route_404(app):
     for target in ("/nope", "/nope/deeper?x=1", "/only-post-not"):
         r = app.request(target)
@@ -430,10 +447,13 @@ def test_no_body_status(app, code):
 def test_error_page(app):
     r = app.request("/error?code=503")
     assert r.status == 503
-    assert r.header("Content-Type").startswith("text/plain")
+    # the same page as brisk's own errors (a 404 for no route): one style
+    assert r.header("Content-Type").startswith("text/html")
     assert r.header("X-Dropped") is None          # headers set before are dropped
-    assert r.body == b"Service Unavailable\n"
-    assert app.request("/error?code=404").body == b"Not Found\n"
+    assert b"<title>503 Service Unavailable</title>" in r.body
+    nf = app.request("/error?code=404")
+    assert nf.body == app.request("/no/such/route").body
+    assert b"<title>404 Not Found</title>" in nf.body
 
 
 def test_error_after_write_cuts_the_body(app):

@@ -522,7 +522,10 @@ def test_crash_gives_502(start_cgi):
 def test_no_header_gives_502(start_cgi, name):
     srv = start_cgi()
     r = request(srv, f"/cgi-bin/{name}")
-    assert (r.status, r.body) == (502, b"Bad Gateway\n"), r
+    assert r.status == 502, r
+    # one style for every error page brisk makes (static 404, CGI 403/404/502)
+    assert b"<title>502 Bad Gateway</title>" in r.body, r
+    assert r.header("Content-Type").startswith("text/html"), r
 
 
 def test_timeout_504_kills_process_group(start_cgi):
@@ -636,11 +639,29 @@ def test_stderr_goes_to_error_log(start_cgi):
 def test_not_executable_and_directory_403(start_cgi):
     srv = start_cgi()
     for target in ("/cgi-bin/plain.sh", "/cgi-bin/subdir", "/cgi-bin/subdir/",
-                   "/cgi-bin/subdir/inner.sh", "/cgi-bin/.hidden.sh", "/cgi-bin/",
-                   "/cgi-bin"):
+                   "/cgi-bin/subdir/inner.sh", "/cgi-bin/.hidden.sh", "/cgi-bin/"):
         r = request(srv, target)
         assert r.status == 403, (target, r)
         assert b"not executable" not in r.body and b"hidden" not in r.body
+
+
+def test_error_pages_share_one_style(start_cgi):
+    srv = start_cgi()
+    pages = {t: request(srv, t) for t in ("/cgi-bin/nosuch.sh", "/cgi-bin/plain.sh",
+                                          "/no-such-file.txt")}
+    for t, r in pages.items():
+        assert r.header("Content-Type").startswith("text/html"), (t, r)
+        reason = {404: b"404 Not Found", 403: b"403 Forbidden"}[r.status]
+        assert r.body.startswith(b"<html>") and b"<title>" + reason + b"</title>" in r.body, (t, r)
+
+
+def test_prefix_without_slash_redirects(start_cgi):
+    # As for a directory (and as the README promises): 301 to the slash form.
+    srv = start_cgi()
+    for target, loc in (("/cgi-bin", "/cgi-bin/"), ("/cgi-bin?a=1", "/cgi-bin/?a=1")):
+        r = request(srv, target)
+        assert r.status == 301, (target, r)
+        assert r.header("Location") == loc, r
 
 
 def test_two_mappings_and_prefix_without_slash(start_cgi, tmp_path):

@@ -69,6 +69,15 @@ SMUGGLING = [
     ("obs-fold-te-chunked", post(b"Transfer-Encoding: chunked\r\n identity\r\n", b"0\r\n\r\n"), {400}),
     ("obs-fold-cl", post(b"Content-Length: 5\r\n 0\r\n", b"hello"), {400}),
     ("obs-fold-host", b"GET /hello.txt HTTP/1.1\r\nHost: a\r\n b\r\n\r\n", {400}),
+    # --- Host = uri-host [":" port] (RFC 9112 3.2)
+    ("host-two-ports", b"GET /hello.txt HTTP/1.1\r\nHost: t:80:80\r\n\r\n", {400}),
+    ("host-alpha-port", b"GET /hello.txt HTTP/1.1\r\nHost: t:abc\r\n\r\n", {400}),
+    ("host-open-bracket", b"GET /hello.txt HTTP/1.1\r\nHost: [::1\r\n\r\n", {400}),
+    ("host-bracket-junk", b"GET /hello.txt HTTP/1.1\r\nHost: [::1]x\r\n\r\n", {400}),
+    ("host-empty-brackets", b"GET /hello.txt HTTP/1.1\r\nHost: []\r\n\r\n", {400}),
+    ("host-colon-in-name", b"GET /hello.txt HTTP/1.1\r\nHost: a:b:c\r\n\r\n", {400}),
+    # --- a fragment never travels: '#' in the target is an error
+    ("target-fragment", b"GET /hello.txt#x HTTP/1.1\r\n" + H + b"\r\n", {400}),
     # --- Content-Length
     ("cl-list", post(b"Content-Length: 5, 5\r\n", b"hello"), {400}),
     ("cl-dup-other-case", post(b"Content-Length: 5\r\ncontent-length: 5\r\n", b"hello"), {400}),
@@ -130,6 +139,17 @@ def test_smuggling_rejected_and_closed(server, data, statuses):
         rest = c.read_to_close(timeout=3)
         assert b"HTTP/1." not in rest, f"a second response after a bad request: {rest[:300]!r}"
         assert SMUGGLED_BODY not in r.body + rest
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("host", [b"t", b"t:80", b"t:", b"127.0.0.1:8080", b"[::1]", b"[::1]:80",
+                                  b"[v1.fe]", b"a-b.c_d~e%41", b"x!$&'()*+,;=", b""])
+def test_valid_hosts_accepted(server, host):
+    c = server.connect()
+    try:
+        c.send(b"GET /hello.txt HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+        assert c.read_response().status == 200
     finally:
         c.close()
 

@@ -138,6 +138,11 @@ def test_autoindex_lists_and_escapes_names(start_brisk):
     assert "&lt;b&gt;&amp;" in body, body
     assert ODD_NAME not in body, "unescaped file name in listing"
     assert "<b>&" not in body, body
+    # every byte is the listing's: no NUL, every entry line starts with its link
+    assert b"\x00" not in r.body
+    pre = body.split("<pre>\n", 1)[1].split("</pre>", 1)[0]
+    for line in pre.splitlines():
+        assert line.startswith('<a href="'), repr(line)
     # a directory with an index.html still serves the index
     status, _, top = srv.get("/")
     assert status == 200 and top == (srv.root / "index.html").read_bytes()
@@ -388,6 +393,20 @@ def test_plain_served_without_accept_encoding(server):
     assert r.status == 200
     assert r.header("Content-Encoding") in (None, "identity")
     assert r.body == plain
+    # A sibling exists, so the identity response varies too (a shared cache
+    # must not hand it to a client that accepts gzip, nor the reverse).
+    assert "accept-encoding" in r.tokens("Vary"), r
+
+
+def test_identity_response_varies_when_sibling_exists(server):
+    for ae in ("br", "identity", "gzip;q=0"):
+        r, c = server.raw(req("GET", "/style.css", headers={"Accept-Encoding": ae}))
+        c.close()
+        assert r.status == 200 and r.header("Content-Encoding") in (None, "identity"), r
+        assert "accept-encoding" in r.tokens("Vary"), (ae, r)
+    r, c = server.raw(req("GET", "/hello.txt"))  # no sibling: no Vary
+    c.close()
+    assert r.status == 200 and r.header("Vary") is None, r
 
 
 def test_brotli_variant_served(server):

@@ -189,3 +189,20 @@ def test_same_seed_same_data_everywhere(dbs, start_foods):
         assert len(foods) == 120 and len(templates) == 12
         assert (foods, templates, fulls) == seen["data"], backend
         srv.stop()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_startup_line_names_program_and_database(backend, dbs, start_foods):
+    url = dbs.fresh(backend)
+    if backend == "postgresql" and "@" in url and ":" in url.split("://", 1)[1].split("@", 1)[0]:
+        secret = url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    else:
+        secret = None
+    srv = start_foods(backend, url=url)
+    line = wait_for(lambda: next((ln for ln in srv.stderr().splitlines() if " started: " in ln),
+                                 None), 5, "the start-up line")
+    assert "brisk-foods " in line, line
+    kind = {"sqlite": "sqlite", "postgresql": "postgresql"}[backend]
+    assert f"database {kind} " in line, line
+    if secret:
+        assert secret not in line, "the password must not be logged"

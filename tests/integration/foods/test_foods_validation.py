@@ -4,6 +4,8 @@ response shapes and every documented limit). Validation happens before the
 database is involved, so these run on SQLite only."""
 from __future__ import annotations
 
+import re
+
 import json
 import subprocess
 
@@ -281,6 +283,10 @@ def test_openapi_paths_and_methods_match_the_server(srv, doc):
             else:
                 r.error(405)
                 assert sorted(r.headers["allow"].split(", ")) == sorted(allowed), (m, path)
+        # a method HTTP does not define is refused the same way, not with 501
+        r = srv.api.call("PURGE", concrete)
+        r.error(405)
+        assert sorted(r.headers["allow"].split(", ")) == sorted(allowed), ("PURGE", path)
 
 
 def test_openapi_responses_match(srv, doc):
@@ -346,6 +352,14 @@ def test_openapi_query_limits_are_enforced(srv, doc):
     n = q["schema"]["maxLength"]
     assert srv.api.get("/api/foods?q=" + "z" * n).status == 200
     srv.api.get("/api/foods?q=" + "z" * (n + 1)).error(422, "q")
+    # the documented pattern is what the server enforces: no control characters
+    pat = re.compile(q["schema"]["pattern"])
+    for bad in ("a%01b", "%7F", "x%0Ay", "%00"):
+        raw = bad.replace("%01", "\x01").replace("%7F", "\x7f").replace("%0A", "\n").replace(
+            "%00", "\x00")
+        assert not pat.match(raw), bad
+        srv.api.get("/api/foods?q=" + bad).error(422, "q")
+    assert pat.match("ordinary text é")
 
 
 def test_openapi_body_limits_are_enforced(srv, doc):
@@ -359,6 +373,14 @@ def test_openapi_body_limits_are_enforced(srv, doc):
             api.ok("POST", "/api/foods", food(unique("Lim"), **{k: s["minimum"]}), status=201)
             api.post("/api/foods", food(unique("Lim"), **{k: s["maximum"] + 0.01})).error(422, k)
             api.post("/api/foods", food(unique("Lim"), **{k: s["minimum"] - 0.01})).error(422, k)
+    pat = re.compile(props["name"]["pattern"])
+    assert not pat.match("a\x01b") and pat.match("Brot é")
+    api.post("/api/foods", food("a\x01b")).error(422, "name")  # sent escaped as \u0001
+    raw = json.dumps(food("a\x01b")).encode().replace(b"\\u0001", b"\x01")
+    api.post("/api/foods", raw=raw).error(400)  # a raw control character: malformed JSON
+    raw = json.dumps(food("nul\u0000x")).encode()  # \u0000 escaped in the JSON text
+    assert b"\\u0000" in raw
+    api.post("/api/foods", raw=raw).error(400)
     n = props["name"]["maxLength"]
     api.ok("POST", "/api/foods", food("é" * n), status=201)  # characters, not bytes
     api.post("/api/foods", food("é" * (n + 1))).error(422, "name")

@@ -147,6 +147,7 @@ def test_append_grows_across_every_boundary(r):
     assert r.get("sr") == "\x00" * 130 + "x"
 
 
+@pytest.mark.timeout(120)  # ~120k SETs from Python: 30 s is short on a loaded 2-core machine
 def test_scan_while_the_keyspace_grows_and_shrinks(kv):
     c = kv.client(decode_responses=True)
     stable = {f"stable:{i}" for i in range(3000)}

@@ -164,7 +164,7 @@ def test_auth_and_requirepass(kv_factory):
     assert raw(kv.port, b"AUTH default s3cret\r\nPING\r\n") == b"+OK\r\n+PONG\r\n"
     # unauthenticated clients get small request limits
     assert raw(kv.port, b"*20\r\n", read_until_close=True) == \
-        b"-ERR Protocol error: invalid multibulk length\r\n"
+        b"-ERR Protocol error: unauthenticated multibulk length\r\n"
     c = kv.client(password="s3cret", decode_responses=True)
     assert c.ping() is True
     c3 = kv.client(password="s3cret", protocol=3, decode_responses=True)
