@@ -11,6 +11,7 @@
 #include "kv/mem.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
+#include "kv/replication.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -184,6 +185,8 @@ void kv_client_close(kv_client *c)
     if (c->next)
         c->next->prev = c->prev;
     srv.nclients--;
+    if (UNLIKELY(c->repl_flags))
+        repl_client_closed(c);
     kv_unwatch_all(c);
     discard_multi(c);
     pubsub_unsubscribe_all(c);
@@ -211,6 +214,10 @@ void kv_client_set_db(kv_client *c, int id)
  * waits for POLLOUT. */
 static void client_write(kv_client *c)
 {
+    if (UNLIKELY(c->repl_flags & REPL_C_HOLD)) {
+        loop_io_set(&srv.loop, &c->io, LOOP_READ);
+        return; /* the full-sync child writes to this socket */
+    }
     while (c->wpos < c->wbuf.len) {
         ssize_t n = write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
         if (n > 0) {
@@ -329,6 +336,12 @@ static void process_input(kv_client *c)
         if (UNLIKELY(c->cl_flags | srv.trk_self.len))
             kv_client_after_command(c, mark);
         resp_parser_next(&c->parser);
+        if (UNLIKELY(c->repl_flags)) {
+            if (c->repl_flags & REPL_C_MASTER)
+                repl_master_applied(c);
+            if (c->repl_flags & REPL_C_WAITING)
+                break; /* WAIT blocked: the rest runs once it replies */
+        }
         /* Per command, not per read: one 16 KiB read can hold hundreds of
          * GETs of a large value. */
         check_output_limits(c);
@@ -343,6 +356,7 @@ static void process_input(kv_client *c)
             memmove(c->rbuf.data, c->rbuf.data + used, rest);
         c->rbuf.len = rest;
         resp_parser_shift(&c->parser, used);
+        c->repl_mark = c->repl_mark > used ? c->repl_mark - used : 0;
     }
     /* Large idle query buffers are shrunk by kv_client_cron. */
     if (c->wbuf.len > c->wpos) {
@@ -385,7 +399,7 @@ static void client_read(kv_client *c)
         kv_client_close(c);
         return;
     }
-    if (UNLIKELY(c->cl_flags & CL_HELD))
+    if (UNLIKELY(c->cl_flags & CL_HELD) || UNLIKELY(c->repl_flags & REPL_C_WAITING))
         return; /* input waits behind the held command */
     process_input(c);
 }
@@ -397,6 +411,19 @@ static void client_io_cb(loop *l, loop_io *io, unsigned events)
         client_read(c);
     if (!(c->flags & CLIENT_CLOSED) && (events & LOOP_WRITE))
         mark_pending(c); /* written at batch end, after the AOF */
+}
+
+kv_client *kv_client_attach_fd(int fd)
+{
+    kv_client *c = client_alloc(fd);
+    if (loop_io_start(&srv.loop, &c->io, fd, LOOP_READ, client_io_cb, c) < 0)
+        abort();
+    c->next = srv.clients;
+    if (srv.clients)
+        srv.clients->prev = c;
+    srv.clients = c;
+    srv.nclients++;
+    return c;
 }
 
 static void accept_cb(loop *l, loop_io *io, unsigned events)
@@ -612,6 +639,8 @@ void kv_call(kv_client *c)
         reply_errorf(c, ERR_SUBSCRIBED_FMT, cmd->name);
         return;
     }
+    if (UNLIKELY(repl_guard) && repl_deny(c, cmd))
+        return;
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
         queue_multi(c, cmd);
         return;
@@ -726,7 +755,8 @@ static void cron_cb(loop *l, timer *t)
         budget_us = 1000;
     kv_client_cron();
     tracking_cron();
-    if (!srv.pause_type) /* a pause freezes the dataset: no active expiry */
+    /* A pause freezes the dataset; a replica waits for its master's DELs. */
+    if (!srv.pause_type && !(repl_guard && repl_no_expire()))
         db_active_expire(budget_us);
     /* Incremental rehash of idle tables: at most ~1 ms. */
     int64_t start = kv_unix_us();
@@ -739,9 +769,10 @@ static void cron_cb(loop *l, timer *t)
     }
     aof_cron();
     dump_cron();
+    repl_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
-            if (!(c->flags & CLIENT_MULTI) && !(c->cl_flags & CL_HELD) &&
+            if (!(c->flags & CLIENT_MULTI) && !(c->cl_flags & CL_HELD) && !c->repl_flags &&
                 (uint64_t)(srv.now_ms - c->last_ms) > srv.cfg.timeout * 1000)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }
@@ -958,6 +989,7 @@ int kv_server_main(int argc, char **argv)
         db_init(&srv.dbs[i], i);
     pubsub_init();
     tracking_init();
+    repl_init();
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);

@@ -212,22 +212,6 @@ void shutdown_command(kv_client *c)
     loop_stop(&srv.loop);
 }
 
-void role_command(kv_client *c)
-{
-    reply_array(c, 3);
-    reply_bulk_cstr(c, "master");
-    reply_int(c, 0);
-    reply_empty_array(c);
-}
-
-void wait_command(kv_client *c)
-{
-    long long n;
-    if (arg_ll(c, c->argv[1], &n) < 0 || arg_ll(c, c->argv[2], &n) < 0)
-        return;
-    reply_int(c, 0);
-}
-
 void readonly_noop_command(kv_client *c)
 {
     reply_error(c, "ERR This instance has cluster support disabled");
@@ -247,21 +231,6 @@ void function_command(kv_client *c)
         return;
     }
     subcommand_unknown(c, "FUNCTION");
-}
-
-/* Until replication exists, a replica pointed at brisk-kv gets an error it
- * does not retry in a tight loop: Redis replicas wait a second after
- * "-NOMASTERLINK"/an error reply before the next attempt, but retry at
- * once on an unknown command; the same error text for SYNC and PSYNC. */
-void sync_command(kv_client *c)
-{
-    reply_error(c, "ERR Replication is not supported by brisk-kv");
-    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
-}
-
-void replicaof_command(kv_client *c)
-{
-    reply_error(c, "ERR REPLICAOF is not supported by brisk-kv (replication is not implemented)");
 }
 
 /* ---- AUTH / HELLO / RESET ---- */
@@ -492,8 +461,11 @@ void config_command(kv_client *c)
         memset(srv.cmd_stats, 0, kv_ncommands * sizeof *srv.cmd_stats);
         reply_ok(c);
     } else if (arg_is(sub, "rewrite") && c->argc == 2) {
-        reply_error(c, srv.config_file ? "ERR CONFIG REWRITE is not supported by brisk-kv"
-                                       : "ERR The server is running without a config file");
+        char err[256];
+        if (repl_config_rewrite(err, sizeof err) < 0)
+            reply_error(c, err);
+        else
+            reply_ok(c);
     } else if (arg_is(sub, "help")) {
         reply_array(c, 4);
         reply_simple(c, "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
@@ -842,7 +814,7 @@ void info_command(kv_client *c)
                  "tracking_total_keys:%zu\r\ntracking_total_items:%llu\r\n"
                  "tracking_total_prefixes:%d\r\n"
                  "total_error_replies:%llu\r\ntotal_reads_processed:0\r\n"
-                 "total_writes_processed:0\r\n\r\n",
+                 "total_writes_processed:0\r\n",
              (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
              (unsigned long long)(kv_instantaneous(0) + 0.5),
              (unsigned long long)srv.stat_net_in, (unsigned long long)srv.stat_net_out,
@@ -852,12 +824,11 @@ void info_command(kv_client *c)
              (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
              dict_size(&srv.patterns), migrate_cached_sockets(), dict_size(&srv.trk_keys),
              (unsigned long long)srv.trk_items, srv.trk_nprefix, (unsigned long long)srv.stat_errors);
+        repl_info_stats(&b);
+        addf(&b, "\r\n");
     }
     if (want_section(c, "replication", 1)) {
-        addf(&b, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
-                 "master_failover_state:no-failover\r\n"
-                 "master_replid:0000000000000000000000000000000000000000\r\n"
-                 "master_repl_offset:0\r\nrepl_backlog_active:0\r\n\r\n");
+        repl_info(&b);
     }
     if (want_section(c, "cpu", 1)) {
         struct rusage ru;

@@ -128,6 +128,7 @@ CMD(acl);
 /* -- handlers: script -- */
 /* -- end script -- */
 /* -- handlers: repl -- */
+CMD(replconf);
 /* -- end repl -- */
 #undef CMD
 
