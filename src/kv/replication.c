@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -34,6 +35,8 @@
 
 int repl_feeding;
 int repl_guard;
+
+static void wait_check(int timeouts);
 
 static int arg_is(str s, const char *lower)
 {
@@ -89,6 +92,7 @@ static struct {
     pid_t child;
     kv_client *child_set[MAX_FORK_REPLICAS];
     int child_n;
+    int child_diskless;
     char child_tmp[64];
     int good;
     uint64_t sync_full, sync_partial_ok, sync_partial_err;
@@ -101,6 +105,7 @@ static struct {
     loop_io io;
     buf in;           /* handshake lines, then the RDB */
     long long xfer_size; /* -1: EOF-mark framing */
+    size_t xfer_scanned; /* bytes of R.in searched for the EOF mark */
     int xfer_header;
     char eofmark[EOF_MARK_LEN];
     int64_t last_io_ms, down_since_ms, handshake_start_ms;
@@ -109,9 +114,12 @@ static struct {
     char master_replid[41];
     long long master_offset;
     int ack_pending;
-    /* clients blocked in WAIT */
+    /* clients blocked in WAIT, and those unblocked with input to run */
     kv_client **waiting;
     int nwaiting, wcap;
+    kv_client **resume;
+    int nresume, rcap;
+    timer resume_timer;
 } R = { .diskless_sync = 1, .diskless_delay = 5, .backlog_size = 1024 * 1024, .timeout = 60,
         .ping_period = 10, .read_only = 1, .serve_stale = 1, .min_max_lag = 10, .priority = 100,
         .announced = 1, .diskless_load = "disabled", .second_offset = -1, .seldb = -1, .fd = -1,
@@ -267,8 +275,8 @@ void repl_exec_end(void)
 
 void repl_master_applied(kv_client *c)
 {
-    if (c->flags & CLIENT_MULTI)
-        return; /* counted with the EXEC, as Redis counts a transaction */
+    /* Counted command by command (a transaction too: its bytes may leave
+     * rbuf before the EXEC arrives). */
     size_t done = resp_parser_consumed(&c->parser);
     if (done > c->repl_mark) {
         const char *p = c->rbuf.data + c->repl_mark;
@@ -328,6 +336,9 @@ void repl_client_closed(kv_client *c)
 {
     if (c->repl_flags & REPL_C_WAITING)
         waiting_remove(c);
+    for (int i = 0; (c->repl_flags & REPL_C_RESUME) && i < R.nresume; i++)
+        if (R.resume[i] == c)
+            R.resume[i] = R.resume[--R.nresume];
     if (c->repl_flags & REPL_C_REPLICA) {
         replicas_remove(c);
         for (int i = 0; i < R.child_n; i++)
@@ -385,9 +396,45 @@ static int write_fully(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* The snapshot as the replicas get it: the RDB with a "repl-stream-db"
+ * aux field after the header (the db the stream that follows has
+ * selected; a replica feeding its own replicas sends no SELECT first),
+ * and the checksum recomputed. Returns 0 or -1. */
+static int snapshot_image(int stream_db, buf *img)
+{
+    int fd = memfd_create("brisk-repl-rdb", MFD_CLOEXEC);
+    if (fd < 0 || rdb_write_snapshot(fd) < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size < 9 + 1 + 8)
+        return -1;
+    size_t size = (size_t)st.st_size;
+    char *raw = kv_malloc(size);
+    if (pread(fd, raw, size, 0) != (ssize_t)size)
+        return -1;
+    close(fd);
+    buf_append(img, raw, 9);
+    if (stream_db >= 0) {
+        char num[KV_LL_STR_MAX];
+        size_t k = kv_fmt_ll(num, stream_db);
+        unsigned char op = RDB_OPCODE_AUX;
+        buf_append(img, &op, 1);
+        rdb_save_string(img, "repl-stream-db", 14);
+        rdb_save_string(img, num, k);
+    }
+    buf_append(img, raw + 9, size - 9 - 8);
+    uint64_t crc = rdb_crc64(0, img->data, img->len);
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)(crc >> (8 * i));
+    buf_append(img, le, 8);
+    kv_free(raw);
+    return 0;
+}
+
 /* The forked child: the RDB to each replica's socket. Bit i of the exit
  * status is set when replica i failed. */
-static int child_send(int *fds, int n, int diskless, const char *tmp)
+static int child_send(int *fds, int n, int diskless, const char *tmp, int stream_db)
 {
     int failed = 0;
     for (int i = 0; i < n; i++) {
@@ -395,19 +442,23 @@ static int child_send(int *fds, int n, int diskless, const char *tmp)
         if (fl >= 0)
             fcntl(fds[i], F_SETFL, fl & ~O_NONBLOCK);
     }
+    buf img = { 0 };
+    if (snapshot_image(stream_db, &img) < 0)
+        return (1 << n) - 1;
     if (diskless) {
         for (int i = 0; i < n; i++) {
             char mark[EOF_MARK_LEN + 1], hdr[64];
             random_id(mark);
             int k = snprintf(hdr, sizeof hdr, "$EOF:%s\r\n", mark);
-            if (write_fully(fds[i], hdr, (size_t)k) < 0 || rdb_write_snapshot(fds[i]) < 0 ||
+            if (write_fully(fds[i], hdr, (size_t)k) < 0 ||
+                write_fully(fds[i], img.data, img.len) < 0 ||
                 write_fully(fds[i], mark, EOF_MARK_LEN) < 0)
                 failed |= 1 << i;
         }
         return failed;
     }
     int fd = open(tmp, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
-    if (fd < 0 || rdb_write_snapshot(fd) < 0) {
+    if (fd < 0 || write_fully(fd, img.data, img.len) < 0) {
         if (fd >= 0)
             close(fd);
         unlink(tmp);
@@ -478,8 +529,10 @@ static void start_full_sync(void)
     R.child_n = live;
     if (live == 0)
         return;
-    /* The stream after the snapshot starts with a SELECT. */
+    /* The stream after the snapshot starts with a SELECT; a replica's
+     * proxied stream cannot, so the RDB names the db it has selected. */
     R.seldb = -1;
+    int stream_db = R.host && R.master ? R.master->db->id : -1;
     snprintf(R.child_tmp, sizeof R.child_tmp, "temp-%d.%lld.rdb", (int)getpid(),
              (long long)srv.now_ms);
     R.sync_full += (uint64_t)live;
@@ -487,7 +540,7 @@ static void start_full_sync(void)
     if (pid == 0) {
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
-        _exit(child_send(fds, live, diskless, R.child_tmp));
+        _exit(child_send(fds, live, diskless, R.child_tmp, stream_db));
     }
     if (pid < 0) {
         log_error("Can't fork for the replicas' full sync: %s", strerror(errno));
@@ -497,6 +550,7 @@ static void start_full_sync(void)
         return;
     }
     R.child = pid;
+    R.child_diskless = diskless;
     log_info("Starting BGSAVE for SYNC with target: %s (pid %d, %d replica(s))",
              diskless ? "replicas sockets" : "disk", (int)pid, live);
 }
@@ -522,6 +576,12 @@ static void child_done(int status)
         c->repl_state = RS_ONLINE;
         c->repl_ack_ms = srv.now_ms;
         log_info("Synchronization with replica %s succeeded", c->addr);
+        if (R.child_diskless) {
+            /* The replica finds the EOF mark at the end of what it read:
+             * the stream waits for its first ACK (Redis does the same). */
+            c->repl_flags |= REPL_C_HOLD | REPL_C_ACKWAIT;
+            continue;
+        }
         kv_client_output_added(c);
     }
     R.child_n = 0;
@@ -638,6 +698,12 @@ void replconf_command(kv_client *c)
                 if (n > c->repl_ack_off)
                     c->repl_ack_off = n;
                 c->repl_ack_ms = srv.now_ms;
+                if (c->repl_flags & REPL_C_ACKWAIT) {
+                    c->repl_flags &= ~(REPL_C_HOLD | REPL_C_ACKWAIT);
+                    kv_client_output_added(c);
+                }
+                if (R.nwaiting)
+                    wait_check(0);
             }
             continue;
         } else if (arg_is(k, "getack")) {
@@ -656,6 +722,16 @@ void replconf_command(kv_client *c)
 }
 
 /* ---- WAIT ---- */
+
+static void resume_cb(loop *l, timer *t)
+{
+    while (R.nresume > 0) {
+        kv_client *c = R.resume[--R.nresume];
+        c->repl_flags &= ~REPL_C_RESUME;
+        if (!(c->flags & CLIENT_CLOSED) && !(c->repl_flags & REPL_C_WAITING))
+            kv_client_process_input(c);
+    }
+}
 
 static long long acked_replicas(long long off)
 {
@@ -724,9 +800,20 @@ static void wait_check(int timeouts)
         c->repl_flags &= ~REPL_C_WAITING;
         reply_int(c, have);
         kv_client_output_added(c);
-        /* Commands that arrived behind WAIT run now. */
-        if (c->rbuf.len > 0)
-            kv_client_process_input(c);
+        /* Commands that arrived behind WAIT run from a timer: not inside
+         * the command (a replica's ACK) that unblocked this client. */
+        if (c->rbuf.len > 0) {
+            if (R.nresume == R.rcap) {
+                R.rcap = R.rcap ? R.rcap * 2 : 8;
+                R.resume = kv_realloc(R.resume, (size_t)R.rcap * sizeof *R.resume);
+            }
+            R.resume[R.nresume++] = c;
+            c->repl_flags |= REPL_C_RESUME;
+            if (!timer_active(&R.resume_timer)) {
+                timer_init(&R.resume_timer, resume_cb, NULL);
+                timer_start(&srv.loop, &R.resume_timer, 0);
+            }
+        }
     }
 }
 
@@ -844,8 +931,35 @@ static void become_connected(int full)
     buf_free(&R.in);
 }
 
+/* The "repl-stream-db" aux field of an RDB from a master (a replica
+ * feeding us sends it: its stream does not start with SELECT), or -1. */
+static int rdb_stream_db(const char *data, size_t n)
+{
+    if (n < 9)
+        return -1;
+    rdb_reader r = { (const unsigned char *)data + 9, (const unsigned char *)data + n };
+    int db = -1;
+    while (r.p < r.end && *r.p == RDB_OPCODE_AUX) {
+        r.p++;
+        char *k = NULL, *v = NULL;
+        size_t kl, vl;
+        if (rdb_load_string(&r, &k, &kl) < 0 || rdb_load_string(&r, &v, &vl) < 0) {
+            kv_free(k);
+            break;
+        }
+        long long x;
+        if (kl == 14 && memcmp(k, "repl-stream-db", 14) == 0 && kv_parse_ll(v, vl, &x) == 0 &&
+            x >= 0 && x < INT_MAX)
+            db = (int)x;
+        kv_free(k);
+        kv_free(v);
+    }
+    return db;
+}
+
 static void load_transfer(const char *data, size_t n)
 {
+    int stream_db = rdb_stream_db(data, n);
     for (int d = 0; d < srv.cfg.databases; d++) {
         db_flush(&srv.dbs[d]);
         kv_touch_db(&srv.dbs[d]);
@@ -877,6 +991,8 @@ static void load_transfer(const char *data, size_t n)
     backlog_create();
     R.in.len = 0;
     become_connected(1);
+    if (R.master && stream_db >= 0 && stream_db < srv.cfg.databases)
+        kv_client_set_db(R.master, stream_db);
     if (srv.aof_state)
         aof_set_enabled(0), aof_set_enabled(1);
 }
@@ -899,10 +1015,23 @@ static void transfer_progress(void)
         buf_free(&rest);
         return;
     }
-    if (R.in.len < EOF_MARK_LEN ||
-        memcmp(R.in.data + R.in.len - EOF_MARK_LEN, R.eofmark, EOF_MARK_LEN) != 0)
+    /* The mark may be followed by the first bytes of the stream. */
+    size_t from = R.xfer_scanned > EOF_MARK_LEN ? R.xfer_scanned - EOF_MARK_LEN : 0;
+    R.xfer_scanned = R.in.len;
+    char *m = memmem(R.in.data + from, R.in.len - from, R.eofmark, EOF_MARK_LEN);
+    if (!m)
         return;
-    load_transfer(R.in.data, R.in.len - EOF_MARK_LEN);
+    size_t rdb_len = (size_t)(m - R.in.data);
+    size_t after = rdb_len + EOF_MARK_LEN;
+    buf rest = { 0 };
+    if (R.in.len > after)
+        buf_append(&rest, R.in.data + after, R.in.len - after);
+    load_transfer(R.in.data, rdb_len);
+    if (rest.len && R.master) {
+        buf_append(&R.master->rbuf, rest.data, rest.len);
+        kv_client_process_input(R.master);
+    }
+    buf_free(&rest);
 }
 
 /* One reply line of the handshake (without CRLF). */
@@ -1028,6 +1157,7 @@ static void link_read(void)
         if (hl == 5 + EOF_MARK_LEN && strncmp(h, "$EOF:", 5) == 0) {
             memcpy(R.eofmark, h + 5, EOF_MARK_LEN);
             R.xfer_size = -1;
+            R.xfer_scanned = 0;
         } else {
             long long sz;
             if (kv_parse_ll(h + 1, hl - 1, &sz) < 0 || sz < 0) {
