@@ -653,6 +653,10 @@ void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const c
 int repl_config_rewrite(char *err, size_t errlen);
 void repl_info(buf *b);       /* the # Replication section */
 void repl_info_stats(buf *b); /* sync_full / sync_partial_ok / sync_partial_err lines */
+/* repl_debug.c: DEBUG DIGEST / DIGEST-VALUE / POPULATE. */
+void repl_debug_digest(kv_client *c);
+void repl_debug_digest_value(kv_client *c);
+void repl_debug_populate(kv_client *c);
 /* server.c: a client on an fd we connected (the master link). */
 kv_client *kv_client_attach_fd(int fd);
 /* -- end repl -- */

@@ -891,6 +891,12 @@ void debug_command(kv_client *c)
         dump_debug_reload(c);
     } else if (arg_is(sub, "object") && c->argc == 3) {
         dump_debug_object(c);
+    } else if (arg_is(sub, "digest") && c->argc == 2) {
+        repl_debug_digest(c);
+    } else if (arg_is(sub, "digest-value") && c->argc >= 2) {
+        repl_debug_digest_value(c);
+    } else if (arg_is(sub, "populate") && c->argc >= 3 && c->argc <= 5) {
+        repl_debug_populate(c);
     } else {
         subcommand_unknown(c, "DEBUG");
     }
