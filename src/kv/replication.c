@@ -37,6 +37,7 @@ int repl_feeding;
 int repl_guard;
 
 static void wait_check(int timeouts);
+static void expire_local_keys(void);
 
 static int arg_is(str s, const char *lower)
 {
@@ -79,6 +80,7 @@ static struct {
     char *announce_ip;
     int announce_port;
     char diskless_load[16];
+    int backlog_ttl, no_tcp_nodelay, ignore_maxmemory;
     /* replication ids and offsets */
     char replid[41], replid2[41];
     long long offset, second_offset;
@@ -119,10 +121,17 @@ static struct {
     int nwaiting, wcap;
     kv_client **resume;
     int nresume, rcap;
+    /* keys written by clients of a writable replica: they expire here */
+    struct local_key {
+        int db;
+        size_t len;
+        char *key;
+    } *lk;
+    int nlk, lkcap;
     timer resume_timer;
 } R = { .diskless_sync = 1, .diskless_delay = 5, .backlog_size = 1024 * 1024, .timeout = 60,
         .ping_period = 10, .read_only = 1, .serve_stale = 1, .min_max_lag = 10, .priority = 100,
-        .announced = 1, .diskless_load = "disabled", .second_offset = -1, .seldb = -1, .fd = -1,
+        .announced = 1, .diskless_load = "disabled", .backlog_ttl = 3600, .ignore_maxmemory = 1, .second_offset = -1, .seldb = -1, .fd = -1,
         .io = { .fd = -1 } };
 
 static void random_id(char *out)
@@ -1389,6 +1398,8 @@ void repl_cron(void)
         }
         refresh_good();
     }
+    if (R.nlk && !srv.pause_type)
+        expire_local_keys();
     if (R.nwaiting)
         wait_check(1);
 }
@@ -1401,6 +1412,39 @@ int repl_no_expire(void)
 int repl_from_master(void)
 {
     return R.master != NULL && srv.cl_running == R.master;
+}
+
+/* A client wrote to a writable replica: remember its keys, so they
+ * expire here (the master sends no DEL for them). */
+static void note_local_keys(kv_client *c, const kv_cmd *cmd)
+{
+    int last = cmd->last_key < 0 ? c->argc + cmd->last_key : cmd->last_key;
+    int step = cmd->key_step > 0 ? cmd->key_step : 1;
+    for (int i = cmd->first_key; i <= last && i < c->argc && R.nlk < 1000000; i += step) {
+        if (R.nlk == R.lkcap) {
+            R.lkcap = R.lkcap ? R.lkcap * 2 : 64;
+            R.lk = kv_realloc(R.lk, (size_t)R.lkcap * sizeof *R.lk);
+        }
+        R.lk[R.nlk++] = (struct local_key){ c->db->id, c->argv[i].len,
+                                            kv_strndup(c->argv[i].p, c->argv[i].len) };
+    }
+}
+
+static void expire_local_keys(void)
+{
+    for (int i = 0; i < R.nlk;) {
+        struct local_key *k = &R.lk[i];
+        kv_db *db = k->db < srv.cfg.databases ? &srv.dbs[k->db] : NULL;
+        kv_entry *e = db ? db_find(db, (str){ k->key, k->len }) : NULL;
+        if (e && (e->flags & ENTRY_EXPIRES) && !db_expired(e)) {
+            i++;
+            continue;
+        }
+        if (e && (e->flags & ENTRY_EXPIRES))
+            db_expire_if_needed(db, e);
+        kv_free(k->key);
+        R.lk[i] = R.lk[--R.nlk];
+    }
 }
 
 int repl_deny(kv_client *c, const kv_cmd *cmd)
@@ -1417,8 +1461,11 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
         if (R.good < R.min_to_write)
             err = "NOREPLICAS Not enough good replicas to write.";
     }
-    if (!err)
+    if (!err) {
+        if (R.host && (cmd->flags & CMD_WRITE) && cmd->first_key > 0)
+            note_local_keys(c, cmd);
         return 0;
+    }
     reply_error(c, err);
     if (c->flags & CLIENT_MULTI)
         c->flags |= CLIENT_DIRTY_EXEC;
@@ -1601,6 +1648,11 @@ static const repl_opt ropts[] = {
     { "replica-announce-port", C_INT, &R.announce_port, 0, 65535 },
     { "slave-announce-port", C_INT, &R.announce_port, 0, 65535 },
     { "repl-diskless-load", C_ENUM, R.diskless_load, 0, 0 },
+    { "repl-backlog-ttl", C_INT, &R.backlog_ttl, 0, INT_MAX },
+    { "repl-disable-tcp-nodelay", C_BOOL, &R.no_tcp_nodelay, 0, 1 },
+    { "repl-ping-slave-period", C_INT, &R.ping_period, 1, INT_MAX },
+    { "replica-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
+    { "slave-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
 };
 
 static int yesno(const char *s)
