@@ -537,6 +537,9 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
         kv_monitor_feed(c, cmd, c->argc, c->argv);
     if (UNLIKELY(c->cl_flags & CL_TRACKING) && (cmd->flags & CMD_READONLY))
         tracking_remember(c, cmd, c->argc, c->argv);
+    /* PUBLISH reaches replicas (their subscribers), not the AOF. */
+    if (UNLIKELY(repl_feeding) && cmd->proc == publish_command)
+        repl_feed(c->db, c->argc, c->argv);
     if (srv.dirty != dirty && (cmd->flags & CMD_WRITE)) {
         if (!(c->flags & CLIENT_NO_PROPAGATE) && !srv.loading) {
             if (c->prop_argc > 0)

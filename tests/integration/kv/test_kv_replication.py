@@ -531,3 +531,66 @@ def test_sentinel_failover(kv_factory, real):
     assert info(pc)["role"] == "master"
     wait_same_offset(pc, other.client())
     assert other.client().get("after-failover") == b"1"
+
+
+# ---- shapes: INFO replication, ROLE, PUBLISH ----
+
+
+@pytest.mark.timeout(60)
+def test_info_and_role_shapes_match_redis(kv_factory, real):
+    km = kv_factory("--repl-diskless-sync-delay", "0")
+    rm = real("--repl-diskless-sync-delay", "0")
+    kr, rr = kv_factory(), real()
+    pairs = ((km.client(), kr.client()), (rm.client(), rr.client()))
+    for m, r in pairs:
+        replicate(r, m.connection_pool.connection_kwargs["port"])
+    for m, r in pairs:
+        wait_link_up(r)
+        m.set("x", 1)
+        wait_same_offset(m, r)
+    (kmc, krc), (rmc, rrc) = pairs
+    # field names in order (values differ: ids, ports, offsets)
+    assert list(info(kmc)) == list(info(rmc))
+    assert list(info(krc)) == list(info(rrc))
+    km_role, rm_role = kmc.execute_command("ROLE"), rmc.execute_command("ROLE")
+    assert km_role[0] == rm_role[0] == b"master"
+    assert [type(v) for v in km_role] == [type(v) for v in rm_role]
+    assert [type(v) for v in km_role[2][0]] == [type(v) for v in rm_role[2][0]]
+    assert km_role[2][0][1] == str(kr.port).encode()
+    kr_role, rr_role = krc.execute_command("ROLE"), rrc.execute_command("ROLE")
+    assert [type(v) for v in kr_role] == [type(v) for v in rr_role]
+    assert kr_role[3] == rr_role[3] == b"connected"
+    # REPLCONF from an ordinary client
+    for c in (kmc, rmc):
+        assert c.execute_command("REPLCONF", "listening-port", "1234") == b"OK"
+    errs = []
+    for c in (kmc, rmc):
+        with pytest.raises(redis.ResponseError) as e:
+            c.execute_command("REPLCONF", "nosuch", "1")
+        errs.append(str(e.value))
+    assert errs[0] == errs[1]
+
+
+@pytest.mark.timeout(60)
+def test_publish_reaches_replica_subscribers(kv_factory, real):
+    m = kv_factory("--repl-diskless-sync-delay", "0")
+    rr = real()
+    kr = kv_factory()
+    for c in (rr.client(), kr.client()):
+        replicate(c, m.port)
+    for c in (rr.client(), kr.client()):
+        wait_link_up(c)
+    subs = []
+    for c in (rr.client(), kr.client()):
+        p = c.pubsub()
+        p.subscribe("news")
+        subs.append(p)
+    m.client().publish("news", "hello")
+    for p in subs:
+        deadline = time.time() + 5
+        msg = None
+        while time.time() < deadline:
+            msg = p.get_message(timeout=1)
+            if msg and msg["type"] == "message":
+                break
+        assert msg and msg["data"] == b"hello", msg
