@@ -28,6 +28,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -35,6 +36,7 @@
 
 int repl_feeding;
 int repl_guard;
+int kv_active_expire_off;
 
 static void wait_check(int timeouts);
 static void expire_local_keys(void);
@@ -158,8 +160,20 @@ static void update_flags(void)
     repl_guard = R.host != NULL || R.min_to_write > 0;
 }
 
+static void repl_at_exit(void)
+{
+    if (R.child > 0) {
+        kill(R.child, SIGKILL);
+        waitpid(R.child, NULL, 0);
+        R.child = 0;
+    }
+    if (R.child_tmp[0])
+        unlink(R.child_tmp);
+}
+
 void repl_init(void)
 {
+    atexit(repl_at_exit);
     random_id(R.replid);
     memcpy(R.replid2, ZERO_ID, 41);
     update_flags();
@@ -446,10 +460,23 @@ static int snapshot_image(int stream_db, buf *img)
 static int child_send(int *fds, int n, int diskless, const char *tmp, int stream_db)
 {
     int failed = 0;
+    /* Hold nothing but the replicas' sockets: a child that outlives the
+     * server must not keep its listening port. */
+    long maxfd = sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? (int)maxfd : 65536); fd++) {
+        int keep = 0;
+        for (int i = 0; i < n; i++)
+            keep |= fds[i] == fd;
+        if (!keep)
+            close(fd);
+    }
+    struct timeval tv = { .tv_sec = R.timeout };
     for (int i = 0; i < n; i++) {
         int fl = fcntl(fds[i], F_GETFL);
         if (fl >= 0)
             fcntl(fds[i], F_SETFL, fl & ~O_NONBLOCK);
+        /* a replica that stops reading fails its transfer, not the child */
+        setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     }
     buf img = { 0 };
     if (snapshot_image(stream_db, &img) < 0)

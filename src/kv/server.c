@@ -759,7 +759,7 @@ static void cron_cb(loop *l, timer *t)
     kv_client_cron();
     tracking_cron();
     /* A pause freezes the dataset; a replica waits for its master's DELs. */
-    if (!srv.pause_type && !(repl_guard && repl_no_expire()))
+    if (!srv.pause_type && !kv_active_expire_off && !(repl_guard && repl_no_expire()))
         db_active_expire(budget_us);
     /* Incremental rehash of idle tables: at most ~1 ms. */
     int64_t start = kv_unix_us();

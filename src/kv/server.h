@@ -632,6 +632,7 @@ typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* replication.c */
 extern int repl_feeding; /* the stream goes to a backlog: aof_feed calls repl_feed */
 extern int repl_guard;   /* kv_call asks repl_deny (replica or min-replicas-to-write) */
+extern int kv_active_expire_off; /* DEBUG SET-ACTIVE-EXPIRE 0 (replication tests use it) */
 void repl_init(void);
 void repl_feed(kv_db *db, int argc, const str *argv);
 void repl_exec_end(void);

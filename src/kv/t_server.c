@@ -884,6 +884,7 @@ void debug_command(kv_client *c)
         usleep((useconds_t)(secs * 1e6));
         reply_ok(c);
     } else if (arg_is(sub, "set-active-expire") && c->argc == 3) {
+        kv_active_expire_off = c->argv[2].len == 1 && c->argv[2].p[0] == '0';
         reply_ok(c);
     } else if (arg_is(sub, "rehash-steps")) {
         reply_ok(c);
