@@ -118,6 +118,7 @@ static struct {
     char master_replid[41];
     long long master_offset;
     int ack_pending;
+    buf mpend; /* applied bytes of a transaction from the master, until its EXEC */
     /* clients blocked in WAIT, and those unblocked with input to run */
     kv_client **waiting;
     int nwaiting, wcap;
@@ -298,14 +299,22 @@ void repl_exec_end(void)
 
 void repl_master_applied(kv_client *c)
 {
-    /* Counted command by command (a transaction too: its bytes may leave
-     * rbuf before the EXEC arrives). */
+    /* A transaction counts at its EXEC, as in Redis: a link lost inside
+     * it discards it, and the PSYNC offset must ask for it again. */
+    if (c->flags & CLIENT_MULTI)
+        return;
     size_t done = resp_parser_consumed(&c->parser);
     if (done > c->repl_mark) {
         const char *p = c->rbuf.data + c->repl_mark;
         size_t n = done - c->repl_mark;
         c->repl_mark = done;
-        stream_append(p, n);
+        if (R.mpend.len) {
+            buf_append(&R.mpend, p, n);
+            stream_append(R.mpend.data, R.mpend.len);
+            R.mpend.len = 0;
+        } else {
+            stream_append(p, n);
+        }
     }
     if (R.ack_pending) {
         R.ack_pending = 0;
@@ -314,6 +323,16 @@ void repl_master_applied(kv_client *c)
         put_command(&c->wbuf, 3, ack);
         kv_client_output_added(c);
     }
+}
+
+void repl_master_shift(kv_client *c, size_t used)
+{
+    if (used > c->repl_mark) {
+        if (buf_append(&R.mpend, c->rbuf.data + c->repl_mark, used - c->repl_mark) < 0)
+            abort();
+        c->repl_mark = used;
+    }
+    c->repl_mark -= used;
 }
 
 /* ---- replicas of ours ---- */
@@ -373,6 +392,7 @@ void repl_client_closed(kv_client *c)
         /* Keep what we have: the next PSYNC continues from it. */
         memcpy(R.replid, R.master_replid, 41);
         R.master = NULL;
+        R.mpend.len = 0; /* the transaction is discarded with the link */
         R.fd = -1;
         R.cached = 1;
         R.state = LS_CONNECT;

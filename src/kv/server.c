@@ -351,12 +351,13 @@ static void process_input(kv_client *c)
     /* Drop consumed bytes; keep a partial command at the front. */
     size_t used = resp_parser_consumed(&c->parser);
     if (used > 0) {
+        if (UNLIKELY(c->repl_flags & REPL_C_MASTER))
+            repl_master_shift(c, used); /* keeps a transaction's bytes until its EXEC */
         size_t rest = c->rbuf.len - used;
         if (rest)
             memmove(c->rbuf.data, c->rbuf.data + used, rest);
         c->rbuf.len = rest;
         resp_parser_shift(&c->parser, used);
-        c->repl_mark = c->repl_mark > used ? c->repl_mark - used : 0;
     }
     /* Large idle query buffers are shrunk by kv_client_cron. */
     if (c->wbuf.len > c->wpos) {

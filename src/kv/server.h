@@ -640,6 +640,8 @@ void repl_exec_end(void);
 int repl_deny(kv_client *c, const kv_cmd *cmd);
 /* The master link ran a command: count its bytes, proxy them. */
 void repl_master_applied(kv_client *c);
+/* The master link's first used bytes leave its rbuf. */
+void repl_master_shift(kv_client *c, size_t used);
 void repl_client_closed(kv_client *c);
 void repl_cron(void);
 /* Whether keys must not expire here (a replica: the master sends DEL). */
