@@ -101,6 +101,7 @@ static struct {
     int good;
     uint64_t sync_full, sync_partial_ok, sync_partial_err;
     int64_t last_ping_ms;
+    int64_t no_replicas_since; /* for repl-backlog-ttl */
     /* our master */
     char *host;
     int port;
@@ -353,6 +354,8 @@ static void replicas_remove(kv_client *c)
             memmove(R.replicas + i, R.replicas + i + 1,
                     (size_t)(R.nreplicas - i - 1) * sizeof *R.replicas);
             R.nreplicas--;
+            if (R.nreplicas == 0)
+                R.no_replicas_since = srv.now_ms;
             return;
         }
     }
@@ -1447,6 +1450,19 @@ void repl_cron(void)
     }
     if (R.nlk && !srv.pause_type)
         expire_local_keys();
+    /* repl-backlog-ttl: a master without replicas drops its backlog, and
+     * with it the history a replica could continue (a new id). */
+    if (!R.host && R.backlog && R.nreplicas == 0 && R.backlog_ttl && R.no_replicas_since &&
+        srv.now_ms - R.no_replicas_since > (int64_t)R.backlog_ttl * 1000) {
+        kv_free(R.backlog);
+        R.backlog = NULL;
+        random_id(R.replid);
+        memcpy(R.replid2, ZERO_ID, 41);
+        R.second_offset = -1;
+        update_flags();
+        log_info("Replication backlog freed after %d seconds without connected replicas.",
+                 R.backlog_ttl);
+    }
     if (R.nwaiting)
         wait_check(1);
 }
