@@ -50,6 +50,8 @@ static void put_command(buf *b, int argc, const str *argv)
 
 void aof_feed(kv_db *db, int argc, const str *argv)
 {
+    if (UNLIKELY(repl_feeding))
+        repl_feed(db, argc, argv); /* replicas get the same stream */
     if (srv.aof_state == AOF_OFF && srv.child_pid <= 0)
         return;
     buf *b = &srv.aof_buf;
@@ -69,6 +71,8 @@ void aof_feed(kv_db *db, int argc, const str *argv)
 
 void aof_exec_end(void)
 {
+    if (UNLIKELY(repl_feeding))
+        repl_exec_end();
     if (srv.aof_in_multi == 1) {
         static const str exec[] = { { "EXEC", 4 } };
         put_command(&srv.aof_buf, 1, exec);

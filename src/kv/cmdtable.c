@@ -51,7 +51,7 @@ const kv_cmd kv_commands[] = {
       "A container for memory diagnostics commands.", "4.0.0", NULL, "@slow" },
     { "role", 1, CMD_FAST | CMD_STALE | CMD_LOADING | CMD_NOSCRIPT, role_command, 0, 0, 0, "server",
       "Returns the replication role.", "2.8.12", NULL, "@admin @fast @dangerous" },
-    { "wait", 3, 0, wait_command, 0, 0, 0, "generic",
+    { "wait", 3, CMD_NOSCRIPT, wait_command, 0, 0, 0, "generic",
       "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", "3.0.0", NULL, "@slow @connection" },
     { "function", -2, CMD_NOSCRIPT, function_command, 0, 0, 0, "scripting",
       "A container for function commands.", "7.0.0", NULL, "@slow @scripting" },
@@ -508,6 +508,8 @@ const kv_cmd kv_commands[] = {
       "A container for Lua scripts management commands.", "2.6.0", NULL, "@slow @scripting" },
     /* -- end script -- */
     /* -- commands: repl -- */
+    { "replconf", -1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE | CMD_ALLOW_BUSY, replconf_command, 0, 0, 0, "server",
+      "An internal command for configuring the replication stream.", "3.0.0", NULL, "@admin @slow @dangerous" },
     /* -- end repl -- */
 };
 

@@ -85,7 +85,6 @@ static struct {
     { "no-appendfsync-on-rewrite", "no" },  { "aof-rewrite-incremental-fsync", "yes" },
     { "aof-timestamp-enabled", "no" },      { "dynamic-hz", "yes" },
     { "jemalloc-bg-thread", "yes" },        { "activedefrag", "no" },
-    { "replica-read-only", "yes" },         { "repl-diskless-sync", "yes" },
     { "syslog-enabled", "no" },             { "crash-log-enabled", "yes" },
     { "rdb-save-incremental-fsync", "yes" },
     { "stream-node-max-bytes", "4096" },    { "stream-node-max-entries", "100" },
@@ -241,6 +240,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     int ext = kv_notify_config_set(name, argc, argv, err, errlen);
     if (ext != 1)
         return ext;
+    int repl_rc = repl_config_set(name, argc, argv, at_runtime, err, errlen);
+    if (repl_rc != 1)
+        return repl_rc;
     const opt *o = NULL;
     for (size_t i = 0; i < ARRAY_LEN(opts); i++)
         if (strcasecmp(name, opts[i].name) == 0)
@@ -538,4 +540,5 @@ void kv_config_get(const kv_config *cfg, str pattern,
             fn(ud, name, noops[i].value);
     }
     kv_acl_config_get(pattern, fn, ud);
+    repl_config_get(pattern, fn, ud);
 }

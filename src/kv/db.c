@@ -261,6 +261,8 @@ int db_expire_if_needed(kv_db *db, kv_entry *e)
 {
     if (!db_expired(e) || srv.loading)
         return 0;
+    if (UNLIKELY(repl_guard) && repl_from_master())
+        return 0; /* the master decides: its DEL follows */
     str key = entry_key_str(e);
     kv_propagate_del(db, key);
     kv_touch_key(db, key);
@@ -274,9 +276,11 @@ static kv_entry *lookup_read(kv_db *db, str key, int touch)
 {
     kv_entry *e = db_find(db, key);
     /* CLIENT PAUSE freezes the dataset: an expired key reads as missing
-     * but stays until the pause ends (the DEL would be a write). */
+     * but stays until the pause ends (the DEL would be a write). A replica
+     * leaves it to its master's DEL. */
     if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) &&
-        (UNLIKELY(srv.pause_type) ? db_expired(e) : db_expire_if_needed(db, e)))
+        (UNLIKELY(srv.pause_type || (repl_guard && repl_no_expire())) ? db_expired(e)
+                                                                        : db_expire_if_needed(db, e)))
         e = NULL;
     if (e) {
         if (touch)

@@ -1761,13 +1761,16 @@ static void info_persistence(buf *b)
 
 static void info_stats(buf *b)
 {
+    unsigned long long sync[3];
+    repl_sync_counts(sync);
     addf(b, "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
             "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n"
             "total_net_output_bytes:%llu\r\ntotal_net_repl_input_bytes:0\r\n"
             "total_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:%.2f\r\n"
             "instantaneous_output_kbps:%.2f\r\ninstantaneous_input_repl_kbps:0.00\r\n"
             "instantaneous_output_repl_kbps:0.00\r\nrejected_connections:%llu\r\n"
-            "sync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\nexpired_keys:%llu\r\n"
+            "sync_full:%llu\r\nsync_partial_ok:%llu\r\nsync_partial_err:%llu\r\n"
+            "expired_keys:%llu\r\n"
             "expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\n"
             "expire_cycle_cpu_milliseconds:%llu\r\nevicted_keys:%llu\r\nevicted_clients:0\r\n"
             "total_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\n"
@@ -1786,8 +1789,8 @@ static void info_stats(buf *b)
          (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
          (unsigned long long)(kv_instantaneous(0) + 0.5), (unsigned long long)srv.stat_net_in,
          (unsigned long long)srv.stat_net_out, kv_instantaneous(1) / 1024,
-         kv_instantaneous(2) / 1024, (unsigned long long)srv.stat_rejected_conns,
-         (unsigned long long)srv.stat_expired,
+         kv_instantaneous(2) / 1024, (unsigned long long)srv.stat_rejected_conns, sync[0],
+         sync[1], sync[2], (unsigned long long)srv.stat_expired,
          (unsigned long long)srv.stat_expire_cycles_cpu_ms,
          (unsigned long long)srv.stat_evicted, (unsigned long long)srv.stat_hits,
          (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
@@ -1799,16 +1802,11 @@ static void info_stats(buf *b)
 
 static void info_replication(buf *b)
 {
-    /* brisk-kv is always a master without replicas (yet): a fixed replid */
-    addf(b, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"
-            "master_failover_state:no-failover\r\n"
-            "master_replid:%016llx%016llx%08x\r\n"
-            "master_replid2:0000000000000000000000000000000000000000\r\n"
-            "master_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
-            "repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\n"
-            "repl_backlog_histlen:0\r\n",
-         (unsigned long long)srv.start_ms * 0x9e3779b97f4a7c15ull,
-         (unsigned long long)getpid() * 0xc2b2ae3d27d4eb4full, (unsigned)srv.cfg.port);
+    size_t start = b->len;
+    repl_info(b);
+    /* sections are separated by the caller: drop repl_info's blank line */
+    if (b->len >= start + 4 && memcmp(b->data + b->len - 4, "\r\n\r\n", 4) == 0)
+        b->len -= 2;
 }
 
 static void info_cpu(buf *b)

@@ -12,6 +12,7 @@
 #include "kv/mem.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
+#include "kv/replication.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -186,6 +187,8 @@ void kv_client_close(kv_client *c)
         c->next->prev = c->prev;
     srv.nclients--;
     blocking_client_closed(c);
+    if (UNLIKELY(c->repl_flags))
+        repl_client_closed(c);
     kv_unwatch_all(c);
     discard_multi(c);
     pubsub_unsubscribe_all(c);
@@ -213,6 +216,10 @@ void kv_client_set_db(kv_client *c, int id)
  * waits for POLLOUT. */
 static void client_write(kv_client *c)
 {
+    if (UNLIKELY(c->repl_flags & REPL_C_HOLD)) {
+        loop_io_set(&srv.loop, &c->io, LOOP_READ);
+        return; /* the full-sync child writes to this socket */
+    }
     while (c->wpos < c->wbuf.len) {
         ssize_t n = write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
         if (n > 0) {
@@ -346,6 +353,12 @@ static void process_input(kv_client *c)
         if (UNLIKELY(c->cl_flags | srv.trk_self.len))
             kv_client_after_command(c, mark);
         resp_parser_next(&c->parser);
+        if (UNLIKELY(c->repl_flags)) {
+            if (c->repl_flags & REPL_C_MASTER)
+                repl_master_applied(c);
+            if (c->repl_flags & REPL_C_WAITING)
+                break; /* WAIT blocked: the rest runs once it replies */
+        }
         /* Per command, not per read: one 16 KiB read can hold hundreds of
          * GETs of a large value. */
         check_output_limits(c);
@@ -357,6 +370,8 @@ static void process_input(kv_client *c)
     /* Drop consumed bytes; keep a partial command at the front. */
     size_t used = resp_parser_consumed(&c->parser);
     if (used > 0) {
+        if (UNLIKELY(c->repl_flags & REPL_C_MASTER))
+            repl_master_shift(c, used); /* keeps a transaction's bytes until its EXEC */
         size_t rest = c->rbuf.len - used;
         if (rest)
             memmove(c->rbuf.data, c->rbuf.data + used, rest);
@@ -404,7 +419,7 @@ static void client_read(kv_client *c)
         kv_client_close(c);
         return;
     }
-    if (UNLIKELY(c->cl_flags & CL_HELD))
+    if (UNLIKELY(c->cl_flags & CL_HELD) || UNLIKELY(c->repl_flags & REPL_C_WAITING))
         return; /* input waits behind the held command */
     process_input(c);
 }
@@ -418,6 +433,19 @@ static void client_io_cb(loop *l, loop_io *io, unsigned events)
         client_read(c);
     if (!(c->flags & CLIENT_CLOSED) && (events & LOOP_WRITE))
         mark_pending(c); /* written at batch end, after the AOF */
+}
+
+kv_client *kv_client_attach_fd(int fd)
+{
+    kv_client *c = client_alloc(fd);
+    if (loop_io_start(&srv.loop, &c->io, fd, LOOP_READ, client_io_cb, c) < 0)
+        abort();
+    c->next = srv.clients;
+    if (srv.clients)
+        srv.clients->prev = c;
+    srv.clients = c;
+    srv.nclients++;
+    return c;
 }
 
 static void accept_cb(loop *l, loop_io *io, unsigned events)
@@ -534,6 +562,9 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
         kv_monitor_feed(c, cmd, c->argc, c->argv);
     if (UNLIKELY(c->cl_flags & CL_TRACKING) && (cmd->flags & CMD_READONLY))
         tracking_remember(c, cmd, c->argc, c->argv);
+    /* PUBLISH reaches replicas (their subscribers), not the AOF. */
+    if (UNLIKELY(repl_feeding) && cmd->proc == publish_command)
+        repl_feed(c->db, c->argc, c->argv);
     if (srv.dirty != dirty && (cmd->flags & CMD_WRITE)) {
         if (!(c->flags & CLIENT_NO_PROPAGATE) && !srv.loading) {
             if (c->prop_argc > 0)
@@ -645,6 +676,8 @@ void kv_call(kv_client *c)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
+    if (UNLIKELY(repl_guard) && repl_deny(c, cmd))
+        return;
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
         if (UNLIKELY(cmd->flags & CMD_NO_MULTI)) {
             reply_error(c, "ERR Command not allowed inside a transaction");
@@ -765,7 +798,8 @@ static void cron_cb(loop *l, timer *t)
         budget_us = 1000;
     kv_client_cron();
     tracking_cron();
-    if (!srv.pause_type) { /* a pause freezes the dataset: no active expiry */
+    /* A pause freezes the dataset; a replica waits for its master's DELs. */
+    if (!srv.pause_type && !kv_active_expire_off && !(repl_guard && repl_no_expire())) {
         int64_t expire_t0 = srv.latency_threshold ? kv_unix_us() : 0;
         db_active_expire(budget_us);
         if (srv.latency_threshold) /* LATENCY's expire-cycle event */
@@ -782,9 +816,11 @@ static void cron_cb(loop *l, timer *t)
     }
     aof_cron();
     dump_cron();
+    repl_cron();
     if (srv.cfg.timeout && srv.cronloops % (uint64_t)srv.cfg.hz == 0) {
         for (kv_client *c = srv.clients; c; c = c->next)
             if (!(c->flags & CLIENT_MULTI) && !(c->cl_flags & CL_HELD) && !c->blocked &&
+                !c->repl_flags &&
                 (uint64_t)(srv.now_ms - c->last_ms) > srv.cfg.timeout * 1000)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }
@@ -1004,6 +1040,7 @@ int kv_server_main(int argc, char **argv)
     pubsub_init();
     tracking_init();
     kv_introspect_init();
+    repl_init();
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);

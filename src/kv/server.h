@@ -250,6 +250,18 @@ struct kv_client {
     /* -- server fields: repl -- */
     /* -- end repl -- */
     /* -- client fields: repl -- */
+    unsigned repl_flags;        /* REPL_C_* of replication.h; 0 for ordinary clients */
+    int repl_state;             /* a replica of ours: wait_bgsave / send_bulk / online */
+    int repl_listen_port;       /* REPLCONF listening-port */
+    unsigned repl_capa;         /* REPLCONF capa eof / psync2 */
+    long long repl_ack_off;     /* last REPLCONF ACK offset */
+    int64_t repl_ack_ms;
+    int64_t repl_wait_since;    /* WAIT_BGSAVE_START since (diskless delay) */
+    size_t repl_mark;           /* master link: consumed input already counted */
+    long long repl_wait_off;    /* WAIT: the offset to be acknowledged */
+    long long repl_wait_num;
+    int64_t repl_wait_deadline; /* 0 = no timeout */
+    char repl_ip[46];           /* REPLCONF ip-address, else the peer address */
     /* -- end repl -- */
     /* -- client fields: stream -- */
     /* -- end stream -- */
@@ -703,6 +715,40 @@ int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
 size_t script_lua_memory(void);
 /* -- end script -- */
 /* -- declarations: repl -- */
+/* replication.c */
+extern int repl_feeding; /* the stream goes to a backlog: aof_feed calls repl_feed */
+extern int repl_guard;   /* kv_call asks repl_deny (replica or min-replicas-to-write) */
+extern int kv_active_expire_off; /* DEBUG SET-ACTIVE-EXPIRE 0 (replication tests use it) */
+void repl_init(void);
+void repl_feed(kv_db *db, int argc, const str *argv);
+void repl_exec_end(void);
+/* Replies and returns 1 when cmd must not run here (READONLY, MASTERDOWN, NOREPLICAS). */
+int repl_deny(kv_client *c, const kv_cmd *cmd);
+/* The master link ran a command: count its bytes, proxy them. */
+void repl_master_applied(kv_client *c);
+/* The master link's first used bytes leave its rbuf. */
+void repl_master_shift(kv_client *c, size_t used);
+void repl_client_closed(kv_client *c);
+void repl_cron(void);
+/* Whether keys must not expire here (a replica: the master sends DEL). */
+int repl_no_expire(void);
+int repl_from_master(void); /* the running command came from our master */
+/* Config options of replication: 1 when name is not one of them. */
+int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
+                    size_t errlen);
+void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+                     void *ud);
+/* CONFIG REWRITE. Returns 0 or -1 with a message in err. */
+int repl_config_rewrite(char *err, size_t errlen);
+void repl_info(buf *b);       /* the # Replication section */
+void repl_info_stats(buf *b); /* sync_full / sync_partial_ok / sync_partial_err lines */
+void repl_sync_counts(unsigned long long out[3]); /* the same three counters */
+/* repl_debug.c: DEBUG DIGEST / DIGEST-VALUE / POPULATE. */
+void repl_debug_digest(kv_client *c);
+void repl_debug_digest_value(kv_client *c);
+void repl_debug_populate(kv_client *c);
+/* server.c: a client on an fd we connected (the master link). */
+kv_client *kv_client_attach_fd(int fd);
 /* -- end repl -- */
 
 /* cmdtable.c */

@@ -7,6 +7,7 @@
 #include "kv/mem.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
+#include "kv/replication.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -138,7 +139,11 @@ int kv_client_info(kv_client *c, buf *out)
         flags[nf++] = 'P';
     if (c->flags & CLIENT_MULTI)
         flags[nf++] = 'x';
-    if ((c->cl_flags & CL_HELD) || c->blocked)
+    if (c->repl_flags & REPL_C_MASTER)
+        flags[nf++] = 'M';
+    if (c->repl_flags & REPL_C_REPLICA)
+        flags[nf++] = 'S';
+    if ((c->cl_flags & CL_HELD) || c->blocked || (c->repl_flags & REPL_C_WAITING))
         flags[nf++] = 'b';
     if (c->cl_flags & CL_TRACKING)
         flags[nf++] = 't';
@@ -221,6 +226,10 @@ static int parse_type(str t)
 static int client_type(const kv_client *x)
 {
     /* Monitors are replicas inside Redis but listed as normal clients. */
+    if (x->repl_flags & REPL_C_MASTER)
+        return TYPE_MASTER;
+    if (x->repl_flags & REPL_C_REPLICA)
+        return TYPE_REPLICA;
     return pubsub_count(x) ? TYPE_PUBSUB : TYPE_NORMAL;
 }
 

@@ -216,42 +216,11 @@ void shutdown_command(kv_client *c)
     loop_stop(&srv.loop);
 }
 
-void role_command(kv_client *c)
-{
-    reply_array(c, 3);
-    reply_bulk_cstr(c, "master");
-    reply_int(c, 0);
-    reply_empty_array(c);
-}
-
-void wait_command(kv_client *c)
-{
-    long long n;
-    if (arg_ll(c, c->argv[1], &n) < 0 || arg_ll(c, c->argv[2], &n) < 0)
-        return;
-    reply_int(c, 0);
-}
-
 void readonly_noop_command(kv_client *c)
 {
     reply_error(c, "ERR This instance has cluster support disabled");
 }
 
-
-/* Until replication exists, a replica pointed at brisk-kv gets an error it
- * does not retry in a tight loop: Redis replicas wait a second after
- * "-NOMASTERLINK"/an error reply before the next attempt, but retry at
- * once on an unknown command; the same error text for SYNC and PSYNC. */
-void sync_command(kv_client *c)
-{
-    reply_error(c, "ERR Replication is not supported by brisk-kv");
-    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
-}
-
-void replicaof_command(kv_client *c)
-{
-    reply_error(c, "ERR REPLICAOF is not supported by brisk-kv (replication is not implemented)");
-}
 
 /* ---- AUTH / HELLO / RESET ---- */
 
@@ -482,8 +451,11 @@ void config_command(kv_client *c)
         kv_introspect_resetstat();
         reply_ok(c);
     } else if (arg_is(sub, "rewrite") && c->argc == 2) {
-        reply_error(c, srv.config_file ? "ERR CONFIG REWRITE is not supported by brisk-kv"
-                                       : "ERR The server is running without a config file");
+        char err[256];
+        if (repl_config_rewrite(err, sizeof err) < 0)
+            reply_error(c, err);
+        else
+            reply_ok(c);
     } else if (arg_is(sub, "help")) {
         reply_array(c, 4);
         reply_simple(c, "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
@@ -507,6 +479,7 @@ void debug_command(kv_client *c)
         usleep((useconds_t)(secs * 1e6));
         reply_ok(c);
     } else if (arg_is(sub, "set-active-expire") && c->argc == 3) {
+        kv_active_expire_off = c->argv[2].len == 1 && c->argv[2].p[0] == '0';
         reply_ok(c);
     } else if (arg_is(sub, "rehash-steps")) {
         reply_ok(c);
@@ -514,6 +487,12 @@ void debug_command(kv_client *c)
         dump_debug_reload(c);
     } else if (arg_is(sub, "object") && c->argc == 3) {
         dump_debug_object(c);
+    } else if (arg_is(sub, "digest") && c->argc == 2) {
+        repl_debug_digest(c);
+    } else if (arg_is(sub, "digest-value") && c->argc >= 2) {
+        repl_debug_digest_value(c);
+    } else if (arg_is(sub, "populate") && c->argc >= 3 && c->argc <= 5) {
+        repl_debug_populate(c);
     } else {
         subcommand_unknown(c, "DEBUG");
     }

@@ -159,6 +159,7 @@ CMD(xautoclaim);
 CMD(eval); CMD(evalsha); CMD(eval_ro); CMD(evalsha_ro); CMD(script); CMD(fcall); CMD(fcall_ro);
 /* -- end script -- */
 /* -- handlers: repl -- */
+CMD(replconf);
 /* -- end repl -- */
 #undef CMD
 

@@ -1,0 +1,280 @@
+/* DEBUG DIGEST, DIGEST-VALUE and POPULATE: what Redis's replication
+ * tests use to compare a master and its replicas and to fill a dataset.
+ * The digest follows Redis's construction (SHA-1 chains: ordered content
+ * mixed, unordered members XORed, a TTL marked) so equal datasets give
+ * equal digests whatever their iteration order, and an empty one gives 40
+ * zeros. */
+#include "core/common.h"
+#include "kv/db.h"
+#include "kv/mem.h"
+#include "kv/reply.h"
+#include "kv/types.h"
+#include "kv/util.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- SHA-1 (FIPS 180-4) ---- */
+
+typedef struct {
+    uint32_t h[5];
+    uint64_t len;
+    unsigned char blk[64];
+    size_t n;
+} sha1_ctx;
+
+static uint32_t rol(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
+
+static void sha1_block(sha1_ctx *s, const unsigned char *p)
+{
+    uint32_t w[80];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 80; i++)
+        w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    uint32_t a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3], e = s->h[4];
+    for (int i = 0; i < 80; i++) {
+        uint32_t f, k;
+        if (i < 20)
+            f = (b & c) | (~b & d), k = 0x5a827999;
+        else if (i < 40)
+            f = b ^ c ^ d, k = 0x6ed9eba1;
+        else if (i < 60)
+            f = (b & c) | (b & d) | (c & d), k = 0x8f1bbcdc;
+        else
+            f = b ^ c ^ d, k = 0xca62c1d6;
+        uint32_t t = rol(a, 5) + f + e + k + w[i];
+        e = d;
+        d = c;
+        c = rol(b, 30);
+        b = a;
+        a = t;
+    }
+    s->h[0] += a;
+    s->h[1] += b;
+    s->h[2] += c;
+    s->h[3] += d;
+    s->h[4] += e;
+}
+
+static void sha1_init(sha1_ctx *s)
+{
+    static const uint32_t iv[5] = { 0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0 };
+    memcpy(s->h, iv, sizeof iv);
+    s->len = 0;
+    s->n = 0;
+}
+
+static void sha1_update(sha1_ctx *s, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    s->len += len;
+    while (len > 0) {
+        size_t k = MIN(len, 64 - s->n);
+        memcpy(s->blk + s->n, p, k);
+        s->n += k;
+        p += k;
+        len -= k;
+        if (s->n == 64) {
+            sha1_block(s, s->blk);
+            s->n = 0;
+        }
+    }
+}
+
+static void sha1_final(sha1_ctx *s, unsigned char out[20])
+{
+    uint64_t bits = s->len * 8;
+    unsigned char pad = 0x80, zero = 0;
+    sha1_update(s, &pad, 1);
+    while (s->n != 56)
+        sha1_update(s, &zero, 1);
+    unsigned char be[8];
+    for (int i = 0; i < 8; i++)
+        be[i] = (unsigned char)(bits >> (56 - 8 * i));
+    sha1_update(s, be, 8);
+    for (int i = 0; i < 5; i++) {
+        out[4 * i] = (unsigned char)(s->h[i] >> 24);
+        out[4 * i + 1] = (unsigned char)(s->h[i] >> 16);
+        out[4 * i + 2] = (unsigned char)(s->h[i] >> 8);
+        out[4 * i + 3] = (unsigned char)s->h[i];
+    }
+}
+
+/* digest = SHA1(digest || p) */
+static void mix(unsigned char d[20], const void *p, size_t n)
+{
+    sha1_ctx s;
+    sha1_init(&s);
+    sha1_update(&s, d, 20);
+    sha1_update(&s, p, n);
+    sha1_final(&s, d);
+}
+
+/* digest ^= SHA1(p) */
+static void xor_in(unsigned char d[20], const void *p, size_t n)
+{
+    unsigned char h[20];
+    sha1_ctx s;
+    sha1_init(&s);
+    sha1_update(&s, p, n);
+    sha1_final(&s, h);
+    for (int i = 0; i < 20; i++)
+        d[i] ^= h[i];
+}
+
+static void value_digest(kv_entry *e, unsigned char d[20])
+{
+    unsigned char el[20];
+    switch (e->type) {
+    case KV_STRING:
+        mix(d, entry_val(e), entry_vlen(e));
+        break;
+    case KV_LIST: {
+        kv_list *l = entry_obj(e);
+        for (size_t i = 0; i < l->len; i++) {
+            kv_lelem *x = list_at(l, i);
+            mix(d, x->data, x->len);
+        }
+        break;
+    }
+    case KV_SET: {
+        dict_iter it;
+        dict_iter_init(&it, entry_obj(e));
+        for (dict_node *dn; (dn = dict_iter_next(&it));) {
+            str m = smember_str((kv_smember *)dn);
+            xor_in(d, m.p, m.len);
+        }
+        dict_iter_end(&it);
+        break;
+    }
+    case KV_ZSET: {
+        zset *z = entry_obj(e);
+        for (zs_node *n = z->header->lv[0].forward; n; n = n->lv[0].forward) {
+            char sc[64];
+            int k = snprintf(sc, sizeof sc, "%.17g", n->score);
+            str m = zs_member(n);
+            memset(el, 0, sizeof el);
+            mix(el, m.p, m.len);
+            mix(el, sc, (size_t)k);
+            xor_in(d, el, 20);
+        }
+        break;
+    }
+    case KV_HASH: {
+        dict_iter it;
+        dict_iter_init(&it, entry_obj(e));
+        for (dict_node *dn; (dn = dict_iter_next(&it));) {
+            kv_hfield *f = (kv_hfield *)dn;
+            str k = hfield_name(f), v = hfield_value(f);
+            memset(el, 0, sizeof el);
+            mix(el, k.p, k.len);
+            mix(el, v.p, v.len);
+            xor_in(d, el, 20);
+        }
+        dict_iter_end(&it);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void key_digest(kv_entry *e, unsigned char d[20])
+{
+    memset(d, 0, 20);
+    str k = entry_key_str(e);
+    mix(d, k.p, k.len);
+    value_digest(e, d);
+    if (e->flags & ENTRY_EXPIRES)
+        xor_in(d, "!!expire!!", 10);
+}
+
+static void reply_hex(kv_client *c, const unsigned char d[20])
+{
+    char hex[41];
+    for (int i = 0; i < 20; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    reply_bulk(c, hex, 40);
+}
+
+void repl_debug_digest(kv_client *c)
+{
+    unsigned char final[20] = { 0 }, d[20];
+    for (int i = 0; i < srv.cfg.databases; i++) {
+        kv_db *db = &srv.dbs[i];
+        if (db_size(db) == 0)
+            continue;
+        uint32_t aux = htonl((uint32_t)i);
+        mix(final, &aux, sizeof aux);
+        keytab_iter it;
+        keytab_iter_init(&it, &db->keys);
+        for (kv_entry *e; (e = keytab_iter_next(&it));) {
+            key_digest(e, d);
+            xor_in(final, d, 20);
+        }
+        keytab_iter_end(&it);
+    }
+    reply_hex(c, final);
+}
+
+void repl_debug_digest_value(kv_client *c)
+{
+    reply_array(c, c->argc - 2);
+    for (int i = 2; i < c->argc; i++) {
+        unsigned char d[20] = { 0 };
+        kv_entry *e = db_find(c->db, c->argv[i]);
+        if (e)
+            value_digest(e, d);
+        reply_hex(c, d);
+    }
+}
+
+/* DEBUG POPULATE count [prefix] [size]: keys prefix:N = "value:N" (or
+ * that padded / cut to size bytes), skipping keys that exist. */
+void repl_debug_populate(kv_client *c)
+{
+    long long count, size = -1;
+    if (arg_ll(c, c->argv[2], &count) < 0)
+        return;
+    if (count < 0) {
+        reply_error(c, "ERR count must be greater than or equal to 0");
+        return;
+    }
+    if (c->argc > 4 && arg_ll(c, c->argv[4], &size) < 0)
+        return;
+    if (c->argc > 4 && (size < 0 || size > 512 * 1024 * 1024)) {
+        reply_error(c, "ERR size must be between 0 and 512MB");
+        return;
+    }
+    str prefix = c->argc > 3 ? c->argv[3] : (str){ "key", 3 };
+    if (prefix.len > 1024) {
+        reply_error(c, "ERR prefix too long");
+        return;
+    }
+    char kbuf[1100], vsmall[64];
+    char *vbig = size > (long long)sizeof vsmall ? kv_malloc((size_t)size) : NULL;
+    for (long long i = 0; i < count; i++) {
+        int kl = snprintf(kbuf, sizeof kbuf, "%.*s:%lld", (int)prefix.len, prefix.p, i);
+        str key = { kbuf, (size_t)kl };
+        if (db_find(c->db, key))
+            continue;
+        int vl = snprintf(vsmall, sizeof vsmall, "value:%lld", i);
+        const char *v = vsmall;
+        size_t n = (size_t)vl;
+        if (size >= 0) {
+            char *dst = vbig ? vbig : vsmall;
+            if (vbig)
+                memcpy(vbig, vsmall, MIN((size_t)vl, (size_t)size));
+            if ((size_t)size > (size_t)vl)
+                memset(dst + vl, 0, (size_t)size - (size_t)vl);
+            v = dst;
+            n = (size_t)size;
+        }
+        db_set_string(c->db, key, v, n, 0);
+    }
+    kv_free(vbig);
+    reply_ok(c);
+}

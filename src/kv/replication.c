@@ -1,0 +1,1939 @@
+/* Replication (see replication.h): backlog, PSYNC/SYNC, full sync in a
+ * forked child, the replica's handshake and master link, REPLCONF, WAIT,
+ * ROLE, REPLICAOF and INFO replication. */
+#include "kv/replication.h"
+
+#include "core/log.h"
+#include "kv/aof.h"
+#include "kv/config.h"
+#include "kv/db.h"
+#include "kv/mem.h"
+#include "kv/rdb.h"
+#include "kv/reply.h"
+#include "kv/types.h"
+#include "kv/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+int repl_feeding;
+int repl_guard;
+int kv_active_expire_off;
+
+static void wait_check(int timeouts);
+static void expire_local_keys(void);
+
+static int arg_is(str s, const char *lower)
+{
+    return s.len == strlen(lower) && strncasecmp(s.p, lower, s.len) == 0;
+}
+
+/* A replica of ours, by where its full sync stands. */
+enum { RS_WAIT_BGSAVE_START = 1, RS_WAIT_BGSAVE_END, RS_ONLINE };
+static const char *rs_names[] = { "none", "wait_bgsave", "wait_bgsave", "online" };
+
+/* Our link to a master. The handshake states answer ROLE as "handshake". */
+enum {
+    LS_NONE,
+    LS_CONNECT,    /* to connect (cron) */
+    LS_CONNECTING, /* connect() in progress */
+    LS_PONG,       /* waiting for the reply to PING */
+    LS_AUTH,
+    LS_PORT,
+    LS_CAPA,
+    LS_PSYNC,
+    LS_TRANSFER, /* receiving the RDB */
+    LS_CONNECTED,
+};
+
+enum { CAPA_EOF = 1, CAPA_PSYNC2 = 2 };
+
+#define EOF_MARK_LEN 40
+#define MAX_FORK_REPLICAS 8 /* their outcome travels in the exit status */
+#define ZERO_ID "0000000000000000000000000000000000000000"
+
+static struct {
+    /* configuration */
+    int diskless_sync, diskless_delay, diskless_max;
+    long long backlog_size;
+    int timeout, ping_period;
+    int read_only, serve_stale;
+    int min_to_write, min_max_lag;
+    char *masterauth, *masteruser;
+    int priority, announced;
+    char *announce_ip;
+    int announce_port;
+    char diskless_load[16];
+    int backlog_ttl, no_tcp_nodelay, ignore_maxmemory;
+    /* replication ids and offsets */
+    char replid[41], replid2[41];
+    long long offset, second_offset;
+    /* backlog: a ring of size bytes, histlen of them valid, the next write at idx */
+    char *backlog;
+    long long bl_size, bl_histlen, bl_idx, bl_off;
+    int seldb, in_multi;
+    /* our replicas */
+    kv_client **replicas;
+    int nreplicas, cap;
+    pid_t child;
+    kv_client *child_set[MAX_FORK_REPLICAS];
+    int child_n;
+    int child_diskless;
+    char child_tmp[64];
+    int good;
+    uint64_t sync_full, sync_partial_ok, sync_partial_err;
+    int64_t last_ping_ms;
+    int64_t no_replicas_since; /* for repl-backlog-ttl */
+    /* our master */
+    char *host;
+    int port;
+    int state;
+    int fd;
+    loop_io io;
+    buf in;           /* handshake lines, then the RDB */
+    long long xfer_size; /* -1: EOF-mark framing */
+    size_t xfer_scanned; /* bytes of R.in searched for the EOF mark */
+    int xfer_header;
+    char eofmark[EOF_MARK_LEN];
+    int64_t last_io_ms, down_since_ms, handshake_start_ms;
+    kv_client *master;
+    int cached; /* replid/offset describe data we hold: PSYNC with them */
+    char master_replid[41];
+    long long master_offset;
+    int ack_pending;
+    buf mpend; /* applied bytes of a transaction from the master, until its EXEC */
+    /* clients blocked in WAIT, and those unblocked with input to run */
+    kv_client **waiting;
+    int nwaiting, wcap;
+    kv_client **resume;
+    int nresume, rcap;
+    /* keys written by clients of a writable replica: they expire here */
+    struct local_key {
+        int db;
+        size_t len;
+        char *key;
+    } *lk;
+    int nlk, lkcap;
+    timer resume_timer;
+} R = { .diskless_sync = 1, .diskless_delay = 5, .backlog_size = 1024 * 1024, .timeout = 60,
+        .ping_period = 10, .read_only = 1, .serve_stale = 1, .min_max_lag = 10, .priority = 100,
+        .announced = 1, .diskless_load = "disabled", .backlog_ttl = 3600, .ignore_maxmemory = 1, .second_offset = -1, .seldb = -1, .fd = -1,
+        .io = { .fd = -1 } };
+
+static void random_id(char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char rnd[20];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, rnd, sizeof rnd) != (ssize_t)sizeof rnd) {
+        for (size_t i = 0; i < sizeof rnd; i++)
+            rnd[i] = (unsigned char)(rand() ^ (int)(srv.now_ms >> (i % 8)));
+    }
+    if (fd >= 0)
+        close(fd);
+    for (int i = 0; i < 20; i++) {
+        out[2 * i] = hex[rnd[i] >> 4];
+        out[2 * i + 1] = hex[rnd[i] & 15];
+    }
+    out[40] = '\0';
+}
+
+static void update_flags(void)
+{
+    repl_feeding = R.backlog != NULL && !R.host;
+    repl_guard = R.host != NULL || R.min_to_write > 0;
+}
+
+static void repl_at_exit(void)
+{
+    if (R.child > 0) {
+        kill(R.child, SIGKILL);
+        waitpid(R.child, NULL, 0);
+        R.child = 0;
+    }
+    if (R.child_tmp[0])
+        unlink(R.child_tmp);
+}
+
+void repl_init(void)
+{
+    atexit(repl_at_exit);
+    random_id(R.replid);
+    memcpy(R.replid2, ZERO_ID, 41);
+    update_flags();
+}
+
+/* ---- the backlog and the stream ---- */
+
+static void backlog_create(void)
+{
+    R.bl_size = R.backlog_size;
+    R.backlog = kv_malloc((size_t)R.bl_size);
+    R.bl_histlen = 0;
+    R.bl_idx = 0;
+    R.bl_off = R.offset + 1;
+    update_flags();
+}
+
+static void backlog_resize(long long size)
+{
+    if (!R.backlog || size == R.bl_size)
+        return;
+    /* Like Redis: a new size starts an empty backlog at the current offset. */
+    kv_free(R.backlog);
+    R.backlog_size = size;
+    backlog_create();
+}
+
+static void backlog_append(const char *p, size_t n)
+{
+    R.offset += (long long)n;
+    if (!R.backlog)
+        return;
+    while (n > 0) {
+        size_t room = (size_t)(R.bl_size - R.bl_idx);
+        size_t k = n < room ? n : room;
+        memcpy(R.backlog + R.bl_idx, p, k);
+        R.bl_idx += (long long)k;
+        if (R.bl_idx == R.bl_size)
+            R.bl_idx = 0;
+        R.bl_histlen += (long long)k;
+        p += k;
+        n -= k;
+    }
+    if (R.bl_histlen > R.bl_size)
+        R.bl_histlen = R.bl_size;
+    R.bl_off = R.offset - R.bl_histlen + 1;
+}
+
+/* Appends stream bytes to the backlog and to every replica past the
+ * start of its full sync. */
+static void stream_append(const char *p, size_t n)
+{
+    backlog_append(p, n);
+    for (int i = 0; i < R.nreplicas; i++) {
+        kv_client *c = R.replicas[i];
+        if (c->repl_state == RS_WAIT_BGSAVE_START)
+            continue;
+        if (buf_append(&c->wbuf, p, n) < 0)
+            abort();
+        kv_client_output_added(c);
+    }
+}
+
+static void put_header(buf *b, char type, long long n)
+{
+    char tmp[32];
+    tmp[0] = type;
+    size_t k = 1 + kv_fmt_ll(tmp + 1, n);
+    tmp[k++] = '\r';
+    tmp[k++] = '\n';
+    if (buf_append(b, tmp, k) < 0)
+        abort();
+}
+
+static void put_command(buf *b, int argc, const str *argv)
+{
+    put_header(b, '*', argc);
+    for (int i = 0; i < argc; i++) {
+        put_header(b, '$', (long long)argv[i].len);
+        if (buf_append(b, argv[i].p, argv[i].len) < 0 || buf_append(b, "\r\n", 2) < 0)
+            abort();
+    }
+}
+
+static buf scratch;
+
+static void stream_command(int argc, const str *argv)
+{
+    scratch.len = 0;
+    put_command(&scratch, argc, argv);
+    stream_append(scratch.data, scratch.len);
+}
+
+void repl_feed(kv_db *db, int argc, const str *argv)
+{
+    if (R.host || !R.backlog)
+        return; /* a replica proxies its master's stream instead */
+    scratch.len = 0;
+    if (srv.aof_in_multi == -1 && !R.in_multi) {
+        static const str multi[] = { { "MULTI", 5 } };
+        put_command(&scratch, 1, multi);
+        R.in_multi = 1;
+    }
+    if (db->id != R.seldb) {
+        char num[KV_LL_STR_MAX];
+        str sel[2] = { { "SELECT", 6 }, { num, kv_fmt_ll(num, db->id) } };
+        put_command(&scratch, 2, sel);
+        R.seldb = db->id;
+    }
+    put_command(&scratch, argc, argv);
+    stream_append(scratch.data, scratch.len);
+}
+
+void repl_exec_end(void)
+{
+    if (R.in_multi) {
+        static const str exec[] = { { "EXEC", 4 } };
+        stream_command(1, exec);
+    }
+    R.in_multi = 0;
+}
+
+void repl_master_applied(kv_client *c)
+{
+    /* A transaction counts at its EXEC, as in Redis: a link lost inside
+     * it discards it, and the PSYNC offset must ask for it again. */
+    if (c->flags & CLIENT_MULTI)
+        return;
+    size_t done = resp_parser_consumed(&c->parser);
+    if (done > c->repl_mark) {
+        const char *p = c->rbuf.data + c->repl_mark;
+        size_t n = done - c->repl_mark;
+        c->repl_mark = done;
+        if (R.mpend.len) {
+            buf_append(&R.mpend, p, n);
+            stream_append(R.mpend.data, R.mpend.len);
+            R.mpend.len = 0;
+        } else {
+            stream_append(p, n);
+        }
+    }
+    if (R.ack_pending) {
+        R.ack_pending = 0;
+        char num[KV_LL_STR_MAX];
+        str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
+        put_command(&c->wbuf, 3, ack);
+        kv_client_output_added(c);
+    }
+}
+
+void repl_master_shift(kv_client *c, size_t used)
+{
+    if (used > c->repl_mark) {
+        if (buf_append(&R.mpend, c->rbuf.data + c->repl_mark, used - c->repl_mark) < 0)
+            abort();
+        c->repl_mark = used;
+    }
+    c->repl_mark -= used;
+}
+
+/* ---- replicas of ours ---- */
+
+static void replicas_add(kv_client *c)
+{
+    if (R.nreplicas == R.cap) {
+        R.cap = R.cap ? R.cap * 2 : 4;
+        R.replicas = kv_realloc(R.replicas, (size_t)R.cap * sizeof *R.replicas);
+    }
+    R.replicas[R.nreplicas++] = c;
+}
+
+static void replicas_remove(kv_client *c)
+{
+    for (int i = 0; i < R.nreplicas; i++) {
+        if (R.replicas[i] == c) {
+            memmove(R.replicas + i, R.replicas + i + 1,
+                    (size_t)(R.nreplicas - i - 1) * sizeof *R.replicas);
+            R.nreplicas--;
+            if (R.nreplicas == 0)
+                R.no_replicas_since = srv.now_ms;
+            return;
+        }
+    }
+}
+
+static void disconnect_replicas(void)
+{
+    while (R.nreplicas > 0)
+        kv_client_close(R.replicas[R.nreplicas - 1]);
+}
+
+static void waiting_remove(kv_client *c)
+{
+    for (int i = 0; i < R.nwaiting; i++) {
+        if (R.waiting[i] == c) {
+            R.waiting[i] = R.waiting[--R.nwaiting];
+            return;
+        }
+    }
+}
+
+void repl_client_closed(kv_client *c)
+{
+    if (c->repl_flags & REPL_C_WAITING)
+        waiting_remove(c);
+    for (int i = 0; (c->repl_flags & REPL_C_RESUME) && i < R.nresume; i++)
+        if (R.resume[i] == c)
+            R.resume[i] = R.resume[--R.nresume];
+    if (c->repl_flags & REPL_C_REPLICA) {
+        replicas_remove(c);
+        for (int i = 0; i < R.child_n; i++)
+            if (R.child_set[i] == c)
+                R.child_set[i] = NULL;
+        log_info("Connection with replica %s lost.", c->addr);
+    }
+    if (c->repl_flags & REPL_C_MASTER && c == R.master) {
+        /* Keep what we have: the next PSYNC continues from it. */
+        memcpy(R.replid, R.master_replid, 41);
+        R.master = NULL;
+        R.mpend.len = 0; /* the transaction is discarded with the link */
+        R.fd = -1;
+        R.cached = 1;
+        R.state = LS_CONNECT;
+        R.down_since_ms = srv.now_ms;
+        log_info("Connection with master lost.");
+    }
+    c->repl_flags = 0;
+}
+
+/* Writes all of c's pending output now (before the fork; a few bytes). */
+static int flush_now(kv_client *c)
+{
+    int64_t start = srv.now_ms;
+    while (c->wpos < c->wbuf.len) {
+        ssize_t n = write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
+        if (n > 0) {
+            c->wpos += (size_t)n;
+            continue;
+        }
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+            struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
+            poll(&pfd, 1, 100);
+            if (kv_unix_ms() - start > 5000)
+                return -1;
+            continue;
+        }
+        return -1;
+    }
+    c->wpos = c->wbuf.len = 0;
+    return 0;
+}
+
+static int write_fully(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The snapshot as the replicas get it: the RDB with a "repl-stream-db"
+ * aux field after the header (the db the stream that follows has
+ * selected; a replica feeding its own replicas sends no SELECT first),
+ * and the checksum recomputed. Returns 0 or -1. */
+static int snapshot_image(int stream_db, buf *img)
+{
+    int fd = memfd_create("brisk-repl-rdb", MFD_CLOEXEC);
+    if (fd < 0 || rdb_write_snapshot(fd) < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size < 9 + 1 + 8)
+        return -1;
+    size_t size = (size_t)st.st_size;
+    char *raw = kv_malloc(size);
+    if (pread(fd, raw, size, 0) != (ssize_t)size)
+        return -1;
+    close(fd);
+    buf_append(img, raw, 9);
+    if (stream_db >= 0) {
+        char num[KV_LL_STR_MAX];
+        size_t k = kv_fmt_ll(num, stream_db);
+        unsigned char op = RDB_OPCODE_AUX;
+        buf_append(img, &op, 1);
+        rdb_save_string(img, "repl-stream-db", 14);
+        rdb_save_string(img, num, k);
+    }
+    buf_append(img, raw + 9, size - 9 - 8);
+    uint64_t crc = rdb_crc64(0, img->data, img->len);
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)(crc >> (8 * i));
+    buf_append(img, le, 8);
+    kv_free(raw);
+    return 0;
+}
+
+/* The forked child: the RDB to each replica's socket. Bit i of the exit
+ * status is set when replica i failed. */
+static int child_send(int *fds, int n, int diskless, const char *tmp, int stream_db)
+{
+    int failed = 0;
+    /* Hold nothing but the replicas' sockets: a child that outlives the
+     * server must not keep its listening port. */
+    long maxfd = sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? (int)maxfd : 65536); fd++) {
+        int keep = 0;
+        for (int i = 0; i < n; i++)
+            keep |= fds[i] == fd;
+        if (!keep)
+            close(fd);
+    }
+    struct timeval tv = { .tv_sec = R.timeout };
+    for (int i = 0; i < n; i++) {
+        int fl = fcntl(fds[i], F_GETFL);
+        if (fl >= 0)
+            fcntl(fds[i], F_SETFL, fl & ~O_NONBLOCK);
+        /* a replica that stops reading fails its transfer, not the child */
+        setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    buf img = { 0 };
+    if (snapshot_image(stream_db, &img) < 0)
+        return (1 << n) - 1;
+    if (diskless) {
+        for (int i = 0; i < n; i++) {
+            char mark[EOF_MARK_LEN + 1], hdr[64];
+            random_id(mark);
+            int k = snprintf(hdr, sizeof hdr, "$EOF:%s\r\n", mark);
+            if (write_fully(fds[i], hdr, (size_t)k) < 0 ||
+                write_fully(fds[i], img.data, img.len) < 0 ||
+                write_fully(fds[i], mark, EOF_MARK_LEN) < 0)
+                failed |= 1 << i;
+        }
+        return failed;
+    }
+    int fd = open(tmp, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0 || write_fully(fd, img.data, img.len) < 0) {
+        if (fd >= 0)
+            close(fd);
+        unlink(tmp);
+        return (1 << n) - 1;
+    }
+    struct stat st;
+    fstat(fd, &st);
+    for (int i = 0; i < n; i++) {
+        char hdr[32];
+        int k = snprintf(hdr, sizeof hdr, "$%lld\r\n", (long long)st.st_size);
+        if (write_fully(fds[i], hdr, (size_t)k) < 0) {
+            failed |= 1 << i;
+            continue;
+        }
+        off_t off = 0;
+        while (off < st.st_size) {
+            ssize_t w = sendfile(fds[i], fd, &off, (size_t)(st.st_size - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                failed |= 1 << i;
+                break;
+            }
+        }
+    }
+    close(fd);
+    unlink(tmp);
+    return failed;
+}
+
+/* Starts the child for the replicas waiting for a full sync. */
+static void start_full_sync(void)
+{
+    if (R.child > 0 || srv.child_pid > 0 || srv.rdb_child_pid > 0)
+        return;
+    int diskless = R.diskless_sync;
+    int n = 0;
+    for (int i = 0; i < R.nreplicas && n < MAX_FORK_REPLICAS; i++) {
+        kv_client *c = R.replicas[i];
+        if (c->repl_state != RS_WAIT_BGSAVE_START)
+            continue;
+        if (!(c->repl_capa & CAPA_EOF))
+            diskless = 0; /* an old replica cannot read the EOF framing */
+        R.child_set[n++] = c;
+    }
+    if (n == 0)
+        return;
+    if (!R.backlog)
+        backlog_create();
+    int fds[MAX_FORK_REPLICAS];
+    char line[128];
+    int k = snprintf(line, sizeof line, "+FULLRESYNC %s %lld\r\n", R.replid, R.offset);
+    int live = 0;
+    for (int i = 0; i < n; i++) {
+        kv_client *c = R.child_set[i];
+        if (!(c->repl_flags & REPL_C_HOLD)) /* SYNC (not PSYNC) gets no +FULLRESYNC */
+            buf_append(&c->wbuf, line, (size_t)k);
+        c->repl_flags |= REPL_C_HOLD;
+        if (flush_now(c) < 0) {
+            c->flags |= CLIENT_CLOSE_ASAP;
+            R.child_set[i] = NULL;
+            continue;
+        }
+        c->repl_state = RS_WAIT_BGSAVE_END;
+        fds[live] = c->fd;
+        R.child_set[live++] = c;
+    }
+    R.child_n = live;
+    if (live == 0)
+        return;
+    /* The stream after the snapshot starts with a SELECT; a replica's
+     * proxied stream cannot, so the RDB names the db it has selected. */
+    R.seldb = -1;
+    int stream_db = R.host && R.master ? R.master->db->id : -1;
+    snprintf(R.child_tmp, sizeof R.child_tmp, "temp-%d.%lld.rdb", (int)getpid(),
+             (long long)srv.now_ms);
+    R.sync_full += (uint64_t)live;
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        _exit(child_send(fds, live, diskless, R.child_tmp, stream_db));
+    }
+    if (pid < 0) {
+        log_error("Can't fork for the replicas' full sync: %s", strerror(errno));
+        for (int i = 0; i < live; i++)
+            R.child_set[i]->flags |= CLIENT_CLOSE_ASAP;
+        R.child_n = 0;
+        return;
+    }
+    R.child = pid;
+    R.child_diskless = diskless;
+    log_info("Starting BGSAVE for SYNC with target: %s (pid %d, %d replica(s))",
+             diskless ? "replicas sockets" : "disk", (int)pid, live);
+}
+
+static void child_done(int status)
+{
+    int failed = WIFEXITED(status) ? WEXITSTATUS(status) : 0xff;
+    for (int i = 0; i < R.child_n; i++) {
+        kv_client *c = R.child_set[i];
+        if (!c)
+            continue;
+        if (c->fd >= 0) {
+            int fl = fcntl(c->fd, F_GETFL);
+            if (fl >= 0)
+                fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+        }
+        c->repl_flags &= ~REPL_C_HOLD;
+        if (failed & (1 << i)) {
+            log_warn("Full sync to replica %s failed", c->addr);
+            kv_client_close(c);
+            continue;
+        }
+        c->repl_state = RS_ONLINE;
+        c->repl_ack_ms = srv.now_ms;
+        log_info("Synchronization with replica %s succeeded", c->addr);
+        if (R.child_diskless) {
+            /* The replica finds the EOF mark at the end of what it read:
+             * the stream waits for its first ACK (Redis does the same). */
+            c->repl_flags |= REPL_C_HOLD | REPL_C_ACKWAIT;
+            continue;
+        }
+        kv_client_output_added(c);
+    }
+    R.child_n = 0;
+    R.child = 0;
+}
+
+static kv_client *replica_for(kv_client *c)
+{
+    if (!(c->repl_flags & REPL_C_REPLICA)) {
+        c->repl_flags |= REPL_C_REPLICA;
+        replicas_add(c);
+    }
+    c->repl_ack_ms = srv.now_ms;
+    return c;
+}
+
+static int try_partial(kv_client *c, str id, long long off)
+{
+    if (!R.backlog)
+        return -1;
+    int ours = id.len == 40 && strncasecmp(id.p, R.replid, 40) == 0;
+    int old = id.len == 40 && strncasecmp(id.p, R.replid2, 40) == 0 && off <= R.second_offset;
+    if (!ours && !old)
+        return -1;
+    if (off < R.bl_off || off > R.offset + 1)
+        return -1;
+    char line[80];
+    int k = (c->repl_capa & CAPA_PSYNC2) ? snprintf(line, sizeof line, "+CONTINUE %s\r\n", R.replid)
+                                         : snprintf(line, sizeof line, "+CONTINUE\r\n");
+    reply_raw(c, line, (size_t)k);
+    long long skip = off - R.bl_off;
+    long long len = R.bl_histlen - skip;
+    long long start = (R.bl_idx - R.bl_histlen + skip + 2 * R.bl_size) % R.bl_size;
+    while (len > 0) {
+        long long chunk = MIN(len, R.bl_size - start);
+        reply_raw(c, R.backlog + start, (size_t)chunk);
+        len -= chunk;
+        start = (start + chunk) % R.bl_size;
+    }
+    replica_for(c)->repl_state = RS_ONLINE;
+    R.sync_partial_ok++;
+    log_info("Partial resynchronization request from %s accepted. Sending %lld bytes of backlog "
+             "starting from offset %lld.",
+             c->addr, R.offset + 1 - off, off);
+    return 0;
+}
+
+void sync_command(kv_client *c)
+{
+    if (c->repl_flags & REPL_C_REPLICA)
+        return; /* already one */
+    if (R.host && R.state != LS_CONNECTED) {
+        reply_error(c, "NOMASTERLINK Can't SYNC while not connected with my master");
+        return;
+    }
+    if (c->wbuf.len > c->wpos) {
+        reply_error(c, "ERR SYNC and PSYNC are invalid with pending output");
+        return;
+    }
+    int is_psync = c->argc == 3 && arg_is(c->argv[0], "psync");
+    if (is_psync) {
+        long long off;
+        int ok = kv_parse_ll(c->argv[2].p, c->argv[2].len, &off) == 0;
+        if (ok && try_partial(c, c->argv[1], off) == 0)
+            return;
+        if (!(c->argv[1].len == 1 && c->argv[1].p[0] == '?'))
+            R.sync_partial_err++;
+    } else {
+        c->repl_flags |= REPL_C_HOLD; /* old SYNC: no +FULLRESYNC line */
+    }
+    if (!R.backlog && R.nreplicas == 0 && !R.host) {
+        /* A backlog made from scratch starts a new history. */
+        random_id(R.replid);
+        memcpy(R.replid2, ZERO_ID, 41);
+        R.second_offset = -1;
+    }
+    if (!R.backlog)
+        backlog_create();
+    kv_client *r = replica_for(c);
+    r->repl_state = RS_WAIT_BGSAVE_START;
+    r->repl_wait_since = srv.now_ms;
+    log_info("Replica %s asks for synchronization; full resync.", c->addr);
+    if (!R.diskless_sync || R.diskless_delay == 0)
+        start_full_sync();
+}
+
+void replconf_command(kv_client *c)
+{
+    if (c->argc % 2 == 0) {
+        reply_error(c, "ERR syntax error");
+        return;
+    }
+    for (int i = 1; i < c->argc; i += 2) {
+        str k = c->argv[i], v = c->argv[i + 1];
+        long long n;
+        if (arg_is(k, "listening-port")) {
+            if (arg_ll(c, v, &n) < 0)
+                return;
+            c->repl_listen_port = (int)n;
+        } else if (arg_is(k, "ip-address")) {
+            size_t len = MIN(v.len, sizeof c->repl_ip - 1);
+            memcpy(c->repl_ip, v.p, len);
+            c->repl_ip[len] = '\0';
+        } else if (arg_is(k, "capa")) {
+            if (arg_is(v, "eof"))
+                c->repl_capa |= CAPA_EOF;
+            else if (arg_is(v, "psync2"))
+                c->repl_capa |= CAPA_PSYNC2;
+        } else if (arg_is(k, "ack") || arg_is(k, "fack")) {
+            /* No reply: this comes from a replica on the stream's socket. */
+            if (!(c->repl_flags & REPL_C_REPLICA) || kv_parse_ll(v.p, v.len, &n) < 0)
+                return;
+            if (arg_is(k, "ack")) {
+                if (n > c->repl_ack_off)
+                    c->repl_ack_off = n;
+                c->repl_ack_ms = srv.now_ms;
+                if (c->repl_flags & REPL_C_ACKWAIT) {
+                    c->repl_flags &= ~(REPL_C_HOLD | REPL_C_ACKWAIT);
+                    kv_client_output_added(c);
+                }
+                if (R.nwaiting)
+                    wait_check(0);
+            }
+            continue;
+        } else if (arg_is(k, "getack")) {
+            if (c->repl_flags & REPL_C_MASTER)
+                R.ack_pending = 1;
+            return;
+        } else if (arg_is(k, "rdb-only") || arg_is(k, "rdb-filter-only")) {
+            /* accepted, no effect */
+        } else {
+            reply_errorf(c, "ERR Unrecognized REPLCONF option: %.*s", (int)MIN(k.len, 128), k.p);
+            return;
+        }
+    }
+    if (!(c->repl_flags & REPL_C_REPLICA))
+        reply_ok(c);
+}
+
+/* ---- WAIT ---- */
+
+static void resume_cb(loop *l, timer *t)
+{
+    while (R.nresume > 0) {
+        kv_client *c = R.resume[--R.nresume];
+        c->repl_flags &= ~REPL_C_RESUME;
+        if (!(c->flags & CLIENT_CLOSED) && !(c->repl_flags & REPL_C_WAITING))
+            kv_client_process_input(c);
+    }
+}
+
+static long long acked_replicas(long long off)
+{
+    long long n = 0;
+    for (int i = 0; i < R.nreplicas; i++)
+        if (R.replicas[i]->repl_state == RS_ONLINE && R.replicas[i]->repl_ack_off >= off)
+            n++;
+    return n;
+}
+
+static void send_getack(void)
+{
+    static const str getack[] = { { "REPLCONF", 8 }, { "GETACK", 6 }, { "*", 1 } };
+    stream_command(3, getack);
+}
+
+void wait_command(kv_client *c)
+{
+    long long num, timeout;
+    if (R.host) {
+        reply_error(c, "ERR WAIT cannot be used with replica instances. Please also note that "
+                       "since Redis 4.0 if a replica is configured to be writable (which is not "
+                       "the default) writes to replicas are just local and are not propagated.");
+        return;
+    }
+    if (arg_ll(c, c->argv[1], &num) < 0)
+        return;
+    if (kv_parse_ll(c->argv[2].p, c->argv[2].len, &timeout) < 0) {
+        reply_error(c, "ERR timeout is not an integer or out of range");
+        return;
+    }
+    if (timeout < 0) {
+        reply_error(c, "ERR timeout is negative");
+        return;
+    }
+    long long target = R.offset;
+    long long have = acked_replicas(target);
+    if (have >= num || (c->flags & CLIENT_MULTI) || srv.loading || !R.backlog ||
+        (c->flags & CLIENT_FAKE) || c->fd < 0) {
+        reply_int(c, have);
+        return;
+    }
+    c->repl_wait_off = target;
+    c->repl_wait_num = num;
+    c->repl_wait_deadline = timeout ? srv.now_ms + (timeout > LLONG_MAX / 2 ? LLONG_MAX / 2 : timeout) : 0;
+    c->repl_flags |= REPL_C_WAITING;
+    if (R.nwaiting == R.wcap) {
+        R.wcap = R.wcap ? R.wcap * 2 : 8;
+        R.waiting = kv_realloc(R.waiting, (size_t)R.wcap * sizeof *R.waiting);
+    }
+    R.waiting[R.nwaiting++] = c;
+    send_getack();
+}
+
+static void wait_check(int timeouts)
+{
+    for (int i = 0; i < R.nwaiting;) {
+        kv_client *c = R.waiting[i];
+        long long have = acked_replicas(c->repl_wait_off);
+        int expired = timeouts && c->repl_wait_deadline && srv.now_ms >= c->repl_wait_deadline;
+        if (have < c->repl_wait_num && !expired) {
+            i++;
+            continue;
+        }
+        R.waiting[i] = R.waiting[--R.nwaiting];
+        c->repl_flags &= ~REPL_C_WAITING;
+        reply_int(c, have);
+        kv_client_output_added(c);
+        /* Commands that arrived behind WAIT run from a timer: not inside
+         * the command (a replica's ACK) that unblocked this client. */
+        if (c->rbuf.len > 0) {
+            if (R.nresume == R.rcap) {
+                R.rcap = R.rcap ? R.rcap * 2 : 8;
+                R.resume = kv_realloc(R.resume, (size_t)R.rcap * sizeof *R.resume);
+            }
+            R.resume[R.nresume++] = c;
+            c->repl_flags |= REPL_C_RESUME;
+            if (!timer_active(&R.resume_timer)) {
+                timer_init(&R.resume_timer, resume_cb, NULL);
+                timer_start(&srv.loop, &R.resume_timer, 0);
+            }
+        }
+    }
+}
+
+/* ---- our master: the handshake ---- */
+
+static void link_close(void)
+{
+    if (R.fd >= 0) {
+        loop_io_stop(&srv.loop, &R.io);
+        close(R.fd);
+        R.fd = -1;
+    }
+    R.in.len = 0;
+    if (R.in.cap > 1024 * 1024)
+        buf_free(&R.in);
+}
+
+static void link_fail(const char *why)
+{
+    log_warn("Master link to %s:%d: %s", R.host, R.port, why);
+    link_close();
+    R.state = LS_CONNECT;
+}
+
+static int link_send(int argc, const char **argv)
+{
+    buf b = { 0 };
+    str a[8];
+    for (int i = 0; i < argc; i++)
+        a[i] = (str){ argv[i], strlen(argv[i]) };
+    put_command(&b, argc, a);
+    int rc = write_fully(R.fd, b.data, b.len);
+    buf_free(&b);
+    return rc;
+}
+
+/* Sends the command of the state we enter. */
+static void link_step(int state)
+{
+    R.state = state;
+    char port[16];
+    switch (state) {
+    case LS_PONG: {
+        const char *a[] = { "PING" };
+        link_send(1, a);
+        return;
+    }
+    case LS_AUTH:
+        if (!R.masterauth || !R.masterauth[0]) {
+            link_step(LS_PORT);
+            return;
+        }
+        if (R.masteruser && R.masteruser[0]) {
+            const char *a[] = { "AUTH", R.masteruser, R.masterauth };
+            link_send(3, a);
+        } else {
+            const char *a[] = { "AUTH", R.masterauth };
+            link_send(2, a);
+        }
+        return;
+    case LS_PORT: {
+        snprintf(port, sizeof port, "%d", R.announce_port ? R.announce_port : srv.cfg.port);
+        const char *a[] = { "REPLCONF", "listening-port", port };
+        link_send(3, a);
+        return;
+    }
+    case LS_CAPA: {
+        const char *a[] = { "REPLCONF", "capa", "eof", "capa", "psync2" };
+        link_send(5, a);
+        return;
+    }
+    case LS_PSYNC: {
+        char off[32];
+        if (R.cached) {
+            snprintf(off, sizeof off, "%lld", R.offset + 1);
+            const char *a[] = { "PSYNC", R.replid, off };
+            link_send(3, a);
+        } else {
+            const char *a[] = { "PSYNC", "?", "-1" };
+            link_send(3, a);
+        }
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+static void become_connected(int full)
+{
+    /* The socket moves from the handshake's watcher to a client's. */
+    loop_io_stop(&srv.loop, &R.io);
+    kv_client *m = kv_client_attach_fd(R.fd);
+    m->repl_flags = REPL_C_MASTER;
+    m->flags |= CLIENT_AUTHED;
+    m->user = NULL;
+    m->cl_flags |= CL_REPLY_OFF;
+    m->parser.max_bulk = RESP_MAX_BULK;
+    m->parser.max_multibulk = RESP_MAX_MULTIBULK;
+    snprintf(m->addr, sizeof m->addr, "%s:%d", R.host, R.port);
+    R.master = m;
+    R.state = LS_CONNECTED;
+    R.cached = 1;
+    R.last_io_ms = srv.now_ms;
+    if (!R.backlog)
+        backlog_create();
+    (void)full;
+    /* Bytes of the stream read with the handshake's last reply. */
+    if (R.in.len) {
+        if (buf_append(&m->rbuf, R.in.data, R.in.len) < 0)
+            abort();
+        R.in.len = 0;
+        kv_client_process_input(m);
+    }
+    buf_free(&R.in);
+}
+
+/* The "repl-stream-db" aux field of an RDB from a master (a replica
+ * feeding us sends it: its stream does not start with SELECT), or -1. */
+static int rdb_stream_db(const char *data, size_t n)
+{
+    if (n < 9)
+        return -1;
+    rdb_reader r = { (const unsigned char *)data + 9, (const unsigned char *)data + n };
+    int db = -1;
+    while (r.p < r.end && *r.p == RDB_OPCODE_AUX) {
+        r.p++;
+        char *k = NULL, *v = NULL;
+        size_t kl, vl;
+        if (rdb_load_string(&r, &k, &kl) < 0 || rdb_load_string(&r, &v, &vl) < 0) {
+            kv_free(k);
+            break;
+        }
+        long long x;
+        if (kl == 14 && memcmp(k, "repl-stream-db", 14) == 0 && kv_parse_ll(v, vl, &x) == 0 &&
+            x >= 0 && x < INT_MAX)
+            db = (int)x;
+        kv_free(k);
+        kv_free(v);
+    }
+    return db;
+}
+
+static void load_transfer(const char *data, size_t n)
+{
+    int stream_db = rdb_stream_db(data, n);
+    for (int d = 0; d < srv.cfg.databases; d++) {
+        db_flush(&srv.dbs[d]);
+        kv_touch_db(&srv.dbs[d]);
+    }
+    tracking_invalidate_all();
+    char err[256] = "";
+    srv.loading = 1;
+    int rc = rdb_load_image((const unsigned char *)data, n, 1, err, sizeof err);
+    srv.loading = 0;
+    if (rc < 0) {
+        log_error("Failed trying to load the MASTER synchronization DB from socket: %s", err);
+        for (int d = 0; d < srv.cfg.databases; d++)
+            db_flush(&srv.dbs[d]);
+        link_fail("bad RDB");
+        R.cached = 0;
+        return;
+    }
+    log_info("MASTER <-> REPLICA sync: Finished with success");
+    memcpy(R.replid, R.master_replid, 41);
+    memcpy(R.replid2, ZERO_ID, 41);
+    R.second_offset = -1;
+    R.offset = R.master_offset;
+    /* A fresh history: replicas of ours must resync from us. */
+    if (R.backlog) {
+        kv_free(R.backlog);
+        R.backlog = NULL;
+    }
+    disconnect_replicas();
+    backlog_create();
+    R.in.len = 0;
+    become_connected(1);
+    if (R.master && stream_db >= 0 && stream_db < srv.cfg.databases)
+        kv_client_set_db(R.master, stream_db);
+    if (srv.aof_state)
+        aof_set_enabled(0), aof_set_enabled(1);
+}
+
+/* The RDB bytes so far are in R.in (after the header). */
+static void transfer_progress(void)
+{
+    if (R.xfer_size >= 0) {
+        if ((long long)R.in.len < R.xfer_size)
+            return;
+        size_t extra = R.in.len - (size_t)R.xfer_size;
+        buf rest = { 0 };
+        if (extra)
+            buf_append(&rest, R.in.data + R.xfer_size, extra);
+        load_transfer(R.in.data, (size_t)R.xfer_size);
+        if (extra && R.master) {
+            buf_append(&R.master->rbuf, rest.data, rest.len);
+            kv_client_process_input(R.master);
+        }
+        buf_free(&rest);
+        return;
+    }
+    /* The mark may be followed by the first bytes of the stream. */
+    size_t from = R.xfer_scanned > EOF_MARK_LEN ? R.xfer_scanned - EOF_MARK_LEN : 0;
+    R.xfer_scanned = R.in.len;
+    char *m = memmem(R.in.data + from, R.in.len - from, R.eofmark, EOF_MARK_LEN);
+    if (!m)
+        return;
+    size_t rdb_len = (size_t)(m - R.in.data);
+    size_t after = rdb_len + EOF_MARK_LEN;
+    buf rest = { 0 };
+    if (R.in.len > after)
+        buf_append(&rest, R.in.data + after, R.in.len - after);
+    load_transfer(R.in.data, rdb_len);
+    if (rest.len && R.master) {
+        buf_append(&R.master->rbuf, rest.data, rest.len);
+        kv_client_process_input(R.master);
+    }
+    buf_free(&rest);
+}
+
+/* One reply line of the handshake (without CRLF). */
+static void handshake_line(const char *l, size_t n)
+{
+    int err = n > 0 && l[0] == '-';
+    switch (R.state) {
+    case LS_PONG:
+        /* An error about authentication still proves the master is there. */
+        if (err && strncmp(l, "-NOAUTH", 7) && strncmp(l, "-NOPERM", 7) &&
+            strncmp(l, "-ERR operation not permitted", 28)) {
+            link_fail("error reply to PING");
+            return;
+        }
+        link_step(LS_AUTH);
+        return;
+    case LS_AUTH:
+        if (err) {
+            link_fail("unable to AUTH to MASTER");
+            return;
+        }
+        link_step(LS_PORT);
+        return;
+    case LS_PORT:
+        link_step(LS_CAPA);
+        return;
+    case LS_CAPA:
+        link_step(LS_PSYNC);
+        return;
+    case LS_PSYNC:
+        if (n > 12 && strncmp(l, "+FULLRESYNC ", 12) == 0) {
+            char id[64];
+            long long off = 0;
+            if (n - 12 >= sizeof id || sscanf(l + 12, "%40s %lld", id, &off) != 2 ||
+                strlen(id) != 40) {
+                link_fail("bad +FULLRESYNC");
+                return;
+            }
+            memcpy(R.master_replid, id, 41);
+            R.master_offset = off;
+            R.state = LS_TRANSFER;
+            R.xfer_header = 1;
+            log_info("Full resync from master: %s:%lld", id, off);
+            return;
+        }
+        if (n >= 9 && strncmp(l, "+CONTINUE", 9) == 0) {
+            const char *id = l + 9;
+            while (*id == ' ')
+                id++;
+            if (n - (size_t)(id - l) == 40 && strncmp(id, R.replid, 40) != 0) {
+                /* The master changed history: our id becomes the old one. */
+                memcpy(R.replid2, R.replid, 41);
+                R.second_offset = R.offset + 1;
+                memcpy(R.replid, id, 40);
+                R.replid[40] = '\0';
+                disconnect_replicas();
+            }
+            memcpy(R.master_replid, R.replid, 41);
+            R.sync_partial_ok += 0;
+            log_info("Successful partial resynchronization with master.");
+            become_connected(0);
+            return;
+        }
+        link_fail(err ? "error reply to PSYNC" : "unexpected reply to PSYNC");
+        return;
+    default:
+        return;
+    }
+}
+
+static void link_read(void)
+{
+    if (buf_reserve(&R.in, 64 * 1024) < 0)
+        abort();
+    ssize_t n = read(R.fd, R.in.data + R.in.len, R.in.cap - R.in.len);
+    if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        link_fail(n == 0 ? "connection closed" : strerror(errno));
+        return;
+    }
+    R.in.len += (size_t)n;
+    srv.stat_net_in += (uint64_t)n;
+    R.last_io_ms = srv.now_ms;
+    while (R.state >= LS_PONG && R.state <= LS_PSYNC) {
+        char *nl = memchr(R.in.data, '\n', R.in.len);
+        if (!nl)
+            return;
+        size_t len = (size_t)(nl - R.in.data);
+        size_t linelen = len && R.in.data[len - 1] == '\r' ? len - 1 : len;
+        char line[256];
+        size_t keep = MIN(linelen, sizeof line - 1);
+        memcpy(line, R.in.data, keep);
+        line[keep] = '\0';
+        memmove(R.in.data, nl + 1, R.in.len - len - 1);
+        R.in.len -= len + 1;
+        if (linelen == 0)
+            continue; /* keepalive newline */
+        handshake_line(line, keep);
+        if (R.fd < 0 || R.state == LS_CONNECTED)
+            return;
+    }
+    if (R.state == LS_TRANSFER && R.xfer_header) {
+        size_t skip = 0;
+        while (skip < R.in.len && R.in.data[skip] == '\n')
+            skip++; /* the master's keepalives while it prepares the RDB */
+        char *nl = memchr(R.in.data + skip, '\n', R.in.len - skip);
+        if (!nl) {
+            if (skip) {
+                memmove(R.in.data, R.in.data + skip, R.in.len - skip);
+                R.in.len -= skip;
+            }
+            return;
+        }
+        const char *h = R.in.data + skip;
+        size_t hl = (size_t)(nl - h);
+        if (hl && h[hl - 1] == '\r')
+            hl--;
+        if (hl == 0 || h[0] != '$') {
+            link_fail("bad bulk header from master");
+            return;
+        }
+        if (hl == 5 + EOF_MARK_LEN && strncmp(h, "$EOF:", 5) == 0) {
+            memcpy(R.eofmark, h + 5, EOF_MARK_LEN);
+            R.xfer_size = -1;
+            R.xfer_scanned = 0;
+        } else {
+            long long sz;
+            if (kv_parse_ll(h + 1, hl - 1, &sz) < 0 || sz < 0) {
+                link_fail("bad bulk length from master");
+                return;
+            }
+            R.xfer_size = sz;
+        }
+        size_t used = (size_t)(nl + 1 - R.in.data);
+        memmove(R.in.data, nl + 1, R.in.len - used);
+        R.in.len -= used;
+        R.xfer_header = 0;
+        log_info("MASTER <-> REPLICA sync: receiving %s",
+                 R.xfer_size < 0 ? "streamed RDB" : "bulk RDB");
+    }
+    if (R.state == LS_TRANSFER && !R.xfer_header)
+        transfer_progress();
+}
+
+static void link_io_cb(loop *l, loop_io *io, unsigned events)
+{
+    (void)l;
+    (void)io;
+    if (R.state == LS_CONNECTING) {
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        if (getsockopt(R.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
+            link_fail(soerr ? strerror(soerr) : "connect failed");
+            return;
+        }
+        loop_io_set(&srv.loop, &R.io, LOOP_READ);
+        log_info("MASTER <-> REPLICA sync started");
+        link_step(LS_PONG);
+        return;
+    }
+    if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR))
+        link_read();
+}
+
+static void link_connect(void)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", R.port);
+    if (getaddrinfo(R.host, port, &hints, &res) != 0 || !res) {
+        log_warn("Unable to resolve master %s", R.host);
+        return;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(res);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int rc = connect(fd, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    if (rc < 0 && errno != EINPROGRESS) {
+        log_warn("Error condition on socket for SYNC: %s", strerror(errno));
+        close(fd);
+        return;
+    }
+    R.fd = fd;
+    R.state = LS_CONNECTING;
+    R.handshake_start_ms = srv.now_ms;
+    R.last_io_ms = srv.now_ms;
+    R.in.len = 0;
+    if (loop_io_start(&srv.loop, &R.io, fd, LOOP_WRITE, link_io_cb, NULL) < 0) {
+        close(fd);
+        R.fd = -1;
+        R.state = LS_CONNECT;
+        return;
+    }
+    log_info("Connecting to MASTER %s:%d", R.host, R.port);
+}
+
+/* ---- REPLICAOF ---- */
+
+static void set_master(const char *host, int port)
+{
+    int was_master = R.host == NULL;
+    kv_free(R.host);
+    R.host = kv_strndup(host, strlen(host));
+    R.port = port;
+    if (R.master)
+        kv_client_close(R.master);
+    link_close();
+    /* Replicas resync with us and learn the new history. */
+    disconnect_replicas();
+    for (int i = R.nwaiting - 1; i >= 0; i--) {
+        kv_client *c = R.waiting[i];
+        c->repl_wait_num = 0;
+    }
+    wait_check(0);
+    if (was_master)
+        R.cached = 1; /* PSYNC with our own id and offset */
+    R.state = LS_CONNECT;
+    R.down_since_ms = 0;
+    update_flags();
+    link_connect();
+}
+
+static void unset_master(void)
+{
+    if (!R.host)
+        return;
+    if (R.master)
+        kv_client_close(R.master);
+    link_close();
+    kv_free(R.host);
+    R.host = NULL;
+    R.state = LS_NONE;
+    /* The new history keeps the old one as replid2 so replicas that
+     * followed the same master continue from here. */
+    memcpy(R.replid2, R.replid, 41);
+    R.second_offset = R.offset + 1;
+    random_id(R.replid);
+    disconnect_replicas();
+    R.seldb = -1;
+    R.in_multi = 0;
+    if (!R.backlog)
+        backlog_create();
+    update_flags();
+    log_info("MASTER MODE enabled");
+}
+
+void replicaof_command(kv_client *c)
+{
+    if (arg_is(c->argv[1], "no") && arg_is(c->argv[2], "one")) {
+        unset_master();
+        reply_ok(c);
+        return;
+    }
+    long long port;
+    if (arg_ll(c, c->argv[2], &port) < 0)
+        return;
+    if (port < 0 || port > 65535) {
+        reply_error(c, "ERR Invalid master port");
+        return;
+    }
+    char host[256];
+    size_t hl = MIN(c->argv[1].len, sizeof host - 1);
+    memcpy(host, c->argv[1].p, hl);
+    host[hl] = '\0';
+    if (R.host && strcasecmp(R.host, host) == 0 && R.port == port) {
+        log_info("REPLICAOF would result into synchronization with the master we are already "
+                 "connected with. No operation performed.");
+        reply_simple(c, "OK Already connected to specified master");
+        return;
+    }
+    set_master(host, (int)port);
+    log_info("REPLICAOF %s:%d enabled (user request from '%s')", host, (int)port, c->addr);
+    reply_ok(c);
+}
+
+/* ---- cron ---- */
+
+static void refresh_good(void)
+{
+    int good = 0;
+    for (int i = 0; i < R.nreplicas; i++) {
+        kv_client *c = R.replicas[i];
+        if (c->repl_state == RS_ONLINE && (srv.now_ms - c->repl_ack_ms) / 1000 <= R.min_max_lag)
+            good++;
+    }
+    R.good = good;
+}
+
+void repl_cron(void)
+{
+    if (R.child > 0) {
+        int status;
+        pid_t pid = waitpid(R.child, &status, WNOHANG);
+        if (pid == R.child)
+            child_done(status);
+    }
+    /* Diskless: wait repl-diskless-sync-delay for more replicas to arrive. */
+    int waiting = 0;
+    int64_t oldest = srv.now_ms;
+    for (int i = 0; i < R.nreplicas; i++) {
+        if (R.replicas[i]->repl_state == RS_WAIT_BGSAVE_START) {
+            waiting++;
+            if (R.replicas[i]->repl_wait_since < oldest)
+                oldest = R.replicas[i]->repl_wait_since;
+        }
+    }
+    if (waiting && (!R.diskless_sync || srv.now_ms - oldest >= (int64_t)R.diskless_delay * 1000 ||
+                    (R.diskless_max && waiting >= R.diskless_max)))
+        start_full_sync();
+    if (R.host) {
+        if (R.state == LS_CONNECT)
+            link_connect();
+        else if (R.state != LS_CONNECTED && R.state != LS_NONE &&
+                 srv.now_ms - R.last_io_ms > (int64_t)R.timeout * 1000)
+            link_fail("timeout connecting to / receiving from master");
+        if (R.master && srv.now_ms - R.master->last_ms > (int64_t)R.timeout * 1000) {
+            log_warn("MASTER timeout: no data nor PING received...");
+            kv_client_close(R.master);
+        }
+    }
+    /* Once a second: ACK to our master, PING to our replicas. */
+    static int64_t last_sec;
+    if (srv.now_ms - last_sec >= 1000) {
+        last_sec = srv.now_ms;
+        if (R.master && !(R.master->flags & CLIENT_CLOSED)) {
+            char num[KV_LL_STR_MAX];
+            str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
+            put_command(&R.master->wbuf, 3, ack);
+            kv_client_output_added(R.master);
+        }
+        if (!R.host && R.nreplicas &&
+            srv.now_ms - R.last_ping_ms >= (int64_t)R.ping_period * 1000) {
+            R.last_ping_ms = srv.now_ms;
+            static const str ping[] = { { "PING", 4 } };
+            stream_command(1, ping);
+        }
+        /* Keepalive newlines to replicas waiting for their RDB. */
+        for (int i = 0; i < R.nreplicas; i++) {
+            kv_client *c = R.replicas[i];
+            if (c->repl_state == RS_WAIT_BGSAVE_START && c->fd >= 0) {
+                ssize_t w = write(c->fd, "\n", 1);
+                (void)w;
+            }
+            if (c->repl_state == RS_ONLINE && srv.now_ms - c->repl_ack_ms > (int64_t)R.timeout * 1000) {
+                log_warn("Disconnecting timedout replica: %s", c->addr);
+                c->flags |= CLIENT_CLOSE_ASAP;
+                kv_client_output_added(c);
+            }
+        }
+        refresh_good();
+    }
+    if (R.nlk && !srv.pause_type)
+        expire_local_keys();
+    /* repl-backlog-ttl: a master without replicas drops its backlog, and
+     * with it the history a replica could continue (a new id). */
+    if (!R.host && R.backlog && R.nreplicas == 0 && R.backlog_ttl && R.no_replicas_since &&
+        srv.now_ms - R.no_replicas_since > (int64_t)R.backlog_ttl * 1000) {
+        kv_free(R.backlog);
+        R.backlog = NULL;
+        random_id(R.replid);
+        memcpy(R.replid2, ZERO_ID, 41);
+        R.second_offset = -1;
+        update_flags();
+        log_info("Replication backlog freed after %d seconds without connected replicas.",
+                 R.backlog_ttl);
+    }
+    if (R.nwaiting)
+        wait_check(1);
+}
+
+int repl_no_expire(void)
+{
+    return R.host != NULL && (!srv.cl_running || srv.cl_running != R.master);
+}
+
+int repl_from_master(void)
+{
+    return R.master != NULL && srv.cl_running == R.master;
+}
+
+/* A client wrote to a writable replica: remember its keys, so they
+ * expire here (the master sends no DEL for them). */
+static void note_local_keys(kv_client *c, const kv_cmd *cmd)
+{
+    int last = cmd->last_key < 0 ? c->argc + cmd->last_key : cmd->last_key;
+    int step = cmd->key_step > 0 ? cmd->key_step : 1;
+    for (int i = cmd->first_key; i <= last && i < c->argc && R.nlk < 1000000; i += step) {
+        if (R.nlk == R.lkcap) {
+            R.lkcap = R.lkcap ? R.lkcap * 2 : 64;
+            R.lk = kv_realloc(R.lk, (size_t)R.lkcap * sizeof *R.lk);
+        }
+        R.lk[R.nlk++] = (struct local_key){ c->db->id, c->argv[i].len,
+                                            kv_strndup(c->argv[i].p, c->argv[i].len) };
+    }
+}
+
+static void expire_local_keys(void)
+{
+    for (int i = 0; i < R.nlk;) {
+        struct local_key *k = &R.lk[i];
+        kv_db *db = k->db < srv.cfg.databases ? &srv.dbs[k->db] : NULL;
+        kv_entry *e = db ? db_find(db, (str){ k->key, k->len }) : NULL;
+        if (e && (e->flags & ENTRY_EXPIRES) && !db_expired(e)) {
+            i++;
+            continue;
+        }
+        if (e && (e->flags & ENTRY_EXPIRES))
+            db_expire_if_needed(db, e);
+        kv_free(k->key);
+        R.lk[i] = R.lk[--R.nlk];
+    }
+}
+
+int repl_deny(kv_client *c, const kv_cmd *cmd)
+{
+    if (c->repl_flags & REPL_C_MASTER)
+        return 0;
+    const char *err = NULL;
+    if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !(cmd->flags & CMD_STALE))
+        err = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+    else if (R.host && R.read_only && (cmd->flags & CMD_WRITE))
+        err = "READONLY You can't write against a read only replica.";
+    else if (!R.host && R.min_to_write && (cmd->flags & CMD_WRITE)) {
+        refresh_good();
+        if (R.good < R.min_to_write)
+            err = "NOREPLICAS Not enough good replicas to write.";
+    }
+    if (!err) {
+        if (R.host && (cmd->flags & CMD_WRITE) && cmd->first_key > 0)
+            note_local_keys(c, cmd);
+        return 0;
+    }
+    reply_error(c, err);
+    if (c->flags & CLIENT_MULTI)
+        c->flags |= CLIENT_DIRTY_EXEC;
+    return 1;
+}
+
+/* ---- ROLE, INFO ---- */
+
+static const char *link_state_name(void)
+{
+    switch (R.state) {
+    case LS_CONNECT:
+        return "connect";
+    case LS_CONNECTING:
+        return "connecting";
+    case LS_TRANSFER:
+        return "sync";
+    case LS_CONNECTED:
+        return "connected";
+    case LS_NONE:
+        return "none";
+    default:
+        return "handshake";
+    }
+}
+
+static const char *replica_ip(kv_client *c, char *out, size_t n)
+{
+    if (c->repl_ip[0])
+        return c->repl_ip;
+    snprintf(out, n, "%s", c->addr);
+    char *colon = strrchr(out, ':');
+    if (colon)
+        *colon = '\0';
+    if (out[0] == '[') {
+        memmove(out, out + 1, strlen(out));
+        char *br = strchr(out, ']');
+        if (br)
+            *br = '\0';
+    }
+    return out;
+}
+
+void role_command(kv_client *c)
+{
+    if (R.host) {
+        reply_array(c, 5);
+        reply_bulk_cstr(c, "slave");
+        reply_bulk_cstr(c, R.host);
+        reply_int(c, R.port);
+        reply_bulk_cstr(c, link_state_name());
+        reply_int(c, R.master ? R.offset : -1);
+        return;
+    }
+    reply_array(c, 3);
+    reply_bulk_cstr(c, "master");
+    reply_int(c, R.offset);
+    int n = 0;
+    for (int i = 0; i < R.nreplicas; i++)
+        n += R.replicas[i]->repl_state == RS_ONLINE;
+    reply_array(c, n);
+    for (int i = 0; i < R.nreplicas; i++) {
+        kv_client *r = R.replicas[i];
+        if (r->repl_state != RS_ONLINE)
+            continue;
+        char ip[64];
+        reply_array(c, 3);
+        reply_bulk_cstr(c, replica_ip(r, ip, sizeof ip));
+        reply_bulk_ll(c, r->repl_listen_port);
+        reply_bulk_ll(c, r->repl_ack_off);
+    }
+}
+
+static void addf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(buf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        buf_append(b, tmp, (size_t)MIN((size_t)n, sizeof tmp - 1));
+}
+
+void repl_info(buf *b)
+{
+    addf(b, "# Replication\r\nrole:%s\r\n", R.host ? "slave" : "master");
+    if (R.host) {
+        long long last_io = R.master ? (srv.now_ms - R.master->last_ms) / 1000
+                                     : (srv.now_ms - R.last_io_ms) / 1000;
+        addf(b,
+             "master_host:%s\r\nmaster_port:%d\r\nmaster_link_status:%s\r\n"
+             "master_last_io_seconds_ago:%lld\r\nmaster_sync_in_progress:%d\r\n"
+             "slave_read_repl_offset:%lld\r\nslave_repl_offset:%lld\r\n",
+             R.host, R.port, R.state == LS_CONNECTED ? "up" : "down",
+             R.state == LS_CONNECTED ? last_io : -1LL, R.state == LS_TRANSFER, R.offset,
+             R.offset);
+        if (R.state == LS_TRANSFER) {
+            long long total = R.xfer_size;
+            long long read = (long long)R.in.len;
+            addf(b,
+                 "master_sync_total_bytes:%lld\r\nmaster_sync_read_bytes:%lld\r\n"
+                 "master_sync_left_bytes:%lld\r\nmaster_sync_perc:%.2f\r\n"
+                 "master_sync_last_io_seconds_ago:%lld\r\n",
+                 total, read, total < 0 ? -1LL : total - read,
+                 total > 0 ? (double)read * 100 / (double)total : 0.0,
+                 (long long)((srv.now_ms - R.last_io_ms) / 1000));
+        }
+        if (R.state != LS_CONNECTED)
+            addf(b, "master_link_down_since_seconds:%lld\r\n",
+                 R.down_since_ms ? (long long)((srv.now_ms - R.down_since_ms) / 1000) : -1LL);
+        addf(b, "slave_priority:%d\r\nslave_read_only:%d\r\nreplica_announced:%d\r\n",
+             R.priority, R.read_only, R.announced);
+    }
+    addf(b, "connected_slaves:%d\r\n", R.nreplicas);
+    if (!R.host || 1) {
+        if (R.min_to_write)
+            addf(b, "min_slaves_good_slaves:%d\r\n", R.good);
+    }
+    for (int i = 0; i < R.nreplicas; i++) {
+        kv_client *r = R.replicas[i];
+        char ip[64];
+        long long lag = (srv.now_ms - r->repl_ack_ms) / 1000;
+        addf(b, "slave%d:ip=%s,port=%d,state=%s,offset=%lld,lag=%lld\r\n", i,
+             replica_ip(r, ip, sizeof ip), r->repl_listen_port,
+             rs_names[r->repl_state < 0 || r->repl_state > RS_ONLINE ? 0 : r->repl_state],
+             r->repl_ack_off, lag);
+    }
+    addf(b,
+         "master_failover_state:no-failover\r\nmaster_replid:%s\r\nmaster_replid2:%s\r\n"
+         "master_repl_offset:%lld\r\nsecond_repl_offset:%lld\r\nrepl_backlog_active:%d\r\n"
+         "repl_backlog_size:%lld\r\nrepl_backlog_first_byte_offset:%lld\r\n"
+         "repl_backlog_histlen:%lld\r\n\r\n",
+         R.replid, R.replid2, R.offset, R.second_offset, R.backlog != NULL,
+         R.backlog ? R.bl_size : R.backlog_size, R.backlog ? R.bl_off : 0LL,
+         R.backlog ? R.bl_histlen : 0LL);
+}
+
+void repl_sync_counts(unsigned long long out[3])
+{
+    out[0] = (unsigned long long)R.sync_full;
+    out[1] = (unsigned long long)R.sync_partial_ok;
+    out[2] = (unsigned long long)R.sync_partial_err;
+}
+
+void repl_info_stats(buf *b)
+{
+    addf(b, "sync_full:%llu\r\nsync_partial_ok:%llu\r\nsync_partial_err:%llu\r\n",
+         (unsigned long long)R.sync_full, (unsigned long long)R.sync_partial_ok,
+         (unsigned long long)R.sync_partial_err);
+}
+
+/* ---- configuration ---- */
+
+enum { C_BOOL, C_INT, C_MEM, C_STR, C_ENUM };
+
+typedef struct {
+    const char *name;
+    int kind;
+    void *p;
+    long long min, max;
+} repl_opt;
+
+static const repl_opt ropts[] = {
+    { "repl-diskless-sync", C_BOOL, &R.diskless_sync, 0, 1 },
+    { "repl-diskless-sync-delay", C_INT, &R.diskless_delay, 0, INT_MAX },
+    { "repl-diskless-sync-max-replicas", C_INT, &R.diskless_max, 0, INT_MAX },
+    { "repl-backlog-size", C_MEM, &R.backlog_size, 1, LLONG_MAX },
+    { "repl-timeout", C_INT, &R.timeout, 1, INT_MAX },
+    { "repl-ping-replica-period", C_INT, &R.ping_period, 1, INT_MAX },
+    { "replica-read-only", C_BOOL, &R.read_only, 0, 1 },
+    { "slave-read-only", C_BOOL, &R.read_only, 0, 1 },
+    { "replica-serve-stale-data", C_BOOL, &R.serve_stale, 0, 1 },
+    { "slave-serve-stale-data", C_BOOL, &R.serve_stale, 0, 1 },
+    { "min-replicas-to-write", C_INT, &R.min_to_write, 0, INT_MAX },
+    { "min-slaves-to-write", C_INT, &R.min_to_write, 0, INT_MAX },
+    { "min-replicas-max-lag", C_INT, &R.min_max_lag, 0, INT_MAX },
+    { "min-slaves-max-lag", C_INT, &R.min_max_lag, 0, INT_MAX },
+    { "masterauth", C_STR, &R.masterauth, 0, 0 },
+    { "masteruser", C_STR, &R.masteruser, 0, 0 },
+    { "replica-priority", C_INT, &R.priority, 0, INT_MAX },
+    { "slave-priority", C_INT, &R.priority, 0, INT_MAX },
+    { "replica-announced", C_BOOL, &R.announced, 0, 1 },
+    { "replica-announce-ip", C_STR, &R.announce_ip, 0, 0 },
+    { "slave-announce-ip", C_STR, &R.announce_ip, 0, 0 },
+    { "replica-announce-port", C_INT, &R.announce_port, 0, 65535 },
+    { "slave-announce-port", C_INT, &R.announce_port, 0, 65535 },
+    { "repl-diskless-load", C_ENUM, R.diskless_load, 0, 0 },
+    { "repl-backlog-ttl", C_INT, &R.backlog_ttl, 0, INT_MAX },
+    { "repl-disable-tcp-nodelay", C_BOOL, &R.no_tcp_nodelay, 0, 1 },
+    { "repl-ping-slave-period", C_INT, &R.ping_period, 1, INT_MAX },
+    { "replica-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
+    { "slave-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
+};
+
+static int yesno(const char *s)
+{
+    if (strcasecmp(s, "yes") == 0)
+        return 1;
+    if (strcasecmp(s, "no") == 0)
+        return 0;
+    return -1;
+}
+
+static int parse_mem(const char *s, long long *out)
+{
+    size_t n = strlen(s);
+    long long mul = 1;
+    static const struct {
+        const char *suf;
+        long long mul;
+    } units[] = { { "kb", 1024 }, { "mb", 1024 * 1024 }, { "gb", 1024LL * 1024 * 1024 },
+                  { "k", 1000 }, { "m", 1000000 }, { "g", 1000000000 }, { "b", 1 } };
+    for (size_t i = 0; i < ARRAY_LEN(units); i++) {
+        size_t k = strlen(units[i].suf);
+        if (n > k && strcasecmp(s + n - k, units[i].suf) == 0) {
+            mul = units[i].mul;
+            n -= k;
+            break;
+        }
+    }
+    long long v;
+    if (kv_parse_ll(s, n, &v) < 0 || v < 0 || (v && mul > LLONG_MAX / v))
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
+                    size_t errlen)
+{
+    if (strcasecmp(name, "replicaof") == 0 || strcasecmp(name, "slaveof") == 0) {
+        if (at_runtime) {
+            snprintf(err, errlen, "can't set immutable config");
+            return -1;
+        }
+        long long port;
+        if (argc != 2 || kv_parse_ll(argv[1], strlen(argv[1]), &port) < 0 || port < 0 ||
+            port > 65535) {
+            snprintf(err, errlen, "Invalid master port");
+            return -1;
+        }
+        kv_free(R.host);
+        R.host = kv_strndup(argv[0], strlen(argv[0]));
+        R.port = (int)port;
+        R.state = LS_CONNECT;
+        update_flags();
+        return 0;
+    }
+    const repl_opt *o = NULL;
+    for (size_t i = 0; i < ARRAY_LEN(ropts); i++)
+        if (strcasecmp(name, ropts[i].name) == 0)
+            o = &ropts[i];
+    if (!o)
+        return 1;
+    if (argc != 1) {
+        snprintf(err, errlen, "wrong number of arguments");
+        return -1;
+    }
+    const char *v = argv[0];
+    long long n;
+    switch (o->kind) {
+    case C_BOOL:
+        if ((n = yesno(v)) < 0) {
+            snprintf(err, errlen, "argument must be 'yes' or 'no'");
+            return -1;
+        }
+        *(int *)o->p = (int)n;
+        break;
+    case C_INT:
+        if (kv_parse_ll(v, strlen(v), &n) < 0) {
+            snprintf(err, errlen, "argument couldn't be parsed into an integer");
+            return -1;
+        }
+        if (n < o->min || n > o->max) {
+            snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min,
+                     o->max);
+            return -1;
+        }
+        *(int *)o->p = (int)n;
+        break;
+    case C_MEM:
+        if (parse_mem(v, &n) < 0) {
+            snprintf(err, errlen, "argument must be a memory value");
+            return -1;
+        }
+        if (n < 16 * 1024)
+            n = 16 * 1024; /* Redis's floor for the backlog */
+        if (R.backlog)
+            backlog_resize(n);
+        else
+            R.backlog_size = n;
+        break;
+    case C_STR: {
+        char **s = o->p;
+        kv_free(*s);
+        *s = v[0] ? kv_strndup(v, strlen(v)) : NULL;
+        break;
+    }
+    case C_ENUM:
+        if (strcasecmp(v, "disabled") && strcasecmp(v, "on-empty-db") && strcasecmp(v, "swapdb")) {
+            snprintf(err, errlen, "argument(s) must be one of the following: disabled, "
+                                  "on-empty-db, swapdb");
+            return -1;
+        }
+        snprintf(o->p, sizeof R.diskless_load, "%s", v);
+        break;
+    }
+    update_flags();
+    return 0;
+}
+
+void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+                     void *ud)
+{
+    char val[512];
+    for (size_t i = 0; i < ARRAY_LEN(ropts); i++) {
+        const repl_opt *o = &ropts[i];
+        if (!kv_glob_match(pattern.p, pattern.len, o->name, strlen(o->name), 1))
+            continue;
+        switch (o->kind) {
+        case C_BOOL:
+            snprintf(val, sizeof val, "%s", *(int *)o->p ? "yes" : "no");
+            break;
+        case C_INT:
+            snprintf(val, sizeof val, "%d", *(int *)o->p);
+            break;
+        case C_MEM:
+            snprintf(val, sizeof val, "%lld", *(long long *)o->p);
+            break;
+        case C_STR: {
+            char *s = *(char **)o->p;
+            snprintf(val, sizeof val, "%s", s ? s : "");
+            break;
+        }
+        default:
+            snprintf(val, sizeof val, "%s", (char *)o->p);
+            break;
+        }
+        fn(ud, o->name, val);
+    }
+    static const char *mo[] = { "replicaof", "slaveof" };
+    for (size_t i = 0; i < ARRAY_LEN(mo); i++) {
+        if (!kv_glob_match(pattern.p, pattern.len, mo[i], strlen(mo[i]), 1))
+            continue;
+        if (R.host)
+            snprintf(val, sizeof val, "%s %d", R.host, R.port);
+        else
+            val[0] = '\0';
+        fn(ud, mo[i], val);
+    }
+}
+
+/* CONFIG REWRITE: the file keeps its lines except the ones for options
+ * this module owns, which are written with their current values. */
+int repl_config_rewrite(char *err, size_t errlen)
+{
+    if (!srv.config_file) {
+        snprintf(err, errlen, "ERR The server is running without a config file");
+        return -1;
+    }
+    buf out = { 0 };
+    FILE *f = fopen(srv.config_file, "r");
+    if (f) {
+        char line[4096];
+        while (fgets(line, sizeof line, f)) {
+            char word[64];
+            if (sscanf(line, " %63s", word) == 1 && word[0] != '#') {
+                int owned = strcasecmp(word, "replicaof") == 0 || strcasecmp(word, "slaveof") == 0;
+                for (size_t i = 0; i < ARRAY_LEN(ropts) && !owned; i++)
+                    owned = strcasecmp(word, ropts[i].name) == 0;
+                if (owned)
+                    continue;
+            }
+            buf_append(&out, line, strlen(line));
+            if (out.len && out.data[out.len - 1] != '\n')
+                buf_append(&out, "\n", 1);
+        }
+        fclose(f);
+    }
+    if (R.host)
+        addf(&out, "replicaof %s %d\n", R.host, R.port);
+    if (R.masterauth)
+        addf(&out, "masterauth %s\n", R.masterauth);
+    if (R.masteruser)
+        addf(&out, "masteruser %s\n", R.masteruser);
+    if (!R.read_only)
+        addf(&out, "replica-read-only no\n");
+    if (R.priority != 100)
+        addf(&out, "replica-priority %d\n", R.priority);
+    if (R.min_to_write)
+        addf(&out, "min-replicas-to-write %d\n", R.min_to_write);
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%d", srv.config_file, (int)getpid());
+    int fd = open(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    int rc = fd < 0 || write_fully(fd, out.data ? out.data : "", out.len) < 0 || fsync(fd) < 0;
+    if (fd >= 0)
+        close(fd);
+    if (!rc && rename(tmp, srv.config_file) < 0)
+        rc = 1;
+    if (rc) {
+        snprintf(err, errlen, "ERR Rewriting config file: %s", strerror(errno));
+        unlink(tmp);
+    }
+    buf_free(&out);
+    return rc ? -1 : 0;
+}

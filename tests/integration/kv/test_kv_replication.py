@@ -1,0 +1,596 @@
+"""Replication between brisk-kv and real Redis 7.0 (both directions),
+partial resync from the backlog, WAIT, read-only replicas, chaining,
+min-replicas-to-write, and a Sentinel failover of brisk-kv nodes.
+
+Real redis-server (and redis-server --sentinel) processes run on free
+loopback ports in the test's temporary directory."""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from redis.sentinel import Sentinel
+
+from kvlib import free_port
+
+REDIS_SERVER = shutil.which("redis-server")
+pytestmark = pytest.mark.skipif(not REDIS_SERVER, reason="redis-server is not installed")
+
+NKEYS = int(os.environ.get("KV_REPL_KEYS", "100000"))
+
+
+class RealRedis:
+    def __init__(self, workdir: Path, *args: str, sentinel_conf: str | None = None):
+        self.port = free_port()
+        self.dir = Path(workdir) / f"redis-{self.port}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.args = list(args)
+        self.sentinel_conf = sentinel_conf
+        self.log_path = self.dir / "redis.log"
+        self.proc = None
+
+    def start(self):
+        if self.sentinel_conf is not None:
+            conf = self.dir / "sentinel.conf"
+            if not conf.exists():
+                conf.write_text(f"port {self.port}\n{self.sentinel_conf}")
+            cmd = [REDIS_SERVER, str(conf), "--sentinel", "--dir", str(self.dir),
+                   "--logfile", str(self.log_path)]
+        else:
+            cmd = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                   "--save", "", "--appendonly", "no", "--dir", str(self.dir),
+                   "--logfile", str(self.log_path), *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        c = self.client()
+        deadline = time.time() + 10
+        while True:
+            try:
+                c.ping()
+                break
+            except redis.ConnectionError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+        return self
+
+    def client(self, **kw):
+        kw.setdefault("socket_timeout", 20)
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+@pytest.fixture
+def real(tmp_path):
+    started: list[RealRedis] = []
+
+    def make(*args: str, sentinel_conf: str | None = None, start: bool = True) -> RealRedis:
+        s = RealRedis(tmp_path, *args, sentinel_conf=sentinel_conf)
+        started.append(s)
+        if start:
+            s.start()
+        return s
+
+    yield make
+    for s in started:
+        s.stop(signal.SIGKILL)
+
+
+def wait_for(pred, timeout=30.0, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = pred()
+            if last:
+                return last
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as e:
+            last = e
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def info(c, section="replication") -> dict:
+    return c.info(section)
+
+
+def wait_link_up(replica):
+    wait_for(lambda: info(replica).get("master_link_status") == "up", 60, "master link up")
+
+
+def wait_same_offset(master, *replicas, timeout=30):
+    def same():
+        off = info(master)["master_repl_offset"]
+        return all(info(r)["master_repl_offset"] == off for r in replicas)
+    wait_for(same, timeout, "replicas at the master's offset")
+
+
+def populate(c, n: int, seed: int = 1, prefix: str = "k"):
+    """n keys of every type (strings, ints, lists, sets of ints and
+    strings, sorted sets, hashes, some with a TTL) in db 0 and db 9."""
+    rnd = random.Random(seed)
+    p = c.pipeline(transaction=False)
+    for i in range(n):
+        k = f"{prefix}:{i}"
+        kind = i % 8
+        if kind == 0:
+            p.set(k, "v" * rnd.randint(0, 40) + str(i))
+        elif kind == 1:
+            p.set(k, rnd.randint(-10**12, 10**12))
+        elif kind == 2:
+            p.rpush(k, *[f"e{j}" for j in range(rnd.randint(1, 12))])
+        elif kind == 3:
+            p.sadd(k, *[rnd.randint(0, 1000) for _ in range(rnd.randint(1, 10))])
+        elif kind == 4:
+            p.sadd(k, *[f"m{rnd.randint(0, 10**6)}" for _ in range(rnd.randint(1, 10))])
+        elif kind == 5:
+            p.zadd(k, {f"z{j}": rnd.random() * 100 for j in range(rnd.randint(1, 10))})
+        elif kind == 6:
+            p.hset(k, mapping={f"f{j}": f"{j * i}" for j in range(rnd.randint(1, 10))})
+        else:
+            p.set(k, f"ttl{i}", ex=3600)
+        if i % 1000 == 999:
+            p.execute()
+    p.execute()
+    p.select(9) if False else None
+    c.execute_command("SELECT", 9)
+    c.set("db9-key", "in db 9")
+    c.lpush("db9-list", *range(300))  # a list past the listpack size
+    c.zadd("db9-zset", {f"m{j}": j for j in range(200)})  # a skiplist
+    c.hset("db9-hash", mapping={f"f{j}": "x" * 80 for j in range(10)})  # a hashtable
+    c.execute_command("SELECT", 0)
+
+
+def snapshot(c, db: int) -> dict:
+    """Every key of db with its type, value and whether it has a TTL."""
+    c.execute_command("SELECT", db)
+    keys = []
+    cursor = 0
+    while True:
+        cursor, batch = c.scan(cursor, count=5000)
+        keys.extend(batch)
+        if cursor == 0:
+            break
+    out = {}
+    for start in range(0, len(keys), 2000):
+        chunk = keys[start:start + 2000]
+        p = c.pipeline(transaction=False)
+        for k in chunk:
+            p.type(k)
+        types = p.execute()
+        p = c.pipeline(transaction=False)
+        for k, t in zip(chunk, types):
+            t = t.decode() if isinstance(t, bytes) else t
+            if t == "string":
+                p.get(k)
+            elif t == "list":
+                p.lrange(k, 0, -1)
+            elif t == "set":
+                p.smembers(k)
+            elif t == "zset":
+                p.zrange(k, 0, -1, withscores=True)
+            elif t == "hash":
+                p.hgetall(k)
+            else:
+                p.type(k)
+            p.ttl(k)
+        vals = p.execute()
+        for i, k in enumerate(chunk):
+            v, ttl = vals[2 * i], vals[2 * i + 1]
+            if types[i] in (b"none", "none"):
+                continue  # expired between SCAN and TYPE
+            if isinstance(v, set):
+                v = sorted(v)
+            out[k] = (types[i], v, ttl > 0)
+    c.execute_command("SELECT", 0)
+    return out
+
+
+def assert_same_data(a, b, dbs=(0, 9)):
+    for db in dbs:
+        sa, sb = snapshot(a, db), snapshot(b, db)
+        assert len(sa) == len(sb), (db, len(sa), len(sb))
+        diff = [k for k in sa if sa[k] != sb.get(k)]
+        assert not diff, (db, diff[:5], [(sa[k], sb.get(k)) for k in diff[:3]])
+
+
+def write_load(c, seconds: float, seed: int = 7):
+    """Mixed writes for a while: overwrites, list pushes, hash sets,
+    deletes, counters, short TTLs that expire on the master, MULTI/EXEC."""
+    rnd = random.Random(seed)
+    end = time.time() + seconds
+    n = 0
+    while time.time() < end:
+        p = c.pipeline(transaction=False)
+        for _ in range(200):
+            i = rnd.randint(0, NKEYS - 1)
+            op = rnd.randint(0, 7)
+            if op == 0:
+                p.set(f"load:{i}", rnd.random())
+            elif op == 1:
+                p.incrby("load:counter", rnd.randint(1, 10))
+            elif op == 2:
+                p.rpush(f"load:list:{i % 50}", i)
+            elif op == 3:
+                p.hset(f"load:hash:{i % 50}", f"f{i}", i)
+            elif op == 4:
+                p.delete(f"k:{i}")
+            elif op == 5:
+                p.set(f"load:short:{i}", 1, px=rnd.randint(1, 300))
+            elif op == 6:
+                p.zincrby("load:zset", 1, f"m{i % 100}")
+            else:
+                p.sadd(f"load:set:{i % 20}", i)
+        p.execute()
+        with c.pipeline(transaction=True) as t:
+            t.incr("load:tx")
+            t.lpush("load:txlist", n)
+            t.execute()
+        n += 1
+    return n
+
+
+def replicate(replica, master_port):
+    replica.execute_command("REPLICAOF", "127.0.0.1", master_port)
+
+
+# ---- both directions with real Redis ----
+
+
+@pytest.mark.timeout(90)
+def test_brisk_master_real_replica_converges(kv_factory, real):
+    m = kv_factory("--repl-diskless-sync-delay", "0")
+    mc = m.client()
+    populate(mc, NKEYS)
+    rr = real()
+    rc = rr.client()
+    replicate(rc, m.port)
+    wait_link_up(rc)
+    write_load(mc, 3)
+    # keys with a short TTL expire on the master, which sends DEL
+    time.sleep(0.5)
+    mc.set("final", "1")
+    wait_same_offset(mc, rc)
+    assert_same_data(mc, rc)
+    assert mc.dbsize() == rc.dbsize()
+    assert info(mc)["connected_slaves"] == 1
+    assert info(mc)["slave0"]["state"] == "online"
+
+
+@pytest.mark.timeout(90)
+def test_real_master_brisk_replica_converges(kv_factory, real):
+    rm = real("--repl-diskless-sync-delay", "0")
+    mc = rm.client()
+    populate(mc, NKEYS)
+    r = kv_factory()
+    rc = r.client()
+    replicate(rc, rm.port)
+    wait_link_up(rc)
+    write_load(mc, 3)
+    time.sleep(0.5)
+    mc.set("final", "1")
+    wait_same_offset(mc, rc)
+    assert_same_data(mc, rc)
+    ri = info(rc)
+    assert ri["role"] == "slave" and ri["master_port"] == rm.port
+    assert ri["master_replid"] == info(mc)["master_replid"]
+    role = rc.execute_command("ROLE")
+    assert role[0] == b"slave" and role[1] == b"127.0.0.1" and role[2] == rm.port
+    assert role[3] == b"connected" and role[4] == info(mc)["master_repl_offset"]
+
+
+@pytest.mark.timeout(90)
+def test_disk_backed_sync_between_brisk_nodes(kv_factory):
+    m = kv_factory("--repl-diskless-sync", "no")
+    mc = m.client()
+    populate(mc, 5000)
+    r = kv_factory()
+    rc = r.client()
+    replicate(rc, m.port)
+    wait_link_up(rc)
+    mc.set("after", "sync")
+    wait_same_offset(mc, rc)
+    assert_same_data(mc, rc)
+
+
+@pytest.mark.timeout(90)
+def test_replica_does_not_expire_keys_itself(kv_factory, real):
+    rm = real("--repl-diskless-sync-delay", "0", "--hz", "1")
+    mc = rm.client()
+    r = kv_factory()
+    rc = r.client(decode_responses=True)
+    replicate(rc, rm.port)
+    wait_link_up(rc)
+    mc.set("soon", "x", px=200)
+    wait_same_offset(mc, rc)
+    time.sleep(0.4)
+    # logically expired on the replica, but still stored until the DEL
+    assert rc.get("soon") is None
+    assert rc.dbsize() == 1
+    mc.get("soon")  # the master expires it and sends DEL
+    wait_for(lambda: rc.dbsize() == 0, 5, "DEL from the master")
+
+
+# ---- partial resync ----
+
+
+@pytest.mark.timeout(90)
+def test_real_replica_restart_continues_from_backlog(kv_factory, real):
+    m = kv_factory("--repl-diskless-sync-delay", "0")
+    mc = m.client()
+    populate(mc, 2000)
+    rr = real("--save", "3600 1")
+    rc = rr.client()
+    replicate(rc, m.port)
+    wait_link_up(rc)
+    mc.set("before", "1")
+    wait_same_offset(mc, rc)
+    rr.stop()  # SIGTERM: saves its RDB with the replication id and offset
+    mc.set("while-down", "1")
+    mc.incr("counter")
+    rr.args = ["--save", "3600 1", "--replicaof", "127.0.0.1", str(m.port)]
+    rr.start()
+    rc = rr.client()
+    wait_link_up(rc)
+    wait_same_offset(mc, rc)
+    assert rc.get("while-down") == b"1"
+    st = info(mc, "stats")
+    assert st["sync_partial_ok"] == 1, st
+    assert st["sync_full"] == 1
+    assert "Successful partial resynchronization" in rr.log()
+
+
+@pytest.mark.timeout(90)
+def test_brisk_replica_link_drop_continues(kv_factory, real):
+    rm = real("--repl-diskless-sync-delay", "0")
+    mc = rm.client()
+    populate(mc, 1000)
+    r = kv_factory()
+    rc = r.client()
+    replicate(rc, rm.port)
+    wait_link_up(rc)
+    rc.execute_command("CLIENT", "KILL", "TYPE", "master")
+    mc.set("gap", "1")
+    wait_link_up(rc)
+    wait_same_offset(mc, rc)
+    assert rc.get("gap") == b"1"
+    st = info(mc, "stats")
+    assert st["sync_partial_ok"] == 1 and st["sync_full"] == 1, st
+    assert_same_data(mc, rc)
+
+
+# ---- WAIT, read-only, min-replicas ----
+
+
+@pytest.mark.timeout(90)
+def test_wait(kv_factory):
+    m = kv_factory("--repl-diskless-sync-delay", "0")
+    mc = m.client()
+    reps = [kv_factory() for _ in range(2)]
+    for r in reps:
+        replicate(r.client(), m.port)
+    for r in reps:
+        wait_link_up(r.client())
+    mc.set("w", "1")
+    assert mc.execute_command("WAIT", 2, 5000) == 2
+    t0 = time.time()
+    assert mc.execute_command("WAIT", 3, 300) == 2
+    assert 0.25 < time.time() - t0 < 3
+    # commands pipelined behind a blocked WAIT run after it replies
+    p = mc.pipeline(transaction=False)
+    p.set("w2", "2").execute_command("WAIT", 3, 200).get("w2")
+    assert p.execute() == [True, 2, b"2"]
+    with pytest.raises(redis.ResponseError, match="WAIT cannot be used with replica instances"):
+        reps[0].client().execute_command("WAIT", 1, 0)
+    with pytest.raises(redis.ResponseError, match="timeout is negative"):
+        mc.execute_command("WAIT", 1, -1)
+
+
+@pytest.mark.timeout(90)
+def test_read_only_replica_matches_redis(kv_factory, real):
+    m = kv_factory("--repl-diskless-sync-delay", "0")
+    r = kv_factory()
+    rr = real()
+    for c in (r.client(), rr.client()):
+        replicate(c, m.port)
+    for c in (r.client(), rr.client()):
+        wait_link_up(c)
+    errs = []
+    for c in (r.client(), rr.client()):
+        with pytest.raises(redis.ResponseError) as e:
+            c.set("x", 1)
+        errs.append(str(e.value))
+        t = c.pipeline(transaction=True)
+        t.set("x", 1)
+        with pytest.raises(redis.ResponseError) as e:
+            t.execute()
+        errs.append(str(e.value))
+    assert errs[0] == errs[2] == "You can't write against a read only replica."
+    assert errs[1] == errs[3]
+    # replica-read-only no: local writes are allowed
+    rc = r.client()
+    rc.config_set("replica-read-only", "no")
+    assert rc.set("local", 1)
+    assert list(rc.config_get("replica-read-only").values()) in (["no"], [b"no"])
+
+
+@pytest.mark.timeout(90)
+def test_min_replicas_to_write(kv_factory):
+    m = kv_factory("--repl-diskless-sync-delay", "0")
+    mc = m.client()
+    mc.config_set("min-replicas-to-write", 1)
+    with pytest.raises(redis.ResponseError, match="Not enough good replicas to write.$"):
+        mc.set("a", 1)
+    r = kv_factory()
+    replicate(r.client(), m.port)
+    wait_link_up(r.client())
+    wait_for(lambda: mc.set("a", 1), 5, "a good replica")
+    mc.config_set("min-replicas-to-write", 0)
+
+
+# ---- chaining, promotion ----
+
+
+@pytest.mark.timeout(90)
+def test_chain_and_promotion_continue(kv_factory, real):
+    a = kv_factory("--repl-diskless-sync-delay", "0")
+    b = kv_factory("--repl-diskless-sync-delay", "0")
+    c = real()
+    ac, bc, cc = a.client(), b.client(), c.client()
+    populate(ac, 3000)
+    replicate(bc, a.port)
+    wait_link_up(bc)
+    replicate(cc, b.port)  # a real Redis fed by a brisk-kv replica
+    wait_link_up(cc)
+    write_load(ac, 1)
+    time.sleep(0.5)  # the short TTLs of the load expire on a
+    ac.set("sync", 1)
+    wait_same_offset(ac, bc, cc)
+    assert_same_data(ac, cc)
+    # promote b: c continues (+CONTINUE), then a follows b and continues too
+    bc.execute_command("REPLICAOF", "NO", "ONE")
+    bi = info(bc)
+    assert bi["master_replid2"] == info(ac)["master_replid"]
+    bc.set("promoted", 1)
+    replicate(ac, b.port)
+    wait_link_up(ac)
+    wait_link_up(cc)
+    wait_same_offset(bc, ac, cc)
+    assert ac.get("promoted") == b"1" and cc.get("promoted") == b"1"
+    st = info(bc, "stats")
+    assert st["sync_full"] == 1 and st["sync_partial_ok"] >= 2, st
+
+
+# ---- Sentinel ----
+
+
+@pytest.mark.timeout(90)
+def test_sentinel_failover(kv_factory, real):
+    nodes = [kv_factory("--repl-diskless-sync-delay", "0")]
+    master = nodes[0]
+    for _ in range(2):
+        n = kv_factory("--repl-diskless-sync-delay", "0")
+        replicate(n.client(), master.port)
+        nodes.append(n)
+    for n in nodes[1:]:
+        wait_link_up(n.client())
+    conf = (f"sentinel monitor mymaster 127.0.0.1 {master.port} 2\n"
+            "sentinel down-after-milliseconds mymaster 1000\n"
+            "sentinel failover-timeout mymaster 10000\n"
+            "sentinel parallel-syncs mymaster 2\n")
+    sentinels = [real(sentinel_conf=conf) for _ in range(3)]
+    st = Sentinel([("127.0.0.1", s.port) for s in sentinels], socket_timeout=2)
+    wait_for(lambda: all(len(s.client().execute_command("SENTINEL", "REPLICAS", "mymaster")) == 2
+                         for s in sentinels), 30, "sentinels seeing 2 replicas")
+    wait_for(lambda: all(int(dict(zip(*[iter(s.client().execute_command(
+        "SENTINEL", "MASTER", "mymaster"))] * 2))[b"num-other-sentinels"]) == 2
+        for s in sentinels), 30, "sentinels seeing each other")
+    w = st.master_for("mymaster", socket_timeout=2)
+    acked = []
+    for i in range(200):
+        w.set(f"fo:{i}", i)
+        if w.execute_command("WAIT", 1, 1000) >= 1:
+            acked.append(i)
+    assert len(acked) == 200
+    master.kill9()
+    master.expect_exit = True
+
+    def new_master():
+        addr = st.discover_master("mymaster")
+        return addr if addr[1] != master.port else None
+    host, port = wait_for(new_master, 40, "failover")
+    promoted = next(n for n in nodes if n.port == port)
+    other = next(n for n in nodes[1:] if n.port != port)
+    wait_for(lambda: info(other.client()).get("master_port") == port and
+             info(other.client()).get("master_link_status") == "up", 30, "the other follows")
+    w = st.master_for("mymaster", socket_timeout=2)
+    wait_for(lambda: w.set("after-failover", 1), 20, "writes through Sentinel")
+    pc = promoted.client()
+    for i in acked:
+        assert pc.get(f"fo:{i}") == str(i).encode()
+    assert info(pc)["role"] == "master"
+    wait_same_offset(pc, other.client())
+    assert other.client().get("after-failover") == b"1"
+
+
+# ---- shapes: INFO replication, ROLE, PUBLISH ----
+
+
+@pytest.mark.timeout(60)
+def test_info_and_role_shapes_match_redis(kv_factory, real):
+    km = kv_factory("--repl-diskless-sync-delay", "0")
+    rm = real("--repl-diskless-sync-delay", "0")
+    kr, rr = kv_factory(), real()
+    pairs = ((km.client(), kr.client()), (rm.client(), rr.client()))
+    for m, r in pairs:
+        replicate(r, m.connection_pool.connection_kwargs["port"])
+    for m, r in pairs:
+        wait_link_up(r)
+        m.set("x", 1)
+        wait_same_offset(m, r)
+    (kmc, krc), (rmc, rrc) = pairs
+    # field names in order (values differ: ids, ports, offsets)
+    assert list(info(kmc)) == list(info(rmc))
+    assert list(info(krc)) == list(info(rrc))
+    km_role, rm_role = kmc.execute_command("ROLE"), rmc.execute_command("ROLE")
+    assert km_role[0] == rm_role[0] == b"master"
+    assert [type(v) for v in km_role] == [type(v) for v in rm_role]
+    assert [type(v) for v in km_role[2][0]] == [type(v) for v in rm_role[2][0]]
+    assert km_role[2][0][1] == str(kr.port).encode()
+    kr_role, rr_role = krc.execute_command("ROLE"), rrc.execute_command("ROLE")
+    assert [type(v) for v in kr_role] == [type(v) for v in rr_role]
+    assert kr_role[3] == rr_role[3] == b"connected"
+    # REPLCONF from an ordinary client
+    for c in (kmc, rmc):
+        assert c.execute_command("REPLCONF", "listening-port", "1234") == b"OK"
+    errs = []
+    for c in (kmc, rmc):
+        with pytest.raises(redis.ResponseError) as e:
+            c.execute_command("REPLCONF", "nosuch", "1")
+        errs.append(str(e.value))
+    assert errs[0] == errs[1]
+
+
+@pytest.mark.timeout(60)
+def test_publish_reaches_replica_subscribers(kv_factory, real):
+    m = kv_factory("--repl-diskless-sync-delay", "0")
+    rr = real()
+    kr = kv_factory()
+    for c in (rr.client(), kr.client()):
+        replicate(c, m.port)
+    for c in (rr.client(), kr.client()):
+        wait_link_up(c)
+    subs = []
+    for c in (rr.client(), kr.client()):
+        p = c.pubsub()
+        p.subscribe("news")
+        subs.append(p)
+    m.client().publish("news", "hello")
+    for p in subs:
+        deadline = time.time() + 5
+        msg = None
+        while time.time() < deadline:
+            msg = p.get_message(timeout=1)
+            if msg and msg["type"] == "message":
+                break
+        assert msg and msg["data"] == b"hello", msg
