@@ -584,6 +584,12 @@ def test_publish_reaches_replica_subscribers(kv_factory, real):
     for c in (rr.client(), kr.client()):
         p = c.pubsub()
         p.subscribe("news")
+        # the subscription must be in place before the PUBLISH arrives
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            msg = p.get_message(timeout=1)
+            if msg and msg["type"] == "subscribe":
+                break
         subs.append(p)
     m.client().publish("news", "hello")
     for p in subs:
