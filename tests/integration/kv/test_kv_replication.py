@@ -580,6 +580,14 @@ def test_publish_reaches_replica_subscribers(kv_factory, real):
         replicate(c, m.port)
     for c in (rr.client(), kr.client()):
         wait_link_up(c)
+    # both replicas online on the master's side too (after their first ACK)
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        info = m.client().info("replication")
+        states = [v.get("state") for k, v in info.items() if k.startswith("slave")]
+        if states.count("online") == 2:
+            break
+        time.sleep(0.1)
     subs = []
     for c in (rr.client(), kr.client()):
         p = c.pubsub()
