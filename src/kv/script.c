@@ -39,67 +39,8 @@ int luaopen_cjson(lua_State *L); /* lua-cjson's static archive */
 #include <stdio.h>
 #include <stdlib.h>
 
-/* ---- SHA1 (FIPS 180-1), for script names ---- */
+#include "kv/sha1.h"
 
-typedef struct {
-    uint32_t h[5];
-    uint64_t len;
-    unsigned char blk[64];
-    size_t n;
-} sha1_ctx;
-
-static uint32_t rol(uint32_t v, int s) { return (v << s) | (v >> (32 - s)); }
-
-static void sha1_block(sha1_ctx *x, const unsigned char *p)
-{
-    uint32_t w[80];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 80; i++)
-        w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-    uint32_t a = x->h[0], b = x->h[1], c = x->h[2], d = x->h[3], e = x->h[4];
-    for (int i = 0; i < 80; i++) {
-        uint32_t f, k;
-        if (i < 20)
-            f = (b & c) | (~b & d), k = 0x5A827999;
-        else if (i < 40)
-            f = b ^ c ^ d, k = 0x6ED9EBA1;
-        else if (i < 60)
-            f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDC;
-        else
-            f = b ^ c ^ d, k = 0xCA62C1D6;
-        uint32_t t = rol(a, 5) + f + e + k + w[i];
-        e = d, d = c, c = rol(b, 30), b = a, a = t;
-    }
-    x->h[0] += a, x->h[1] += b, x->h[2] += c, x->h[3] += d, x->h[4] += e;
-}
-
-static void sha1_hex(const char *p, size_t n, char out[41])
-{
-    sha1_ctx x = { { 0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0 }, 0, { 0 }, 0 };
-    x.len = (uint64_t)n * 8;
-    while (n >= 64) {
-        sha1_block(&x, (const unsigned char *)p);
-        p += 64, n -= 64;
-    }
-    unsigned char tail[128] = { 0 };
-    memcpy(tail, p, n);
-    tail[n] = 0x80;
-    size_t tl = n + 9 <= 64 ? 64 : 128;
-    for (int i = 0; i < 8; i++)
-        tail[tl - 1 - i] = (unsigned char)(x.len >> (8 * i));
-    sha1_block(&x, tail);
-    if (tl == 128)
-        sha1_block(&x, tail + 64);
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 20; i++) {
-        unsigned char b = (unsigned char)(x.h[i / 4] >> (24 - 8 * (i % 4)));
-        out[2 * i] = hex[b >> 4];
-        out[2 * i + 1] = hex[b & 15];
-    }
-    out[40] = '\0';
-}
 
 /* ---- the running script ---- */
 
