@@ -589,7 +589,11 @@ def test_publish_reaches_replica_subscribers(kv_factory, real):
             break
         time.sleep(0.1)
     subs = []
-    for c in (rr.client(), kr.client()):
+    # Keep the clients referenced: a collected redis.Redis closes its pool,
+    # and with it the PubSub's connection (redis-py then re-subscribes on a
+    # new one and the message sent to the old one is gone).
+    clients = [rr.client(), kr.client()]
+    for c in clients:
         p = c.pubsub()
         p.subscribe("news")
         # the subscription must be in place before the PUBLISH arrives
