@@ -1,0 +1,598 @@
+/* TLS over OpenSSL 3: contexts with rotated ticket keys, ALPN and OCSP
+ * stapling; non-blocking connections with read/write-like calls. */
+#include "core/tls.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+/* Mozilla's "intermediate" TLS 1.2 list: forward secret, AEAD only. */
+#define TLS12_CIPHERS                                                                            \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:" \
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+typedef struct {
+    unsigned char name[16];
+    unsigned char aes[32];
+    unsigned char hmac[32];
+    time_t born;
+} ticket_key;
+
+struct tls_ctx {
+    SSL_CTX *ssl;
+    atomic_int refs;
+    unsigned char alpn[64]; /* wire format: length-prefixed names */
+    unsigned alpn_len;
+    unsigned char *ocsp;
+    long ocsp_len;
+    unsigned lifetime;
+    pthread_mutex_t keys_lock;
+    ticket_key keys[2]; /* [0] seals new tickets; [1] still opens old ones */
+    char subject[128];
+    char expires[40];
+};
+
+struct tls_conn {
+    SSL *ssl;
+    tls_ctx *ctx;
+    unsigned want;
+};
+
+void tls_config_defaults(tls_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->session_tickets = 1;
+    c->ticket_lifetime = 3600;
+    c->ktls = 1;
+}
+
+const char *tls_last_error(char *buf, size_t n)
+{
+    unsigned long e = ERR_peek_last_error();
+    if (!e) {
+        buf[0] = '\0';
+        return buf;
+    }
+    ERR_error_string_n(e, buf, n);
+    ERR_clear_error();
+    return buf;
+}
+
+static void fail(char *err, size_t errlen, const char *what, const char *arg)
+{
+    char ssl[200];
+    tls_last_error(ssl, sizeof ssl);
+    snprintf(err, errlen, "%s%s%s%s%s", what, arg ? " " : "", arg ? arg : "", ssl[0] ? ": " : "", ssl);
+}
+
+/* ---- ticket keys ---- */
+
+static int new_key(ticket_key *k)
+{
+    if (RAND_bytes(k->name, sizeof k->name) != 1 || RAND_bytes(k->aes, sizeof k->aes) != 1 ||
+        RAND_bytes(k->hmac, sizeof k->hmac) != 1)
+        return -1;
+    k->born = time(NULL);
+    return 0;
+}
+
+/* Returns the key to seal with, rotating it when it has sealed long enough. */
+static ticket_key *sealing_key(tls_ctx *t, ticket_key *copy)
+{
+    pthread_mutex_lock(&t->keys_lock);
+    if (time(NULL) - t->keys[0].born >= (time_t)t->lifetime) {
+        ticket_key k;
+        if (new_key(&k) == 0) {
+            t->keys[1] = t->keys[0];
+            t->keys[0] = k;
+        }
+    }
+    *copy = t->keys[0];
+    pthread_mutex_unlock(&t->keys_lock);
+    return copy;
+}
+
+static int find_key(tls_ctx *t, const unsigned char *name, ticket_key *copy)
+{
+    int found = -1;
+    pthread_mutex_lock(&t->keys_lock);
+    for (int i = 0; i < 2; i++) {
+        /* An old key opens tickets for two lifetimes at most. */
+        if (memcmp(t->keys[i].name, name, 16) == 0 &&
+            time(NULL) - t->keys[i].born < 2 * (time_t)t->lifetime) {
+            *copy = t->keys[i];
+            found = i;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->keys_lock);
+    return found;
+}
+
+static int set_mac(EVP_MAC_CTX *hctx, unsigned char *key)
+{
+    OSSL_PARAM p[3];
+    p[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, key, 32);
+    p[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
+    p[2] = OSSL_PARAM_construct_end();
+    return EVP_MAC_CTX_set_params(hctx, p);
+}
+
+static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                     EVP_MAC_CTX *hctx, int enc)
+{
+    tls_ctx *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(s));
+    ticket_key k;
+    int rc = 1;
+    if (enc) {
+        sealing_key(t, &k);
+        if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1)
+            rc = -1;
+        memcpy(name, k.name, 16);
+        if (rc == 1 && (EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) != 1 ||
+                        set_mac(hctx, k.hmac) != 1))
+            rc = -1;
+    } else {
+        int i = find_key(t, name, &k);
+        if (i < 0)
+            rc = 0; /* unknown or retired key: a full handshake */
+        else if (EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) != 1 ||
+                 set_mac(hctx, k.hmac) != 1)
+            rc = -1;
+        else
+            rc = i == 0 ? 1 : 2; /* 2: valid, but issue a ticket under the new key */
+    }
+    OPENSSL_cleanse(&k, sizeof k);
+    return rc;
+}
+
+/* ---- ALPN and OCSP ---- */
+
+static int alpn_cb(SSL *s, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                   unsigned inlen, void *arg)
+{
+    tls_ctx *t = arg;
+    unsigned char *sel;
+    if (SSL_select_next_proto(&sel, outlen, t->alpn, t->alpn_len, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+        return SSL_TLSEXT_ERR_NOACK; /* no common protocol: go on without ALPN (HTTP/1.1) */
+    *out = sel;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static int ocsp_cb(SSL *s, void *arg)
+{
+    tls_ctx *t = arg;
+    if (!t->ocsp || SSL_get_tlsext_status_type(s) != TLSEXT_STATUSTYPE_ocsp)
+        return SSL_TLSEXT_ERR_NOACK;
+    unsigned char *copy = OPENSSL_memdup(t->ocsp, (size_t)t->ocsp_len);
+    if (!copy)
+        return SSL_TLSEXT_ERR_NOACK;
+    SSL_set_tlsext_status_ocsp_resp(s, copy, t->ocsp_len); /* OpenSSL frees copy */
+    return SSL_TLSEXT_ERR_OK;
+}
+
+static int parse_alpn(tls_ctx *t, const char *list, char *err, size_t errlen)
+{
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        while (n && p[0] == ' ')
+            p++, n--;
+        while (n && p[n - 1] == ' ')
+            n--;
+        if (n == 0 || n > 255 || t->alpn_len + 1 + n > sizeof t->alpn) {
+            snprintf(err, errlen, "bad ALPN list '%s'", list);
+            return -1;
+        }
+        t->alpn[t->alpn_len++] = (unsigned char)n;
+        memcpy(t->alpn + t->alpn_len, p, n);
+        t->alpn_len += (unsigned)n;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+static int read_file(const char *path, unsigned char **out, long *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        if (n > 0 && n <= 1 << 20 && fseek(f, 0, SEEK_SET) == 0) {
+            *out = malloc((size_t)n);
+            if (*out && fread(*out, 1, (size_t)n, f) == (size_t)n) {
+                *len = n;
+                rc = 0;
+            }
+        }
+    }
+    fclose(f);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        snprintf(err, errlen, "cannot read %s (empty, over 1 MiB or unreadable)", path);
+    }
+    return rc;
+}
+
+static int parse_protocols(SSL_CTX *ssl, const char *list, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name;
+        int version;
+    } known[] = { { "TLSv1.2", TLS1_2_VERSION }, { "TLSv1.3", TLS1_3_VERSION } };
+    int lo = 0, hi = 0;
+    char tmp[128];
+    snprintf(tmp, sizeof tmp, "%s", list);
+    for (char *save, *w = strtok_r(tmp, " ,", &save); w; w = strtok_r(NULL, " ,", &save)) {
+        int v = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strcmp(w, known[i].name) == 0)
+                v = known[i].version;
+        if (!v) {
+            snprintf(err, errlen, "unsupported TLS protocol '%s' (TLSv1.2 and TLSv1.3 are)", w);
+            return -1;
+        }
+        lo = lo && lo < v ? lo : v;
+        hi = hi > v ? hi : v;
+    }
+    if (!lo) {
+        snprintf(err, errlen, "no TLS protocol in '%s'", list);
+        return -1;
+    }
+    SSL_CTX_set_min_proto_version(ssl, lo);
+    SSL_CTX_set_max_proto_version(ssl, hi);
+    return 0;
+}
+
+static void asn1_time_text(const ASN1_TIME *at, char *out, size_t n)
+{
+    struct tm tm;
+    if (ASN1_TIME_to_tm(at, &tm) == 1)
+        strftime(out, n, "%Y-%m-%d %H:%M:%S GMT", &tm);
+    else
+        snprintf(out, n, "(unreadable time)");
+}
+
+/* The certificate must be valid now: a server that starts with an expired
+ * one would fail every handshake without saying why. */
+static int check_cert(tls_ctx *t, const char *path, char *err, size_t errlen)
+{
+    X509 *x = SSL_CTX_get0_certificate(t->ssl);
+    if (!x) {
+        snprintf(err, errlen, "no certificate in %s", path);
+        return -1;
+    }
+    char when[40];
+    asn1_time_text(X509_get0_notAfter(x), t->expires, sizeof t->expires);
+    if (X509_cmp_current_time(X509_get0_notAfter(x)) <= 0) {
+        snprintf(err, errlen, "certificate %s expired on %s", path, t->expires);
+        return -1;
+    }
+    if (X509_cmp_current_time(X509_get0_notBefore(x)) > 0) {
+        asn1_time_text(X509_get0_notBefore(x), when, sizeof when);
+        snprintf(err, errlen, "certificate %s is not valid before %s", path, when);
+        return -1;
+    }
+    X509_NAME_oneline(X509_get_subject_name(x), t->subject, sizeof t->subject);
+    return 0;
+}
+
+tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t errlen)
+{
+    if (!c->cert_file || !c->key_file) {
+        snprintf(err, errlen, "TLS needs a certificate file and a key file");
+        return NULL;
+    }
+    tls_ctx *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    pthread_mutex_init(&t->keys_lock, NULL);
+    t->lifetime = c->ticket_lifetime ? c->ticket_lifetime : 3600;
+    ERR_clear_error();
+    t->ssl = SSL_CTX_new(TLS_server_method());
+    if (!t->ssl) {
+        fail(err, errlen, "cannot create a TLS context", NULL);
+        goto fail;
+    }
+    SSL_CTX_set_app_data(t->ssl, t);
+    if (parse_protocols(t->ssl, c->protocols ? c->protocols : "TLSv1.2 TLSv1.3", err, errlen) < 0)
+        goto fail;
+    if (SSL_CTX_set_cipher_list(t->ssl, c->ciphers ? c->ciphers : TLS12_CIPHERS) != 1) {
+        fail(err, errlen, "bad TLS 1.2 cipher list", c->ciphers);
+        goto fail;
+    }
+    if (c->ciphersuites && SSL_CTX_set_ciphersuites(t->ssl, c->ciphersuites) != 1) {
+        fail(err, errlen, "bad TLS 1.3 cipher suites", c->ciphersuites);
+        goto fail;
+    }
+    /* Compression invites CRIME; renegotiation is a DoS lever. Released
+     * buffers keep an idle TLS connection small (no 34 KiB of buffers). */
+    SSL_CTX_set_options(t->ssl, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+                                    (c->ktls ? SSL_OP_ENABLE_KTLS : 0));
+    SSL_CTX_set_mode(t->ssl, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
+                                 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (SSL_CTX_use_certificate_chain_file(t->ssl, c->cert_file) != 1) {
+        fail(err, errlen, "cannot load the certificate chain", c->cert_file);
+        goto fail;
+    }
+    if (SSL_CTX_use_PrivateKey_file(t->ssl, c->key_file, SSL_FILETYPE_PEM) != 1 &&
+        ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
+        fail(err, errlen, "cannot load the private key", c->key_file);
+        goto fail;
+    }
+    if (ERR_peek_last_error() || SSL_CTX_check_private_key(t->ssl) != 1) {
+        ERR_clear_error();
+        snprintf(err, errlen, "the private key %s does not match the certificate %s", c->key_file,
+                 c->cert_file);
+        goto fail;
+    }
+    if (check_cert(t, c->cert_file, err, errlen) < 0)
+        goto fail;
+    if (c->ca_file && SSL_CTX_load_verify_locations(t->ssl, c->ca_file, NULL) != 1) {
+        fail(err, errlen, "cannot load the CA file", c->ca_file);
+        goto fail;
+    }
+    if (c->verify_clients != TLS_VERIFY_NONE) {
+        if (!c->ca_file) {
+            snprintf(err, errlen, "verifying client certificates needs a CA file");
+            goto fail;
+        }
+        int mode = SSL_VERIFY_PEER;
+        if (c->verify_clients == TLS_VERIFY_REQUIRED)
+            mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+        SSL_CTX_set_verify(t->ssl, mode, NULL);
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(c->ca_file);
+        if (names)
+            SSL_CTX_set_client_CA_list(t->ssl, names);
+    }
+    if (c->alpn) {
+        if (parse_alpn(t, c->alpn, err, errlen) < 0)
+            goto fail;
+        SSL_CTX_set_alpn_select_cb(t->ssl, alpn_cb, t);
+    }
+    if (c->ocsp_file) {
+        if (read_file(c->ocsp_file, &t->ocsp, &t->ocsp_len, err, errlen) < 0)
+            goto fail;
+        SSL_CTX_set_tlsext_status_cb(t->ssl, ocsp_cb);
+        SSL_CTX_set_tlsext_status_arg(t->ssl, t);
+    }
+    SSL_CTX_set_session_cache_mode(t->ssl, c->session_cache > 0 ? SSL_SESS_CACHE_SERVER : SSL_SESS_CACHE_OFF);
+    if (c->session_cache > 0)
+        SSL_CTX_sess_set_cache_size(t->ssl, c->session_cache);
+    if (c->session_tickets) {
+        if (prev) {
+            t->keys[0] = prev->keys[0];
+            t->keys[1] = prev->keys[1];
+        } else if (new_key(&t->keys[0]) < 0 || new_key(&t->keys[1]) < 0) {
+            fail(err, errlen, "no random bytes for ticket keys", NULL);
+            goto fail;
+        }
+        SSL_CTX_set_tlsext_ticket_key_evp_cb(t->ssl, ticket_cb);
+        SSL_CTX_set_timeout(t->ssl, (long)t->lifetime);
+        SSL_CTX_set_num_tickets(t->ssl, 1);
+    } else {
+        SSL_CTX_set_options(t->ssl, SSL_OP_NO_TICKET);
+        if (c->session_cache <= 0)
+            SSL_CTX_set_num_tickets(t->ssl, 0);
+    }
+    return t;
+fail:
+    tls_ctx_unref(t);
+    return NULL;
+}
+
+void tls_ctx_ref(tls_ctx *t)
+{
+    atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+}
+
+void tls_ctx_unref(tls_ctx *t)
+{
+    if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    SSL_CTX_free(t->ssl);
+    free(t->ocsp);
+    pthread_mutex_destroy(&t->keys_lock);
+    OPENSSL_cleanse(t->keys, sizeof t->keys);
+    free(t);
+}
+
+void tls_ctx_describe(const tls_ctx *t, char *out, size_t n)
+{
+    snprintf(out, n, "%s, expires %s", t->subject, t->expires);
+}
+
+/* ---- connections ---- */
+
+tls_conn *tls_conn_new(tls_ctx *t, int fd)
+{
+    tls_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->ssl = SSL_new(t->ssl);
+    if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1) {
+        SSL_free(c->ssl);
+        free(c);
+        ERR_clear_error();
+        return NULL;
+    }
+    SSL_set_accept_state(c->ssl);
+    tls_ctx_ref(t);
+    c->ctx = t;
+    return c;
+}
+
+void tls_conn_free(tls_conn *c)
+{
+    if (!c)
+        return;
+    SSL_free(c->ssl);
+    tls_ctx_unref(c->ctx);
+    free(c);
+}
+
+/* Maps an OpenSSL result to the read/write convention; rc <= 0. */
+static int io_result(tls_conn *c, int rc)
+{
+    int e = SSL_get_error(c->ssl, rc);
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+        c->want = TLS_WANT_READ;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_WANT_WRITE:
+        c->want = TLS_WANT_WRITE;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    case SSL_ERROR_SYSCALL:
+        /* errno is the socket's; an EOF without close_notify reads as 0
+         * (a truncation the HTTP framing detects). */
+        if (ERR_peek_error() == 0 && errno == 0)
+            return 0;
+        if (errno == 0)
+            errno = EPROTO;
+        return -1;
+    default:
+        errno = EPROTO;
+        return -1;
+    }
+}
+
+int tls_handshake(tls_conn *c)
+{
+    ERR_clear_error();
+    errno = 0;
+    int rc = SSL_do_handshake(c->ssl);
+    if (rc == 1) {
+        c->want = 0;
+        return 1;
+    }
+    int r = io_result(c, rc);
+    if (r == 0) {
+        errno = ECONNRESET;
+        return -1;
+    }
+    return -1;
+}
+
+ssize_t tls_read(tls_conn *c, void *p, size_t n)
+{
+    size_t got = 0;
+    ERR_clear_error();
+    errno = 0;
+    int rc = SSL_read_ex(c->ssl, p, n, &got);
+    if (rc == 1)
+        return (ssize_t)got;
+    return io_result(c, 0);
+}
+
+ssize_t tls_write(tls_conn *c, const void *p, size_t n)
+{
+    size_t done = 0;
+    if (n == 0)
+        return 0;
+    ERR_clear_error();
+    errno = 0;
+    int rc = SSL_write_ex(c->ssl, p, n, &done);
+    if (rc == 1)
+        return (ssize_t)done;
+    int r = io_result(c, 0);
+    if (r == 0) {
+        errno = EPIPE;
+        return -1;
+    }
+    return r;
+}
+
+int tls_ktls_send(const tls_conn *c)
+{
+    return BIO_get_ktls_send(SSL_get_wbio(c->ssl)) > 0;
+}
+
+ssize_t tls_sendfile(tls_conn *c, int fd, off_t off, size_t n)
+{
+    if (!tls_ktls_send(c)) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    ERR_clear_error();
+    errno = 0;
+    ossl_ssize_t rc = SSL_sendfile(c->ssl, fd, off, n, 0);
+    if (rc >= 0)
+        return (ssize_t)rc;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        c->want = TLS_WANT_WRITE;
+        errno = EAGAIN;
+    } else if (errno == 0) {
+        errno = EPROTO;
+    }
+    ERR_clear_error();
+    return -1;
+}
+
+void tls_shutdown(tls_conn *c)
+{
+    ERR_clear_error();
+    if (SSL_is_init_finished(c->ssl))
+        SSL_shutdown(c->ssl);
+    ERR_clear_error();
+}
+
+unsigned tls_want(const tls_conn *c)
+{
+    return c->want;
+}
+
+size_t tls_pending(const tls_conn *c)
+{
+    int n = SSL_pending(c->ssl);
+    return n > 0 ? (size_t)n : 0;
+}
+
+const char *tls_alpn(const tls_conn *c, size_t *len)
+{
+    const unsigned char *p = NULL;
+    unsigned n = 0;
+    SSL_get0_alpn_selected(c->ssl, &p, &n);
+    *len = n;
+    return n ? (const char *)p : NULL;
+}
+
+int tls_resumed(const tls_conn *c)
+{
+    return SSL_session_reused(c->ssl);
+}
+
+const char *tls_version(const tls_conn *c)
+{
+    return SSL_get_version(c->ssl);
+}
+
+const char *tls_cipher(const tls_conn *c)
+{
+    return SSL_get_cipher_name(c->ssl);
+}
