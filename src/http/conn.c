@@ -5,7 +5,6 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
@@ -123,19 +122,6 @@ void http_worker_release_exchanges(http_worker *hw)
 
 /* ---- lifecycle ---- */
 
-/* close() removes a socket from epoll only when its last reference goes:
- * while a CGI script started by another worker is between fork and exec,
- * it holds one, and the closed socket would stay registered with a pointer
- * to a connection struct that the next accept (same fd number, same struct
- * from the free list) reuses; its stale EPOLLRDHUP then closed a live
- * connection. So once CGI is configured, connections leave epoll explicitly. */
-static atomic_int may_spawn;
-
-void http_conn_children_possible(void)
-{
-    atomic_store(&may_spawn, 1);
-}
-
 static void set_accepting(http_worker *hw, int on)
 {
     if (hw->accepting == on || hw->stopping)
@@ -241,7 +227,14 @@ static void conn_close(http_conn *c)
         return;
     timer_stop(&hw->w.loop, &c->tm);
     int fd = c->io.fd;
-    if (atomic_load_explicit(&may_spawn, memory_order_relaxed))
+    /* close() removes a socket from epoll only when its last reference
+     * goes: while a CGI script started by another worker is between fork
+     * and exec, it holds one, and the closed socket would stay registered
+     * with a pointer to a connection struct that the next accept (same fd
+     * number, same struct from the free list) reuses; its stale EPOLLRDHUP
+     * then closed a live connection. So once CGI is configured, connections
+     * leave epoll explicitly. */
+    if (http_conf_children_possible())
         loop_io_stop(&hw->w.loop, &c->io);
     else
         loop_io_forget(&hw->w.loop, &c->io);

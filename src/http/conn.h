@@ -219,9 +219,6 @@ void http_conn_reap(http_worker *hw);
 void http_worker_release_buffers(http_worker *hw);
 /* Once a second: resumes accepting after a pause for lack of descriptors. */
 void http_conn_tick(http_worker *hw);
-/* From now on the process may start children (CGI): see conn.c. Called
- * when a configuration with CGI mappings is loaded, before it is used. */
-void http_conn_children_possible(void);
 
 /* Internal to src/http: the output queue and request completion. */
 char *http_conn_out_reserve(http_conn *c, size_t n);
