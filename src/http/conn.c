@@ -22,6 +22,32 @@ static void conn_after_batch(http_conn *c);
 static void conn_read(http_conn *c);
 static void conn_close(http_conn *c);
 
+/* ---- transport: every socket call of a connection, in one place ----
+ * Plain TCP today. TLS plugs in here: a connection with a TLS session
+ * reads and writes through it (SSL_read, SSL_write, SSL_sendfile under
+ * kTLS), and everything above (HTTP/1.1 framing, exchanges, handlers) stays
+ * as it is. */
+
+static inline ssize_t sock_read(http_conn *c, void *p, size_t n)
+{
+    return read(c->io.fd, p, n);
+}
+
+static inline ssize_t sock_writev(http_conn *c, const struct msghdr *mh, int more)
+{
+    return sendmsg(c->io.fd, mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+}
+
+static inline ssize_t sock_sendfile(http_conn *c, int fd, off_t *off, size_t n)
+{
+    return sendfile(c->io.fd, fd, off, n);
+}
+
+static inline void sock_shutdown_write(http_conn *c)
+{
+    shutdown(c->io.fd, SHUT_WR);
+}
+
 static void *xmalloc(size_t n)
 {
     void *p = malloc(n);
@@ -370,13 +396,12 @@ void http_conn_accept(loop *l, loop_io *io, unsigned events)
  * return EAGAIN. */
 static int conn_flush(http_conn *c)
 {
-    int fd = c->io.fd;
     while (c->b->seg_head < c->b->nsegs) {
         out_seg *s = &c->b->segs[c->b->seg_head];
         if (s->kind == OUT_FILE) {
             off_t off = (off_t)s->off;
             size_t want = (size_t)MIN(s->len, (uint64_t)1 << 30);
-            ssize_t n = sendfile(fd, s->fd, &off, want);
+            ssize_t n = sock_sendfile(c, s->fd, &off, want);
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -408,7 +433,7 @@ static int conn_flush(http_conn *c)
         }
         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
         /* MSG_MORE keeps headers and the sendfile body in the same packets. */
-        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | (i < c->b->nsegs ? MSG_MORE : 0));
+        ssize_t n = sock_writev(c, &mh, i < c->b->nsegs);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -496,7 +521,7 @@ static void conn_close_after_response(http_conn *c)
         conn_close(c);
         return;
     }
-    shutdown(c->io.fd, SHUT_WR);
+    sock_shutdown_write(c);
     c->state = CONN_LINGER;
     if (c->in) {
         inbuf_put(c->hw, c->in);
@@ -510,7 +535,7 @@ static void conn_close_after_response(http_conn *c)
 static void conn_linger_read(http_conn *c)
 {
     char sink[4096];
-    ssize_t n = read(c->io.fd, sink, sizeof sink);
+    ssize_t n = sock_read(c, sink, sizeof sink);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
         conn_close(c);
 }
@@ -727,7 +752,7 @@ static void conn_read(http_conn *c)
     }
     if (c->in_len == c->in_cap)
         conn_compact(c);
-    ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+    ssize_t n = sock_read(c, c->in + c->in_len, c->in_cap - c->in_len);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
@@ -825,7 +850,7 @@ static void conn_io(loop *l, loop_io *io, unsigned events)
         if (events & (LOOP_ERR | LOOP_HUP)) {
             conn_close(c);
         } else if (c->in && c->in_len < c->in_cap) {
-            ssize_t n = read(io->fd, c->in + c->in_len, c->in_cap - c->in_len);
+            ssize_t n = sock_read(c, c->in + c->in_len, c->in_cap - c->in_len);
             if (n > 0)
                 c->in_len += (uint32_t)n;
             else if (n == 0 || (errno != EAGAIN && errno != EINTR))
