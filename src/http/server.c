@@ -275,7 +275,8 @@ void http_server_stop(void)
 static void serve(http_exchange *x, void *udata)
 {
     const http_app *app = udata;
-    if (UNLIKELY(http_status_wanted(x)))
+    /* The endpoint is off unless configured: test that before the call. */
+    if (UNLIKELY(x->conf->status[0]) && http_status_wanted(x))
         http_status_handle(x);
     else
         app->handler(x, app->udata);
