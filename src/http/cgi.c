@@ -1,8 +1,7 @@
 #include "http/cgi.h"
 
-#include "brisk/brisk.h"
 #include "core/net.h"
-#include "http/static.h"
+#include "http/files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,13 +21,10 @@
 #define CGI_OUT_PAUSE (1024 * 1024) /* stop reading the script above this */
 #define CGI_MAX_REDIRECTS 5
 
-#define RES(c) ((brisk_res *)(void *)(c))
-#define REQ(c) ((brisk_req *)(void *)(c))
-
 typedef struct cgi {
     void *deferred_next; /* first: the worker's deferred-free list */
     struct cgi *prev, *next; /* the worker's scripts */
-    http_conn *c;        /* while the response is open; NULL after */
+    http_exchange *x;    /* while the response is open; NULL after */
     http_worker *hw;
     char name[256];      /* script, for logs */
     pid_t pid;
@@ -45,7 +41,7 @@ typedef struct cgi {
     char *location;      /* local redirect target */
 } cgi;
 
-static void local_redirect(http_conn *c, const char *location);
+static void local_redirect(http_exchange *x, const char *location);
 static void cgi_free(cgi *g);
 
 const http_cgi_map *http_cgi_match(const http_conf *conf, const char *rel, size_t len)
@@ -68,9 +64,9 @@ void http_cgi_shutdown(http_worker *hw)
             waitpid(g->pid, NULL, 0);
             g->exited = 1;
         }
-        if (g->c) { /* cannot happen: the worker ends after its responses */
-            g->c->x->api.on_abort = NULL;
-            g->c = NULL;
+        if (g->x) { /* cannot happen: the worker ends after its responses */
+            g->x->on_abort = NULL;
+            g->x = NULL;
         }
         cgi_free(g);
     }
@@ -79,29 +75,6 @@ void http_cgi_shutdown(http_worker *hw)
         hw->deferred = *block;
         free(block);
     }
-}
-
-void http_files_handle(http_conn *c, const http_request *r)
-{
-    if (r->method == HTTP_METHOD_UNKNOWN) {
-        c->must_close = 1; /* as for a request brisk could not parse */
-        http_resp_error(c, 501, NULL);
-        return;
-    }
-    char rel[STATIC_PATH_MAX];
-    int dir_form;
-    int len = static_normalize_path(r->path, rel, sizeof rel, &dir_form);
-    if (len < 0) {
-        http_resp_error(c, -len, NULL);
-        return;
-    }
-    const http_cgi_map *m = http_cgi_match(c->conf, rel, (size_t)len);
-    if (m && (size_t)len + 2 == strlen(m->prefix) && !dir_form)
-        static_redirect_to_dir(c, r); /* "/cgi-bin" -> "/cgi-bin/", as for a directory */
-    else if (m)
-        http_cgi_handle(c, r, m, rel, (size_t)len);
-    else
-        static_serve(c, r, rel, (size_t)len, dir_form);
 }
 
 static void close_io(loop *l, loop_io *io)
@@ -135,7 +108,7 @@ static void cgi_log_stderr(cgi *g, int flush)
  * the rest passed through. Returns 0, or -1 for a malformed section. */
 static int parse_head(cgi *g, const char *p, size_t len)
 {
-    brisk_res *res = RES(g->c);
+    http_exchange *x = g->x;
     const char *end = p + len;
     str location = STR_NULL;
     while (p < end) {
@@ -165,7 +138,7 @@ static int parse_head(cgi *g, const char *p, size_t len)
         } else if (STR_IEQ(name, "location")) {
             location = val;
         } else {
-            brisk_res_header_n(res, (brisk_str){ name.p, name.len }, (brisk_str){ val.p, val.len });
+            http_exchange_header(x, name, val);
         }
         p = nl ? nl + 1 : end;
     }
@@ -176,12 +149,11 @@ static int parse_head(cgi *g, const char *p, size_t len)
         return g->location ? 0 : -1;
     }
     if (location.len) {
-        brisk_res_header_n(res, (brisk_str){ "Location", 8 },
-                           (brisk_str){ location.p, location.len });
+        http_exchange_header(x, STR("Location"), location);
         if (!g->status)
             g->status = 302;
     }
-    brisk_res_status(res, g->status ? g->status : 200);
+    http_exchange_status(x, g->status ? g->status : 200);
     return 0;
 }
 
@@ -228,7 +200,7 @@ static void cgi_free(cgi *g)
 /* The script is reaped and the response is over: let go. */
 static void maybe_free(cgi *g)
 {
-    if (!g->c && g->exited)
+    if (!g->x && g->exited)
         cgi_free(g);
 }
 
@@ -236,30 +208,29 @@ static void maybe_free(cgi *g)
  * dead client or a bad header. The process is reaped separately. */
 static void cgi_respond(cgi *g)
 {
-    http_conn *c = g->c;
-    if (!c)
+    http_exchange *x = g->x;
+    if (!x)
         return;
-    brisk_res *res = RES(c);
     loop *l = &g->hw->w.loop;
-    g->c = NULL;
-    c->x->api.on_abort = NULL;
+    g->x = NULL;
+    x->on_abort = NULL;
     close_io(l, &g->in_io); /* the body lives in the request: stop reading it */
     if (g->aborted) {
-        brisk_res_end(res, NULL, 0);
+        http_exchange_end(x, NULL, 0);
     } else if (g->timed_out) {
         log_error("cgi %s: timed out after %llums, killed", g->name,
-                  (unsigned long long)c->conf->cgi_timeout);
-        brisk_res_error(res, c->x->api.headers_sent ? 500 : 504);
+                  (unsigned long long)x->conf->cgi_timeout);
+        http_exchange_fail(x, x->headers_sent ? 500 : 504);
     } else if (!g->headers_done || g->bad_head) {
         log_error("cgi %s: %s", g->name,
                   g->bad_head ? "malformed header section" : "no header section before end of output");
-        brisk_res_error(res, 502);
+        http_exchange_fail(x, 502);
     } else if (g->location) {
-        local_redirect(c, g->location);
+        local_redirect(x, g->location);
     } else if (g->streaming) {
-        brisk_res_end(res, NULL, 0);
+        http_exchange_end(x, NULL, 0);
     } else {
-        brisk_res_end(res, g->out.data + g->head_len, g->out.len - g->head_len);
+        http_exchange_end(x, g->out.data + g->head_len, g->out.len - g->head_len);
     }
     maybe_free(g);
 }
@@ -308,7 +279,7 @@ static void out_pause_check(loop *l, timer *t)
     cgi *g = t->udata;
     if (g->out_io.fd < 0)
         return;
-    if (g->c && g->c->x->out.len > CGI_OUT_PAUSE) {
+    if (g->x && http_exchange_pending(g->x) > CGI_OUT_PAUSE) {
         timer_start(l, &g->resume, 20);
         return;
     }
@@ -318,7 +289,7 @@ static void out_pause_check(loop *l, timer *t)
 static void on_stdout(loop *l, loop_io *io, unsigned events)
 {
     cgi *g = io->udata;
-    http_conn *c = g->c;
+    http_exchange *x = g->x;
     char tmp[16384];
     ssize_t n = read(io->fd, tmp, sizeof tmp);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -329,7 +300,7 @@ static void on_stdout(loop *l, loop_io *io, unsigned events)
         cgi_respond(g);
         return;
     }
-    if (!c || g->bad_head)
+    if (!x || g->bad_head)
         return; /* drain and drop */
     if (!g->headers_done) {
         if (g->out.len + (size_t)n > CGI_HEAD_MAX + sizeof tmp || buf_append(&g->out, tmp, (size_t)n) < 0) {
@@ -367,11 +338,11 @@ static void on_stdout(loop *l, loop_io *io, unsigned events)
         }
         /* Too big to wait for the end: stream it with chunked framing. */
         g->streaming = 1;
-        brisk_res_write(RES(c), g->out.data + g->head_len, g->out.len - g->head_len);
+        http_exchange_write(x, g->out.data + g->head_len, g->out.len - g->head_len);
         g->out.len = g->head_len;
     }
-    brisk_res_write(RES(c), tmp, (size_t)n);
-    if (c->x->out.len > CGI_OUT_PAUSE) { /* a slow client: stop reading for a while */
+    http_exchange_write(x, tmp, (size_t)n);
+    if (http_exchange_pending(x) > CGI_OUT_PAUSE) { /* a slow client: stop reading for a while */
         loop_io_set(l, io, 0);
         timer_start(l, &g->resume, 20);
     }
@@ -437,14 +408,14 @@ static void env_adds(envb *e, const char *name, const char *v)
     env_add(e, name, v, strlen(v));
 }
 
-static int env_header(brisk_str name, brisk_str value, void *arg)
+static int env_header(str name, str value, void *arg)
 {
     envb *e = arg;
     char key[128] = "HTTP_";
     if (name.len + 6 > sizeof key)
         return 0;
     for (size_t i = 0; i < name.len; i++) {
-        char ch = name.ptr[i];
+        char ch = name.p[i];
         if (ch == '_')
             return 0; /* "X_Y" would pose as "X-Y": drop it (as nginx does) */
         key[5 + i] = ch == '-' ? '_' : (char)(ch >= 'a' && ch <= 'z' ? ch - 32 : ch);
@@ -455,11 +426,11 @@ static int env_header(brisk_str name, brisk_str value, void *arg)
     if (!strcmp(key, "HTTP_CONTENT_TYPE") || !strcmp(key, "HTTP_CONTENT_LENGTH") ||
         !strcmp(key, "HTTP_PROXY"))
         return 0;
-    env_add(e, key, value.ptr, value.len);
+    env_add(e, key, value.p, value.len);
     return 0;
 }
 
-static void build_env(envb *e, http_conn *c, const http_request *r, const http_cgi_map *m,
+static void build_env(envb *e, http_exchange *x, const http_request *r, const http_cgi_map *m,
                       const char *script, size_t script_len, str path_info, const char *filename)
 {
     char num[32];
@@ -471,7 +442,7 @@ static void build_env(envb *e, http_conn *c, const http_request *r, const http_c
     socklen_t ll = sizeof local;
     char ip[64] = "";
     int port = 0;
-    if (getsockname(c->io.fd, (struct sockaddr *)&local, &ll) == 0) {
+    if (x->proto->local_addr(x, &local, &ll) == 0) {
         net_format_ip((struct sockaddr *)&local, ip, sizeof ip);
         port = net_port((struct sockaddr *)&local);
     }
@@ -509,10 +480,10 @@ static void build_env(envb *e, http_conn *c, const http_request *r, const http_c
         snprintf(num, sizeof num, "%zu", r->body.len);
         env_adds(e, "CONTENT_LENGTH", num);
     }
-    env_adds(e, "REMOTE_ADDR", brisk_req_remote_addr(REQ(c)));
-    snprintf(num, sizeof num, "%d", brisk_req_remote_port(REQ(c)));
+    env_adds(e, "REMOTE_ADDR", http_exchange_remote_addr(x));
+    snprintf(num, sizeof num, "%d", http_exchange_remote_port(x));
     env_adds(e, "REMOTE_PORT", num);
-    brisk_req_headers(REQ(c), env_header, e);
+    http_exchange_headers(x, env_header, e);
 }
 
 /* ---- spawning ---- */
@@ -557,16 +528,15 @@ static int spawn(cgi *g, const char *path, char **envp, int fds[3][2])
     return -rc;
 }
 
-void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
+void http_cgi_handle(http_exchange *x, const http_request *r, const http_cgi_map *m,
                      const char *rel, size_t len)
 {
-    http_worker *hw = c->hw;
-    brisk_res *res = RES(c);
+    http_worker *hw = x->hw;
     /* The script is the first path segment after the prefix; the rest is
      * PATH_INFO. */
     size_t plen = strlen(m->prefix) - 1; /* "/cgi-bin/" -> "cgi-bin/" starts rel */
     if (len <= plen) {
-        brisk_res_error(res, 403); /* the directory itself */
+        http_exchange_fail(x, 403); /* the directory itself */
         return;
     }
     const char *script = rel + plen;
@@ -574,12 +544,12 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
     size_t script_len = slash ? (size_t)(slash - script) : strlen(script);
     str path_info = slash ? (str){ slash, strlen(slash) } : STR("");
     if (!script_len || script[0] == '.') {
-        brisk_res_error(res, 403);
+        http_exchange_fail(x, 403);
         return;
     }
     char name[256];
     if (script_len >= sizeof name) {
-        brisk_res_error(res, 414);
+        http_exchange_fail(x, 414);
         return;
     }
     memcpy(name, script, script_len);
@@ -588,18 +558,18 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
     int sfd = open_script(m, name);
     struct stat st;
     if (sfd < 0) {
-        brisk_res_error(res, sfd == -ENOENT || sfd == -ENOTDIR ? 404 : 403);
+        http_exchange_fail(x, sfd == -ENOENT || sfd == -ENOTDIR ? 404 : 403);
         return;
     }
     int ok = fstat(sfd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) &&
              faccessat(sfd, "", X_OK, AT_EMPTY_PATH) == 0;
     close(sfd);
     if (!ok) {
-        brisk_res_error(res, 403); /* not a regular executable file */
+        http_exchange_fail(x, 403); /* not a regular executable file */
         return;
     }
-    if (hw->cgi_running >= c->conf->cgi_max_processes) {
-        brisk_res_error(res, 503);
+    if (hw->cgi_running >= x->conf->cgi_max_processes) {
+        http_exchange_fail(x, 503);
         return;
     }
     char filename[PATH_MAX];
@@ -607,10 +577,10 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
 
     cgi *g = calloc(1, sizeof *g);
     if (!g) {
-        brisk_res_error(res, 500);
+        http_exchange_fail(x, 500);
         return;
     }
-    g->c = c;
+    g->x = x;
     g->hw = hw;
     snprintf(g->name, sizeof g->name, "%s%s", m->prefix, name);
     g->in_io.fd = g->out_io.fd = g->err_io.fd = g->pid_io.fd = -1;
@@ -621,7 +591,7 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
     for (int i = 0; i < 3; i++)
         if (pipe2(fds[i], O_CLOEXEC) < 0)
             goto fail;
-    build_env(&env, c, r, m, name, script_len, path_info, filename);
+    build_env(&env, x, r, m, name, script_len, path_info, filename);
     envp = calloc((size_t)env.n + 1, sizeof *envp);
     if (!envp || !env.strings.data)
         goto fail;
@@ -657,8 +627,8 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
     int pidfd = (int)syscall(SYS_pidfd_open, g->pid, 0);
     timer_init(&g->tm, on_timeout, g);
     timer_init(&g->resume, out_pause_check, g);
-    c->x->api.on_abort = on_abort;
-    c->x->api.abort_arg = g;
+    x->on_abort = on_abort;
+    x->abort_arg = g;
     buf_free(&env.strings);
     free(envp);
     if (pidfd < 0 || loop_io_start(l, &g->pid_io, pidfd, LOOP_READ, on_script_exit, g) < 0) {
@@ -672,7 +642,7 @@ void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
         cgi_respond(g);
         return;
     }
-    timer_start(l, &g->tm, c->conf->cgi_timeout);
+    timer_start(l, &g->tm, x->conf->cgi_timeout);
     return;
 fail:
     for (int i = 0; i < 3; i++) {
@@ -684,19 +654,19 @@ fail:
     buf_free(&env.strings);
     free(envp);
     free(g);
-    brisk_res_error(res, 500);
+    http_exchange_fail(x, 500);
 }
 
 /* RFC 3875 6.2.2: the script named another local resource; serve it as a
  * GET for that path. */
-static void local_redirect(http_conn *c, const char *location)
+static void local_redirect(http_exchange *x, const char *location)
 {
-    http_request r = c->x->req;
+    http_request r = x->req;
     size_t n = strlen(location);
-    char *copy = brisk_req_alloc(REQ(c), n + 1);
-    if (!copy || ++c->x->api.redirects > CGI_MAX_REDIRECTS) {
+    char *copy = http_exchange_alloc(x, n + 1);
+    if (!copy || ++x->redirects > CGI_MAX_REDIRECTS) {
         log_error("cgi: too many local redirects (last to %s)", location);
-        brisk_res_error(RES(c), 500);
+        http_exchange_fail(x, 500);
         return;
     }
     memcpy(copy, location, n + 1);
@@ -709,10 +679,7 @@ static void local_redirect(http_conn *c, const char *location)
         r.method_name = STR("GET");
     }
     r.body = STR_NULL;
-    c->x->req = r;
-    c->x->api.headers_sent = 0;
-    c->x->api.hdrs.len = 0;
-    c->x->api.status = 200;
-    c->x->api.has_type = 0;
-    http_files_handle(c, &c->x->req);
+    x->req = r;
+    http_exchange_restart(x);
+    http_files_handle(x, NULL);
 }

@@ -4,7 +4,7 @@
 #ifndef BRISK_HTTP_CGI_H
 #define BRISK_HTTP_CGI_H
 
-#include "http/conn.h"
+#include "http/exchange.h"
 
 /* The configured mapping whose prefix the normalised path (as made by
  * static_normalize_path: "cgi-bin/x.sh", no leading slash) falls under,
@@ -13,14 +13,11 @@
 const http_cgi_map *http_cgi_match(const http_conf *conf, const char *rel, size_t len);
 
 /* Runs the script named by rel under m (ends the response later). */
-void http_cgi_handle(http_conn *c, const http_request *r, const http_cgi_map *m,
+void http_cgi_handle(http_exchange *x, const http_request *r, const http_cgi_map *m,
                      const char *rel, size_t len);
 
 /* Kills and reaps the worker's remaining scripts (at worker exit; their
  * responses are over, but a script may outlive its output). */
 void http_cgi_shutdown(http_worker *hw);
-
-/* Static files and CGI, as configured: brisk_serve_files. */
-void http_files_handle(http_conn *c, const http_request *r);
 
 #endif

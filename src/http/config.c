@@ -1,7 +1,5 @@
 #include "http/config.h"
 
-#include "http/conn.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -394,6 +392,10 @@ static int open_resources(http_conf *c, char *err)
     return 0;
 }
 
+/* Set once a generation with CGI mappings loads: from then on the process
+ * may start children, which matters to how sockets are closed (conn.c). */
+static atomic_int children_possible;
+
 http_conf *http_conf_load(const http_cli *cli, char *err)
 {
     http_conf *c = malloc(sizeof *c);
@@ -421,11 +423,16 @@ http_conf *http_conf_load(const http_cli *cli, char *err)
     if (apply_cli(c, cli, err) < 0 || open_resources(c, err) < 0)
         goto fail;
     if (c->ncgi)
-        http_conn_children_possible(); /* before any worker uses c */
+        atomic_store(&children_possible, 1); /* before any worker uses c */
     return c;
 fail:
     http_conf_release(c);
     return NULL;
+}
+
+int http_conf_children_possible(void)
+{
+    return atomic_load_explicit(&children_possible, memory_order_relaxed);
 }
 
 http_conf *http_conf_retain(http_conf *c)

@@ -91,4 +91,8 @@ http_conf *http_conf_load(const http_cli *cli, char *err);
 http_conf *http_conf_retain(http_conf *c);
 void http_conf_release(http_conf *c);
 
+/* 1 once a configuration with CGI mappings has been loaded (before any
+ * worker uses it): the process may start children from then on. */
+int http_conf_children_possible(void);
+
 #endif

@@ -1,11 +1,9 @@
 #include "http/conn.h"
 
 #include "core/net.h"
-#include "http/status.h"
 
 #include <assert.h>
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
@@ -23,6 +21,32 @@ static void conn_process(http_conn *c);
 static void conn_after_batch(http_conn *c);
 static void conn_read(http_conn *c);
 static void conn_close(http_conn *c);
+
+/* ---- transport: every socket call of a connection, in one place ----
+ * Plain TCP today. TLS plugs in here: a connection with a TLS session
+ * reads and writes through it (SSL_read, SSL_write, SSL_sendfile under
+ * kTLS), and everything above (HTTP/1.1 framing, exchanges, handlers) stays
+ * as it is. */
+
+static inline ssize_t sock_read(http_conn *c, void *p, size_t n)
+{
+    return read(c->io.fd, p, n);
+}
+
+static inline ssize_t sock_writev(http_conn *c, const struct msghdr *mh, int more)
+{
+    return sendmsg(c->io.fd, mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+}
+
+static inline ssize_t sock_sendfile(http_conn *c, int fd, off_t *off, size_t n)
+{
+    return sendfile(c->io.fd, fd, off, n);
+}
+
+static inline void sock_shutdown_write(http_conn *c)
+{
+    shutdown(c->io.fd, SHUT_WR);
+}
 
 static void *xmalloc(size_t n)
 {
@@ -50,91 +74,78 @@ static void inbuf_put(http_worker *hw, char *b)
         free(b);
 }
 
-void http_worker_release_buffers(http_worker *hw)
+/* ---- request blocks: idle connections hold none ---- */
+
+#define XPOOL_MAX 1024
+
+/* Gives c a block, ready for a new request (from the pool, or new). */
+static void busy_attach(http_conn *c)
 {
+    http_worker *hw = c->hw;
+    http_conn_busy *b = hw->xpool;
+    if (b) {
+        hw->xpool = b->pool_next;
+        hw->nxpool--;
+    } else {
+        b = xmalloc(sizeof *b);
+        b->body = (buf){ 0 };
+        b->out = (buf){ 0 };
+        http_exchange_init(&b->x); /* pooled ones were reset by busy_detach */
+    }
+    b->c = c;
+    b->body.len = 0;
+    b->out.len = 0;
+    b->nsegs = b->seg_head = 0;
+    b->header_timer_due = b->streaming = b->chunked_out = 0;
+    b->body_left = 0;
+    http_parser_reset(&b->parser);
+    b->x.proto = &http_h1_ops;
+    b->x.hw = hw;
+    b->x.conf = c->conf;
+    b->x.peer = &c->peer.sa;
+    c->b = b;
+}
+
+/* Takes c's block back (its output flushed, its request over): large
+ * buffers are freed, the rest is kept for the next connection. */
+static void busy_detach(http_conn *c, int all)
+{
+    http_worker *hw = c->hw;
+    http_conn_busy *b = c->b;
+    if (!b)
+        return;
+    int keep = !all && hw->nxpool < XPOOL_MAX && !hw->stopping;
+    http_exchange_reset(&b->x, !keep);
+    c->b = NULL;
+    if (b->body.cap > BODY_KEEP_MAX || !keep)
+        buf_free(&b->body);
+    if (b->out.cap > BODY_KEEP_MAX || !keep)
+        buf_free(&b->out);
+    if (!keep) {
+        free(b);
+        return;
+    }
+    b->pool_next = hw->xpool;
+    hw->xpool = b;
+    hw->nxpool++;
+}
+
+void http_conn_release_pools(http_worker *hw)
+{
+    while (hw->xpool) {
+        http_conn_busy *b = hw->xpool;
+        hw->xpool = b->pool_next;
+        http_exchange_reset(&b->x, 1);
+        buf_free(&b->body);
+        buf_free(&b->out);
+        free(b);
+    }
+    hw->nxpool = 0;
     while (hw->nbufpool)
         free(hw->bufpool[--hw->nbufpool]);
 }
 
-/* ---- exchanges: idle connections hold none ---- */
-
-#define XPOOL_MAX 1024
-
-/* Gives c an exchange, ready for a new request (from the pool, or new). */
-static void exchange_attach(http_conn *c)
-{
-    http_worker *hw = c->hw;
-    http_exchange *x = hw->xpool;
-    if (x) {
-        hw->xpool = x->pool_next;
-        hw->nxpool--;
-    } else {
-        x = xmalloc(sizeof *x);
-        x->body = (buf){ 0 };
-        x->out = (buf){ 0 };
-        x->api = (http_api_state){ 0 };
-        http_api_reset(&x->api, 0); /* pooled ones were reset by exchange_detach */
-    }
-    x->body.len = 0;
-    x->out.len = 0;
-    x->nsegs = x->seg_head = 0;
-    x->header_timer_due = 0;
-    x->body_left = 0;
-    http_parser_reset(&x->parser);
-    c->x = x;
-}
-
-/* Takes c's exchange back (its output flushed, its request over): large
- * buffers are freed, the rest is kept for the next connection. */
-static void exchange_detach(http_conn *c, int all)
-{
-    http_worker *hw = c->hw;
-    http_exchange *x = c->x;
-    if (!x)
-        return;
-    int keep = !all && hw->nxpool < XPOOL_MAX && !hw->stopping;
-    http_api_reset(&x->api, !keep);
-    c->x = NULL;
-    if (x->body.cap > BODY_KEEP_MAX || !keep)
-        buf_free(&x->body);
-    if (x->out.cap > BODY_KEEP_MAX || !keep)
-        buf_free(&x->out);
-    if (!keep) {
-        free(x);
-        return;
-    }
-    x->pool_next = hw->xpool;
-    hw->xpool = x;
-    hw->nxpool++;
-}
-
-void http_worker_release_exchanges(http_worker *hw)
-{
-    while (hw->xpool) {
-        http_exchange *x = hw->xpool;
-        hw->xpool = x->pool_next;
-        http_api_reset(&x->api, 1);
-        buf_free(&x->body);
-        buf_free(&x->out);
-        free(x);
-    }
-    hw->nxpool = 0;
-}
-
 /* ---- lifecycle ---- */
-
-/* close() removes a socket from epoll only when its last reference goes:
- * while a CGI script started by another worker is between fork and exec,
- * it holds one, and the closed socket would stay registered with a pointer
- * to a connection struct that the next accept (same fd number, same struct
- * from the free list) reuses; its stale EPOLLRDHUP then closed a live
- * connection. So once CGI is configured, connections leave epoll explicitly. */
-static atomic_int may_spawn;
-
-void http_conn_children_possible(void)
-{
-    atomic_store(&may_spawn, 1);
-}
 
 static void set_accepting(http_worker *hw, int on)
 {
@@ -161,7 +172,7 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
     c->conf = http_conf_retain(hw->conf);
     memcpy(&c->peer, ss, MIN((size_t)sl, sizeof c->peer));
     c->peer_len = sl;
-    exchange_attach(c); /* the request is usually here already (below) */
+    busy_attach(c); /* the request is usually here already (below) */
     timer_init(&c->tm, conn_timeout, c);
 
     loop_io_init(&c->io, fd, conn_io, c);
@@ -185,7 +196,7 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
 static void seg_release(out_seg *s)
 {
     if (s->release) {
-        out_release_fn fn = s->release;
+        http_release_fn fn = s->release;
         s->release = NULL;
         fn(s->arg);
     }
@@ -193,12 +204,12 @@ static void seg_release(out_seg *s)
 
 static void conn_release_output(http_conn *c)
 {
-    if (!c->x)
+    if (!c->b)
         return;
-    for (uint32_t i = c->x->seg_head; i < c->x->nsegs; i++)
-        seg_release(&c->x->segs[i]);
-    c->x->nsegs = c->x->seg_head = 0;
-    c->x->out.len = 0;
+    for (uint32_t i = c->b->seg_head; i < c->b->nsegs; i++)
+        seg_release(&c->b->segs[i]);
+    c->b->nsegs = c->b->seg_head = 0;
+    c->b->out.len = 0;
 }
 
 /* Frees everything but the struct, which goes to the zombie list and is
@@ -212,7 +223,7 @@ static void conn_free(http_conn *c)
         inbuf_put(hw, c->in);
         c->in = NULL;
     }
-    exchange_detach(c, 0);
+    busy_detach(c, 0);
     http_conf_release(c->conf);
     c->conf = NULL;
 
@@ -226,9 +237,8 @@ static void conn_free(http_conn *c)
     c->free_next = hw->zombies;
     hw->zombies = c;
 
-    if (hw->stopping && hw->nconns == 0 && hw->jobs == 0)
-        loop_stop(&hw->w.loop);
-    else if (!hw->accepting && hw->nconns < hw->conf->max_connections)
+    http_worker_stop_if_drained(hw);
+    if (!hw->stopping && !hw->accepting && hw->nconns < hw->conf->max_connections)
         set_accepting(hw, 1);
 }
 
@@ -241,7 +251,14 @@ static void conn_close(http_conn *c)
         return;
     timer_stop(&hw->w.loop, &c->tm);
     int fd = c->io.fd;
-    if (atomic_load_explicit(&may_spawn, memory_order_relaxed))
+    /* close() removes a socket from epoll only when its last reference
+     * goes: while a CGI script started by another worker is between fork
+     * and exec, it holds one, and the closed socket would stay registered
+     * with a pointer to a connection struct that the next accept (same fd
+     * number, same struct from the free list) reuses; its stale EPOLLRDHUP
+     * then closed a live connection. So once CGI is configured, connections
+     * leave epoll explicitly. */
+    if (http_conf_children_possible())
         loop_io_stop(&hw->w.loop, &c->io);
     else
         loop_io_forget(&hw->w.loop, &c->io);
@@ -249,11 +266,7 @@ static void conn_close(http_conn *c)
     if (c->state == CONN_HANDLER) {
         c->orphan = 1;
         conn_release_output(c);
-        if (c->x->api.on_abort) {
-            void (*fn)(void *) = c->x->api.on_abort;
-            c->x->api.on_abort = NULL;
-            fn(c->x->api.abort_arg);
-        }
+        http_exchange_abort(&c->b->x);
         return;
     }
     conn_free(c);
@@ -311,10 +324,25 @@ void http_conn_reap(http_worker *hw)
     }
 }
 
+void http_conn_census(http_worker *hw, http_census *out)
+{
+    out->active = hw->nconns;
+    for (http_conn *c = hw->conns; c; c = c->next) {
+        if (c->orphan)
+            out->active--; /* socket already closed, a handler still running */
+        else if (c->state == CONN_HANDLER || c->state == CONN_LINGER || c->write_blocked)
+            out->writing++;
+        else if (c->in_len > c->req_start || c->state == CONN_BODY)
+            out->reading++;
+        else
+            out->idle++;
+    }
+}
+
 static int conn_is_idle(const http_conn *c)
 {
     return c->state == CONN_HEAD && c->in_len == c->req_start &&
-           (!c->x || c->x->nsegs == c->x->seg_head) && !c->resp_open;
+           (!c->b || c->b->nsegs == c->b->seg_head) && !c->resp_open;
 }
 
 void http_conn_close_idle(http_worker *hw)
@@ -368,13 +396,12 @@ void http_conn_accept(loop *l, loop_io *io, unsigned events)
  * return EAGAIN. */
 static int conn_flush(http_conn *c)
 {
-    int fd = c->io.fd;
-    while (c->x->seg_head < c->x->nsegs) {
-        out_seg *s = &c->x->segs[c->x->seg_head];
+    while (c->b->seg_head < c->b->nsegs) {
+        out_seg *s = &c->b->segs[c->b->seg_head];
         if (s->kind == OUT_FILE) {
             off_t off = (off_t)s->off;
             size_t want = (size_t)MIN(s->len, (uint64_t)1 << 30);
-            ssize_t n = sendfile(fd, s->fd, &off, want);
+            ssize_t n = sock_sendfile(c, s->fd, &off, want);
             if (n < 0) {
                 if (errno == EINTR)
                     continue;
@@ -387,7 +414,7 @@ static int conn_flush(http_conn *c)
             s->len -= (uint64_t)n;
             if (s->len == 0) {
                 seg_release(s);
-                c->x->seg_head++;
+                c->b->seg_head++;
             } else if ((size_t)n < want) {
                 return 0;
             }
@@ -397,16 +424,16 @@ static int conn_flush(http_conn *c)
         struct iovec iov[HTTP_OUT_SEGS];
         int cnt = 0;
         size_t total = 0;
-        uint32_t i = c->x->seg_head;
-        for (; i < c->x->nsegs && c->x->segs[i].kind != OUT_FILE; i++, cnt++) {
-            out_seg *b = &c->x->segs[i];
-            iov[cnt].iov_base = b->kind == OUT_BUF ? c->x->out.data + b->off : (void *)b->mem;
+        uint32_t i = c->b->seg_head;
+        for (; i < c->b->nsegs && c->b->segs[i].kind != OUT_FILE; i++, cnt++) {
+            out_seg *b = &c->b->segs[i];
+            iov[cnt].iov_base = b->kind == OUT_BUF ? c->b->out.data + b->off : (void *)b->mem;
             iov[cnt].iov_len = b->len;
             total += b->len;
         }
         struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
         /* MSG_MORE keeps headers and the sendfile body in the same packets. */
-        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL | (i < c->x->nsegs ? MSG_MORE : 0));
+        ssize_t n = sock_writev(c, &mh, i < c->b->nsegs);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -415,11 +442,11 @@ static int conn_flush(http_conn *c)
         c->hw->stats.bytes_out += (uint64_t)n;
         size_t left = (size_t)n;
         while (left) {
-            out_seg *b = &c->x->segs[c->x->seg_head];
+            out_seg *b = &c->b->segs[c->b->seg_head];
             if (left >= b->len) {
                 left -= b->len;
                 seg_release(b);
-                c->x->seg_head++;
+                c->b->seg_head++;
             } else {
                 if (b->kind == OUT_BUF)
                     b->off += left;
@@ -432,38 +459,38 @@ static int conn_flush(http_conn *c)
         if ((size_t)n < total)
             return 0;
     }
-    c->x->nsegs = c->x->seg_head = 0;
-    c->x->out.len = 0;
+    c->b->nsegs = c->b->seg_head = 0;
+    c->b->out.len = 0;
     return 1;
 }
 
 char *http_conn_out_reserve(http_conn *c, size_t n)
 {
-    if (buf_reserve(&c->x->out, n) < 0) {
+    if (buf_reserve(&c->b->out, n) < 0) {
         log_error("out of memory for a response");
         abort();
     }
-    return c->x->out.data + c->x->out.len;
+    return c->b->out.data + c->b->out.len;
 }
 
 void http_conn_out_commit(http_conn *c, size_t n)
 {
-    out_seg *last = c->x->nsegs > c->x->seg_head ? &c->x->segs[c->x->nsegs - 1] : NULL;
-    if (last && last->kind == OUT_BUF && last->off + last->len == c->x->out.len)
+    out_seg *last = c->b->nsegs > c->b->seg_head ? &c->b->segs[c->b->nsegs - 1] : NULL;
+    if (last && last->kind == OUT_BUF && last->off + last->len == c->b->out.len)
         last->len += n;
     else
-        http_conn_out_seg(c, (out_seg){ .kind = OUT_BUF, .off = c->x->out.len, .len = n });
-    c->x->out.len += n;
+        http_conn_out_seg(c, (out_seg){ .kind = OUT_BUF, .off = c->b->out.len, .len = n });
+    c->b->out.len += n;
 }
 
 void http_conn_out_seg(http_conn *c, out_seg s)
 {
-    if (c->x->nsegs == HTTP_OUT_SEGS) {
+    if (c->b->nsegs == HTTP_OUT_SEGS) {
         /* Callers leave room (see conn_process); reaching here is a bug. */
         log_error("output segment queue overflow");
         abort();
     }
-    c->x->segs[c->x->nsegs++] = s;
+    c->b->segs[c->b->nsegs++] = s;
 }
 
 /* ---- timers ---- */
@@ -494,7 +521,7 @@ static void conn_close_after_response(http_conn *c)
         conn_close(c);
         return;
     }
-    shutdown(c->io.fd, SHUT_WR);
+    sock_shutdown_write(c);
     c->state = CONN_LINGER;
     if (c->in) {
         inbuf_put(c->hw, c->in);
@@ -508,7 +535,7 @@ static void conn_close_after_response(http_conn *c)
 static void conn_linger_read(http_conn *c)
 {
     char sink[4096];
-    ssize_t n = read(c->io.fd, sink, sizeof sink);
+    ssize_t n = sock_read(c, sink, sizeof sink);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
         conn_close(c);
 }
@@ -517,8 +544,8 @@ static void conn_linger_read(http_conn *c)
 
 static void conn_build_request(http_conn *c)
 {
-    http_parser *p = &c->x->parser;
-    http_request *r = &c->x->req;
+    http_parser *p = &c->b->parser;
+    http_request *r = &c->b->x.req;
     const char *head = c->in + c->req_start;
     r->head = head;
     r->parser = p;
@@ -540,20 +567,17 @@ static void conn_build_request(http_conn *c)
         s = s ? memchr(s + 2, '/', r->path.len - (size_t)(s + 2 - r->path.p)) : NULL;
         r->path = s ? (str){ s, r->path.len - (size_t)(s - r->path.p) } : STR("/");
     }
-    r->body = (str){ c->x->body.data, c->x->body.len };
+    r->body = (str){ c->b->body.data, c->b->body.len };
 }
 
 static void conn_dispatch(http_conn *c)
 {
     conn_build_request(c);
     c->state = CONN_HANDLER;
-    c->head_only = c->x->req.method == HTTP_HEAD;
+    c->head_only = c->b->x.req.method == HTTP_HEAD;
     c->requests++;
     c->hw->stats.requests++;
-    if (UNLIKELY(http_status_wanted(c, &c->x->req)))
-        http_status_handle(c, &c->x->req);
-    else
-        c->hw->handler(c, &c->x->req, c->hw->handler_udata);
+    c->hw->handler(&c->b->x, c->hw->handler_udata);
     /* Only a handler still at work must not be timed out. One that has
      * answered leaves the timer as it was (no timer runs before this
      * returns), and conn_after_batch sets the next deadline (keep-alive,
@@ -570,22 +594,22 @@ static void conn_reject(http_conn *c, int status)
     c->must_close = 1;
     c->state = CONN_HANDLER;
     c->head_only = 0;
-    c->x->req = (http_request){ .head = c->in + c->req_start, .parser = &c->x->parser };
-    http_resp_error(c, status, NULL);
+    c->b->x.req = (http_request){ .head = c->in + c->req_start, .parser = &c->b->parser };
+    http_exchange_error(&c->b->x, status, NULL);
 }
 
 static void conn_start_body(http_conn *c)
 {
-    http_parser *p = &c->x->parser;
-    c->x->body.len = 0;
+    http_parser *p = &c->b->parser;
+    c->b->body.len = 0;
     if (p->body_kind == HTTP_BODY_LENGTH) {
         if (p->content_length > c->conf->max_body_size) {
             conn_reject(c, 413);
             return;
         }
-        c->x->body_left = p->content_length;
+        c->b->body_left = p->content_length;
     } else {
-        http_chunked_reset(&c->x->chunked);
+        http_chunked_reset(&c->b->chunked);
     }
     c->state = CONN_BODY;
     if (p->expect_continue && c->in_len == c->req_start + c->head_len && p->version_minor) {
@@ -596,7 +620,7 @@ static void conn_start_body(http_conn *c)
     conn_arm(c, c->conf->body_timeout);
 }
 
-/* Moves body bytes from the input buffer into c->x->body. Returns 1 when the
+/* Moves body bytes from the input buffer into c->b->body. Returns 1 when the
  * body is complete, 0 when more is needed, -1 after rejecting it. */
 static int conn_read_body(http_conn *c)
 {
@@ -604,23 +628,23 @@ static int conn_read_body(http_conn *c)
     char *p = c->in + start;
     size_t avail = c->in_len - start, consumed, data;
     int done;
-    if (c->x->parser.body_kind == HTTP_BODY_LENGTH) {
-        data = consumed = (size_t)MIN((uint64_t)avail, c->x->body_left);
-        c->x->body_left -= consumed;
-        done = c->x->body_left == 0;
+    if (c->b->parser.body_kind == HTTP_BODY_LENGTH) {
+        data = consumed = (size_t)MIN((uint64_t)avail, c->b->body_left);
+        c->b->body_left -= consumed;
+        done = c->b->body_left == 0;
     } else {
-        ssize_t used = http_chunked_decode(&c->x->chunked, p, avail, &data, &done);
+        ssize_t used = http_chunked_decode(&c->b->chunked, p, avail, &data, &done);
         if (used < 0) {
             conn_reject(c, 400);
             return -1;
         }
         consumed = (size_t)used;
-        if (c->x->body.len + data > c->conf->max_body_size) {
+        if (c->b->body.len + data > c->conf->max_body_size) {
             conn_reject(c, 413);
             return -1;
         }
     }
-    if (data && buf_append(&c->x->body, p, data) < 0) {
+    if (data && buf_append(&c->b->body, p, data) < 0) {
         conn_reject(c, 500);
         return -1;
     }
@@ -637,7 +661,7 @@ static int conn_read_body(http_conn *c)
 static void conn_process(http_conn *c)
 {
     while (c->io.fd >= 0 && !c->closing && !c->write_blocked && !c->must_close) {
-        if (c->x->nsegs + 4 > HTTP_OUT_SEGS || c->x->out.len > OUT_HIGH_WATER) {
+        if (c->b->nsegs + 4 > HTTP_OUT_SEGS || c->b->out.len > OUT_HIGH_WATER) {
             int rc = conn_flush(c);
             if (rc < 0) {
                 conn_close(c);
@@ -650,7 +674,7 @@ static void conn_process(http_conn *c)
             size_t avail = c->in_len - c->req_start;
             if (!avail)
                 return;
-            int rc = http_parse_head(&c->x->parser, c->in + c->req_start, avail, &c->conf->limits);
+            int rc = http_parse_head(&c->b->parser, c->in + c->req_start, avail, &c->conf->limits);
             if (rc == 0)
                 return;
             if (rc < 0) {
@@ -658,7 +682,7 @@ static void conn_process(http_conn *c)
                 return;
             }
             c->head_len = (uint32_t)rc;
-            if (c->x->parser.body_kind != HTTP_BODY_NONE) {
+            if (c->b->parser.body_kind != HTTP_BODY_NONE) {
                 conn_start_body(c);
                 continue;
             }
@@ -674,17 +698,18 @@ static void conn_process(http_conn *c)
     }
 }
 
-/* Called by http_resp_finish: the request is over, the next may start. */
+/* Called when a response is complete: the request is over, the next may start. */
 void http_conn_finish_request(http_conn *c)
 {
     c->req_start += c->head_len;
     c->head_len = 0;
     c->resp_open = 0;
     c->state = CONN_HEAD;
-    http_parser_reset(&c->x->parser);
-    if (c->x->body.cap > BODY_KEEP_MAX)
-        buf_free(&c->x->body);
-    c->x->body.len = 0;
+    http_parser_reset(&c->b->parser);
+    c->b->streaming = c->b->chunked_out = 0;
+    if (c->b->body.cap > BODY_KEEP_MAX)
+        buf_free(&c->b->body);
+    c->b->body.len = 0;
     if (!c->keep_alive) {
         c->closing = 1;
     } else if (c->in_len > c->req_start && c->io.fd >= 0) {
@@ -693,11 +718,11 @@ void http_conn_finish_request(http_conn *c)
          * timer is not armed per request: conn_after_batch arms it if the
          * batch ends on a partial head. */
         if (c->in_dispatch)
-            c->x->header_timer_due = 1;
+            c->b->header_timer_due = 1;
         else
             conn_arm(c, c->conf->header_timeout);
     }
-    http_api_reset(&c->x->api, 0);
+    http_exchange_reset(&c->b->x, 0);
     if (!c->in_dispatch)
         http_conn_queue_flush(c); /* ended from a callback: flush and go on */
 }
@@ -716,8 +741,8 @@ static void conn_compact(http_conn *c)
 static void conn_read(http_conn *c)
 {
     http_worker *hw = c->hw;
-    if (!c->x)
-        exchange_attach(c);
+    if (!c->b)
+        busy_attach(c);
     if (!c->in) {
         c->in = inbuf_get(hw);
         c->in_cap = hw->buf_size;
@@ -727,7 +752,7 @@ static void conn_read(http_conn *c)
     }
     if (c->in_len == c->in_cap)
         conn_compact(c);
-    ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+    ssize_t n = sock_read(c, c->in + c->in_len, c->in_cap - c->in_len);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
@@ -745,7 +770,7 @@ static void conn_read(http_conn *c)
 static void conn_after_batch(http_conn *c)
 {
     http_worker *hw = c->hw;
-    if (!c->x)
+    if (!c->b)
         return; /* idle already (queued for a flush, then went idle) */
     for (;;) {
         int rc = conn_flush(c);
@@ -776,13 +801,13 @@ static void conn_after_batch(http_conn *c)
         conn_process(c);
         if (c->io.fd < 0)
             return;
-        if (c->x->nsegs == c->x->seg_head && c->in_len - c->req_start == before)
+        if (c->b->nsegs == c->b->seg_head && c->in_len - c->req_start == before)
             break; /* nothing new: need more input */
     }
     if (c->state != CONN_HANDLER && c->io.registered && c->io.mask != LOOP_READ)
         loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
-    if (c->x->header_timer_due) {
-        c->x->header_timer_due = 0;
+    if (c->b->header_timer_due) {
+        c->b->header_timer_due = 0;
         if (c->state == CONN_HEAD && c->in_len > c->req_start)
             conn_arm(c, c->conf->header_timeout);
     }
@@ -798,7 +823,7 @@ static void conn_after_batch(http_conn *c)
                 inbuf_put(hw, c->in);
             c->in = NULL;
             c->in_len = c->req_start = 0;
-            exchange_detach(c, 0);
+            busy_detach(c, 0);
             conn_arm(c, c->conf->keepalive_timeout);
         } else if (c->in_len == c->in_cap) {
             conn_compact(c);
@@ -825,7 +850,7 @@ static void conn_io(loop *l, loop_io *io, unsigned events)
         if (events & (LOOP_ERR | LOOP_HUP)) {
             conn_close(c);
         } else if (c->in && c->in_len < c->in_cap) {
-            ssize_t n = read(io->fd, c->in + c->in_len, c->in_cap - c->in_len);
+            ssize_t n = sock_read(c, c->in + c->in_len, c->in_cap - c->in_len);
             if (n > 0)
                 c->in_len += (uint32_t)n;
             else if (n == 0 || (errno != EAGAIN && errno != EINTR))

@@ -1,4 +1,6 @@
-/* Writing responses into a connection's output queue, and the access log. */
+/* HTTP/1.1 responses: the protocol's side of the exchange (http_h1_ops),
+ * writing status lines, header blocks, framing and bodies into the
+ * connection's output queue; and the access log. */
 #include "http/conn.h"
 
 #include "core/net.h"
@@ -44,7 +46,7 @@ static char *put_begin(http_conn *c, char *p, int status, str reason)
 static char *put_end_headers(http_conn *c, char *p, uint64_t content_length)
 {
     http_worker *hw = c->hw;
-    c->keep_alive = c->x->parser.keep_alive && !c->must_close && !hw->stopping &&
+    c->keep_alive = c->b->parser.keep_alive && !c->must_close && !hw->stopping &&
                     c->requests < c->conf->keepalive_requests;
     c->resp_body_len = c->head_only || content_length == UINT64_MAX ? 0 : content_length;
     if (content_length != UINT64_MAX) {
@@ -54,72 +56,81 @@ static char *put_end_headers(http_conn *c, char *p, uint64_t content_length)
     }
     if (!c->keep_alive)
         p = PUT_LIT(p, "Connection: close\r\n");
-    else if (c->x->parser.version_minor == 0)
+    else if (c->b->parser.version_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
     return PUT_LIT(p, "\r\n");
 }
 
-void http_resp_begin(http_conn *c, int status)
-{
-    str reason = status == 200 ? STR("OK") : http_status_reason(status);
-    char *start = http_conn_out_reserve(c, BEGIN_ROOM(reason.len));
-    http_conn_out_commit(c, (size_t)(put_begin(c, start, status, reason) - start));
-}
-
-void http_resp_head(http_conn *c, int status, const str *parts, size_t nparts,
-                    uint64_t content_length, const void *body, size_t body_len)
-{
-    str reason = status == 200 ? STR("OK") : http_status_reason(status);
-    if (c->head_only)
-        body_len = 0;
-    size_t room = BEGIN_ROOM(reason.len) + END_ROOM + body_len;
-    for (size_t i = 0; i < nparts; i++)
-        room += parts[i].len;
-    char *start = http_conn_out_reserve(c, room);
-    char *p = put_begin(c, start, status, reason);
-    for (size_t i = 0; i < nparts; i++)
-        if (parts[i].len) /* an empty part may have no pointer (memcpy's NULL rule) */
-            p = put(p, parts[i].p, parts[i].len);
-    p = put_end_headers(c, p, content_length);
-    if (body_len)
-        p = put(p, body, body_len);
-    http_conn_out_commit(c, (size_t)(p - start));
-}
-
-void http_resp_header(http_conn *c, str name, str value)
-{
-    char *start = http_conn_out_reserve(c, name.len + value.len + 4);
-    char *p = put(start, name.p, name.len);
-    p = PUT_LIT(p, ": ");
-    p = put(p, value.p, value.len);
-    p = PUT_LIT(p, "\r\n");
-    http_conn_out_commit(c, (size_t)(p - start));
-}
-
-void http_resp_raw(http_conn *c, const char *s, size_t n)
+static void out_put(http_conn *c, const void *s, size_t n)
 {
     memcpy(http_conn_out_reserve(c, n), s, n);
     http_conn_out_commit(c, n);
 }
 
-void http_resp_end_headers(http_conn *c, uint64_t content_length)
+static void h1_send_head(http_exchange *x, int status, const str *lines, size_t nlines,
+                         uint64_t length, const void *body, size_t body_len)
 {
-    char *start = http_conn_out_reserve(c, END_ROOM);
-    http_conn_out_commit(c, (size_t)(put_end_headers(c, start, content_length) - start));
+    http_conn *c = http_conn_of(x);
+    str framing = STR_NULL;
+    if (x->close)
+        c->must_close = 1;
+    if (length == HTTP_LEN_STREAM) {
+        length = HTTP_LEN_NONE;
+        c->b->streaming = 1;
+        if (x->req.version_minor >= 1) {
+            c->b->chunked_out = 1;
+            framing = STR("Transfer-Encoding: chunked\r\n");
+        } else {
+            c->must_close = 1; /* HTTP/1.0: the body ends at close */
+        }
+    }
+    str reason = status == 200 ? STR("OK") : http_status_reason(status);
+    if (c->head_only)
+        body_len = 0;
+    size_t room = BEGIN_ROOM(reason.len) + END_ROOM + framing.len + body_len;
+    for (size_t i = 0; i < nlines; i++)
+        room += lines[i].len;
+    char *start = http_conn_out_reserve(c, room);
+    char *p = put_begin(c, start, status, reason);
+    for (size_t i = 0; i < nlines; i++)
+        if (lines[i].len) /* an empty part may have no pointer (memcpy's NULL rule) */
+            p = put(p, lines[i].p, lines[i].len);
+    if (framing.len)
+        p = put(p, framing.p, framing.len);
+    p = put_end_headers(c, p, length);
+    if (body_len)
+        p = put(p, body, body_len);
+    http_conn_out_commit(c, (size_t)(p - start));
 }
 
-void http_resp_body(http_conn *c, const void *data, size_t n)
+static void h1_send_body(http_exchange *x, const void *data, size_t n)
 {
+    http_conn *c = http_conn_of(x);
     if (c->head_only || n == 0)
         return;
-    memcpy(http_conn_out_reserve(c, n), data, n);
-    http_conn_out_commit(c, n);
+    if (c->b->chunked_out) {
+        char size[24];
+        int k = snprintf(size, sizeof size, "%zx\r\n", n);
+        out_put(c, size, (size_t)k);
+        out_put(c, data, n);
+        out_put(c, "\r\n", 2);
+    } else {
+        out_put(c, data, n);
+    }
+    if (c->b->streaming) {
+        c->resp_body_len += n;
+        if (!c->in_dispatch)
+            http_conn_queue_flush(c);
+    }
 }
 
-void http_resp_body_ref(http_conn *c, const char *p, size_t n, out_release_fn release, void *arg)
+static void h1_send_ref(http_exchange *x, const char *p, size_t n, http_release_fn release,
+                        void *arg)
 {
+    http_conn *c = http_conn_of(x);
     if (c->head_only || n <= HTTP_COPY_MAX) {
-        http_resp_body(c, p, n);
+        if (!c->head_only && n)
+            out_put(c, p, n);
         if (release)
             release(arg);
         return;
@@ -128,9 +139,10 @@ void http_resp_body_ref(http_conn *c, const char *p, size_t n, out_release_fn re
                                     .arg = arg });
 }
 
-void http_resp_body_fd(http_conn *c, int fd, uint64_t off, uint64_t len, out_release_fn release,
-                       void *arg)
+static void h1_send_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
+                       http_release_fn release, void *arg)
 {
+    http_conn *c = http_conn_of(x);
     if (c->head_only || len == 0) {
         if (release)
             release(arg);
@@ -140,31 +152,15 @@ void http_resp_body_fd(http_conn *c, int fd, uint64_t off, uint64_t len, out_rel
                                     .release = release, .arg = arg });
 }
 
-void http_resp_error(http_conn *c, int status, const char *extra)
+static size_t h1_pending(const http_exchange *x)
 {
-    if (c->hw->error_page && !c->in_error_page) {
-        c->in_error_page = 1;
-        if (extra) /* header lines the status needs: give them to the renderer */
-            http_api_extra_headers(c, extra);
-        c->hw->error_page(c, status, c->hw->error_udata);
-        c->in_error_page = 0;
-        return;
-    }
-    char body[256];
-    str reason = http_status_reason(status);
-    int n = snprintf(body, sizeof body,
-                     "<html>\r\n<head><title>%d %.*s</title></head>\r\n<body>\r\n"
-                     "<center><h1>%d %.*s</h1></center>\r\n<hr><center>brisk</center>\r\n"
-                     "</body>\r\n</html>\r\n",
-                     status, (int)reason.len, reason.p, status, (int)reason.len, reason.p);
-    http_resp_begin(c, status);
-    static const char ct[] = "Content-Type: text/html; charset=utf-8\r\n";
-    http_resp_raw(c, ct, sizeof ct - 1);
-    if (extra)
-        http_resp_raw(c, extra, strlen(extra));
-    http_resp_end_headers(c, (uint64_t)n);
-    http_resp_body(c, body, (size_t)n);
-    http_resp_finish(c);
+    return http_conn_of(x)->b->out.len;
+}
+
+static int h1_local_addr(const http_exchange *x, struct sockaddr_storage *ss, socklen_t *len)
+{
+    const http_conn *c = http_conn_of(x);
+    return c->io.fd >= 0 && getsockname(c->io.fd, (struct sockaddr *)ss, len) == 0 ? 0 : -1;
 }
 
 /* ---- access log: nginx's "combined" format ---- */
@@ -197,8 +193,8 @@ static char *put_escaped(char *p, str s, size_t max)
 static void access_log_write(http_conn *c)
 {
     http_worker *hw = c->hw;
-    const http_parser *ps = &c->x->parser;
-    const char *head = c->x->req.head;
+    const http_parser *ps = &c->b->parser;
+    const char *head = c->b->x.req.head;
     str line = ps->line_len && head ? http_parser_slice(head, ps->line_off, ps->line_len) : STR_NULL;
     str ref = head ? http_parser_known(ps, head, HH_REFERER) : STR_NULL;
     str ua = head ? http_parser_known(ps, head, HH_USER_AGENT) : STR_NULL;
@@ -221,11 +217,31 @@ static void access_log_write(http_conn *c)
     logbuf_commit(&hw->access, (size_t)(p - start));
 }
 
-void http_resp_finish(http_conn *c)
+static void h1_finish(http_exchange *x, int cut)
 {
+    http_conn *c = http_conn_of(x);
+    if (c->orphan) {
+        c->state = CONN_HEAD; /* lets the flush list free it */
+        http_conn_queue_flush(c);
+        return;
+    }
+    if (cut)
+        c->must_close = 1; /* the body is cut short: only a close tells */
+    else if (c->b->chunked_out && !c->head_only)
+        out_put(c, "0\r\n\r\n", 5);
     if (c->status >= 100 && c->status < 600)
         c->hw->stats.responses[c->status / 100 - 1]++;
     if (c->hw->access_on)
         access_log_write(c);
     http_conn_finish_request(c);
 }
+
+const http_proto_ops http_h1_ops = {
+    .send_head = h1_send_head,
+    .send_body = h1_send_body,
+    .send_ref = h1_send_ref,
+    .send_fd = h1_send_fd,
+    .finish = h1_finish,
+    .pending = h1_pending,
+    .local_addr = h1_local_addr,
+};

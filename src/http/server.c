@@ -1,6 +1,8 @@
 #include "http/server.h"
 
 #include "http/cgi.h"
+#include "http/conn.h"
+#include "http/status.h"
 
 #include "core/workpool.h"
 
@@ -174,13 +176,12 @@ static void worker_run(worker *w)
         hw->free_conns = c->free_next;
         free(c);
     }
-    http_worker_release_exchanges(hw);
     for (int i = 0; i < hw->nlisten; i++)
         if (hw->listen_fd[i] >= 0)
             close(hw->listen_fd[i]);
     logbuf_free(&hw->access);
     fcache_free(hw->files);
-    http_worker_release_buffers(hw);
+    http_conn_release_pools(hw);
     free(hw->bufpool);
     http_conf_release(hw->conf);
     hw->conf = NULL;
@@ -270,6 +271,17 @@ void http_server_stop(void)
     kill(getpid(), SIGTERM); /* the main thread waits for it in sigwaitinfo */
 }
 
+/* Every request: the status endpoint when configured, else the app. */
+static void serve(http_exchange *x, void *udata)
+{
+    const http_app *app = udata;
+    /* The endpoint is off unless configured: test that before the call. */
+    if (UNLIKELY(x->conf->status[0]) && http_status_wanted(x))
+        http_status_handle(x);
+    else
+        app->handler(x, app->udata);
+}
+
 int http_server_run(const http_cli *cli, const http_app *app)
 {
     char err[CONF_ERR_MAX];
@@ -318,9 +330,9 @@ int http_server_run(const http_cli *cli, const http_app *app)
         http_worker *hw = &hws[i];
         hw->peers = hws;
         hw->ready = &ready;
-        hw->handler = app->handler;
-        hw->handler_udata = app->udata;
-        hw->app = app->api;
+        hw->handler = serve;
+        hw->handler_udata = (void *)app;
+        hw->census = http_conn_census;
         hw->hook = app->worker_hook;
         hw->hook_udata = app->hook_udata;
         hw->error_page = app->error_page;

@@ -5,7 +5,8 @@
 #define BRISK_HTTP_SERVER_H
 
 #include "http/config.h"
-#include "http/conn.h"
+#include "http/exchange.h"
+#include "http/worker.h"
 
 typedef struct {
     http_handler handler;   /* every request goes here, on a worker thread */
@@ -14,12 +15,13 @@ typedef struct {
      * and before it is torn down (start = 0) */
     void (*worker_hook)(http_worker *hw, int start, void *udata);
     void *hook_udata;
-    struct brisk_server *api; /* the public API server, if any */
-    void (*error_page)(http_conn *c, int status, void *udata);
+    /* optional: renders the errors the server makes itself */
+    void (*error_page)(http_exchange *x, int status, void *udata);
     void *error_udata;
 } http_app;
 
-/* Runs the server until a stop signal; returns the process exit code. */
+/* Runs the server until a stop signal; returns the process exit code. app
+ * must stay valid until then. */
 int http_server_run(const http_cli *cli, const http_app *app);
 
 /* Asks the running server to stop gracefully. Thread-safe. */

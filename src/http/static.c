@@ -244,19 +244,19 @@ int static_accepts_encoding(str header, const char *coding)
 
 /* ---- the handler ---- */
 
-static fcache_entry *lookup(http_conn *c, const char *rel, size_t len)
+static fcache_entry *lookup(http_exchange *x, const char *rel, size_t len)
 {
     /* The cache belongs to the worker, so it follows the worker's current
      * configuration (root, MIME table), not the one this connection began
      * with: entries must never point into a configuration that may go. */
-    const http_conf *conf = c->hw->conf;
+    const http_conf *conf = x->hw->conf;
     fcache_opts o = {
         .root_fd = conf->root_fd,
         .valid_ms = conf->open_file_cache_valid,
         .memory_max = conf->memory_cache_max_file,
         .mime = conf->mime,
     };
-    fcache_entry *e = fcache_get(c->hw->files, rel, len, c->hw->w.loop.now_ms, &o);
+    fcache_entry *e = fcache_get(x->hw->files, rel, len, x->hw->w.loop.now_ms, &o);
     if (!e) {
         log_error("out of memory in the file cache");
         abort();
@@ -282,13 +282,13 @@ static int status_for_errno(int err)
     }
 }
 
-void static_redirect_to_dir(http_conn *c, const http_request *r)
+void static_redirect_to_dir(http_exchange *x, const http_request *r)
 {
     /* Location is the path as sent plus '/', so it is already encoded. */
     size_t n = r->path.len + 1 + (r->query.len ? r->query.len + 1 : 0);
     char *loc = malloc(n + 1);
     if (!loc) {
-        http_resp_error(c, 500, NULL);
+        http_exchange_error(x, 500, NULL);
         return;
     }
     memcpy(loc, r->path.p, r->path.len);
@@ -305,9 +305,9 @@ void static_redirect_to_dir(http_conn *c, const http_request *r)
     char *hdr = malloc(hl);
     if (hdr) {
         snprintf(hdr, hl, "Location: %s\r\n", loc);
-        http_resp_error(c, 301, hdr);
+        http_exchange_error(x, 301, hdr);
     } else {
-        http_resp_error(c, 500, NULL);
+        http_exchange_error(x, 500, NULL);
     }
     free(hdr);
     free(loc);
@@ -354,14 +354,14 @@ static void put_url_escaped(buf *b, const char *s)
 #define AUTOINDEX_MAX 10000
 
 /* An HTML listing of a directory; every name is escaped. */
-static void autoindex(http_conn *c, const http_request *r, fcache_entry *dir)
+static void autoindex(http_exchange *x, const http_request *r, fcache_entry *dir)
 {
     int fd = openat(dir->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         if (fd >= 0)
             close(fd);
-        http_resp_error(c, 403, NULL);
+        http_exchange_error(x, 403, NULL);
         return;
     }
     char **names = NULL;
@@ -421,18 +421,15 @@ static void autoindex(http_conn *c, const http_request *r, fcache_entry *dir)
     free(names);
     BUF_LIT(&b, "</pre><hr></body></html>\n");
 
-    http_resp_begin(c, 200);
-    static const char ct[] = "Content-Type: text/html; charset=utf-8\r\n";
-    http_resp_raw(c, ct, sizeof ct - 1);
-    http_resp_end_headers(c, b.len);
-    http_resp_body(c, b.data, b.len);
-    http_resp_finish(c);
+    str ct = STR("Content-Type: text/html; charset=utf-8\r\n");
+    http_exchange_send_head(x, 200, &ct, 1, b.len, b.data, b.len);
+    http_exchange_finish(x);
     buf_free(&b);
 }
 
 /* A compressed sibling (FILE.br / FILE.gz) the client accepts, not older
  * than the file, or NULL. *any_variant tells whether one exists at all. */
-static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_entry *f,
+static fcache_entry *pick_variant(http_exchange *x, const http_request *r, fcache_entry *f,
                                   const char **coding, int *any_variant)
 {
     static const struct { const char *ext, *coding; } variants[] = {
@@ -443,12 +440,12 @@ static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_en
     /* Siblings are looked for even when the client accepts no coding: the
      * identity response must say Vary too, or a shared cache could hand
      * it the compressed one (nginx's gzip_vary). */
-    if (!c->conf->precompressed || f->key_len + 4 > PATH_MAX)
+    if (!x->conf->precompressed || f->key_len + 4 > PATH_MAX)
         return NULL;
     /* Most files have no sibling: remember that for as long as the
      * siblings' own (negative) cache entries stay fresh, which is as long
      * as looking them up would have given the same answer. */
-    uint64_t now = c->hw->w.loop.now_ms, valid = c->hw->conf->open_file_cache_valid;
+    uint64_t now = x->hw->w.loop.now_ms, valid = x->hw->conf->open_file_cache_valid;
     if (now < f->no_variant_until)
         return NULL;
     uint64_t until = UINT64_MAX;
@@ -456,7 +453,7 @@ static fcache_entry *pick_variant(http_conn *c, const http_request *r, fcache_en
     memcpy(name, f->key, f->key_len);
     for (size_t i = 0; i < ARRAY_LEN(variants); i++) {
         memcpy(name + f->key_len, variants[i].ext, 3);
-        fcache_entry *v = lookup(c, name, f->key_len + 3);
+        fcache_entry *v = lookup(x, name, f->key_len + 3);
         until = MIN(until, v->checked_ms + valid);
         int usable = !v->err && !v->is_dir &&
                      (v->mtime.tv_sec > f->mtime.tv_sec ||
@@ -530,17 +527,17 @@ static str file_head(fcache_entry *f)
     return (str){ f->head, f->head_len };
 }
 
-static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str mime,
+static void send_file(http_exchange *x, const http_request *r, fcache_entry *f, str mime,
                       const char *coding, int vary)
 {
     if (not_modified(r, f)) {
-        http_resp_begin(c, 304);
-        http_resp_header(c, STR("ETag"), (str){ f->etag, f->etag_len });
-        http_resp_header(c, STR("Last-Modified"), (str){ f->last_modified, CLOCK_HTTP_DATE_LEN });
-        if (vary)
-            http_resp_raw(c, "Vary: Accept-Encoding\r\n", 23);
-        http_resp_end_headers(c, UINT64_MAX);
-        http_resp_finish(c);
+        str lines[] = {
+            STR("ETag: "), { f->etag, f->etag_len },
+            STR("\r\nLast-Modified: "), { f->last_modified, CLOCK_HTTP_DATE_LEN },
+            STR("\r\n"), vary ? STR("Vary: Accept-Encoding\r\n") : STR_NULL,
+        };
+        http_exchange_send_head(x, 304, lines, ARRAY_LEN(lines), HTTP_LEN_NONE, NULL, 0);
+        http_exchange_finish(x);
         return;
     }
     uint64_t first = 0, last = f->size ? f->size - 1 : 0, len = f->size;
@@ -552,7 +549,7 @@ static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str 
             char extra[64];
             snprintf(extra, sizeof extra, "Content-Range: bytes */%llu\r\n",
                      (unsigned long long)f->size);
-            http_resp_error(c, 416, extra);
+            http_exchange_error(x, 416, extra);
             return;
         }
         if (rc == 1) {
@@ -592,80 +589,69 @@ static void send_file(http_conn *c, const http_request *r, fcache_entry *f, str 
     }
     assert(np <= ARRAY_LEN(parts));
     if (f->content && len <= HTTP_COPY_MAX) {
-        http_resp_head(c, status, parts, np, len, f->content + first, (size_t)len);
+        http_exchange_send_head(x, status, parts, np, len, f->content + first, (size_t)len);
     } else {
-        http_resp_head(c, status, parts, np, len, NULL, 0);
+        http_exchange_send_head(x, status, parts, np, len, NULL, 0);
         f->refs++; /* the output queue's, dropped by release_entry */
         if (f->content)
-            http_resp_body_ref(c, f->content + first, (size_t)len, release_entry, f);
+            http_exchange_send_ref(x, f->content + first, (size_t)len, release_entry, f);
         else
-            http_resp_body_fd(c, f->fd, first, len, release_entry, f);
+            http_exchange_send_fd(x, f->fd, first, len, release_entry, f);
     }
-    http_resp_finish(c);
+    http_exchange_finish(x);
 }
 
-void static_handle(http_conn *c, const http_request *r, void *udata)
-{
-    char rel[STATIC_PATH_MAX];
-    int dir_form;
-    int len = static_normalize_path(r->path, rel, sizeof rel, &dir_form);
-    if (len < 0)
-        http_resp_error(c, -len, NULL);
-    else
-        static_serve(c, r, rel, (size_t)len, dir_form);
-}
-
-void static_serve(http_conn *c, const http_request *r, const char *path, size_t plen,
+void static_serve(http_exchange *x, const http_request *r, const char *path, size_t plen,
                   int dir_form)
 {
     if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
-        http_resp_error(c, 405, "Allow: GET, HEAD\r\n");
+        http_exchange_error(x, 405, "Allow: GET, HEAD\r\n");
         return;
     }
-    if (c->hw->conf->root_fd < 0) {
-        http_resp_error(c, 404, NULL); /* no root configured */
+    if (x->hw->conf->root_fd < 0) {
+        http_exchange_error(x, 404, NULL); /* no root configured */
         return;
     }
     /* room to append "/" + index */
-    char rel[STATIC_PATH_MAX + 1 + sizeof c->conf->index];
+    char rel[STATIC_PATH_MAX + 1 + sizeof x->conf->index];
     memcpy(rel, path, plen + 1);
     int len = (int)plen;
-    fcache_entry *f = lookup(c, rel, (size_t)len);
+    fcache_entry *f = lookup(x, rel, (size_t)len);
     if (f->err) {
-        http_resp_error(c, status_for_errno(f->err), NULL);
+        http_exchange_error(x, status_for_errno(f->err), NULL);
         fcache_release(f);
         return;
     }
     if (f->is_dir) {
         if (!dir_form) {
             fcache_release(f);
-            static_redirect_to_dir(c, r);
+            static_redirect_to_dir(x, r);
             return;
         }
         size_t ilen = (size_t)snprintf(rel + len, sizeof rel - (size_t)len, "%s%s",
-                                       len ? "/" : "", c->conf->index);
-        fcache_entry *idx = lookup(c, rel, (size_t)len + ilen);
+                                       len ? "/" : "", x->conf->index);
+        fcache_entry *idx = lookup(x, rel, (size_t)len + ilen);
         if (idx->err || idx->is_dir) {
             fcache_release(idx);
-            if (c->conf->autoindex)
-                autoindex(c, r, f);
+            if (x->conf->autoindex)
+                autoindex(x, r, f);
             else
-                http_resp_error(c, 403, NULL);
+                http_exchange_error(x, 403, NULL);
             fcache_release(f);
             return;
         }
         fcache_release(f);
         f = idx;
     } else if (dir_form) {
-        http_resp_error(c, 404, NULL); /* "file.html/" names no directory */
+        http_exchange_error(x, 404, NULL); /* "file.html/" names no directory */
         fcache_release(f);
         return;
     }
 
     const char *coding = NULL;
     int vary;
-    fcache_entry *v = pick_variant(c, r, f, &coding, &vary);
-    send_file(c, r, v ? v : f, f->mime, coding, vary);
+    fcache_entry *v = pick_variant(x, r, f, &coding, &vary);
+    send_file(x, r, v ? v : f, f->mime, coding, vary);
     fcache_release(f);
     fcache_release(v);
 }

@@ -3,7 +3,7 @@
 #ifndef BRISK_HTTP_STATIC_H
 #define BRISK_HTTP_STATIC_H
 
-#include "http/conn.h"
+#include "http/exchange.h"
 
 #include <time.h>
 
@@ -29,13 +29,10 @@ int static_accepts_encoding(str header, const char *coding);
 /* Longest normalised path served. */
 #define STATIC_PATH_MAX 4096
 
-/* The handler; udata is unused (configuration comes from the connection). */
-void static_handle(http_conn *c, const http_request *r, void *udata);
-
 /* Serves path, already normalised by static_normalize_path (NUL-ended). */
 /* 301 to the path as sent plus '/' (and its query). */
-void static_redirect_to_dir(http_conn *c, const http_request *r);
-void static_serve(http_conn *c, const http_request *r, const char *path, size_t len,
+void static_redirect_to_dir(http_exchange *x, const http_request *r);
+void static_serve(http_exchange *x, const http_request *r, const char *path, size_t len,
                   int dir_form);
 
 #endif

@@ -2,6 +2,8 @@
 
 #include "core/log.h"
 
+#include <netinet/in.h>
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +22,7 @@ typedef struct {
 } part;
 
 struct status_req {
-    http_conn *c;
+    http_exchange *x;
     http_worker *origin;
     int json;
     int n;
@@ -28,18 +30,19 @@ struct status_req {
     part parts[];
 };
 
-int http_status_wanted(const http_conn *c, const http_request *r)
+int http_status_wanted(const http_exchange *x)
 {
-    const char *p = c->conf->status;
+    const http_request *r = &x->req;
+    const char *p = x->conf->status;
     return p[0] && r->path.len == strlen(p) && memcmp(r->path.p, p, r->path.len) == 0;
 }
 
-static int peer_is_loopback(const http_conn *c)
+static int peer_is_loopback(const struct sockaddr *sa)
 {
-    if (c->peer.sa.sa_family == AF_INET)
-        return (ntohl(c->peer.in4.sin_addr.s_addr) >> 24) == 127;
-    if (c->peer.sa.sa_family == AF_INET6) {
-        const struct in6_addr *a = &c->peer.in6.sin6_addr;
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
         if (IN6_IS_ADDR_LOOPBACK(a))
             return 1;
         return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
@@ -50,17 +53,13 @@ static int peer_is_loopback(const http_conn *c)
 static void take_snapshot(http_worker *hw, snapshot *s)
 {
     s->st = hw->stats;
-    s->active = hw->nconns;
-    for (http_conn *c = hw->conns; c; c = c->next) {
-        if (c->orphan)
-            s->active--; /* socket already closed, a handler still running */
-        else if (c->state == CONN_HANDLER || c->state == CONN_LINGER || c->write_blocked)
-            s->writing++;
-        else if (c->in_len > c->req_start || c->state == CONN_BODY)
-            s->reading++;
-        else
-            s->idle++;
-    }
+    http_census n = { 0 };
+    if (hw->census)
+        hw->census(hw, &n);
+    s->active = n.active;
+    s->reading = n.reading;
+    s->writing = n.writing;
+    s->idle = n.idle;
 }
 
 static void respond(void *arg);
@@ -186,10 +185,9 @@ static void render_prometheus(buf *b, const status_req *sr)
 static void respond(void *arg)
 {
     status_req *sr = arg;
-    http_conn *c = sr->c;
-    if (c->orphan) { /* the client left: let the connection go */
-        c->state = CONN_HEAD;
-        http_conn_queue_flush(c);
+    http_exchange *x = sr->x;
+    if (x->aborted) { /* the client left: let the exchange go */
+        http_exchange_finish(x);
         free(sr);
         return;
     }
@@ -201,14 +199,13 @@ static void respond(void *arg)
         render_json(&b, sr, &total);
     else
         render_prometheus(&b, sr);
-    http_resp_begin(c, 200);
-    http_resp_header(c, STR("Content-Type"),
-                     sr->json ? STR("application/json")
-                              : STR("text/plain; version=0.0.4; charset=utf-8"));
-    http_resp_raw(c, "Cache-Control: no-store\r\n", 25);
-    http_resp_end_headers(c, b.len);
-    http_resp_body(c, b.data, b.len);
-    http_resp_finish(c);
+    str lines[] = {
+        STR("Content-Type: "),
+        sr->json ? STR("application/json") : STR("text/plain; version=0.0.4; charset=utf-8"),
+        STR("\r\nCache-Control: no-store\r\n"),
+    };
+    http_exchange_send_head(x, 200, lines, ARRAY_LEN(lines), b.len, b.data, b.len);
+    http_exchange_finish(x);
     buf_free(&b);
     free(sr);
 }
@@ -227,24 +224,25 @@ static int wants_json(const http_request *r)
     return 0;
 }
 
-void http_status_handle(http_conn *c, const http_request *r)
+void http_status_handle(http_exchange *x)
 {
-    http_worker *hw = c->hw;
-    if (!peer_is_loopback(c)) {
-        http_resp_error(c, 403, NULL);
+    const http_request *r = &x->req;
+    http_worker *hw = x->hw;
+    if (!peer_is_loopback(x->peer)) {
+        http_exchange_error(x, 403, NULL);
         return;
     }
     if (r->method != HTTP_GET && r->method != HTTP_HEAD) {
-        http_resp_error(c, 405, "Allow: GET, HEAD\r\n");
+        http_exchange_error(x, 405, "Allow: GET, HEAD\r\n");
         return;
     }
     int n = hw->nworkers > 0 && hw->peers ? hw->nworkers : 1;
     status_req *sr = calloc(1, sizeof *sr + (size_t)n * sizeof(part));
     if (!sr) {
-        http_resp_error(c, 503, NULL);
+        http_exchange_error(x, 503, NULL);
         return;
     }
-    sr->c = c;
+    sr->x = x;
     sr->origin = hw;
     sr->json = wants_json(r);
     sr->n = n;

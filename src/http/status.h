@@ -6,12 +6,13 @@
 #ifndef BRISK_HTTP_STATUS_H
 #define BRISK_HTTP_STATUS_H
 
-#include "http/conn.h"
+#include "http/exchange.h"
 
-/* Whether r asks for the status endpoint of c's configuration. */
-int http_status_wanted(const http_conn *c, const http_request *r);
-/* Answers it: collects a snapshot on every worker's own thread, then
- * responds from this one (the request stays in CONN_HANDLER meanwhile). */
-void http_status_handle(http_conn *c, const http_request *r);
+/* Whether x asks for the status endpoint of its configuration. */
+int http_status_wanted(const http_exchange *x);
+/* Answers it: collects a snapshot on every worker's own thread (the
+ * protocol's census of its connections, the worker's counters), then
+ * responds from this one (the handler owns the request meanwhile). */
+void http_status_handle(http_exchange *x);
 
 #endif
