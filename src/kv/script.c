@@ -16,6 +16,7 @@
 #include "kv/script.h"
 
 #include "core/log.h"
+#include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/config.h"
 #include "kv/db.h"
@@ -620,22 +621,16 @@ static int error_handler(lua_State *L)
 
 /* ---- redis.* ---- */
 
-static int script_call_impl(lua_State *L, int raise)
+static const char e_noargs[] = "ERR Please specify at least one argument for this redis lib call";
+static const char e_argtype[] = "ERR Lua redis lib command arguments must be strings or integers";
+
+/* Fills call_argv from the argc values on L's stack (strings as they are,
+ * numbers as %.17g, as Redis formats them). Returns NULL or the error. The
+ * strings stay valid while the values stay on the stack. */
+static const char *args_from_lua(lua_State *L, int argc)
 {
-    int argc = lua_gettop(L);
-    if (!run) {
-        push_err_table(L, "ERR redis.call can only be called inside a script invocation",
-                       strlen("ERR redis.call can only be called inside a script invocation"));
-        return lua_error(L);
-    }
-    static const char *e_noargs = "ERR Please specify at least one argument for this redis lib call";
-    static const char *e_type = "ERR Lua redis lib command arguments must be strings or integers";
-    const char *err = NULL;
-    const kv_cmd *cmd = NULL;
-    if (argc == 0) {
-        err = e_noargs;
-        goto fail;
-    }
+    if (argc == 0)
+        return e_noargs;
     if (argc > call_cap) {
         call_cap = argc < 16 ? 16 : argc;
         kv_free(call_argv);
@@ -647,12 +642,10 @@ static int script_call_impl(lua_State *L, int raise)
     int nnum = 0;
     for (int i = 0; i < argc; i++) {
         int t = lua_type(L, i + 1);
-        if (t == LUA_TNUMBER) {
+        if (t == LUA_TNUMBER)
             nnum++;
-        } else if (t != LUA_TSTRING) {
-            err = e_type;
-            goto fail;
-        }
+        else if (t != LUA_TSTRING)
+            return e_argtype;
     }
     if (nnum && (size_t)nnum * 32 > nums_cap) {
         nums_cap = (size_t)nnum * 32;
@@ -670,6 +663,32 @@ static int script_call_impl(lua_State *L, int raise)
             call_argv[i] = (str){ s, n };
         }
     }
+    return NULL;
+}
+
+/* A command that writes, checked as Redis checks a script's write against
+ * the replication state: a read-only replica (READONLY) or too few good
+ * replicas (NOREPLICAS). Replies the error to c and returns 1 when
+ * refused. */
+static int repl_refuses_write(kv_client *c)
+{
+    static const kv_cmd probe = { .name = "script-write", .flags = CMD_WRITE };
+    return UNLIKELY(repl_guard) && repl_deny(c, &probe);
+}
+
+static int script_call_impl(lua_State *L, int raise)
+{
+    int argc = lua_gettop(L);
+    if (!run) {
+        push_err_table(L, "ERR redis.call can only be called inside a script invocation",
+                       strlen("ERR redis.call can only be called inside a script invocation"));
+        return lua_error(L);
+    }
+    static char acl_err[160];
+    const char *err = args_from_lua(L, argc);
+    const kv_cmd *cmd = NULL;
+    if (err)
+        goto fail;
     cmd = kv_cmd_lookup(call_argv[0]);
     if (!cmd) {
         /* Redis's noscript commands brisk-kv may lack answer as Redis's do. */
@@ -699,14 +718,27 @@ static int script_call_impl(lua_State *L, int raise)
         err = "ERR This Redis command is not allowed from script";
         goto fail;
     }
+    if (UNLIKELY(run->caller->user && !run->caller->user->open)) {
+        const char *deny = kv_acl_script_deny(run->caller, cmd, argc, call_argv);
+        if (deny) {
+            snprintf(acl_err, sizeof acl_err, "ERR %s", deny);
+            err = acl_err;
+            goto fail;
+        }
+    }
+    fake->wbuf.len = 0;
     if (cmd->flags & CMD_WRITE) {
         if (run->ro || (run->flags & SCRIPT_NO_WRITES)) {
             err = "ERR Write commands are not allowed from read-only scripts.";
             goto fail;
         }
-        if (kv_min_replicas_to_write > 0) {
-            err = "NOREPLICAS Not enough good replicas to write.";
-            goto fail;
+        fake->cmd = NULL;
+        if (repl_refuses_write(fake)) {
+            /* the error is in fake's reply, as a command's own */
+            if (srv.cmd_stats)
+                srv.cmd_stats[cmd - kv_commands].rejected++;
+            lua_settop(L, 0);
+            goto replied;
         }
     }
     if ((cmd->flags & CMD_DENYOOM) && srv.cfg.maxmemory && !(run->flags & SCRIPT_ALLOW_OOM) &&
@@ -727,6 +759,7 @@ static int script_call_impl(lua_State *L, int raise)
     fake->argv = NULL;
     fake->argc = 0;
     lua_settop(L, 0); /* the arguments are done with: room for the reply */
+replied:;
     const char *p = fake->wbuf.data, *end = p + fake->wbuf.len;
     if (fake->wbuf.len && p[0] == '-') {
         const char *e = crlf(p + 1, end);
@@ -894,15 +927,23 @@ static int l_false(lua_State *L)
 
 static int l_noop(lua_State *L) { return 0; }
 
+/* redis.acl_check_cmd(cmd, args...): whether the script's caller may run
+ * the command (its ACL, keys included), as a boolean; nothing is logged. */
 static int l_acl_check_cmd(lua_State *L)
 {
-    if (lua_gettop(L) < 1)
-        return api_error(L, "Please specify at least one argument for this redis lib call");
-    size_t n;
-    const char *s = lua_tolstring(L, 1, &n);
-    if (!s || !kv_cmd_lookup((str){ s, n }))
+    if (!run)
+        return api_error(L, "redis.acl_check_cmd can only be called inside a script invocation");
+    int argc = lua_gettop(L);
+    const char *err = args_from_lua(L, argc);
+    if (err) {
+        push_err_table(L, err, strlen(err));
+        return lua_error(L);
+    }
+    const kv_cmd *cmd = kv_cmd_lookup(call_argv[0]);
+    int ok = cmd ? kv_acl_script_check(run->caller, cmd, argc, call_argv) : -1;
+    if (ok < 0)
         return api_error(L, "Invalid command passed to redis.acl_check_cmd()");
-    lua_pushboolean(L, 1);
+    lua_pushboolean(L, ok);
     return 1;
 }
 
@@ -1136,10 +1177,8 @@ int script_check_flags(kv_client *c, unsigned flags, int ro)
         reply_error(c, "ERR Can not execute a script with write flag using *_ro command.");
         return -1;
     }
-    if (!(flags & SCRIPT_NO_WRITES) && !ro && kv_min_replicas_to_write > 0) {
-        reply_error(c, "NOREPLICAS Not enough good replicas to write.");
+    if (!(flags & SCRIPT_NO_WRITES) && !ro && repl_refuses_write(c))
         return -1;
-    }
     if (!(flags & SCRIPT_NO_WRITES) && !(flags & SCRIPT_ALLOW_OOM) && !ro && srv.cfg.maxmemory &&
         kv_evict_if_needed() < 0) {
         reply_error(c, "OOM command not allowed when used memory > 'maxmemory'.");

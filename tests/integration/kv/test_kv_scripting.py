@@ -329,3 +329,73 @@ def test_functions_in_multi_and_watch(r):
     p.get("n")
     with pytest.raises(redis.WatchError):
         p.execute()
+
+
+def _as_user(cli, user, pw):
+    """A new connection of cli's server authenticated as user."""
+    kw = cli.connection_pool.connection_kwargs
+    c = redis.Redis(host=kw["host"], port=kw["port"], socket_timeout=10)
+    c.execute_command("AUTH", user, pw)
+    return c
+
+
+ACL_SCRIPTS = [
+    "return redis.acl_check_cmd('set','xx',1)",
+    "return redis.acl_check_cmd('hset','xx','f',1)",
+    "return redis.acl_check_cmd('set','yy',1)",
+    "return redis.acl_check_cmd('get')",
+    "return redis.acl_check_cmd('config','get')",
+    "return redis.acl_check_cmd('config','foo')",
+    "return redis.acl_check_cmd('invalid-cmd','arg')",
+    "return redis.acl_check_cmd()",
+    "return redis.acl_check_cmd('set', {})",
+    "return redis.call('hset','xx','f',1)",
+    "return redis.pcall('set','yy',1)",
+    "return redis.call('set','xx',1)",
+    "return redis.pcall('publish','bar','m')",
+]
+
+
+def test_acl_in_scripts(r, reference):
+    """redis.call honours the caller's ACL; redis.acl_check_cmd answers it
+    (a boolean, nothing logged); both as Redis 7.0 words them."""
+    out = []
+    for cli in (r, reference):
+        cli.execute_command("ACL", "SETUSER", "bob", "on", ">123", "+@scripting", "+set",
+                            "~x*")
+        cli.execute_command("ACL", "LOG", "RESET")
+        bob = _as_user(cli, "bob", "123")
+        res = []
+        for body in ACL_SCRIPTS:
+            try:
+                res.append(bob.eval(body, 1, "xx"))
+            except redis.ResponseError as e:
+                res.append(("error", str(e)))
+        bob.close()
+        log = cli.execute_command("ACL", "LOG")
+        res.append(sorted(enc(e[e.index("object") + 1] if "object" in e else
+                              e[e.index(b"object") + 1]) for e in log))
+        out.append(res)
+    assert enc(out[0]) == out[1]
+
+
+def test_min_replicas_refuse_script_writes(r, reference):
+    """With min-replicas-to-write and no replica, a script that may write
+    (shebang without no-writes) and a write from a legacy one: NOREPLICAS."""
+    out = []
+    for cli in (r, reference):
+        cli.set("x", "some value")
+        cli.config_set("min-replicas-to-write", 1)
+        res = []
+        for body in ("#!lua flags=no-writes\nreturn redis.call('get','x')",
+                     "return redis.call('get','x')", "#!lua\nreturn redis.call('get','x')",
+                     "return redis.call('set','x', 1)",
+                     "return redis.pcall('set','x', 1)"):
+            try:
+                res.append(cli.eval(body, 1, "x"))
+            except redis.ResponseError as e:
+                res.append(("error", str(e)))
+        cli.config_set("min-replicas-to-write", 0)
+        res.append(cli.eval("return redis.call('set','x', 2)", 1, "x"))
+        out.append(res)
+    assert enc(out[0]) == out[1]
