@@ -72,7 +72,10 @@ static uint64_t rand_state;       /* math.random: 48-bit LCG (POSIX drand48) */
 static int64_t load_start_ms;     /* FUNCTION LOAD timeout */
 static int reply_resp = 2;        /* RESP of the script whose result is converted */
 
-enum { REG_ERRH = 1, REG_GLOBALS = 2 }; /* registry slots of every state */
+/* Registry slots of every state: the error handler, the real globals, and
+ * (EVAL's state) the KEYS and ARGV tables reused from run to run. */
+enum { REG_ERRH = 1, REG_GLOBALS = 2, REG_KEYS = 3, REG_ARGV = 4 };
+static int args_len[2];            /* entries filled in EVAL's KEYS, ARGV */
 static unsigned gc_calls;          /* runs since the last GC step */
 
 typedef struct script_entry {
@@ -81,6 +84,17 @@ typedef struct script_entry {
     unsigned flags;
     char sha[41];
 } script_entry;
+
+/* The script EVALSHA ran last, looked up again by a plain compare of its
+ * sha as the client sent it (no lowercasing, no hash): NULL after a flush. */
+static script_entry *last_entry;
+static char last_sha_sent[40];
+
+/* redis.call's last command, found again by a plain compare of the name as
+ * the script spelled it (the table is static: the pointer stays valid). */
+static const kv_cmd *last_cmd;
+static char last_cmd_name[24];
+static size_t last_cmd_len;
 
 static str entry_key_fn(const dict_node *n)
 {
@@ -689,7 +703,14 @@ static int script_call_impl(lua_State *L, int raise)
     const kv_cmd *cmd = NULL;
     if (err)
         goto fail;
-    cmd = kv_cmd_lookup(call_argv[0]);
+    if (call_argv[0].len == last_cmd_len && last_cmd &&
+        memcmp(call_argv[0].p, last_cmd_name, last_cmd_len) == 0) {
+        cmd = last_cmd;
+    } else if ((cmd = kv_cmd_lookup(call_argv[0])) && call_argv[0].len <= sizeof last_cmd_name) {
+        last_cmd = cmd;
+        last_cmd_len = call_argv[0].len;
+        memcpy(last_cmd_name, call_argv[0].p, last_cmd_len);
+    }
     if (!cmd) {
         /* Redis's noscript commands brisk-kv may lack answer as Redis's do. */
         static const char *noscript[] = { "cluster", "blpop", "brpop", "brpoplpush", "blmove",
@@ -1051,37 +1072,50 @@ static void init_once(void);
  * error, its reply an error) instead of taking the host's memory. */
 #define SCRIPT_MEM_MAX ((size_t)512 << 20)
 
+/* A state's heap account (the allocator's ud). */
+typedef struct lua_heap {
+    size_t used;       /* bytes held */
+    size_t grown;      /* bytes ever allocated: garbage may exist once it moves */
+    size_t grown_seen; /* grown at the last periodic GC step */
+} lua_heap;
+
 static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
-    size_t *used = ud;
+    lua_heap *h = ud;
     if (ptr == NULL)
         osize = 0;
     if (nsize == 0) {
-        free(ptr);
-        *used -= osize;
+        if (ptr) {
+            free(ptr);
+            h->used -= osize;
+        }
         return NULL;
     }
-    if (nsize > osize && *used + (nsize - osize) > SCRIPT_MEM_MAX)
+    if (nsize > osize && h->used + (nsize - osize) > SCRIPT_MEM_MAX)
         return NULL;
     void *p = realloc(ptr, nsize);
-    if (p)
-        *used = *used - osize + nsize;
+    if (p) {
+        h->used = h->used - osize + nsize;
+        h->grown += nsize;
+    }
     return p;
 }
 
 lua_State *script_state_new(int functions)
 {
     init_once();
-    size_t *used = calloc(1, sizeof *used);
-    lua_State *L = used ? lua_newstate(lua_alloc, used) : NULL;
+    lua_heap *heap = calloc(1, sizeof *heap);
+    lua_State *L = heap ? lua_newstate(lua_alloc, heap) : NULL;
     if (!L)
         abort();
     /* Fixed registry slots, taken before any luaL_ref: integer lookups
      * on the per-call path instead of string keys. */
     lua_pushboolean(L, 0);
     lua_rawseti(L, LUA_REGISTRYINDEX, REG_ERRH);
-    lua_pushboolean(L, 0);
-    lua_rawseti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
+    for (int slot = REG_GLOBALS; slot <= REG_ARGV; slot++) {
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, LUA_REGISTRYINDEX, slot);
+    }
     open_lib(L, "", luaopen_base);
     open_lib(L, LUA_TABLIBNAME, luaopen_table);
     open_lib(L, LUA_STRLIBNAME, luaopen_string);
@@ -1299,16 +1333,22 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
     lua_settop(L, base - 1);
     /* Garbage: Lua's incremental collector runs as scripts allocate; a
      * larger step every 50 runs keeps small scripts' garbage from piling
-     * up without a cost on every call. */
+     * up without a cost on every call, and is skipped when nothing was
+     * allocated since the last one (a script that allocates nothing: the
+     * step would only re-mark the live heap, ~1000 instructions a run). */
+    void *ud;
+    lua_getallocf(L, &ud);
+    lua_heap *heap = ud;
     if (++gc_calls >= 50) {
         gc_calls = 0;
-        lua_gc(L, LUA_GCSTEP, 50);
+        if (heap->grown != heap->grown_seen) {
+            lua_gc(L, LUA_GCSTEP, 50);
+            heap->grown_seen = heap->grown;
+        }
     }
     /* Lua 5.1 has no emergency collection: after a script that filled
      * the heap, collect now so that the next one has room. */
-    void *used;
-    lua_getallocf(L, &used);
-    if (rc == LUA_ERRMEM || *(size_t *)used > SCRIPT_MEM_MAX / 2)
+    if (rc == LUA_ERRMEM || heap->used > SCRIPT_MEM_MAX / 2)
         lua_gc(L, LUA_GCCOLLECT, 0);
 }
 
@@ -1421,6 +1461,7 @@ static void eval_state_reset(void)
     script_state_free(eval_L);
     eval_L = script_state_new(0);
     script_protect_globals(eval_L);
+    args_len[0] = args_len[1] = 0;
 }
 
 static void free_entry(dict_node *n, void *ud)
@@ -1433,6 +1474,7 @@ static void eval_flush(void)
 {
     init_once();
     dict_clear(&scripts, free_entry, NULL);
+    last_entry = NULL;
     script_state_free(eval_L);
     eval_L = NULL;
 }
@@ -1530,6 +1572,60 @@ static script_entry *eval_find(const char *sha40)
     return (script_entry *)(void *)dict_find(&scripts, sha40, 40, dict_hash32(sha40, 40));
 }
 
+/* Whether the table at the top holds no more than what eval_set_args put
+ * in it (n entries): keys 1..n only, no metatable. Scripts may change
+ * those entries (they are rewritten before the next run), not add to them. */
+static int args_untouched(lua_State *L, int n)
+{
+    if (lua_getmetatable(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        lua_Number k = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+        if (!(k >= 1 && k <= n && k == (lua_Number)(int)k)) {
+            lua_pop(L, 1);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Sets EVAL's global KEYS (which 0) or ARGV (1) to the strings argv[0..n).
+ * The table of the previous run is refilled in place when the script left
+ * it as it was given (no table, no garbage per run); otherwise, or when it
+ * grew large and this run needs far less, a new one replaces it. */
+static void eval_set_args(lua_State *L, int which, const str *argv, int n)
+{
+    int old = args_len[which];
+    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
+    if (!lua_istable(L, -1) || (old > 256 && n < old / 2) || !args_untouched(L, old)) {
+        lua_pop(L, 1);
+        lua_createtable(L, n, 0);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
+        /* a raw global: the proxy scripts see refuses writes */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
+        lua_pushstring(L, which ? "ARGV" : "KEYS");
+        lua_pushvalue(L, -3);
+        lua_rawset(L, -3);
+        lua_pop(L, 1);
+        old = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        lua_pushlstring(L, argv[i].p, argv[i].len);
+        lua_rawseti(L, -2, i + 1);
+    }
+    for (int i = n + 1; i <= old; i++) {
+        lua_pushnil(L);
+        lua_rawseti(L, -2, i);
+    }
+    args_len[which] = n;
+    lua_pop(L, 1);
+}
+
 static void eval_generic(kv_client *c, int evalsha, int ro)
 {
     long long numkeys;
@@ -1547,11 +1643,16 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
     script_entry *e = NULL;
     init_once();
     if (evalsha) {
-        if (c->argv[1].len == 40) {
+        if (c->argv[1].len == 40 && last_entry && memcmp(c->argv[1].p, last_sha_sent, 40) == 0) {
+            e = last_entry;
+        } else if (c->argv[1].len == 40) {
             for (int i = 0; i < 40; i++)
                 sha[i] = (char)tolower((unsigned char)c->argv[1].p[i]);
             sha[40] = '\0';
-            e = eval_find(sha);
+            if ((e = eval_find(sha))) {
+                last_entry = e;
+                memcpy(last_sha_sent, c->argv[1].p, 40);
+            }
         }
         if (!e) {
             reply_error(c, "NOSCRIPT No matching script. Please use EVAL.");
@@ -1567,16 +1668,9 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
         return;
     lua_State *L = eval_L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->ref);
-    /* KEYS and ARGV: raw globals (the proxy refuses writes from scripts) */
     int nk = (int)numkeys;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
-    lua_pushstring(L, "KEYS");
-    script_push_args(L, c->argv + 3, nk);
-    lua_rawset(L, -3);
-    lua_pushstring(L, "ARGV");
-    script_push_args(L, c->argv + 3 + nk, c->argc - 3 - nk);
-    lua_rawset(L, -3);
-    lua_pop(L, 1);
+    eval_set_args(L, 0, c->argv + 3, nk);
+    eval_set_args(L, 1, c->argv + 3 + nk, c->argc - 3 - nk);
     script_run(c, L, 0, e->sha, e->flags, ro, 0);
 }
 

@@ -399,3 +399,54 @@ def test_min_replicas_refuse_script_writes(r, reference):
         res.append(cli.eval("return redis.call('set','x', 2)", 1, "x"))
         out.append(res)
     assert enc(out[0]) == out[1]
+
+
+def test_keys_argv_fresh_every_run(r, reference):
+    """KEYS and ARGV are refilled in place from run to run in brisk-kv: what
+    one script does to them (new entries, holes, a metatable, table.insert,
+    rawset) is never seen by the next, as in Redis where each run gets new
+    tables."""
+    show = ("local k = {} for key, v in pairs(KEYS) do k[#k+1] = tostring(key) .. '=' .. v end "
+            "local a = {} for key, v in pairs(ARGV) do a[#a+1] = tostring(key) .. '=' .. v end "
+            "table.sort(k) table.sort(a) "
+            "return {#KEYS, #ARGV, table.concat(k, ','), table.concat(a, ','), "
+            "tostring(getmetatable(KEYS)), tostring(KEYS[9]), tostring(ARGV.x)}")
+    spoil = [
+        "KEYS.x = 'bad' KEYS[5] = 'y' table.insert(ARGV, 'z') return 1",
+        "KEYS[1] = nil ARGV[2] = nil return 1",
+        "setmetatable(KEYS, {__index = function() return 'mt' end}) return 1",
+        "rawset(ARGV, 'x', 'raw') return 1",
+        "for i = 1, 100 do ARGV[i] = 'v' .. i end return #ARGV",
+        "KEYS[0] = 'zero' KEYS[1.5] = 'half' return 1",
+    ]
+    calls = [("2", "a", "b", "c", "d", "e"), ("0",), ("1", "q"), ("3", "x", "y", "z"),
+             ("0", *[str(i) for i in range(300)]), ("1", "k")]
+    out = []
+    for cli in (r, reference):
+        res = []
+        for s in spoil:
+            for args in calls:
+                res.append(cli.eval(s, *args))
+                res.append(cli.eval(show, *args))
+        # through EVALSHA too (the cached entry path)
+        sha = cli.script_load(show)
+        res.append(cli.evalsha(sha, 1, "one", "two"))
+        res.append(cli.evalsha(sha.upper(), 0, "x"))
+        res.append(cli.evalsha(sha, 2, "a", "b"))
+        out.append(res)
+    assert enc(out[0]) == out[1]
+
+
+def test_evalsha_after_flush_and_reload(r, reference):
+    for cli in (r, reference):
+        sha = cli.script_load("return redis.call('incr', KEYS[1])")
+        assert cli.evalsha(sha, 1, "n") == 1
+        cli.script_flush()
+        with pytest.raises(redis.exceptions.NoScriptError):
+            cli.evalsha(sha, 1, "n")
+        assert cli.script_load("return redis.call('incr', KEYS[1])") in (sha, sha.encode())
+        assert cli.evalsha(sha, 1, "n") == 2
+        # the command cache of redis.call follows the name as written
+        assert cli.eval("return {redis.call('INCR', KEYS[1]), redis.call('incr', KEYS[1]),"
+                        " redis.call('InCr', KEYS[1]), redis.pcall('get', KEYS[1])}", 1, "n") \
+            in ([3, 4, 5, "5"], [3, 4, 5, b"5"])
