@@ -169,3 +169,51 @@ def test_redis_py_lock_contention(r):
         t.join(60)
     assert errors == []
     assert r.get("counter") == "80"
+
+
+REDIS_PY_SUITE = ["tests/test_lock.py", "tests/test_scripting.py", "tests/test_function.py"]
+
+
+@pytest.fixture(scope="module")
+def redis_py_suite(tmp_path_factory):
+    """redis-py's own tests of its Lock, scripting and function helpers, from
+    the sdist of the installed redis-py (pip download; skipped, with the
+    reason, when the registry cannot be reached)."""
+    import sys
+    d = tmp_path_factory.mktemp("redis-py-sdist")
+    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                        "--no-binary", ":all:", f"redis=={redis.__version__}", "-d", str(d)],
+                       capture_output=True, text=True, timeout=300)
+    tars = list(d.glob("redis-*.tar.gz"))
+    if r.returncode != 0 or not tars:
+        pytest.skip("cannot download redis-py's sdist (registry unreachable?): "
+                    + (r.stderr or r.stdout)[-300:])
+    subprocess.run(["tar", "xzf", str(tars[0]), "-C", str(d)], check=True)
+    return next(p for p in d.iterdir() if p.is_dir())
+
+
+def run_redis_py_suite(src: Path, port: int, protocol: int) -> tuple[set, set]:
+    import re
+    import sys
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+                        "-o", "addopts=", *REDIS_PY_SUITE, f"--redis-url=redis://127.0.0.1:{port}/0",
+                        f"--protocol={protocol}"],
+                       capture_output=True, text=True, timeout=600, cwd=src)
+    passed = set(re.findall(r"^PASSED (\S+)", r.stdout, re.M))
+    failed = set(re.findall(r"^(?:FAILED|ERROR) (\S+)", r.stdout, re.M))
+    assert passed, r.stdout[-3000:] + r.stderr[-3000:]
+    return passed, failed
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_redis_py_own_suite(kv, reference, redis_py_suite, protocol):
+    """redis-py's test_lock.py, test_scripting.py and test_function.py pass
+    on brisk-kv wherever they pass on redis-server (the cluster-only ones
+    fail on both: no cluster here)."""
+    ref_port = reference.connection_pool.connection_kwargs["port"]
+    ref_pass, ref_fail = run_redis_py_suite(redis_py_suite, ref_port, protocol)
+    kv_pass, kv_fail = run_redis_py_suite(redis_py_suite, kv.port, protocol)
+    print(f"redis-py suite RESP{protocol}: redis-server {len(ref_pass)} passed "
+          f"{len(ref_fail)} failed; brisk-kv {len(kv_pass)} passed {len(kv_fail)} failed")
+    assert ref_pass - kv_pass == set()
+    assert len(ref_pass) >= 50
