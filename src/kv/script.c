@@ -1759,10 +1759,18 @@ void script_command(kv_client *c)
     } else if (STR_IEQ(sub, "kill") && c->argc == 2) {
         script_kill(c, 0);
     } else if (STR_IEQ(sub, "debug") && c->argc == 3) {
-        if (STR_IEQ(c->argv[2], "no"))
+        /* brisk-kv has no Lua debugger (LDB): NO is what every session
+         * already is; YES/SYNC say so rather than run the next EVAL for
+         * real under a client that believes it is debugging. */
+        if (srv.blk_deny > 0)
+            reply_error(c, "ERR SCRIPT DEBUG must be called outside a pipeline");
+        else if (STR_IEQ(c->argv[2], "no"))
             reply_ok(c);
+        else if (STR_IEQ(c->argv[2], "yes") || STR_IEQ(c->argv[2], "sync"))
+            reply_error(c, "ERR SCRIPT DEBUG YES/SYNC is not supported: brisk-kv has no Lua "
+                           "debugger (SCRIPT DEBUG NO is accepted)");
         else
-            reply_error(c, "ERR Use SCRIPT DEBUG YES/SYNC only inside redis-cli");
+            reply_error(c, "ERR Use SCRIPT DEBUG YES/SYNC/NO");
     } else {
         reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
                         "SCRIPT HELP.",

@@ -450,3 +450,22 @@ def test_evalsha_after_flush_and_reload(r, reference):
         assert cli.eval("return {redis.call('INCR', KEYS[1]), redis.call('incr', KEYS[1]),"
                         " redis.call('InCr', KEYS[1]), redis.pcall('get', KEYS[1])}", 1, "n") \
             in ([3, 4, 5, "5"], [3, 4, 5, b"5"])
+
+
+def test_script_debug(r, reference):
+    """SCRIPT DEBUG NO as Redis; YES/SYNC: brisk-kv has no Lua debugger and
+    says so (the next EVAL is not run as if it were debugged)."""
+    for args in (("NO",), ("no",), ("maybe",), ("yes", "x")):
+        mine, ref = both(r, reference, "SCRIPT", "DEBUG", *args)
+        assert enc(mine) == ref, args
+    for mode in ("YES", "sync"):
+        with pytest.raises(redis.ResponseError, match="no Lua debugger"):
+            r.execute_command("SCRIPT", "DEBUG", mode)
+    out = []
+    for cli in (r, reference):
+        p = cli.pipeline(transaction=True)
+        p.execute_command("SCRIPT", "DEBUG", "NO")
+        p.execute_command("SCRIPT", "DEBUG", "YES")
+        out.append([str(x) for x in p.execute(raise_on_error=False)])
+    assert out[0] == out[1]
+    assert r.eval("return 1", 0) == 1
