@@ -469,3 +469,32 @@ def test_script_debug(r, reference):
         out.append([str(x) for x in p.execute(raise_on_error=False)])
     assert out[0] == out[1]
     assert r.eval("return 1", 0) == 1
+
+
+# struct as Redis's: alignment ("!n"), integers of up to 32 bytes, c0, s,
+# the error texts (argument numbers included).
+STRUCT_CASES = [
+ "return struct.pack('!4 b i', 1, 2)", "return struct.pack('!b d', 1, 2.5)", "return struct.pack('!2 b h b i', 1, 2, 3, 4)",
+ "return struct.pack('! b l', 1, 2)", "return struct.pack('!3 b i', 1, 2)", "return struct.size('!4 b i')", "return struct.size('b i d')",
+ "return struct.size('!8 b d')", "return {struct.unpack('!4 b i', struct.pack('!4 b i', 1, 2))}",
+ "return struct.pack('>i16', 1)", "return struct.pack('<i16', -1)", "return {struct.unpack('>i16', struct.pack('>i16', -2))}",
+ "return struct.pack('i33', 1)", "return struct.pack('i3000000000', 1)", "return {struct.unpack('<I12', string.rep('\\255', 12))}",
+ "return struct.size('i16i32')", "return {struct.unpack('>i9', string.rep('\\0', 8) .. '\\5')}", "return {struct.unpack('>i9', string.rep('\\255', 9))}",
+ "return {struct.unpack('<i9', string.rep('\\255', 9))}", "return struct.pack('i0', 5)", "return struct.pack('c0', 'abc')",
+ "return {struct.unpack('b c0', struct.pack('b c0', 3, 'xyz'))}", "return struct.pack('s', 'ab')", "return {struct.unpack('s s', 'ab\\0cd\\0')}",
+ "return struct.pack('z', 1)", "return struct.size('s')", "return struct.size('c0')", "return struct.pack('h', 70000)", "return struct.pack('B', -1)",
+ "return struct.pack('d', 1.5)", "return {struct.unpack('f', struct.pack('f', 1.5))}", "return {struct.unpack('i', 'abcd', 2)}", "return {struct.unpack('i', 'abcdefgh', 0)}",
+ "return {struct.unpack('xxb', 'abc')}", "return struct.pack('x')", "return struct.pack('>I3', 0x123456)", "return struct.pack('c3', 'ab')", "return struct.pack('c2', 'abcd')",
+ "return struct.pack('l', 2^63)", "return struct.pack('L', -1)", "return struct.pack('i', 1.9)", "return struct.pack('i', -1.9)", "return {struct.unpack('I', '\\255\\255\\255\\255')}",
+ "return struct.pack('!5 b', 1)", "return struct.pack('!', 1)", "return struct.pack('=i', 1)", "return {struct.unpack('>H', 'a')}", "return struct.pack()", "return struct.pack('i')",
+ "return struct.pack('i', 'x')", "return struct.pack('i', '12')", "return {struct.unpack('c', '')}", "return {struct.unpack('!4 b x i', 'a' .. string.rep('\\0', 7) .. 'bcde')}",
+ "return struct.size('x')", "return struct.size('!4 h x i')", "return {struct.unpack('T', string.rep('\\1', 8))}", "return struct.pack('Y', 1)", "return {struct.unpack('Y', 'a')}",
+]
+
+
+@pytest.mark.parametrize("script", STRUCT_CASES)
+def test_struct_matches_redis(kv, reference, script):
+    raw = kv.client()  # bytes replies: packed data is binary
+    mine, ref = both(raw, reference, "EVAL", script, 0)
+    raw.close()
+    assert mine == ref
