@@ -543,6 +543,10 @@ static void mp_arr(lua_State *L, mp_cur *c, size_t n, int map, int depth)
 
 static void mp_decode(lua_State *L, mp_cur *c, int depth)
 {
+    if (c->err) { /* the first error stands (a map reads on after its key) */
+        lua_pushnil(L);
+        return;
+    }
     if (c->left == 0) {
         c->err = 1;
         lua_pushnil(L);
@@ -587,15 +591,15 @@ static void mp_decode(lua_State *L, mp_cur *c, int depth)
             lua_pushnumber(L, d);
             break;
         }
-        case 0xd9: case 0xc4: mp_str(L, c, (size_t)mp_be(c, 1)); break;
-        case 0xda: case 0xc5: mp_str(L, c, (size_t)mp_be(c, 2)); break;
-        case 0xdb: case 0xc6: mp_str(L, c, (size_t)mp_be(c, 4)); break;
+        case 0xd9: mp_str(L, c, (size_t)mp_be(c, 1)); break;
+        case 0xda: mp_str(L, c, (size_t)mp_be(c, 2)); break;
+        case 0xdb: mp_str(L, c, (size_t)mp_be(c, 4)); break;
         case 0xdc: mp_arr(L, c, (size_t)mp_be(c, 2), 0, depth); break;
         case 0xdd: mp_arr(L, c, (size_t)mp_be(c, 4), 0, depth); break;
         case 0xde: mp_arr(L, c, (size_t)mp_be(c, 2), 1, depth); break;
         case 0xdf: mp_arr(L, c, (size_t)mp_be(c, 4), 1, depth); break;
-        default:
-            c->err = 1;
+        default: /* bin, ext and 0xc1: not decoded, as in Redis's cmsgpack */
+            c->err = 2;
             lua_pushnil(L);
         }
     }
@@ -617,7 +621,8 @@ static int mp_unpack_full(lua_State *L, int limit, int offset)
         mp_decode(L, &c, 0);
         if (c.err) {
             lua_settop(L, top);
-            return luaL_error(L, "Missing bytes in input.");
+            return luaL_error(L, c.err == 2 ? "Bad data format in input."
+                                            : "Missing bytes in input.");
         }
         n++;
     }

@@ -498,3 +498,28 @@ def test_struct_matches_redis(kv, reference, script):
     mine, ref = both(raw, reference, "EVAL", script, 0)
     raw.close()
     assert mine == ref
+
+
+# cmsgpack against Redis's: every encoding width, tables as arrays or maps,
+# the unpack variants and the two decode errors.
+MP_H = "local function h(s) local o = '' for i = 1, #s do o = o .. string.format('%02x', string.byte(s, i)) end return o end "
+MP_VALS = ["1", "-1", "127", "128", "-32", "-33", "255", "256", "65535", "65536", "-129", "-32769", "2^32", "2^53", "-2^53", "2^63", "2^64",
+        "0.5", "1.5", "-0.1", "1/0", "-1/0", "0/0", "'a'", "string.rep('x', 31)", "string.rep('x', 32)", "string.rep('x', 256)", "string.rep('x', 65536)",
+        "true", "false", "nil", "{}", "{1,2,3}", "{a=1}", "{1,2,nil,4}", "{[1]=1,[3]=3}", "{[0]=1}", "{[1.5]=1}", "{1, {2, {3}}}",
+        "(function() local t = {} for i=1,16 do t[i]=i end return t end)()", "(function() local t = {} for i=1,20 do t['k'..i]=i end return t end)()"]
+MP_CASES = [MP_H + "return h(cmsgpack.pack(%s))" % v for v in MP_VALS] + [
+  "return {cmsgpack.unpack(cmsgpack.pack(1, 'a', {1,2}))}", "return cmsgpack.unpack('')", "return {pcall(cmsgpack.unpack, '\\xc1')}",
+  "return {cmsgpack.unpack('\\x93\\x01\\x02')}", "return cmsgpack.pack()", "return {cmsgpack.unpack_one(cmsgpack.pack(1, 2), 0)}",
+  "return {cmsgpack.unpack_limit(cmsgpack.pack(1, 2, 3), 1)}", "return {cmsgpack.unpack(string.char(0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0))}",
+  "return cmsgpack.unpack(string.char(0xd9, 3) .. 'abc')", "return {cmsgpack.unpack(string.char(0xde, 0, 1, 0xa1, 0x61, 1))}",
+  "return cjson.encode(cmsgpack.unpack(cmsgpack.pack({a={b={c={1,2}}}})))", "return {cmsgpack.unpack(string.char(0xc4, 2) .. 'ab')}",
+  "return {cmsgpack.unpack(string.char(0xcf, 0,0,0,0,0,0,0,5))}", "return {cmsgpack.unpack(string.char(0xd3, 255,255,255,255,255,255,255,251))}",
+]
+
+
+@pytest.mark.parametrize("script", MP_CASES)
+def test_cmsgpack_matches_redis(kv, reference, script):
+    raw = kv.client()
+    mine, ref = both(raw, reference, "EVAL", script, 0)
+    raw.close()
+    assert mine == ref
