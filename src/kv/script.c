@@ -438,8 +438,9 @@ static void script_lua_to_reply(kv_client *c, lua_State *L, int idx)
     }
     case LUA_TBOOLEAN:
         /* Redis converts by the script's RESP (redis.setresp), not the
-         * client's: false is a null for a RESP2 script. */
-        if (c->resp >= 3 && reply_resp >= 3)
+         * client's: false is a null for a RESP2 script, and a RESP3
+         * script's booleans reach a RESP2 client as 1 and 0. */
+        if (reply_resp >= 3)
             reply_bool(c, lua_toboolean(L, idx));
         else if (lua_toboolean(L, idx))
             reply_int(c, 1);

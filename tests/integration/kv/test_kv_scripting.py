@@ -524,3 +524,21 @@ def test_cmsgpack_matches_redis(kv, reference, script):
     mine, ref = both(raw, reference, "EVAL", script, 0)
     raw.close()
     assert mine == ref
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_script_booleans_by_script_resp(kv, reference, protocol):
+    """A boolean converts by the script's RESP (redis.setresp), then the
+    client's: a RESP3 script's false reaches a RESP2 client as 0."""
+    ref_port = reference.connection_pool.connection_kwargs["port"]
+    out = []
+    for port in (kv.port, ref_port):
+        cli = redis.Redis(port=port, protocol=protocol)
+        res = []
+        for body in ("return true", "return false", "redis.setresp(3) return true",
+                     "redis.setresp(3) return false", "redis.setresp(3) return {true, false, 1}",
+                     "return {true, false, 1}", "redis.setresp(3) return redis.call('exists', 'x') == 1"):
+            res.append(cli.eval(body, 0))
+        cli.close()
+        out.append(res)
+    assert out[0] == out[1]
