@@ -542,3 +542,38 @@ def test_script_booleans_by_script_resp(kv, reference, protocol):
         cli.close()
         out.append(res)
     assert out[0] == out[1]
+
+
+# Lua errors of every kind, redis.call refusals and error/status texts,
+# side by side (the pcall/incr case needs state: left out).
+ERROR_CASES = ["error('x')", "error('x', 0)", "error('x', 2)", "error(123)", "error({err='A b'})", "error({err='no-code'})",
+ "local x = nil; return x.y", "return 1 + {}", "return #nil", "return ('x')()",
+ "return redis.call('set', 'a')", "return redis.pcall('set', 'a')", "redis.call('set','str','x') return redis.call('incr','str')",
+ "return {err='line1\\nline2'}", "return redis.error_reply('x\\r\\ny')", "return redis.status_reply('a\\nb')", "return {ok=5}", "return {err=5}",
+ "local ok, e = pcall(error, {err='X y'}) return e.err", "local ok, e = pcall(error) return tostring(e)", "return xpcall(function() error('q') end, function(m) return 'h:' .. m end)",
+ "return {xpcall(function() error('q') end, function(m) return 'h:' .. m end)}", "return coroutine.wrap(function() error('in co') end)()",
+ "return {coroutine.resume(coroutine.create(function() error('in co') end))}", "return string.rep('x', -1)", "return tostring(nil) .. nil",
+ "local t = setmetatable({}, {__index = function(t, k) return t[k] end}) return t.x", "return math.floor('a')", "return redis.call('lpush', 'l')", "return redis.call('EVAL', 'return 1', 0)",
+ "return redis.call('multi')", "return redis.call('subscribe', 'c')", "return redis.call('select', 100)", "return redis.call('auth', 'x')", "return redis.call('shutdown')",
+ "return redis.call('script', 'load', 'return 1')", "return redis.call('function', 'flush')", "return redis.call('monitor')", "return redis.call('wait', 0, 0)",
+ "return redis.call('blpop', 'l', 0)", "return redis.call('client', 'pause', 10)", "return redis.call('debug', 'sleep', 0)", "return redis.pcall('nosuch') ",
+ "return redis.call('ping', 'a\\nb')", "return redis.call('echo', string.rep('x', 10))", "return unpack({1,2,3})", "return select(2, 'a', 'b')", "return (nil)",
+]
+
+
+@pytest.mark.parametrize("script", ERROR_CASES)
+def test_errors_match_redis(kv, reference, script):
+    raw = kv.client()
+    mine, ref = both(raw, reference, "EVAL", script, 0)
+    raw.close()
+    assert mine == ref
+
+
+def test_error_tables_redis_crashes_on(r):
+    """error({}) and error({err={}}) crash redis-server 7.0.15 (SIGSEGV in
+    luaCallFunction); brisk-kv answers an error and stays up."""
+    for body in ("error({})", "error({err={}})", "error(true)",
+                 "error(setmetatable({}, {__tostring=function() return 'ts' end}))"):
+        with pytest.raises(redis.ResponseError):
+            r.eval(body, 0)
+    assert r.ping()
