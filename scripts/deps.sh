@@ -31,6 +31,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# npm packages of the integration tests (pinned by each package-lock.json);
+# without npm or a registry the tests that need them skip with the reason.
+if [ "${1:-}" = test ] && command -v npm >/dev/null; then
+  for d in tests/integration/kv/node_script; do
+    [ -d "$d/node_modules" ] ||
+      npm install --prefix "$d" --no-audit --no-fund --no-save --ignore-scripts >/dev/null 2>&1 ||
+      echo "deps: npm install in $d failed (its tests skip)" >&2
+  done
+fi
+
 if [ "${2:-}" = "--venv" ]; then
   if [ ! -x .venv/bin/pytest ]; then
     python3 -m venv .venv

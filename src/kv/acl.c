@@ -1346,6 +1346,18 @@ int kv_acl_exec_deny(kv_client *c, const kv_cmd *cmd)
     return -1;
 }
 
+int kv_acl_script_check(const kv_client *caller, const kv_cmd *cmd, int argc, const str *argv)
+{
+    int id = (int)(cmd - kv_commands);
+    if (A.cmds[id].nsub && argc >= 2 && find_sub(id, argv[1].p, argv[1].len) < 0)
+        return -1;
+    const acl_user *u = (const acl_user *)caller->user;
+    if (!u || u->pub.open)
+        return 1;
+    int idx = 0;
+    return user_check(u, command_id(cmd, argc, argv), argc, argv, &idx) == ACL_OK;
+}
+
 const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, const str *argv)
 {
     const acl_user *u = (const acl_user *)caller->user;
@@ -1360,7 +1372,7 @@ const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, c
         return "The user executing the script can't run this command or subcommand";
     if (rc == DENIED_KEY)
         return "The user executing the script can't access at least one of the keys mentioned "
-               "in the command";
+               "in the command arguments";
     return "The user executing the script can't publish to the channel mentioned in the command";
 }
 

@@ -16,6 +16,7 @@
 #include "kv/script.h"
 
 #include "core/log.h"
+#include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/config.h"
 #include "kv/db.h"
@@ -71,7 +72,10 @@ static uint64_t rand_state;       /* math.random: 48-bit LCG (POSIX drand48) */
 static int64_t load_start_ms;     /* FUNCTION LOAD timeout */
 static int reply_resp = 2;        /* RESP of the script whose result is converted */
 
-enum { REG_ERRH = 1, REG_GLOBALS = 2 }; /* registry slots of every state */
+/* Registry slots of every state: the error handler, the real globals, and
+ * (EVAL's state) the KEYS and ARGV tables reused from run to run. */
+enum { REG_ERRH = 1, REG_GLOBALS = 2, REG_KEYS = 3, REG_ARGV = 4 };
+static int args_len[2];            /* entries filled in EVAL's KEYS, ARGV */
 static unsigned gc_calls;          /* runs since the last GC step */
 
 typedef struct script_entry {
@@ -80,6 +84,17 @@ typedef struct script_entry {
     unsigned flags;
     char sha[41];
 } script_entry;
+
+/* The script EVALSHA ran last, looked up again by a plain compare of its
+ * sha as the client sent it (no lowercasing, no hash): NULL after a flush. */
+static script_entry *last_entry;
+static char last_sha_sent[40];
+
+/* redis.call's last command, found again by a plain compare of the name as
+ * the script spelled it (the table is static: the pointer stays valid). */
+static const kv_cmd *last_cmd;
+static char last_cmd_name[24];
+static size_t last_cmd_len;
 
 static str entry_key_fn(const dict_node *n)
 {
@@ -423,8 +438,9 @@ static void script_lua_to_reply(kv_client *c, lua_State *L, int idx)
     }
     case LUA_TBOOLEAN:
         /* Redis converts by the script's RESP (redis.setresp), not the
-         * client's: false is a null for a RESP2 script. */
-        if (c->resp >= 3 && reply_resp >= 3)
+         * client's: false is a null for a RESP2 script, and a RESP3
+         * script's booleans reach a RESP2 client as 1 and 0. */
+        if (reply_resp >= 3)
             reply_bool(c, lua_toboolean(L, idx));
         else if (lua_toboolean(L, idx))
             reply_int(c, 1);
@@ -620,22 +636,16 @@ static int error_handler(lua_State *L)
 
 /* ---- redis.* ---- */
 
-static int script_call_impl(lua_State *L, int raise)
+static const char e_noargs[] = "ERR Please specify at least one argument for this redis lib call";
+static const char e_argtype[] = "ERR Lua redis lib command arguments must be strings or integers";
+
+/* Fills call_argv from the argc values on L's stack (strings as they are,
+ * numbers as %.17g, as Redis formats them). Returns NULL or the error. The
+ * strings stay valid while the values stay on the stack. */
+static const char *args_from_lua(lua_State *L, int argc)
 {
-    int argc = lua_gettop(L);
-    if (!run) {
-        push_err_table(L, "ERR redis.call can only be called inside a script invocation",
-                       strlen("ERR redis.call can only be called inside a script invocation"));
-        return lua_error(L);
-    }
-    static const char *e_noargs = "ERR Please specify at least one argument for this redis lib call";
-    static const char *e_type = "ERR Lua redis lib command arguments must be strings or integers";
-    const char *err = NULL;
-    const kv_cmd *cmd = NULL;
-    if (argc == 0) {
-        err = e_noargs;
-        goto fail;
-    }
+    if (argc == 0)
+        return e_noargs;
     if (argc > call_cap) {
         call_cap = argc < 16 ? 16 : argc;
         kv_free(call_argv);
@@ -647,12 +657,10 @@ static int script_call_impl(lua_State *L, int raise)
     int nnum = 0;
     for (int i = 0; i < argc; i++) {
         int t = lua_type(L, i + 1);
-        if (t == LUA_TNUMBER) {
+        if (t == LUA_TNUMBER)
             nnum++;
-        } else if (t != LUA_TSTRING) {
-            err = e_type;
-            goto fail;
-        }
+        else if (t != LUA_TSTRING)
+            return e_argtype;
     }
     if (nnum && (size_t)nnum * 32 > nums_cap) {
         nums_cap = (size_t)nnum * 32;
@@ -670,7 +678,40 @@ static int script_call_impl(lua_State *L, int raise)
             call_argv[i] = (str){ s, n };
         }
     }
-    cmd = kv_cmd_lookup(call_argv[0]);
+    return NULL;
+}
+
+/* A command that writes, checked as Redis checks a script's write against
+ * the replication state: a read-only replica (READONLY) or too few good
+ * replicas (NOREPLICAS). Replies the error to c and returns 1 when
+ * refused. */
+static int repl_refuses_write(kv_client *c)
+{
+    static const kv_cmd probe = { .name = "script-write", .flags = CMD_WRITE };
+    return UNLIKELY(repl_guard) && repl_deny(c, &probe);
+}
+
+static int script_call_impl(lua_State *L, int raise)
+{
+    int argc = lua_gettop(L);
+    if (!run) {
+        push_err_table(L, "ERR redis.call can only be called inside a script invocation",
+                       strlen("ERR redis.call can only be called inside a script invocation"));
+        return lua_error(L);
+    }
+    static char acl_err[160];
+    const char *err = args_from_lua(L, argc);
+    const kv_cmd *cmd = NULL;
+    if (err)
+        goto fail;
+    if (call_argv[0].len == last_cmd_len && last_cmd &&
+        memcmp(call_argv[0].p, last_cmd_name, last_cmd_len) == 0) {
+        cmd = last_cmd;
+    } else if ((cmd = kv_cmd_lookup(call_argv[0])) && call_argv[0].len <= sizeof last_cmd_name) {
+        last_cmd = cmd;
+        last_cmd_len = call_argv[0].len;
+        memcpy(last_cmd_name, call_argv[0].p, last_cmd_len);
+    }
     if (!cmd) {
         /* Redis's noscript commands brisk-kv may lack answer as Redis's do. */
         static const char *noscript[] = { "cluster", "blpop", "brpop", "brpoplpush", "blmove",
@@ -699,14 +740,27 @@ static int script_call_impl(lua_State *L, int raise)
         err = "ERR This Redis command is not allowed from script";
         goto fail;
     }
+    if (UNLIKELY(run->caller->user && !run->caller->user->open)) {
+        const char *deny = kv_acl_script_deny(run->caller, cmd, argc, call_argv);
+        if (deny) {
+            snprintf(acl_err, sizeof acl_err, "ERR %s", deny);
+            err = acl_err;
+            goto fail;
+        }
+    }
+    fake->wbuf.len = 0;
     if (cmd->flags & CMD_WRITE) {
         if (run->ro || (run->flags & SCRIPT_NO_WRITES)) {
             err = "ERR Write commands are not allowed from read-only scripts.";
             goto fail;
         }
-        if (kv_min_replicas_to_write > 0) {
-            err = "NOREPLICAS Not enough good replicas to write.";
-            goto fail;
+        fake->cmd = NULL;
+        if (repl_refuses_write(fake)) {
+            /* the error is in fake's reply, as a command's own */
+            if (srv.cmd_stats)
+                srv.cmd_stats[cmd - kv_commands].rejected++;
+            lua_settop(L, 0);
+            goto replied;
         }
     }
     if ((cmd->flags & CMD_DENYOOM) && srv.cfg.maxmemory && !(run->flags & SCRIPT_ALLOW_OOM) &&
@@ -727,6 +781,7 @@ static int script_call_impl(lua_State *L, int raise)
     fake->argv = NULL;
     fake->argc = 0;
     lua_settop(L, 0); /* the arguments are done with: room for the reply */
+replied:;
     const char *p = fake->wbuf.data, *end = p + fake->wbuf.len;
     if (fake->wbuf.len && p[0] == '-') {
         const char *e = crlf(p + 1, end);
@@ -894,15 +949,23 @@ static int l_false(lua_State *L)
 
 static int l_noop(lua_State *L) { return 0; }
 
+/* redis.acl_check_cmd(cmd, args...): whether the script's caller may run
+ * the command (its ACL, keys included), as a boolean; nothing is logged. */
 static int l_acl_check_cmd(lua_State *L)
 {
-    if (lua_gettop(L) < 1)
-        return api_error(L, "Please specify at least one argument for this redis lib call");
-    size_t n;
-    const char *s = lua_tolstring(L, 1, &n);
-    if (!s || !kv_cmd_lookup((str){ s, n }))
+    if (!run)
+        return api_error(L, "redis.acl_check_cmd can only be called inside a script invocation");
+    int argc = lua_gettop(L);
+    const char *err = args_from_lua(L, argc);
+    if (err) {
+        push_err_table(L, err, strlen(err));
+        return lua_error(L);
+    }
+    const kv_cmd *cmd = kv_cmd_lookup(call_argv[0]);
+    int ok = cmd ? kv_acl_script_check(run->caller, cmd, argc, call_argv) : -1;
+    if (ok < 0)
         return api_error(L, "Invalid command passed to redis.acl_check_cmd()");
-    lua_pushboolean(L, 1);
+    lua_pushboolean(L, ok);
     return 1;
 }
 
@@ -1010,37 +1073,50 @@ static void init_once(void);
  * error, its reply an error) instead of taking the host's memory. */
 #define SCRIPT_MEM_MAX ((size_t)512 << 20)
 
+/* A state's heap account (the allocator's ud). */
+typedef struct lua_heap {
+    size_t used;       /* bytes held */
+    size_t grown;      /* bytes ever allocated: garbage may exist once it moves */
+    size_t grown_seen; /* grown at the last periodic GC step */
+} lua_heap;
+
 static void *lua_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
-    size_t *used = ud;
+    lua_heap *h = ud;
     if (ptr == NULL)
         osize = 0;
     if (nsize == 0) {
-        free(ptr);
-        *used -= osize;
+        if (ptr) {
+            free(ptr);
+            h->used -= osize;
+        }
         return NULL;
     }
-    if (nsize > osize && *used + (nsize - osize) > SCRIPT_MEM_MAX)
+    if (nsize > osize && h->used + (nsize - osize) > SCRIPT_MEM_MAX)
         return NULL;
     void *p = realloc(ptr, nsize);
-    if (p)
-        *used = *used - osize + nsize;
+    if (p) {
+        h->used = h->used - osize + nsize;
+        h->grown += nsize;
+    }
     return p;
 }
 
 lua_State *script_state_new(int functions)
 {
     init_once();
-    size_t *used = calloc(1, sizeof *used);
-    lua_State *L = used ? lua_newstate(lua_alloc, used) : NULL;
+    lua_heap *heap = calloc(1, sizeof *heap);
+    lua_State *L = heap ? lua_newstate(lua_alloc, heap) : NULL;
     if (!L)
         abort();
     /* Fixed registry slots, taken before any luaL_ref: integer lookups
      * on the per-call path instead of string keys. */
     lua_pushboolean(L, 0);
     lua_rawseti(L, LUA_REGISTRYINDEX, REG_ERRH);
-    lua_pushboolean(L, 0);
-    lua_rawseti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
+    for (int slot = REG_GLOBALS; slot <= REG_ARGV; slot++) {
+        lua_pushboolean(L, 0);
+        lua_rawseti(L, LUA_REGISTRYINDEX, slot);
+    }
     open_lib(L, "", luaopen_base);
     open_lib(L, LUA_TABLIBNAME, luaopen_table);
     open_lib(L, LUA_STRLIBNAME, luaopen_string);
@@ -1136,10 +1212,8 @@ int script_check_flags(kv_client *c, unsigned flags, int ro)
         reply_error(c, "ERR Can not execute a script with write flag using *_ro command.");
         return -1;
     }
-    if (!(flags & SCRIPT_NO_WRITES) && !ro && kv_min_replicas_to_write > 0) {
-        reply_error(c, "NOREPLICAS Not enough good replicas to write.");
+    if (!(flags & SCRIPT_NO_WRITES) && !ro && repl_refuses_write(c))
         return -1;
-    }
     if (!(flags & SCRIPT_NO_WRITES) && !(flags & SCRIPT_ALLOW_OOM) && !ro && srv.cfg.maxmemory &&
         kv_evict_if_needed() < 0) {
         reply_error(c, "OOM command not allowed when used memory > 'maxmemory'.");
@@ -1260,16 +1334,22 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
     lua_settop(L, base - 1);
     /* Garbage: Lua's incremental collector runs as scripts allocate; a
      * larger step every 50 runs keeps small scripts' garbage from piling
-     * up without a cost on every call. */
+     * up without a cost on every call, and is skipped when nothing was
+     * allocated since the last one (a script that allocates nothing: the
+     * step would only re-mark the live heap, ~1000 instructions a run). */
+    void *ud;
+    lua_getallocf(L, &ud);
+    lua_heap *heap = ud;
     if (++gc_calls >= 50) {
         gc_calls = 0;
-        lua_gc(L, LUA_GCSTEP, 50);
+        if (heap->grown != heap->grown_seen) {
+            lua_gc(L, LUA_GCSTEP, 50);
+            heap->grown_seen = heap->grown;
+        }
     }
     /* Lua 5.1 has no emergency collection: after a script that filled
      * the heap, collect now so that the next one has room. */
-    void *used;
-    lua_getallocf(L, &used);
-    if (rc == LUA_ERRMEM || *(size_t *)used > SCRIPT_MEM_MAX / 2)
+    if (rc == LUA_ERRMEM || heap->used > SCRIPT_MEM_MAX / 2)
         lua_gc(L, LUA_GCCOLLECT, 0);
 }
 
@@ -1382,6 +1462,7 @@ static void eval_state_reset(void)
     script_state_free(eval_L);
     eval_L = script_state_new(0);
     script_protect_globals(eval_L);
+    args_len[0] = args_len[1] = 0;
 }
 
 static void free_entry(dict_node *n, void *ud)
@@ -1394,6 +1475,7 @@ static void eval_flush(void)
 {
     init_once();
     dict_clear(&scripts, free_entry, NULL);
+    last_entry = NULL;
     script_state_free(eval_L);
     eval_L = NULL;
 }
@@ -1491,6 +1573,60 @@ static script_entry *eval_find(const char *sha40)
     return (script_entry *)(void *)dict_find(&scripts, sha40, 40, dict_hash32(sha40, 40));
 }
 
+/* Whether the table at the top holds no more than what eval_set_args put
+ * in it (n entries): keys 1..n only, no metatable. Scripts may change
+ * those entries (they are rewritten before the next run), not add to them. */
+static int args_untouched(lua_State *L, int n)
+{
+    if (lua_getmetatable(L, -1)) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        lua_Number k = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+        if (!(k >= 1 && k <= n && k == (lua_Number)(int)k)) {
+            lua_pop(L, 1);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Sets EVAL's global KEYS (which 0) or ARGV (1) to the strings argv[0..n).
+ * The table of the previous run is refilled in place when the script left
+ * it as it was given (no table, no garbage per run); otherwise, or when it
+ * grew large and this run needs far less, a new one replaces it. */
+static void eval_set_args(lua_State *L, int which, const str *argv, int n)
+{
+    int old = args_len[which];
+    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
+    if (!lua_istable(L, -1) || (old > 256 && n < old / 2) || !args_untouched(L, old)) {
+        lua_pop(L, 1);
+        lua_createtable(L, n, 0);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
+        /* a raw global: the proxy scripts see refuses writes */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
+        lua_pushstring(L, which ? "ARGV" : "KEYS");
+        lua_pushvalue(L, -3);
+        lua_rawset(L, -3);
+        lua_pop(L, 1);
+        old = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        lua_pushlstring(L, argv[i].p, argv[i].len);
+        lua_rawseti(L, -2, i + 1);
+    }
+    for (int i = n + 1; i <= old; i++) {
+        lua_pushnil(L);
+        lua_rawseti(L, -2, i);
+    }
+    args_len[which] = n;
+    lua_pop(L, 1);
+}
+
 static void eval_generic(kv_client *c, int evalsha, int ro)
 {
     long long numkeys;
@@ -1508,11 +1644,16 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
     script_entry *e = NULL;
     init_once();
     if (evalsha) {
-        if (c->argv[1].len == 40) {
+        if (c->argv[1].len == 40 && last_entry && memcmp(c->argv[1].p, last_sha_sent, 40) == 0) {
+            e = last_entry;
+        } else if (c->argv[1].len == 40) {
             for (int i = 0; i < 40; i++)
                 sha[i] = (char)tolower((unsigned char)c->argv[1].p[i]);
             sha[40] = '\0';
-            e = eval_find(sha);
+            if ((e = eval_find(sha))) {
+                last_entry = e;
+                memcpy(last_sha_sent, c->argv[1].p, 40);
+            }
         }
         if (!e) {
             reply_error(c, "NOSCRIPT No matching script. Please use EVAL.");
@@ -1528,16 +1669,9 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
         return;
     lua_State *L = eval_L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->ref);
-    /* KEYS and ARGV: raw globals (the proxy refuses writes from scripts) */
     int nk = (int)numkeys;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
-    lua_pushstring(L, "KEYS");
-    script_push_args(L, c->argv + 3, nk);
-    lua_rawset(L, -3);
-    lua_pushstring(L, "ARGV");
-    script_push_args(L, c->argv + 3 + nk, c->argc - 3 - nk);
-    lua_rawset(L, -3);
-    lua_pop(L, 1);
+    eval_set_args(L, 0, c->argv + 3, nk);
+    eval_set_args(L, 1, c->argv + 3 + nk, c->argc - 3 - nk);
     script_run(c, L, 0, e->sha, e->flags, ro, 0);
 }
 
@@ -1626,10 +1760,18 @@ void script_command(kv_client *c)
     } else if (STR_IEQ(sub, "kill") && c->argc == 2) {
         script_kill(c, 0);
     } else if (STR_IEQ(sub, "debug") && c->argc == 3) {
-        if (STR_IEQ(c->argv[2], "no"))
+        /* brisk-kv has no Lua debugger (LDB): NO is what every session
+         * already is; YES/SYNC say so rather than run the next EVAL for
+         * real under a client that believes it is debugging. */
+        if (srv.blk_deny > 0)
+            reply_error(c, "ERR SCRIPT DEBUG must be called outside a pipeline");
+        else if (STR_IEQ(c->argv[2], "no"))
             reply_ok(c);
+        else if (STR_IEQ(c->argv[2], "yes") || STR_IEQ(c->argv[2], "sync"))
+            reply_error(c, "ERR SCRIPT DEBUG YES/SYNC is not supported: brisk-kv has no Lua "
+                           "debugger (SCRIPT DEBUG NO is accepted)");
         else
-            reply_error(c, "ERR Use SCRIPT DEBUG YES/SYNC only inside redis-cli");
+            reply_error(c, "ERR Use SCRIPT DEBUG YES/SYNC/NO");
     } else {
         reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
                         "SCRIPT HELP.",

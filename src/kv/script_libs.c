@@ -7,55 +7,95 @@
 #include <lauxlib.h>
 
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
-/* ---- struct ---- */
+/* ---- struct ----
+ *
+ * Redis's struct library as scripts see it: "<" ">" byte order (little by
+ * default), "![n]" the largest alignment (a power of two, 8 without n; 1
+ * until set), items b/B h/H l/L T f d x, i/I[n] (integers of n bytes, up to
+ * 32: bytes past the eighth pack as zero, unpack keeps the low 64 bits),
+ * c[n] (c0: the whole string, or in unpack the length read just before),
+ * s (zero-terminated). Error texts as Redis words them. */
+
+enum { ST_MAXINT = 32, ST_MAXALIGN = 8 };
 
 typedef struct {
     int little;
     size_t align;
 } st_state;
 
-static size_t st_num(const char **f, size_t dflt)
+static size_t st_num(lua_State *L, const char **f, size_t dflt)
 {
     if (!isdigit((unsigned char)**f))
         return dflt;
-    size_t n = 0;
-    while (isdigit((unsigned char)**f)) {
-        if (n > 100000000)
-            break;
-        n = n * 10 + (size_t)(*(*f)++ - '0');
-    }
-    return n;
+    int n = 0;
+    do {
+        int d = *(*f)++ - '0';
+        if (n > INT_MAX / 10 || n * 10 > INT_MAX - d)
+            luaL_error(L, "integral size overflow");
+        n = n * 10 + d;
+    } while (isdigit((unsigned char)**f));
+    return (size_t)n;
 }
 
-/* Size of one item of option c (0 for none); s/c/z handled by callers. */
+/* Size of one item of option c; 0 for the options that take none. */
 static size_t st_size(lua_State *L, char c, const char **f)
 {
     switch (c) {
     case 'b': case 'B': case 'x': return 1;
-    case 'h': case 'H': return 2;
-    case 'l': case 'L': return 8;
+    case 'h': case 'H': return sizeof(short);
+    case 'l': case 'L': return sizeof(long);
     case 'T': return sizeof(size_t);
     case 'f': return sizeof(float);
     case 'd': return sizeof(double);
-    case 'c': return st_num(f, 1);
+    case 'c': return st_num(L, f, 1);
     case 'i': case 'I': {
-        size_t n = st_num(f, sizeof(int));
-        if (n > 8 || n == 0)
-            luaL_error(L, "integral size %d is larger than limit of %d", (int)n, 8);
+        size_t n = st_num(L, f, sizeof(int));
+        if (n > ST_MAXINT)
+            luaL_error(L, "integral size %d is larger than limit of %d", (int)n, ST_MAXINT);
         return n;
     }
     default: return 0;
     }
 }
 
+/* Padding before an item of size at offset len. */
+static size_t st_pad(size_t len, const st_state *h, char c, size_t size)
+{
+    if (size == 0 || c == 'c')
+        return 0;
+    if (size > h->align)
+        size = h->align;
+    return (size - (len & (size - 1))) & (size - 1);
+}
+
+/* The options that are not items: byte order, alignment, blanks. */
+static void st_control(lua_State *L, char c, const char **f, st_state *h)
+{
+    switch (c) {
+    case ' ': return;
+    case '>': h->little = 0; return;
+    case '<': h->little = 1; return;
+    case '!': {
+        size_t a = st_num(L, f, ST_MAXALIGN);
+        if (a == 0 || (a & (a - 1)))
+            luaL_error(L, "alignment %d is not a power of 2", (int)a);
+        h->align = a;
+        return;
+    }
+    default:
+        luaL_argerror(L, 1, lua_pushfstring(L, "invalid format option '%c'", c));
+    }
+}
+
 static void st_put_int(luaL_Buffer *b, uint64_t v, size_t n, int little)
 {
-    char t[8];
+    char t[ST_MAXINT];
     for (size_t i = 0; i < n; i++) {
         t[little ? i : n - 1 - i] = (char)(v & 0xff);
         v >>= 8;
@@ -63,70 +103,88 @@ static void st_put_int(luaL_Buffer *b, uint64_t v, size_t n, int little)
     luaL_addlstring(b, t, n);
 }
 
+/* A Lua number as the 64-bit pattern an integer item packs (saturated
+ * where C would leave the conversion undefined). */
+static uint64_t st_int_bits(lua_Number v)
+{
+    if (v < 0)
+        return v <= -9223372036854775808.0 ? (uint64_t)INT64_MIN : (uint64_t)(int64_t)v;
+    return v >= 18446744073709551616.0 ? 0 : (uint64_t)v;
+}
+
 static int st_pack(lua_State *L)
 {
     const char *f = luaL_checkstring(L, 1);
     st_state h = { 1, 1 };
     int arg = 2;
+    size_t total = 0;
+    lua_pushnil(L); /* the arguments end here: the buffer's pieces go above */
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     while (*f) {
         char c = *f++;
+        size_t size = st_size(L, c, &f);
+        size_t pad = st_pad(total, &h, c, size);
+        total += pad;
+        while (pad--)
+            luaL_addchar(&b, 0);
         switch (c) {
-        case '<': h.little = 1; continue;
-        case '>': h.little = 0; continue;
-        case '!': st_num(&f, 8); continue;
-        case '=': h.little = 1; continue;
-        case ' ': continue;
-        case 'x': luaL_addchar(&b, 0); continue;
-        case 'b': case 'B': case 'h': case 'H': case 'l': case 'L': case 'T': case 'i': case 'I': {
-            size_t n = st_size(L, c, &f);
-            lua_Number v = luaL_checknumber(L, arg++);
-            st_put_int(&b, (uint64_t)(int64_t)v, n, h.little);
-            continue;
-        }
+        case 'b': case 'B': case 'h': case 'H': case 'l': case 'L': case 'T': case 'i': case 'I':
+            st_put_int(&b, st_int_bits(luaL_checknumber(L, arg++)), size, h.little);
+            break;
+        case 'x':
+            luaL_addchar(&b, 0);
+            break;
         case 'f': {
             float v = (float)luaL_checknumber(L, arg++);
             uint32_t u;
             memcpy(&u, &v, 4);
             st_put_int(&b, u, 4, h.little);
-            continue;
+            break;
         }
         case 'd': {
             double v = luaL_checknumber(L, arg++);
             uint64_t u;
             memcpy(&u, &v, 8);
             st_put_int(&b, u, 8, h.little);
-            continue;
+            break;
         }
         case 'c': case 's': {
-            size_t n = c == 'c' ? st_num(&f, 1) : 0, l;
+            size_t l;
             const char *s = luaL_checklstring(L, arg++, &l);
-            if (c == 'c' && n == 0 && f[-1] != '0')
-                n = l;
-            if (c == 'c') {
-                luaL_argcheck(L, l >= n, arg - 1, "string too short");
-                luaL_addlstring(&b, s, n);
-            } else {
-                luaL_addlstring(&b, s, l);
+            if (size == 0)
+                size = l;
+            luaL_argcheck(L, l >= size, arg, "string too short");
+            luaL_addlstring(&b, s, size);
+            if (c == 's') {
                 luaL_addchar(&b, 0);
+                size++;
             }
-            continue;
+            break;
         }
         default:
-            return luaL_error(L, "invalid format option '%c'", c);
+            st_control(L, c, &f, &h);
         }
+        total += size;
     }
     luaL_pushresult(&b);
     return 1;
 }
 
-static uint64_t st_get_int(const unsigned char *p, size_t n, int little)
+/* The integer item at p: the low 64 bits, sign-extended from the item's
+ * top bit for a signed one (for items of 9 bytes or more, from bit
+ * (8n - 1) mod 64, which is what Redis computes on x86-64). */
+static lua_Number st_get_int(const unsigned char *p, size_t n, int little, int is_signed)
 {
     uint64_t v = 0;
     for (size_t i = 0; i < n; i++)
         v = (v << 8) | p[little ? n - 1 - i : i];
-    return v;
+    if (!is_signed)
+        return (lua_Number)v;
+    uint64_t mask = ~0ULL << ((unsigned)(n * 8 - 1) & 63);
+    if (v & mask)
+        v |= mask;
+    return (lua_Number)(int64_t)v;
 }
 
 static int st_unpack(lua_State *L)
@@ -134,34 +192,27 @@ static int st_unpack(lua_State *L)
     const char *f = luaL_checkstring(L, 1);
     size_t len;
     const unsigned char *d = (const unsigned char *)luaL_checklstring(L, 2, &len);
-    size_t pos = (size_t)luaL_optinteger(L, 3, 1);
-    luaL_argcheck(L, pos > 0, 3, "offset must be 1 or greater");
-    pos--;
-    int little = 1, n = 0;
+    size_t pos = (size_t)luaL_optinteger(L, 3, 1) - 1;
+    luaL_argcheck(L, pos <= len, 3, "offset must be 1 or greater");
+    st_state h = { 1, 1 };
+    int n = 0;
     while (*f) {
         char c = *f++;
+        size_t size = st_size(L, c, &f);
+        pos += st_pad(pos, &h, c, size);
+        luaL_argcheck(L, size <= len && pos <= len - size, 2, "data string too short");
         luaL_checkstack(L, 2, "too many results");
         switch (c) {
-        case '<': case '=': little = 1; continue;
-        case '>': little = 0; continue;
-        case '!': st_num(&f, 8); continue;
-        case ' ': continue;
-        case 'x': pos++; continue;
-        case 'b': case 'B': case 'h': case 'H': case 'l': case 'L': case 'T': case 'i': case 'I': {
-            size_t sz = st_size(L, c, &f);
-            luaL_argcheck(L, pos + sz <= len, 2, "data string too short");
-            uint64_t v = st_get_int(d + pos, sz, little);
-            if (islower((unsigned char)c) && sz < 8 && (v >> (sz * 8 - 1)) & 1)
-                v |= ~0ULL << (sz * 8);
-            lua_pushnumber(L, islower((unsigned char)c) ? (lua_Number)(int64_t)v : (lua_Number)v);
-            pos += sz;
+        case 'b': case 'B': case 'h': case 'H': case 'l': case 'L': case 'T': case 'i': case 'I':
+            lua_pushnumber(L, st_get_int(d + pos, size, h.little, islower((unsigned char)c)));
             n++;
-            continue;
-        }
+            break;
+        case 'x':
+            break;
         case 'f': case 'd': {
-            size_t sz = c == 'f' ? 4 : 8;
-            luaL_argcheck(L, pos + sz <= len, 2, "data string too short");
-            uint64_t v = st_get_int(d + pos, sz, little);
+            uint64_t v = 0;
+            for (size_t i = 0; i < size; i++)
+                v = (v << 8) | d[pos + (h.little ? size - 1 - i : i)];
             if (c == 'f') {
                 uint32_t u = (uint32_t)v;
                 float fl;
@@ -172,36 +223,35 @@ static int st_unpack(lua_State *L)
                 memcpy(&db, &v, 8);
                 lua_pushnumber(L, db);
             }
-            pos += sz;
             n++;
-            continue;
+            break;
         }
-        case 'c': {
-            size_t sz = st_num(&f, 1);
-            if (sz == 0 && f[-1] == '0') {
-                luaL_argcheck(L, n > 0 && lua_isnumber(L, -1), 1, "format 'c0' needs a previous size");
-                sz = (size_t)lua_tonumber(L, -1);
+        case 'c':
+            if (size == 0) {
+                if (n == 0 || !lua_isnumber(L, -1))
+                    luaL_error(L, "format 'c0' needs a previous size");
+                lua_Number want = lua_tonumber(L, -1);
+                size = want > 0 ? (size_t)want : 0;
                 lua_pop(L, 1);
                 n--;
+                luaL_argcheck(L, size <= len && pos <= len - size, 2, "data string too short");
             }
-            luaL_argcheck(L, pos + sz <= len, 2, "data string too short");
-            lua_pushlstring(L, (const char *)d + pos, sz);
-            pos += sz;
+            lua_pushlstring(L, (const char *)d + pos, size);
             n++;
-            continue;
-        }
+            break;
         case 's': {
             const unsigned char *e = memchr(d + pos, 0, len - pos);
-            luaL_argcheck(L, e != NULL, 2, "unfinished string in data");
-            size_t sz = (size_t)(e - (d + pos));
-            lua_pushlstring(L, (const char *)d + pos, sz);
-            pos += sz + 1;
+            if (!e)
+                luaL_error(L, "unfinished string in data");
+            size = (size_t)(e - (d + pos)) + 1;
+            lua_pushlstring(L, (const char *)d + pos, size - 1);
             n++;
-            continue;
+            break;
         }
         default:
-            return luaL_error(L, "invalid format option '%c'", c);
+            st_control(L, c, &f, &h);
         }
+        pos += size;
     }
     lua_pushinteger(L, (lua_Integer)pos + 1);
     return n + 1;
@@ -210,18 +260,21 @@ static int st_unpack(lua_State *L)
 static int st_sizeof(lua_State *L)
 {
     const char *f = luaL_checkstring(L, 1);
-    size_t total = 0;
+    st_state h = { 1, 1 };
+    size_t pos = 0;
     while (*f) {
         char c = *f++;
+        size_t size = st_size(L, c, &f);
+        pos += st_pad(pos, &h, c, size);
         if (c == 's')
-            return luaL_argerror(L, 1, "options 's' and 'z' have no fixed size");
-        if (c == '!') {
-            st_num(&f, 8);
-            continue;
-        }
-        total += st_size(L, c, &f);
+            luaL_argerror(L, 1, "option 's' has no fixed size");
+        else if (c == 'c' && size == 0)
+            luaL_argerror(L, 1, "option 'c0' has no fixed size");
+        if (!isalnum((unsigned char)c))
+            st_control(L, c, &f, &h);
+        pos += size;
     }
-    lua_pushinteger(L, (lua_Integer)total);
+    lua_pushinteger(L, (lua_Integer)pos);
     return 1;
 }
 
@@ -490,6 +543,10 @@ static void mp_arr(lua_State *L, mp_cur *c, size_t n, int map, int depth)
 
 static void mp_decode(lua_State *L, mp_cur *c, int depth)
 {
+    if (c->err) { /* the first error stands (a map reads on after its key) */
+        lua_pushnil(L);
+        return;
+    }
     if (c->left == 0) {
         c->err = 1;
         lua_pushnil(L);
@@ -534,15 +591,15 @@ static void mp_decode(lua_State *L, mp_cur *c, int depth)
             lua_pushnumber(L, d);
             break;
         }
-        case 0xd9: case 0xc4: mp_str(L, c, (size_t)mp_be(c, 1)); break;
-        case 0xda: case 0xc5: mp_str(L, c, (size_t)mp_be(c, 2)); break;
-        case 0xdb: case 0xc6: mp_str(L, c, (size_t)mp_be(c, 4)); break;
+        case 0xd9: mp_str(L, c, (size_t)mp_be(c, 1)); break;
+        case 0xda: mp_str(L, c, (size_t)mp_be(c, 2)); break;
+        case 0xdb: mp_str(L, c, (size_t)mp_be(c, 4)); break;
         case 0xdc: mp_arr(L, c, (size_t)mp_be(c, 2), 0, depth); break;
         case 0xdd: mp_arr(L, c, (size_t)mp_be(c, 4), 0, depth); break;
         case 0xde: mp_arr(L, c, (size_t)mp_be(c, 2), 1, depth); break;
         case 0xdf: mp_arr(L, c, (size_t)mp_be(c, 4), 1, depth); break;
-        default:
-            c->err = 1;
+        default: /* bin, ext and 0xc1: not decoded, as in Redis's cmsgpack */
+            c->err = 2;
             lua_pushnil(L);
         }
     }
@@ -564,7 +621,8 @@ static int mp_unpack_full(lua_State *L, int limit, int offset)
         mp_decode(L, &c, 0);
         if (c.err) {
             lua_settop(L, top);
-            return luaL_error(L, "Missing bytes in input.");
+            return luaL_error(L, c.err == 2 ? "Bad data format in input."
+                                            : "Missing bytes in input.");
         }
         n++;
     }
