@@ -33,6 +33,15 @@ fi
 
 # npm packages of the integration tests (pinned by each package-lock.json);
 # without npm or a registry the tests that need them skip with the reason.
+# Debian's nodejs has npm apart (package npm); NodeSource's bundles it and
+# conflicts with Debian's, so npm is installed only when there is none.
+if [ "${1:-}" = test ] && ! command -v npm >/dev/null; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "deps: installing npm"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm >/dev/null ||
+    echo "deps: npm could not be installed (the BullMQ/ioredis tests skip)" >&2
+fi
 if [ "${1:-}" = test ] && command -v npm >/dev/null; then
   for d in tests/integration/kv/node_script; do
     [ -d "$d/node_modules" ] ||
