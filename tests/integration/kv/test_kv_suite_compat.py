@@ -1,0 +1,79 @@
+"""Side-by-side regressions for what Redis 7.0.15's own test suite found
+(unit/pubsub, unit/tracking, unit/introspection, ...): the same bytes go to
+brisk-kv and a real redis-server, and everything each answers is compared."""
+from __future__ import annotations
+
+import socket
+import time
+
+import redis
+
+from kv_sidebyside import Raw, _port
+
+
+def _exchange(port: int, payload: bytes, settle: float = 0.3, hello3: bool = False) -> bytes:
+    """Sends payload on a fresh connection and returns all it got back
+    until the connection stayed quiet for settle seconds."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    if hello3:
+        r = Raw.__new__(Raw)
+        r.s, r.buf = s, b""
+        r.call("HELLO", "3")
+    s.sendall(payload)
+    out = b""
+    s.settimeout(settle)
+    while True:
+        try:
+            chunk = s.recv(1 << 16)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        out += chunk
+    s.close()
+    return out
+
+
+def _cmds(*cmds) -> bytes:
+    out = []
+    for c in cmds:
+        args = c.split() if isinstance(c, str) else c
+        out.append(b"*%d\r\n" % len(args))
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def _same_stream(kv, reference, payload: bytes, hello3: bool = False, settle: float = 0.3):
+    want = _exchange(_port(reference), payload, settle, hello3)
+    got = _exchange(kv.port, payload, settle, hello3)
+    assert got == want, f"redis {want[:600]!r}\nbrisk {got[:600]!r}"
+    return want
+
+
+# ---- unit/pubsub ----
+
+def test_subscribe_confirmations_survive_client_reply_off(kv, reference):
+    # The suite's "PubSub messages with CLIENT REPLY OFF" hung: brisk dropped
+    # the (un)subscribe pushes with the command's reply.
+    payload = _cmds("CLIENT REPLY OFF", "SUBSCRIBE channel", "PSUBSCRIBE ch*",
+                    "CLIENT REPLY OFF", "UNSUBSCRIBE channel", "PUNSUBSCRIBE ch*",
+                    "PUNSUBSCRIBE", "PING")
+    for hello3 in (False, True):
+        want = _same_stream(kv, reference, payload, hello3)
+        assert b"punsubscribe" in want
+
+
+def test_publish_to_self_with_reply_off_keeps_the_push(kv, reference):
+    payload = _cmds("CLIENT REPLY OFF", "SUBSCRIBE channel", "PSUBSCRIBE ch*",
+                    "PUBLISH channel hello", "CLIENT REPLY SKIP", "PUBLISH channel x",
+                    "CLIENT REPLY ON", "PUBLISH channel y")
+    _same_stream(kv, reference, payload, hello3=True)
+
+
+def test_punsubscribe_without_subscriptions(kv, reference):
+    payload = _cmds("PING", "PUNSUBSCRIBE foo.* bar.* quux.*", "UNSUBSCRIBE", "PUNSUBSCRIBE",
+                    "SUNSUBSCRIBE", "PING")
+    for hello3 in (False, True):
+        _same_stream(kv, reference, payload, hello3)
