@@ -562,6 +562,9 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
         kv_monitor_feed(c, cmd, c->argc, c->argv);
     if (UNLIKELY(c->cl_flags & CL_TRACKING) && (cmd->flags & CMD_READONLY))
         tracking_remember(c, cmd, c->argc, c->argv);
+    else if (UNLIKELY(srv.script_caller) && c != srv.script_caller &&
+             (cmd->flags & CMD_READONLY) && (srv.script_caller->cl_flags & CL_TRACKING))
+        tracking_remember_script(srv.script_caller);
     /* PUBLISH reaches replicas (their subscribers), not the AOF. */
     if (UNLIKELY(repl_feeding) && cmd->proc == publish_command)
         repl_feed(c->db, c->argc, c->argv);
@@ -687,8 +690,11 @@ void kv_call(kv_client *c)
         queue_multi(c, cmd);
         return;
     }
-    if (UNLIKELY(srv.cfg.maxmemory) && (cmd->flags & CMD_DENYOOM) && !srv.loading) {
-        if (kv_evict_if_needed() < 0) {
+    /* Every command frees memory when over maxmemory, as Redis (a read's
+     * tracking client hears of the evicted keys before its reply); only
+     * the ones that may grow memory are refused when that is not enough. */
+    if (UNLIKELY(srv.cfg.maxmemory) && !srv.loading) {
+        if (kv_evict_if_needed() < 0 && (cmd->flags & CMD_DENYOOM)) {
             srv.cmd_stats[cmd - kv_commands].rejected++;
             reply_error(c, ERR_OOM);
             return;

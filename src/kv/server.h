@@ -652,6 +652,9 @@ void tracking_disable(kv_client *c);
 int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, size_t errlen);
 /* c ran a read-only command: remember its keys for invalidation. */
 void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+/* A script's read-only command ran: its caller (EVAL*, FCALL*) tracks the
+ * keys it declared, as Redis. */
+void tracking_remember_script(kv_client *caller);
 /* key changed in the keyspace (cheap when no client tracks). */
 void tracking_invalidate_key(str key);
 void tracking_invalidate_all(void); /* FLUSHDB / FLUSHALL (once per command) */

@@ -77,3 +77,53 @@ def test_punsubscribe_without_subscriptions(kv, reference):
                     "SUNSUBSCRIBE", "PING")
     for hello3 in (False, True):
         _same_stream(kv, reference, payload, hello3)
+
+
+# ---- unit/tracking ----
+
+def test_script_reads_track_the_declared_keys(kv, reference):
+    # A script that ran a read-only command tracks the keys EVAL declared;
+    # one that only wrote, or called PING, tracks none.
+    got = []
+    for port in (_port(reference), kv.port):
+        c = Raw(port, resp3=True)
+        w = Raw(port)
+        out = [c.call("CLIENT", "TRACKING", "on"), w.call("MSET", "k1", "1", "k2", "1")]
+        out.append(c.call("EVAL", "redis.call('set', 'k3', 'bar')", "2", "k1", "k2"))
+        out.append(w.call("MSET", "k2", "2", "k1", "2"))
+        out.append(c.call("EVAL_RO", "redis.call('ping')", "2", "k1", "k2"))
+        out.append(w.call("MSET", "k2", "3", "k1", "3"))
+        out.append(c.call("EVAL", "redis.call('get', 'k3')", "2", "k1", "k2"))
+        out.append(w.call("MSET", "k2", "4", "k1", "4"))
+        out.append(c.call("PING"))  # the two invalidations come first
+        out.append(c.call("PING"))
+        out.append(c.call("PING"))
+        c.close()
+        w.close()
+        got.append(out)
+    assert got[1] == got[0]
+    assert b"invalidate" in got[0][-3] and b"invalidate" in got[0][-2]
+
+
+def test_read_command_evicts_and_invalidates_before_its_reply(kv, reference):
+    # Over maxmemory, any command (a read too) first evicts; the tracking
+    # client hears of the evicted key before the reply of its command.
+    got = []
+    for port in (_port(reference), kv.port):
+        r = redis.Redis(port=port)
+        c = Raw(port, resp3=True)
+        c.call("CLIENT", "TRACKING", "on")
+        c.call("SETEX", "volatile-key", "10000", "x")
+        c.call("GET", "volatile-key")
+        used = r.info("memory")["used_memory"]
+        r.config_set("maxmemory-policy", "volatile-random")
+        r.config_set("maxmemory", str(used + 100 * 1024))
+        # SETBIT (not SET: a big argument stays in Redis's query buffer)
+        c.call("SETBIT", "big", "1600000", "0")
+        got.append([c.call("GETBIT", "big", "0"), c.call("PING"), r.exists("volatile-key"),
+                    r.exists("big")])
+        r.config_set("maxmemory", "0")
+        c.close()
+        r.close()
+    assert got[1] == got[0]
+    assert got[0][0].startswith(b">2\r\n$10\r\ninvalidate")
