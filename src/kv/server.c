@@ -536,6 +536,13 @@ static void touch_command_keys(kv_client *c, const kv_cmd *cmd)
 }
 
 /* Runs cmd for c with c->argv and propagates it when it changed data. */
+static int is_script_call(const kv_cmd *cmd)
+{
+    return cmd->proc == eval_command || cmd->proc == evalsha_command ||
+           cmd->proc == eval_ro_command || cmd->proc == evalsha_ro_command ||
+           cmd->proc == fcall_command || cmd->proc == fcall_ro_command;
+}
+
 static void call_proc(kv_client *c, const kv_cmd *cmd)
 {
     uint64_t dirty = srv.dirty;
@@ -545,6 +552,10 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
     int executing = srv.cl_executing;
     srv.cl_executing = 1;
+    /* MONITOR shows a script call before the commands it runs (Redis 7). */
+    int monitor_first = UNLIKELY(srv.nmonitors) && is_script_call(cmd);
+    if (monitor_first)
+        kv_monitor_feed(c, cmd, c->argc, c->argv);
     if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0 || srv.time_every_call) {
         uint64_t t0 = kv_ticks();
         cmd->proc(c);
@@ -558,7 +569,7 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     srv.cl_executing = executing;
     st->calls++;
     srv.stat_cmds++;
-    if (UNLIKELY(srv.nmonitors))
+    if (UNLIKELY(srv.nmonitors) && !monitor_first)
         kv_monitor_feed(c, cmd, c->argc, c->argv);
     if (UNLIKELY(c->cl_flags & CL_TRACKING) && (cmd->flags & CMD_READONLY))
         tracking_remember(c, cmd, c->argc, c->argv);

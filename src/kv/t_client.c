@@ -731,7 +731,9 @@ void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
         return;
     if (hidden_from_monitor(cmd, argc, argv))
         return;
-    const char *addr = (c->flags & CLIENT_FAKE) ? "lua" : c->addr;
+    const char *addr =
+        (c->flags & CLIENT_FAKE) || (srv.script_caller && c != srv.script_caller) ? "lua"
+                                                                                  : c->addr;
     struct timeval tv;
     gettimeofday(&tv, NULL);
     buf line = { 0 };

@@ -8,7 +8,7 @@ import time
 
 import redis
 
-from kv_sidebyside import Raw, _port
+from kv_sidebyside import Raw, _port, _resp_end, both, pair  # noqa: F401  (pair is a fixture)
 
 
 def _exchange(port: int, payload: bytes, settle: float = 0.3, hello3: bool = False) -> bytes:
@@ -127,3 +127,92 @@ def test_read_command_evicts_and_invalidates_before_its_reply(kv, reference):
         r.close()
     assert got[1] == got[0]
     assert got[0][0].startswith(b">2\r\n$10\r\ninvalidate")
+
+
+# ---- unit/introspection ----
+
+def _read_one(c: Raw) -> bytes:
+    while True:
+        end = _resp_end(c.buf, 0)
+        if end is not None:
+            reply, c.buf = c.buf[:end], c.buf[end:]
+            return reply
+        chunk = c.s.recv(1 << 16)
+        assert chunk, "connection closed"
+        c.buf += chunk
+
+
+def _monitor_lines(port: int, cmds) -> list[bytes]:
+    m = Raw(port)
+    assert m.call("MONITOR") == b"+OK\r\n"
+    c = Raw(port)
+    for cmd in cmds:
+        c.call(*cmd)
+    lines = [_read_one(m) for _ in range(len(cmds))]
+    m.close()
+    c.close()
+    # drop the timestamp and the client address (differs between servers)
+    out = []
+    for line in lines:
+        head, _, rest = line.partition(b"] ")
+        out.append(head.split(b"[")[1].split(b" ")[-1] + b"|" + rest)
+    return out
+
+
+def test_monitor_shows_script_call_before_its_commands(kv, reference):
+    cmds = [("EVAL", "redis.call('set',KEYS[1],ARGV[1])", "1", "foo", "bar"),
+            ("FUNCTION", "LOAD", "REPLACE",
+             "#!lua name=t\nredis.register_function('t', function() "
+             "return redis.call('set', 'foo', 'baz') end)"),
+            ("FCALL", "t", "0")]
+    want = _monitor_lines(_port(reference), cmds)
+    got = _monitor_lines(kv.port, cmds)
+    # the client address is an ip:port on both; only "lua" must match exactly
+    norm = [(b"lua|" + x.partition(b"|")[2]) if x.startswith(b"lua|") else x.partition(b"|")[2]
+            for x in want]
+    gnorm = [(b"lua|" + x.partition(b"|")[2]) if x.startswith(b"lua|") else x.partition(b"|")[2]
+             for x in got]
+    assert gnorm == norm
+    assert want[1].startswith(b"lua|")
+
+
+def test_config_set_many_is_all_or_nothing(pair):
+    for cmd in [("CONFIG", "SET", "maxmemory", "10000002"),
+                ("CONFIG", "SET", "maxmemory", "10000001", "maxmemory-clients", "200%",
+                 "client-query-buffer-limit", "invalid"),
+                ("CONFIG", "GET", "maxmemory"),
+                ("CONFIG", "SET", "maxmemory", "10000001", "maxmemory", "10000002"),
+                ("CONFIG", "SET", "maxmemory", "10", "foo", "1"),
+                ("CONFIG", "GET", "maxmemory"),
+                ("CONFIG", "SET", "maxmemory", "10000001", "repl-backlog-size", "10000002",
+                 "save", "3000 5"),
+                ("CONFIG", "GET", "save"),
+                ("CONFIG", "SET", "save", "1 x"),
+                ("CONFIG", "SET", "save", "3000"),
+                ("CONFIG", "SET", "save", ""),
+                ("CONFIG", "GET", "save"),
+                ("CONFIG", "SET", "maxmemory-clients", "5%"),
+                ("CONFIG", "GET", "maxmemory-clients"),
+                ("CONFIG", "SET", "maxmemory-clients", "10mb"),
+                ("CONFIG", "GET", "maxmemory-clients"),
+                ("CONFIG", "SET", "maxmemory-clients", "abc"),
+                ("CONFIG", "SET", "maxmemory-clients", "0"),
+                ("CONFIG", "GET", "key-load-delay"),
+                ("CONFIG", "GET", "key-load-*"),
+                ("CONFIG", "SET", "maxmemory", "0", "repl-backlog-size", "1048576")]:
+        both(pair, *cmd)
+
+
+def test_config_set_every_option_to_its_own_value(r):
+    # CONFIG GET * then CONFIG SET of each to the same value (port and bind
+    # included) succeeds and changes nothing.
+    skip = {"daemonize", "databases", "logfile", "dir", "dbfilename", "requirepass",
+            "appendfilename", "appenddirname", "tcp-backlog", "unixsocket", "pidfile", "aclfile",
+            "replicaof", "slaveof"}
+    before = r.config_get("*")
+    for k, v in before.items():
+        if k not in skip and not k.startswith("tls-"):
+            r.execute_command("CONFIG", "SET", k, v)
+    assert r.config_get("*") == before
+    assert r.config_get("key-load-delay") == {"key-load-delay": "0"}
+    assert "key-load-delay" not in before
