@@ -598,6 +598,10 @@ void dump_debug_reload(kv_client *c);
 void dump_debug_object(kv_client *c);
 /* -- end dump -- */
 /* -- declarations: client -- */
+/* suite: CLIENT PAUSE WRITE leaves scripts flagged no-writes alone
+ * (script.c: EVAL/EVALSHA argv, t_function.c: FCALL argv). */
+int script_call_no_writes(int evalsha, int argc, const str *argv);
+int function_call_no_writes(int argc, const str *argv);
 /* t_client.c: CLIENT, MONITOR, CLIENT PAUSE and REPLY OFF/SKIP */
 enum {
     CL_REPLY_OFF = 1u << 0,

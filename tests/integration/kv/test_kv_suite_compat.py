@@ -216,3 +216,36 @@ def test_config_set_every_option_to_its_own_value(r):
     assert r.config_get("*") == before
     assert r.config_get("key-load-delay") == {"key-load-delay": "0"}
     assert "key-load-delay" not in before
+
+
+# ---- unit/pause ----
+
+def test_pause_write_lets_no_writes_scripts_run(kv, reference):
+    lib = ("#!lua name=f1\nredis.register_function{function_name='f1', "
+           "callback=function() return 'hello' end, flags={'no-writes'}}")
+    ro_body = "#!lua flags=no-writes\nreturn 'unique script'"
+    for port in (_port(reference), kv.port):
+        r = redis.Redis(port=port)
+        r.function_load(lib, replace=True)
+        r.set("x", "y")
+        r.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+        c = redis.Redis(port=port, socket_timeout=3)  # a held call would time out
+        assert c.eval(ro_body, 0) == b"unique script"
+        assert c.eval(ro_body, 0) == b"unique script"
+        assert c.eval_ro("return redis.call('GeT', 'x')..' unique script'", 1, "x") == \
+            b"y unique script"
+        sha = c.script_load("#!lua flags=no-writes\nreturn 2")
+        assert c.evalsha(sha, 0) == 2
+        assert c.fcall("f1", 0) == b"hello"
+        assert c.function_list() != []
+        r.execute_command("CLIENT", "UNPAUSE")
+        c.close()
+        r.close()
+
+
+def test_may_replicate_commands_refused_in_read_only_scripts(pair):
+    for cmd in [("EVAL_RO", "return redis.call('publish','ch','msg')", "0"),
+                ("EVAL_RO", "return redis.call('pfcount','hll')", "1", "hll"),
+                ("EVAL", "#!lua flags=no-writes\nreturn redis.call('spublish','ch','msg')", "0"),
+                ("EVAL", "return redis.call('publish','ch','msg')", "0")]:
+        both(pair, *cmd)
