@@ -1196,6 +1196,20 @@ void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
         latency_add((cmd->flags & CMD_FAST) ? "fast-command" : "command", (uint32_t)(us / 1000));
 }
 
+void kv_introspect_served(kv_client *c, int argc, str *argv, uint64_t ticks)
+{
+    long long us = (long long)((double)ticks / kv_ticks_per_us());
+    if (srv.slowlog_slower_than < 0 || us < srv.slowlog_slower_than)
+        return;
+    int sargc = c->argc;
+    str *sargv = c->argv;
+    c->argc = argc;
+    c->argv = argv;
+    slowlog_add(c, us);
+    c->argc = sargc;
+    c->argv = sargv;
+}
+
 /* The subcommand's own arity error, Redis's "'slowlog|len'" form. */
 static int sub_arity(kv_client *c, const char *cmd, int ok)
 {

@@ -678,6 +678,9 @@ typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* introspect.c: after a timed call (ticks of kv_ticks), for SLOWLOG,
  * LATENCY and the latency histograms. */
 void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks);
+/* A blocked command was served (blocking.c): the slowlog gets it with the
+ * argv it was called with (suite). */
+void kv_introspect_served(kv_client *c, int argc, str *argv, uint64_t ticks);
 void kv_introspect_init(void);
 /* SLOWLOG for a command run outside call_proc (a blocked command served
  * later): logs c->argv (c->cmd set) when us reaches the threshold. */

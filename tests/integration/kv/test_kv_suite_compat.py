@@ -249,3 +249,33 @@ def test_may_replicate_commands_refused_in_read_only_scripts(pair):
                 ("EVAL", "#!lua flags=no-writes\nreturn redis.call('spublish','ch','msg')", "0"),
                 ("EVAL", "return redis.call('publish','ch','msg')", "0")]:
         both(pair, *cmd)
+
+
+# ---- unit/slowlog ----
+
+def test_served_blocked_command_reaches_the_slowlog(kv, reference):
+    import threading
+    got = []
+    for port in (_port(reference), kv.port):
+        r = redis.Redis(port=port)
+        r.config_set("slowlog-log-slower-than", 0)
+        r.slowlog_reset()
+        popped = []
+        c = redis.Redis(port=port)
+        t = threading.Thread(target=lambda: popped.append(c.blpop("l", 0)))
+        t.start()
+        deadline = time.time() + 5
+        while r.info("clients")["blocked_clients"] != 1:
+            assert time.time() < deadline
+            time.sleep(0.02)
+        p = r.pipeline(transaction=True)
+        p.lpush("l", "foo")
+        p.execute_command("SLOWLOG", "RESET")
+        p.execute()
+        t.join(5)
+        got.append((popped, [e["command"] for e in r.slowlog_get()]))
+        r.config_set("slowlog-log-slower-than", 10000)
+        c.close()
+        r.close()
+    assert got[1] == got[0]
+    assert got[0][1][0] == b"BLPOP l 0"
