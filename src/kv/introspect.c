@@ -585,11 +585,19 @@ static void command_getkeys(kv_client *c, int with_flags)
      * alone does not find (Redis's getkeys procedures) */
     const kv_cmd *mk = kv_cmd_lookup(argv[0]);
     int mpos[3];
-    int nmk = mk && !with_flags ? kv_movable_keys(mk, argc, argv, mpos) : -1;
+    int nmk = mk ? kv_movable_keys(mk, argc, argv, mpos) : -1;
     if (nmk >= 0) {
         reply_array(c, nmk);
-        for (int i = 0; i < nmk; i++)
+        for (int i = 0; i < nmk; i++) {
+            if (with_flags) /* the source is read, the STORE targets overwritten */
+                reply_array(c, 2);
             reply_bulk_str(c, argv[mpos[i]]);
+            if (with_flags) {
+                reply_set(c, 2);
+                reply_simple(c, i == 0 ? "RO" : "OW");
+                reply_simple(c, i == 0 ? "access" : "update");
+            }
+        }
         goto out;
     }
     int rc = 0;

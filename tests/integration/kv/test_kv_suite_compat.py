@@ -8,7 +8,7 @@ import time
 
 import redis
 
-from kv_sidebyside import Raw, _port, _resp_end, both, pair  # noqa: F401  (pair is a fixture)
+from kv_sidebyside import Raw, _port, _resp_end, both, pair, same  # noqa: F401  (pair: fixture)
 
 
 def _exchange(port: int, payload: bytes, settle: float = 0.3, hello3: bool = False) -> bytes:
@@ -279,3 +279,14 @@ def test_served_blocked_command_reaches_the_slowlog(kv, reference):
         r.close()
     assert got[1] == got[0]
     assert got[0][1][0] == b"BLPOP l 0"
+
+
+# ---- unit/introspection-2 ----
+
+def test_getkeysandflags_of_store_options(pair):
+    for cmd in [("COMMAND", "GETKEYSANDFLAGS", "sort", "k1", "store", "k2"),
+                ("COMMAND", "GETKEYSANDFLAGS", "sort", "k1"),
+                ("COMMAND", "GETKEYSANDFLAGS", "georadius", "k1", "0", "0", "1", "km",
+                 "storedist", "k2", "store", "k3"),
+                ("COMMAND", "GETKEYS", "georadius", "k1", "0", "0", "1", "km", "store", "k2")]:
+        same(pair, *cmd)
