@@ -290,3 +290,19 @@ def test_getkeysandflags_of_store_options(pair):
                  "storedist", "k2", "store", "k3"),
                 ("COMMAND", "GETKEYS", "georadius", "k1", "0", "0", "1", "km", "store", "k2")]:
         same(pair, *cmd)
+
+
+def test_cluster_module_asking_readwrite_answer_like_standalone_redis(pair):
+    for cmd in [("CLUSTER", "INFO"), ("CLUSTER", "HELP"), ("CLUSTER", "foo"), ("CLUSTER",),
+                ("CLUSTER", "INFO", "x"), ("CLUSTER", "KEYSLOT"), ("CLUSTER", "keyslot", "k"),
+                ("ASKING",), ("ASKING", "x"), ("READWRITE",), ("READWRITE", "x"),
+                ("MODULE", "LIST"), ("MODULE", "HELP"), ("MODULE", "LOAD", "/x.so"),
+                ("MODULE", "UNLOAD", "m"), ("MODULE", "foo"), ("MODULE", "LIST", "x"),
+                ("COMMAND", "GETKEYS", "cluster", "info")]:
+        same(pair, *cmd)
+    # Redis lists its commands in (seeded) hash order: compare as sets
+    b2, r2 = pair[0], pair[1]
+    for pat in ("cl*help", "cluster*", "module*", "asking", "readwrite"):
+        want = sorted(r2.call("COMMAND", "LIST", "FILTERBY", "PATTERN", pat).split(b"\r\n"))
+        got = sorted(b2.call("COMMAND", "LIST", "FILTERBY", "PATTERN", pat).split(b"\r\n"))
+        assert got == want, pat
