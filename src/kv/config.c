@@ -5,6 +5,7 @@
 #include "kv/aof.h"
 #include "kv/mem.h"
 #include "kv/resp.h"
+#include "kv/server.h"
 #include "kv/util.h"
 
 #include <errno.h>
@@ -310,6 +311,45 @@ static int same_listen_value(const kv_config *cfg, const opt *o, int argc, char 
     return 1;
 }
 
+/* CONFIG SET port or bind to a new value: the listeners move first; the
+ * option changes only when that worked (Redis's errors otherwise). */
+static int relisten(kv_config *cfg, const opt *o, int argc, char **argv, char *err,
+                    size_t errlen)
+{
+    if (o->kind == O_BIND) {
+        if (argc < 1 || argc > KV_MAX_BIND) {
+            snprintf(err, errlen, "wrong number of arguments");
+            return -1;
+        }
+        if (kv_relisten(cfg->port, argv, argc) < 0) {
+            snprintf(err, errlen, "Failed to bind to specified addresses.");
+            return -1;
+        }
+        for (int i = 0; i < cfg->nbind; i++)
+            kv_free(cfg->bind[i]);
+        for (int i = 0; i < argc; i++)
+            cfg->bind[i] = xstrdup(argv[i]);
+        cfg->nbind = argc;
+        return 0;
+    }
+    long long v;
+    if (argc != 1 || kv_parse_ll(argv[0], strlen(argv[0]), &v) < 0) {
+        snprintf(err, errlen, argc != 1 ? "wrong number of arguments"
+                                        : "argument couldn't be parsed into an integer");
+        return -1;
+    }
+    if (v < o->min || v > o->max) {
+        snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
+        return -1;
+    }
+    if (kv_relisten((int)v, cfg->bind, cfg->nbind) < 0) {
+        snprintf(err, errlen, "Unable to listen on this port. Check server logs.");
+        return -1;
+    }
+    cfg->port = (int)v;
+    return 0;
+}
+
 int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int at_runtime,
                   char *err, size_t errlen)
 {
@@ -356,6 +396,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         snprintf(err, errlen, "Bad directive or wrong number of arguments");
         return 1; /* unknown */
     }
+    if (at_runtime && (o->kind == O_BIND || o->off == OFF(port)) && cfg == &srv.cfg &&
+        !same_listen_value(cfg, o, argc, argv))
+        return relisten(cfg, o, argc, argv, err, errlen);
     if (at_runtime && o->immutable && !same_listen_value(cfg, o, argc, argv)) {
         snprintf(err, errlen, "can't set immutable config");
         return -1;

@@ -854,26 +854,29 @@ static void on_signal(int sig)
 
 /* ---- start and stop ---- */
 
-static int listen_all(void)
+/* Opens a listening socket per bind address on port into fds (not yet in
+ * the loop). Returns how many, or -1 (none left open) with err set. */
+static int open_listeners(int port, char *const *bind, int nbind, int *fds, char *err,
+                          size_t errlen)
 {
-    int ok = 0;
-    for (int i = 0; i < srv.cfg.nbind; i++) {
-        const char *a = srv.cfg.bind[i];
+    int n = 0;
+    for (int i = 0; i < nbind; i++) {
+        const char *a = bind[i];
         int optional = a[0] == '-';
         if (optional)
             a++;
-        char spec[128], err[256];
+        char spec[128];
         if (strchr(a, ':'))
-            snprintf(spec, sizeof spec, "[%s]:%d", a, srv.cfg.port);
+            snprintf(spec, sizeof spec, "[%s]:%d", a, port);
         else
-            snprintf(spec, sizeof spec, "%s:%d", strcmp(a, "*") == 0 ? "0.0.0.0" : a,
-                     srv.cfg.port);
+            snprintf(spec, sizeof spec, "%s:%d", strcmp(a, "*") == 0 ? "0.0.0.0" : a, port);
         if (strcmp(a, "::*") == 0)
-            snprintf(spec, sizeof spec, "[::]:%d", srv.cfg.port);
+            snprintf(spec, sizeof spec, "[::]:%d", port);
         net_addr na;
-        if (net_parse_addr(spec, &na, err, sizeof err) < 0) {
-            log_error("bind %s: %s", a, err);
-            return -1;
+        char perr[200];
+        if (net_parse_addr(spec, &na, perr, sizeof perr) < 0) {
+            snprintf(err, errlen, "bind %s: %s", a, perr);
+            goto fail;
         }
         int fd = net_listen(&na, srv.cfg.tcp_backlog, 0);
         if (fd < 0) {
@@ -882,19 +885,85 @@ static int listen_all(void)
                 log_info("skipping bind %s: %s", na.text, strerror(-fd));
                 continue;
             }
-            log_error("could not listen on %s: %s", na.text, strerror(-fd));
-            return -1;
+            snprintf(err, errlen, "could not listen on %s: %s", na.text, strerror(-fd));
+            goto fail;
         }
-        if (loop_io_start(&srv.loop, &srv.listen_io[srv.nlisten], fd, LOOP_READ, accept_cb,
+        fds[n++] = fd;
+        log_info("listening on %s", na.text);
+    }
+    if (n > 0)
+        return n;
+    snprintf(err, errlen, "no address to listen on");
+fail:
+    while (n > 0)
+        close(fds[--n]);
+    return -1;
+}
+
+static int listen_all(void)
+{
+    int fds[KV_MAX_BIND];
+    char err[256];
+    int n = open_listeners(srv.cfg.port, srv.cfg.bind, srv.cfg.nbind, fds, err, sizeof err);
+    if (n < 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (loop_io_start(&srv.loop, &srv.listen_io[srv.nlisten], fds[i], LOOP_READ, accept_cb,
                           NULL) < 0) {
-            close(fd);
+            while (i < n)
+                close(fds[i++]);
             return -1;
         }
         srv.nlisten++;
-        ok++;
-        log_info("listening on %s", na.text);
     }
-    return ok > 0 ? 0 : -1;
+    return 0;
+}
+
+static void close_listeners(void)
+{
+    for (int i = 0; i < srv.nlisten; i++) {
+        int fd = srv.listen_io[i].fd;
+        if (fd >= 0) {
+            loop_io_forget(&srv.loop, &srv.listen_io[i]);
+            close(fd);
+        }
+    }
+    srv.nlisten = 0;
+}
+
+int kv_relisten(int port, char *const *bind, int nbind)
+{
+    if (port <= 0) {
+        log_warn("CONFIG SET: port 0 (no TCP listener) is not supported");
+        return -1;
+    }
+    /* The old sockets close first (the new set may share an address and
+     * port with them) and come back when the new set fails, as Redis. An
+     * event of an old one still queued in this batch finds the new fd in
+     * the same loop_io, where accept() just says EAGAIN. */
+    close_listeners();
+    int fds[KV_MAX_BIND];
+    char err[256];
+    int rc = 0;
+    int n = open_listeners(port, bind, nbind, fds, err, sizeof err);
+    if (n < 0) {
+        log_warn("CONFIG SET: %s", err);
+        rc = -1;
+        n = open_listeners(srv.cfg.port, srv.cfg.bind, srv.cfg.nbind, fds, err, sizeof err);
+        if (n < 0)
+            log_error("CONFIG SET: the old listeners did not come back: %s", err);
+    }
+    for (int i = 0; i < n; i++) {
+        if (loop_io_start(&srv.loop, &srv.listen_io[srv.nlisten], fds[i], LOOP_READ, accept_cb,
+                          NULL) < 0) {
+            close(fds[i]);
+            continue;
+        }
+        srv.nlisten++;
+    }
+    return rc;
 }
 
 /* Frees everything, so leak checkers see a clean exit. */

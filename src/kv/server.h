@@ -678,6 +678,10 @@ typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* introspect.c: after a timed call (ticks of kv_ticks), for SLOWLOG,
  * LATENCY and the latency histograms. */
 void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks);
+/* CONFIG SET port / bind at run time (suite): listens on the new port and
+ * addresses, then closes the old listeners. -1 (old ones kept) when the
+ * new sockets cannot all be opened. */
+int kv_relisten(int port, char *const *bind, int nbind);
 /* A blocked command was served (blocking.c): the slowlog gets it with the
  * argv it was called with (suite). */
 void kv_introspect_served(kv_client *c, int argc, str *argv, uint64_t ticks);

@@ -306,3 +306,36 @@ def test_cluster_module_asking_readwrite_answer_like_standalone_redis(pair):
         want = sorted(r2.call("COMMAND", "LIST", "FILTERBY", "PATTERN", pat).split(b"\r\n"))
         got = sorted(b2.call("COMMAND", "LIST", "FILTERBY", "PATTERN", pat).split(b"\r\n"))
         assert got == want, pat
+
+
+def test_config_set_port_and_bind_move_the_listener(kv, reference):
+    from kvlib import free_port
+    r = kv.client(decode_responses=True)
+    hold = socket.socket()
+    hold.bind(("127.0.0.1", 0))
+    hold.listen(1)
+    busy = hold.getsockname()[1]  # a port in use: refused, nothing changes
+    for c in (reference, r):
+        try:
+            c.execute_command("CONFIG", "SET", "maxmemory", "10000001", "port", str(busy))
+            raise AssertionError("port in use accepted")
+        except redis.ResponseError as e:
+            assert "Unable to listen on this port" in str(e)
+        assert str(c.config_get("maxmemory")["maxmemory"]) in ("0", "b'0'")
+        try:
+            c.execute_command("CONFIG", "SET", "bind", "10.99.99.99")
+            raise AssertionError("foreign address accepted")
+        except redis.ResponseError as e:
+            assert "Failed to bind to specified addresses." in str(e)
+    assert r.ping()
+    new = free_port()
+    assert r.execute_command("CONFIG", "SET", "port", str(new)) == "OK"
+    r2 = redis.Redis(port=new, decode_responses=True)
+    assert r2.config_get("port") == {"port": str(new)}
+    assert r2.execute_command("CONFIG", "SET", "bind", "127.0.0.1") == "OK"
+    assert r2.config_get("bind") == {"bind": "127.0.0.1"}
+    assert r2.execute_command("CONFIG", "SET", "port", str(kv.port)) == "OK"
+    assert redis.Redis(port=kv.port).ping()
+    r2.close()
+    r.close()
+    hold.close()
