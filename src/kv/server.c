@@ -16,6 +16,7 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -536,6 +537,28 @@ static void touch_command_keys(kv_client *c, const kv_cmd *cmd)
 }
 
 /* Runs cmd for c with c->argv and propagates it when it changed data. */
+/* A RESP2 client with subscriptions ran another command. Redis checks the
+ * subcommand (known, arity) before and names it in the error. */
+static void subscribed_refuse(kv_client *c, const kv_cmd *cmd)
+{
+    int arity = 0, has_subs = 0;
+    const char *full =
+        c->argc >= 2 ? kv_acl_subcommand(cmd, c->argv[1], &arity, &has_subs) : NULL;
+    if (has_subs && !full) {
+        char up[32];
+        size_t n = MIN(strlen(cmd->name), sizeof up - 1);
+        for (size_t i = 0; i < n; i++)
+            up[i] = (char)toupper((unsigned char)cmd->name[i]);
+        up[n] = '\0';
+        reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.",
+                     (int)MIN(c->argv[1].len, (size_t)128), c->argv[1].p, up);
+    } else if (full && ((arity > 0 && c->argc != arity) || (arity < 0 && c->argc < -arity))) {
+        reply_errorf(c, "ERR wrong number of arguments for '%s' command", full);
+    } else {
+        reply_errorf(c, ERR_SUBSCRIBED_FMT, full ? full : cmd->name);
+    }
+}
+
 static int is_script_call(const kv_cmd *cmd)
 {
     return cmd->proc == eval_command || cmd->proc == evalsha_command ||
@@ -682,7 +705,7 @@ void kv_call(kv_client *c)
         return;
     }
     if (UNLIKELY(c->subs) && pubsub_restricted(c) && !pubsub_allowed_when_subscribed(cmd)) {
-        reply_errorf(c, ERR_SUBSCRIBED_FMT, cmd->name);
+        subscribed_refuse(c, cmd);
         return;
     }
     if (UNLIKELY(srv.script_timedout) && script_busy_refuses(c, cmd)) {

@@ -669,6 +669,9 @@ void tracking_client_closed(kv_client *c);
 str tracking_prefix_str(const struct kv_trk_prefix *p);
 static inline int tracking_active(void) { return dict_size(&srv.trk_keys) || srv.trk_nprefix; }
 /* -- end client -- */
+/* suite: cmd's subcommand sub ("config|get") and its arity; NULL when it
+ * is not one (*has_subs: whether cmd is a container at all). acl.c. */
+const char *kv_acl_subcommand(const kv_cmd *cmd, str sub, int *arity, int *has_subs);
 /* -- declarations: acl -- */
 typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- end acl -- */

@@ -339,3 +339,18 @@ def test_config_set_port_and_bind_move_the_listener(kv, reference):
     r2.close()
     r.close()
     hold.close()
+
+
+def test_subscribed_context_names_the_subcommand(kv, reference):
+    payload = _cmds("SUBSCRIBE a", "CLIENT foo", "CLIENT", "CONFIG GET x", "client REPLY on",
+                    "OBJECT HELP", "COMMAND", "SUBSCRIBE", "CONFIG GET", "config Get",
+                    "COMMAND info", "GET k", "UNSUBSCRIBE", "PING")
+    _same_stream(kv, reference, payload)
+    # and the protocol sequences the suite's pubsub helpers use
+    for seq in (["SUBSCRIBE a", "PING", "PING x", "GET k", "UNSUBSCRIBE", "PING"],
+                ["SSUBSCRIBE s", "SPUBLISH s m", "SUNSUBSCRIBE", "SUNSUBSCRIBE s", "PING"],
+                ["MULTI", "SUBSCRIBE a", "PUBLISH a x", "EXEC", "PING"],
+                ["CLIENT REPLY SKIP", "SUBSCRIBE a", "PING", "CLIENT REPLY OFF", "PUBLISH a z",
+                 "UNSUBSCRIBE a", "CLIENT REPLY ON", "PING"]):
+        for hello3 in (False, True):
+            _same_stream(kv, reference, _cmds(*seq), hello3, settle=0.2)
