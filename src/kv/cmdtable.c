@@ -509,13 +509,15 @@ const kv_cmd kv_commands[] = {
     /* -- end script -- */
     /* -- commands: suite -- */
     { "cluster", -2, 0, cluster_command, 0, 0, 0, "cluster",
-      "A container for Redis Cluster commands.", "3.0.0", NULL, "@slow" },
+      "A container for cluster commands", "3.0.0", NULL, "@slow" },
     { "asking", 1, CMD_FAST, asking_command, 0, 0, 0, "cluster",
-      "Signals that a cluster client is following an -ASK redirect.", "3.0.0", NULL, "@fast @connection" },
+      "Sent by cluster clients after an -ASK redirect", "3.0.0", NULL,
+      "@fast @connection" },
     { "readwrite", 1, CMD_FAST | CMD_LOADING | CMD_STALE, readwrite_command, 0, 0, 0, "cluster",
-      "Enables read-write queries for a connection to a Reids Cluster replica node.", "3.0.0", NULL, "@fast @connection" },
+      "Disables read queries for a connection to a cluster replica node", "3.0.0", NULL,
+      "@fast @connection" },
     { "module", -2, 0, module_command, 0, 0, 0, "server",
-      "A container for module commands.", "4.0.0", NULL, "@slow" },
+      "A container for module commands", "4.0.0", NULL, "@slow" },
     /* -- end suite -- */
     /* -- commands: repl -- */
     { "replconf", -1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE | CMD_ALLOW_BUSY, replconf_command, 0, 0, 0, "server",
