@@ -445,6 +445,19 @@ static int find_sub(int parent, const char *p, size_t n)
     return -1;
 }
 
+const char *kv_acl_subcommand(const kv_cmd *cmd, str sub, int *arity, int *has_subs)
+{
+    const acl_cmd *ac = &A.cmds[cmd - kv_commands];
+    *has_subs = A.cmds && ac->nsub > 0;
+    if (!*has_subs)
+        return NULL;
+    int id = find_sub((int)(cmd - kv_commands), sub.p, sub.len);
+    if (id < 0)
+        return NULL;
+    *arity = A.cmds[id].arity;
+    return A.cmds[id].name;
+}
+
 /* "get", "config|get": Redis's strict lookup of a command by full name. */
 static int find_command(const char *p, size_t n)
 {

@@ -368,10 +368,15 @@ static void serve_key(kv_bkey *k)
             continue;
         const kv_cmd *saved = c->cmd;
         c->cmd = b->cmd;
-        if (b->kind->serve(c, db, key, e))
+        int timed = srv.slowlog_slower_than >= 0;
+        uint64_t t0 = timed ? kv_ticks() : 0;
+        if (b->kind->serve(c, db, key, e)) {
+            if (timed) /* the served command reaches the slowlog, as Redis */
+                kv_introspect_served(c, b->argc, b->argv, kv_ticks() - t0);
             unblock(c);
-        else
+        } else {
             c->cmd = saved;
+        }
         e = db_find(db, key); /* emptied (deleted) or moved by the serve */
     }
 }

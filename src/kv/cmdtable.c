@@ -507,6 +507,18 @@ const kv_cmd kv_commands[] = {
     { "script", -2, CMD_NOSCRIPT, script_command, 0, 0, 0, "scripting",
       "A container for Lua scripts management commands.", "2.6.0", NULL, "@slow @scripting" },
     /* -- end script -- */
+    /* -- commands: suite -- */
+    { "cluster", -2, 0, cluster_command, 0, 0, 0, "cluster",
+      "A container for cluster commands", "3.0.0", NULL, "@slow" },
+    { "asking", 1, CMD_FAST, asking_command, 0, 0, 0, "cluster",
+      "Sent by cluster clients after an -ASK redirect", "3.0.0", NULL,
+      "@fast @connection" },
+    { "readwrite", 1, CMD_FAST | CMD_LOADING | CMD_STALE, readwrite_command, 0, 0, 0, "cluster",
+      "Disables read queries for a connection to a cluster replica node", "3.0.0", NULL,
+      "@fast @connection" },
+    { "module", -2, 0, module_command, 0, 0, 0, "server",
+      "A container for module commands", "4.0.0", NULL, "@slow" },
+    /* -- end suite -- */
     /* -- commands: repl -- */
     { "replconf", -1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE | CMD_ALLOW_BUSY, replconf_command, 0, 0, 0, "server",
       "An internal command for configuring the replication stream.", "3.0.0", NULL, "@admin @slow @dangerous" },

@@ -5,6 +5,7 @@
 #include "kv/aof.h"
 #include "kv/mem.h"
 #include "kv/resp.h"
+#include "kv/server.h"
 #include "kv/util.h"
 
 #include <errno.h>
@@ -97,6 +98,8 @@ static struct {
     { "replica-lazy-flush", "no" },         { "min-replicas-to-write", "0" },
     { "min-replicas-max-lag", "10" },
     { "tracking-table-max-keys", "1000000" }, /* read by tracking.c */
+    { "maxmemory-clients", "0" },
+    { "key-load-delay", "0" }, /* hidden: CONFIG GET shows it only by its name */
 };
 
 long long kv_busy_reply_ms = 5000;
@@ -229,6 +232,124 @@ static void set_int(kv_config *cfg, const opt *o, long long v)
         *(int *)(void *)p = (int)v;
 }
 
+/* save "secs changes ..." (or "" / no argument: none): pairs of a number
+ * of seconds >= 1 and of changes >= 0, given as one argument or several
+ * (the command line), kept as one space-joined string. */
+static int set_save(kv_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    size_t len = 1;
+    for (int i = 0; i < argc; i++)
+        len += strlen(argv[i]) + 1;
+    char *joined = kv_malloc(len), *w = joined;
+    int ntok = 0, bad = 0;
+    for (int i = 0; i < argc; i++) {
+        for (const char *p = argv[i]; *p;) {
+            while (*p == ' ')
+                p++;
+            const char *t = p;
+            while (*p && *p != ' ')
+                p++;
+            if (p == t)
+                break;
+            long long v;
+            if (kv_parse_ll(t, (size_t)(p - t), &v) < 0 || v < (ntok % 2 ? 0 : 1))
+                bad = 1;
+            if (ntok++)
+                *w++ = ' ';
+            memcpy(w, t, (size_t)(p - t));
+            w += p - t;
+        }
+    }
+    *w = '\0';
+    if (bad || ntok % 2) {
+        kv_free(joined);
+        snprintf(err, errlen, "Invalid save parameters");
+        return -1;
+    }
+    kv_free(cfg->save);
+    cfg->save = joined;
+    return 0;
+}
+
+/* maxmemory-clients: a memory value, or a percentage of maxmemory ("5%"). */
+static int check_maxmemory_clients(const char *v, char *out, size_t outlen, char *err,
+                                   size_t errlen)
+{
+    size_t n = strlen(v);
+    uint64_t bytes;
+    long long pct;
+    if (n > 1 && v[n - 1] == '%' && kv_parse_ll(v, n - 1, &pct) == 0 && pct >= 0) {
+        if (pct > 100) {
+            snprintf(err, errlen, "percentage argument must be less or equal to 100");
+            return -1;
+        }
+        snprintf(out, outlen, "%lld%%", pct);
+        return 0;
+    }
+    if (parse_memory(v, &bytes) < 0 || bytes > LLONG_MAX) {
+        snprintf(err, errlen, "argument must be a memory or percent value");
+        return -1;
+    }
+    snprintf(out, outlen, "%llu", (unsigned long long)bytes);
+    return 0;
+}
+
+/* CONFIG SET port/bind to the value they have (what CONFIG GET * then SET
+ * of each, as clients and Redis's own tests do, sends): accepted, nothing
+ * to change. Another value needs a rebind, which is not supported. */
+static int same_listen_value(const kv_config *cfg, const opt *o, int argc, char **argv)
+{
+    if (o->off == OFF(port) && o->kind == O_INT) {
+        long long v;
+        return argc == 1 && kv_parse_ll(argv[0], strlen(argv[0]), &v) == 0 && v == cfg->port;
+    }
+    if (o->kind != O_BIND || argc != cfg->nbind)
+        return 0;
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], cfg->bind[i]) != 0)
+            return 0;
+    return 1;
+}
+
+/* CONFIG SET port or bind to a new value: the listeners move first; the
+ * option changes only when that worked (Redis's errors otherwise). */
+static int relisten(kv_config *cfg, const opt *o, int argc, char **argv, char *err,
+                    size_t errlen)
+{
+    if (o->kind == O_BIND) {
+        if (argc < 1 || argc > KV_MAX_BIND) {
+            snprintf(err, errlen, "wrong number of arguments");
+            return -1;
+        }
+        if (kv_relisten(cfg->port, argv, argc) < 0) {
+            snprintf(err, errlen, "Failed to bind to specified addresses.");
+            return -1;
+        }
+        for (int i = 0; i < cfg->nbind; i++)
+            kv_free(cfg->bind[i]);
+        for (int i = 0; i < argc; i++)
+            cfg->bind[i] = xstrdup(argv[i]);
+        cfg->nbind = argc;
+        return 0;
+    }
+    long long v;
+    if (argc != 1 || kv_parse_ll(argv[0], strlen(argv[0]), &v) < 0) {
+        snprintf(err, errlen, argc != 1 ? "wrong number of arguments"
+                                        : "argument couldn't be parsed into an integer");
+        return -1;
+    }
+    if (v < o->min || v > o->max) {
+        snprintf(err, errlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
+        return -1;
+    }
+    if (kv_relisten((int)v, cfg->bind, cfg->nbind) < 0) {
+        snprintf(err, errlen, "Unable to listen on this port. Check server logs.");
+        return -1;
+    }
+    cfg->port = (int)v;
+    return 0;
+}
+
 int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int at_runtime,
                   char *err, size_t errlen)
 {
@@ -254,6 +375,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
                     snprintf(err, errlen, "wrong number of arguments");
                     return -1;
                 }
+                if (strcasecmp(name, "maxmemory-clients") == 0)
+                    return check_maxmemory_clients(argv[0], noops[i].value,
+                                                   sizeof noops[i].value, err, errlen);
                 snprintf(noops[i].value, sizeof noops[i].value, "%s", argv[0]);
                 if (strcasecmp(name, "min-replicas-to-write") == 0)
                     kv_min_replicas_to_write = strtoll(argv[0], NULL, 10);
@@ -272,7 +396,10 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         snprintf(err, errlen, "Bad directive or wrong number of arguments");
         return 1; /* unknown */
     }
-    if (at_runtime && o->immutable) {
+    if (at_runtime && (o->kind == O_BIND || o->off == OFF(port)) && cfg == &srv.cfg &&
+        !same_listen_value(cfg, o, argc, argv))
+        return relisten(cfg, o, argc, argv, err, errlen);
+    if (at_runtime && o->immutable && !same_listen_value(cfg, o, argc, argv)) {
         snprintf(err, errlen, "can't set immutable config");
         return -1;
     }
@@ -288,11 +415,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         cfg->nbind = argc;
         return 0;
     }
+    if (o->kind == O_STR && o->off == OFF(save))
+        return set_save(cfg, argc, argv, err, errlen);
     if (argc != 1) {
-        if (o->kind == O_STR && o->off == OFF(save)) {
-            /* save 3600 1 300 100: accepted, snapshots are not implemented */
-            return 0;
-        }
         snprintf(err, errlen, "wrong number of arguments");
         return -1;
     }
@@ -536,7 +661,10 @@ void kv_config_get(const kv_config *cfg, str pattern,
     }
     for (size_t i = 0; i < ARRAY_LEN(noops); i++) {
         const char *name = noops[i].name;
-        if (kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))
+        size_t nl = strlen(name);
+        int hidden = strcmp(name, "key-load-delay") == 0;
+        if (hidden ? pattern.len == nl && strncasecmp(pattern.p, name, nl) == 0
+                   : kv_glob_match(pattern.p, pattern.len, name, nl, 1))
             fn(ud, name, noops[i].value);
     }
     kv_acl_config_get(pattern, fn, ud);

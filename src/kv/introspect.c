@@ -585,11 +585,19 @@ static void command_getkeys(kv_client *c, int with_flags)
      * alone does not find (Redis's getkeys procedures) */
     const kv_cmd *mk = kv_cmd_lookup(argv[0]);
     int mpos[3];
-    int nmk = mk && !with_flags ? kv_movable_keys(mk, argc, argv, mpos) : -1;
+    int nmk = mk ? kv_movable_keys(mk, argc, argv, mpos) : -1;
     if (nmk >= 0) {
         reply_array(c, nmk);
-        for (int i = 0; i < nmk; i++)
+        for (int i = 0; i < nmk; i++) {
+            if (with_flags) /* the source is read, the STORE targets overwritten */
+                reply_array(c, 2);
             reply_bulk_str(c, argv[mpos[i]]);
+            if (with_flags) {
+                reply_set(c, 2);
+                reply_simple(c, i == 0 ? "RO" : "OW");
+                reply_simple(c, i == 0 ? "access" : "update");
+            }
+        }
         goto out;
     }
     int rc = 0;
@@ -1194,6 +1202,20 @@ void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
         slowlog_add(c, us);
     if (srv.latency_threshold > 0 && us / 1000 >= srv.latency_threshold)
         latency_add((cmd->flags & CMD_FAST) ? "fast-command" : "command", (uint32_t)(us / 1000));
+}
+
+void kv_introspect_served(kv_client *c, int argc, str *argv, uint64_t ticks)
+{
+    long long us = (long long)((double)ticks / kv_ticks_per_us());
+    if (srv.slowlog_slower_than < 0 || us < srv.slowlog_slower_than)
+        return;
+    int sargc = c->argc;
+    str *sargv = c->argv;
+    c->argc = argc;
+    c->argv = argv;
+    slowlog_add(c, us);
+    c->argc = sargc;
+    c->argv = sargv;
 }
 
 /* The subcommand's own arity error, Redis's "'slowlog|len'" form. */

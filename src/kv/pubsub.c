@@ -171,6 +171,20 @@ static void push_header(kv_client *c, long long n)
     reply_raw(c, h, len);
 }
 
+/* Out-of-band messages are not replies: CLIENT REPLY OFF/SKIP drops the
+ * running command's output after it ran (kv_client_after_command), so a
+ * push written to that client meanwhile (its own (un)subscribe
+ * confirmations, a message it published to itself) moves to srv.trk_self,
+ * which is written after the truncation, as Redis sends them anyway. */
+static void push_keep(kv_client *c, size_t at)
+{
+    if (c == srv.cl_running && (c->cl_flags & (CL_REPLY_OFF | CL_REPLY_SKIP)) &&
+        c->wbuf.len > at) {
+        buf_append(&srv.trk_self, c->wbuf.data + at, c->wbuf.len - at);
+        c->wbuf.len = at;
+    }
+}
+
 static const char *const sub_names[] = { "subscribe", "psubscribe", "ssubscribe" };
 static const char *const unsub_names[] = { "unsubscribe", "punsubscribe", "sunsubscribe" };
 
@@ -178,6 +192,7 @@ static const char *const unsub_names[] = { "unsubscribe", "punsubscribe", "sunsu
 static void reply_subscription(kv_client *c, int kind, const char *what, str name,
                                int null_name)
 {
+    size_t at = c->wbuf.len;
     push_header(c, 3);
     reply_bulk_cstr(c, what);
     if (null_name)
@@ -185,6 +200,7 @@ static void reply_subscription(kv_client *c, int kind, const char *what, str nam
     else
         reply_bulk_str(c, name);
     reply_int(c, kind == SUB_SHARD ? (c->subs ? c->subs->nsch : 0) : pubsub_count(c));
+    push_keep(c, at);
 }
 
 static void subscribe_generic(kv_client *c, int kind)
@@ -246,12 +262,14 @@ void sunsubscribe_command(kv_client *c) { unsubscribe_generic(c, SUB_SHARD); }
 static void deliver(kv_client *to, const char *what, const kv_chan *pattern, str channel,
                     str msg)
 {
+    size_t at = to->wbuf.len;
     push_header(to, pattern ? 4 : 3);
     reply_bulk_cstr(to, what);
     if (pattern)
         reply_bulk(to, pattern->name, pattern->node.aux);
     reply_bulk_str(to, channel);
     reply_bulk_str(to, msg);
+    push_keep(to, at);
     kv_client_output_added(to);
 }
 

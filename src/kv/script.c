@@ -748,6 +748,13 @@ static int script_call_impl(lua_State *L, int raise)
             goto fail;
         }
     }
+    /* (suite) Redis's may-replicate commands count as writes here. */
+    if ((run->ro || (run->flags & SCRIPT_NO_WRITES)) &&
+        (cmd->proc == publish_command || cmd->proc == spublish_command ||
+         cmd->proc == pfcount_command)) {
+        err = "ERR Write commands are not allowed from read-only scripts.";
+        goto fail;
+    }
     fake->wbuf.len = 0;
     if (cmd->flags & CMD_WRITE) {
         if (run->ro || (run->flags & SCRIPT_NO_WRITES)) {
@@ -1625,6 +1632,47 @@ static void eval_set_args(lua_State *L, int which, const str *argv, int n)
     }
     args_len[which] = n;
     lua_pop(L, 1);
+}
+
+/* (suite) CLIENT PAUSE WRITE: whether EVAL/EVALSHA argv runs a script
+ * flagged no-writes: the cached script's flags, else (EVAL of a new body)
+ * "no-writes" among the shebang's flags=. Such calls are not held. */
+int script_call_no_writes(int evalsha, int argc, const str *argv)
+{
+    if (argc < 2)
+        return 0;
+    char sha[41];
+    str body = argv[1];
+    if (evalsha) {
+        if (body.len != 40)
+            return 0;
+        for (int i = 0; i < 40; i++)
+            sha[i] = (char)tolower((unsigned char)body.p[i]);
+        sha[40] = '\0';
+    } else {
+        sha1_hex(body.p, body.len, sha);
+    }
+    const script_entry *e = eval_find(sha);
+    if (e || evalsha)
+        return e && !(e->flags & SCRIPT_LEGACY) && (e->flags & SCRIPT_NO_WRITES);
+    if (body.len < 2 || body.p[0] != '#' || body.p[1] != '!')
+        return 0;
+    const char *nl = memchr(body.p, '\n', body.len);
+    size_t ll = nl ? (size_t)(nl - body.p) : body.len;
+    for (size_t i = 0; i + 6 <= ll; i++) {
+        if (memcmp(body.p + i, "flags=", 6) != 0 || (i && body.p[i - 1] != ' '))
+            continue;
+        size_t f = i + 6;
+        while (f < ll && body.p[f] != ' ') {
+            size_t e2 = f;
+            while (e2 < ll && body.p[e2] != ',' && body.p[e2] != ' ')
+                e2++;
+            if (e2 - f == 9 && memcmp(body.p + f, "no-writes", 9) == 0)
+                return 1;
+            f = e2 < ll && body.p[e2] == ',' ? e2 + 1 : e2;
+        }
+    }
+    return 0;
 }
 
 static void eval_generic(kv_client *c, int evalsha, int ro)

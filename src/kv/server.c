@@ -16,6 +16,7 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -536,6 +537,35 @@ static void touch_command_keys(kv_client *c, const kv_cmd *cmd)
 }
 
 /* Runs cmd for c with c->argv and propagates it when it changed data. */
+/* A RESP2 client with subscriptions ran another command. Redis checks the
+ * subcommand (known, arity) before and names it in the error. */
+static void subscribed_refuse(kv_client *c, const kv_cmd *cmd)
+{
+    int arity = 0, has_subs = 0;
+    const char *full =
+        c->argc >= 2 ? kv_acl_subcommand(cmd, c->argv[1], &arity, &has_subs) : NULL;
+    if (has_subs && !full) {
+        char up[32];
+        size_t n = MIN(strlen(cmd->name), sizeof up - 1);
+        for (size_t i = 0; i < n; i++)
+            up[i] = (char)toupper((unsigned char)cmd->name[i]);
+        up[n] = '\0';
+        reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.",
+                     (int)MIN(c->argv[1].len, (size_t)128), c->argv[1].p, up);
+    } else if (full && ((arity > 0 && c->argc != arity) || (arity < 0 && c->argc < -arity))) {
+        reply_errorf(c, "ERR wrong number of arguments for '%s' command", full);
+    } else {
+        reply_errorf(c, ERR_SUBSCRIBED_FMT, full ? full : cmd->name);
+    }
+}
+
+static int is_script_call(const kv_cmd *cmd)
+{
+    return cmd->proc == eval_command || cmd->proc == evalsha_command ||
+           cmd->proc == eval_ro_command || cmd->proc == evalsha_ro_command ||
+           cmd->proc == fcall_command || cmd->proc == fcall_ro_command;
+}
+
 static void call_proc(kv_client *c, const kv_cmd *cmd)
 {
     uint64_t dirty = srv.dirty;
@@ -545,6 +575,10 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     kv_cmd_stats *st = &srv.cmd_stats[cmd - kv_commands];
     int executing = srv.cl_executing;
     srv.cl_executing = 1;
+    /* MONITOR shows a script call before the commands it runs (Redis 7). */
+    int monitor_first = UNLIKELY(srv.nmonitors) && is_script_call(cmd);
+    if (monitor_first)
+        kv_monitor_feed(c, cmd, c->argc, c->argv);
     if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0 || srv.time_every_call) {
         uint64_t t0 = kv_ticks();
         cmd->proc(c);
@@ -558,10 +592,13 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     srv.cl_executing = executing;
     st->calls++;
     srv.stat_cmds++;
-    if (UNLIKELY(srv.nmonitors))
+    if (UNLIKELY(srv.nmonitors) && !monitor_first)
         kv_monitor_feed(c, cmd, c->argc, c->argv);
     if (UNLIKELY(c->cl_flags & CL_TRACKING) && (cmd->flags & CMD_READONLY))
         tracking_remember(c, cmd, c->argc, c->argv);
+    else if (UNLIKELY(srv.script_caller) && c != srv.script_caller &&
+             (cmd->flags & CMD_READONLY) && (srv.script_caller->cl_flags & CL_TRACKING))
+        tracking_remember_script(srv.script_caller);
     /* PUBLISH reaches replicas (their subscribers), not the AOF. */
     if (UNLIKELY(repl_feeding) && cmd->proc == publish_command)
         repl_feed(c->db, c->argc, c->argv);
@@ -668,7 +705,7 @@ void kv_call(kv_client *c)
         return;
     }
     if (UNLIKELY(c->subs) && pubsub_restricted(c) && !pubsub_allowed_when_subscribed(cmd)) {
-        reply_errorf(c, ERR_SUBSCRIBED_FMT, cmd->name);
+        subscribed_refuse(c, cmd);
         return;
     }
     if (UNLIKELY(srv.script_timedout) && script_busy_refuses(c, cmd)) {
@@ -687,8 +724,11 @@ void kv_call(kv_client *c)
         queue_multi(c, cmd);
         return;
     }
-    if (UNLIKELY(srv.cfg.maxmemory) && (cmd->flags & CMD_DENYOOM) && !srv.loading) {
-        if (kv_evict_if_needed() < 0) {
+    /* Every command frees memory when over maxmemory, as Redis (a read's
+     * tracking client hears of the evicted keys before its reply); only
+     * the ones that may grow memory are refused when that is not enough. */
+    if (UNLIKELY(srv.cfg.maxmemory) && !srv.loading) {
+        if (kv_evict_if_needed() < 0 && (cmd->flags & CMD_DENYOOM)) {
             srv.cmd_stats[cmd - kv_commands].rejected++;
             reply_error(c, ERR_OOM);
             return;
@@ -837,26 +877,29 @@ static void on_signal(int sig)
 
 /* ---- start and stop ---- */
 
-static int listen_all(void)
+/* Opens a listening socket per bind address on port into fds (not yet in
+ * the loop). Returns how many, or -1 (none left open) with err set. */
+static int open_listeners(int port, char *const *bind, int nbind, int *fds, char *err,
+                          size_t errlen)
 {
-    int ok = 0;
-    for (int i = 0; i < srv.cfg.nbind; i++) {
-        const char *a = srv.cfg.bind[i];
+    int n = 0;
+    for (int i = 0; i < nbind; i++) {
+        const char *a = bind[i];
         int optional = a[0] == '-';
         if (optional)
             a++;
-        char spec[128], err[256];
+        char spec[128];
         if (strchr(a, ':'))
-            snprintf(spec, sizeof spec, "[%s]:%d", a, srv.cfg.port);
+            snprintf(spec, sizeof spec, "[%s]:%d", a, port);
         else
-            snprintf(spec, sizeof spec, "%s:%d", strcmp(a, "*") == 0 ? "0.0.0.0" : a,
-                     srv.cfg.port);
+            snprintf(spec, sizeof spec, "%s:%d", strcmp(a, "*") == 0 ? "0.0.0.0" : a, port);
         if (strcmp(a, "::*") == 0)
-            snprintf(spec, sizeof spec, "[::]:%d", srv.cfg.port);
+            snprintf(spec, sizeof spec, "[::]:%d", port);
         net_addr na;
-        if (net_parse_addr(spec, &na, err, sizeof err) < 0) {
-            log_error("bind %s: %s", a, err);
-            return -1;
+        char perr[200];
+        if (net_parse_addr(spec, &na, perr, sizeof perr) < 0) {
+            snprintf(err, errlen, "bind %s: %s", a, perr);
+            goto fail;
         }
         int fd = net_listen(&na, srv.cfg.tcp_backlog, 0);
         if (fd < 0) {
@@ -865,19 +908,85 @@ static int listen_all(void)
                 log_info("skipping bind %s: %s", na.text, strerror(-fd));
                 continue;
             }
-            log_error("could not listen on %s: %s", na.text, strerror(-fd));
-            return -1;
+            snprintf(err, errlen, "could not listen on %s: %s", na.text, strerror(-fd));
+            goto fail;
         }
-        if (loop_io_start(&srv.loop, &srv.listen_io[srv.nlisten], fd, LOOP_READ, accept_cb,
+        fds[n++] = fd;
+        log_info("listening on %s", na.text);
+    }
+    if (n > 0)
+        return n;
+    snprintf(err, errlen, "no address to listen on");
+fail:
+    while (n > 0)
+        close(fds[--n]);
+    return -1;
+}
+
+static int listen_all(void)
+{
+    int fds[KV_MAX_BIND];
+    char err[256];
+    int n = open_listeners(srv.cfg.port, srv.cfg.bind, srv.cfg.nbind, fds, err, sizeof err);
+    if (n < 0) {
+        log_error("%s", err);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (loop_io_start(&srv.loop, &srv.listen_io[srv.nlisten], fds[i], LOOP_READ, accept_cb,
                           NULL) < 0) {
-            close(fd);
+            while (i < n)
+                close(fds[i++]);
             return -1;
         }
         srv.nlisten++;
-        ok++;
-        log_info("listening on %s", na.text);
     }
-    return ok > 0 ? 0 : -1;
+    return 0;
+}
+
+static void close_listeners(void)
+{
+    for (int i = 0; i < srv.nlisten; i++) {
+        int fd = srv.listen_io[i].fd;
+        if (fd >= 0) {
+            loop_io_forget(&srv.loop, &srv.listen_io[i]);
+            close(fd);
+        }
+    }
+    srv.nlisten = 0;
+}
+
+int kv_relisten(int port, char *const *bind, int nbind)
+{
+    if (port <= 0) {
+        log_warn("CONFIG SET: port 0 (no TCP listener) is not supported");
+        return -1;
+    }
+    /* The old sockets close first (the new set may share an address and
+     * port with them) and come back when the new set fails, as Redis. An
+     * event of an old one still queued in this batch finds the new fd in
+     * the same loop_io, where accept() just says EAGAIN. */
+    close_listeners();
+    int fds[KV_MAX_BIND];
+    char err[256];
+    int rc = 0;
+    int n = open_listeners(port, bind, nbind, fds, err, sizeof err);
+    if (n < 0) {
+        log_warn("CONFIG SET: %s", err);
+        rc = -1;
+        n = open_listeners(srv.cfg.port, srv.cfg.bind, srv.cfg.nbind, fds, err, sizeof err);
+        if (n < 0)
+            log_error("CONFIG SET: the old listeners did not come back: %s", err);
+    }
+    for (int i = 0; i < n; i++) {
+        if (loop_io_start(&srv.loop, &srv.listen_io[srv.nlisten], fds[i], LOOP_READ, accept_cb,
+                          NULL) < 0) {
+            close(fds[i]);
+            continue;
+        }
+        srv.nlisten++;
+    }
+    return rc;
 }
 
 /* Frees everything, so leak checkers see a clean exit. */

@@ -598,6 +598,10 @@ void dump_debug_reload(kv_client *c);
 void dump_debug_object(kv_client *c);
 /* -- end dump -- */
 /* -- declarations: client -- */
+/* suite: CLIENT PAUSE WRITE leaves scripts flagged no-writes alone
+ * (script.c: EVAL/EVALSHA argv, t_function.c: FCALL argv). */
+int script_call_no_writes(int evalsha, int argc, const str *argv);
+int function_call_no_writes(int argc, const str *argv);
 /* t_client.c: CLIENT, MONITOR, CLIENT PAUSE and REPLY OFF/SKIP */
 enum {
     CL_REPLY_OFF = 1u << 0,
@@ -652,6 +656,9 @@ void tracking_disable(kv_client *c);
 int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, size_t errlen);
 /* c ran a read-only command: remember its keys for invalidation. */
 void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+/* A script's read-only command ran: its caller (EVAL*, FCALL*) tracks the
+ * keys it declared, as Redis. */
+void tracking_remember_script(kv_client *caller);
 /* key changed in the keyspace (cheap when no client tracks). */
 void tracking_invalidate_key(str key);
 void tracking_invalidate_all(void); /* FLUSHDB / FLUSHALL (once per command) */
@@ -662,6 +669,9 @@ void tracking_client_closed(kv_client *c);
 str tracking_prefix_str(const struct kv_trk_prefix *p);
 static inline int tracking_active(void) { return dict_size(&srv.trk_keys) || srv.trk_nprefix; }
 /* -- end client -- */
+/* suite: cmd's subcommand sub ("config|get") and its arity; NULL when it
+ * is not one (*has_subs: whether cmd is a container at all). acl.c. */
+const char *kv_acl_subcommand(const kv_cmd *cmd, str sub, int *arity, int *has_subs);
 /* -- declarations: acl -- */
 typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- end acl -- */
@@ -671,6 +681,13 @@ typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* introspect.c: after a timed call (ticks of kv_ticks), for SLOWLOG,
  * LATENCY and the latency histograms. */
 void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks);
+/* CONFIG SET port / bind at run time (suite): listens on the new port and
+ * addresses, then closes the old listeners. -1 (old ones kept) when the
+ * new sockets cannot all be opened. */
+int kv_relisten(int port, char *const *bind, int nbind);
+/* A blocked command was served (blocking.c): the slowlog gets it with the
+ * argv it was called with (suite). */
+void kv_introspect_served(kv_client *c, int argc, str *argv, uint64_t ticks);
 void kv_introspect_init(void);
 /* SLOWLOG for a command run outside call_proc (a blocked command served
  * later): logs c->argv (c->cmd set) when us reaches the threshold. */

@@ -495,16 +495,28 @@ static void client_unpause(kv_client *c)
 static int may_replicate(const kv_cmd *cmd)
 {
     static const char *const names[] = { "publish", "pfcount", "eval", "evalsha", "fcall",
-                                         "spublish", "script", "function" };
+                                         "spublish" };
     for (size_t i = 0; i < ARRAY_LEN(names); i++)
         if (strcmp(cmd->name, names[i]) == 0)
             return 1;
     return 0;
 }
 
-static int is_write_like(const kv_cmd *cmd)
+static int is_write_like(const kv_cmd *cmd, int argc, const str *argv)
 {
-    return (cmd->flags & CMD_WRITE) || may_replicate(cmd);
+    if (cmd->flags & CMD_WRITE)
+        return 1;
+    if (cmd->proc == function_command) /* the subcommands Redis flags write */
+        return argc >= 2 && (arg_is(argv[1], "load") || arg_is(argv[1], "delete") ||
+                             arg_is(argv[1], "flush") || arg_is(argv[1], "restore"));
+    if (!may_replicate(cmd))
+        return 0;
+    /* a script flagged no-writes is a read, as Redis */
+    if (cmd->proc == eval_command || cmd->proc == evalsha_command)
+        return !script_call_no_writes(cmd->proc == evalsha_command, argc, argv);
+    if (cmd->proc == fcall_command)
+        return !function_call_no_writes(argc, argv);
+    return 1;
 }
 
 int kv_pause_holds(kv_client *c)
@@ -522,9 +534,9 @@ int kv_pause_holds(kv_client *c)
     if (!hold) {
         if (cmd->proc == exec_command && (c->flags & CLIENT_MULTI)) {
             for (int i = 0; i < c->mcount && !hold; i++)
-                hold = is_write_like(c->mq[i].cmd);
+                hold = is_write_like(c->mq[i].cmd, c->mq[i].argc, c->mq[i].argv);
         } else {
-            hold = is_write_like(cmd);
+            hold = is_write_like(cmd, c->argc, c->argv);
         }
     }
     if (!hold)
@@ -731,7 +743,9 @@ void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
         return;
     if (hidden_from_monitor(cmd, argc, argv))
         return;
-    const char *addr = (c->flags & CLIENT_FAKE) ? "lua" : c->addr;
+    const char *addr =
+        (c->flags & CLIENT_FAKE) || (srv.script_caller && c != srv.script_caller) ? "lua"
+                                                                                  : c->addr;
     struct timeval tv;
     gettimeofday(&tv, NULL);
     buf line = { 0 };

@@ -884,6 +884,16 @@ static void fcall_generic(kv_client *c, int ro)
     script_run(c, L, 2, f->name, f->flags, ro, 1);
 }
 
+/* (suite) CLIENT PAUSE WRITE: whether FCALL argv names a function flagged
+ * no-writes (such calls are not held). Unknown names: 0. */
+int function_call_no_writes(int argc, const str *argv)
+{
+    if (argc < 2 || !ready)
+        return 0;
+    func_fn *f = fn_lookup(argv[1]);
+    return f && (f->flags & SCRIPT_NO_WRITES);
+}
+
 void fcall_command(kv_client *c) { fcall_generic(c, 0); }
 void fcall_ro_command(kv_client *c) { fcall_generic(c, 1); }
 

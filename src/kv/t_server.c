@@ -381,6 +381,112 @@ static void config_get_cb(void *ud, const char *name, const char *value)
     st->n++;
 }
 
+/* Sets one option from CONFIG SET's (name, value) strings: 0, 1 when the
+ * option is unknown, -1 with err filled when the value is refused. */
+static int config_set_one(kv_client *c, const char *name, str value, char *err, size_t errlen)
+{
+    char *val = kv_strndup(value.p, value.len);
+    char **argv = &val;
+    int argc = 1;
+    char **split = NULL;
+    if (strcasecmp(name, "client-output-buffer-limit") == 0 || strcasecmp(name, "save") == 0 ||
+        strcasecmp(name, "bind") == 0) {
+        argc = kv_split_line(val, &split);
+        if (argc < 0)
+            argc = 0;
+        argv = split;
+    }
+    int rc;
+    if (argc == 0 && split && strcasecmp(name, "save") != 0) {
+        snprintf(err, errlen, "wrong number of arguments");
+        rc = -1;
+    } else {
+        rc = kv_config_set(&srv.cfg, name, argc, argv, 1, err, errlen);
+    }
+    if (split)
+        kv_free_argv(argc, split);
+    kv_free(val);
+    if (rc != 0)
+        return rc;
+    if (strcasecmp(name, "maxmemory") == 0 && srv.cfg.maxmemory)
+        kv_evict_if_needed();
+    if (strcasecmp(name, "requirepass") == 0) /* binary safe, unlike the config copy */
+        kv_acl_requirepass_changed(value.p, value.len);
+    if (strcasecmp(name, "busy-poll-us") == 0)
+        loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
+    return 0;
+}
+
+/* The value CONFIG GET shows for exactly name (NULL when none). */
+typedef struct {
+    const char *name;
+    char *value;
+} cfg_exact;
+
+static void config_exact_cb(void *ud, const char *name, const char *value)
+{
+    cfg_exact *e = ud;
+    if (!e->value && strcasecmp(name, e->name) == 0)
+        e->value = kv_strndup(value, strlen(value));
+}
+
+/* CONFIG SET name value [name value ...]: all or nothing, as Redis: a
+ * repeated name is refused up front, and when one value is refused the
+ * options set before it get their previous values back. */
+static void config_set_many(kv_client *c)
+{
+    int n = (c->argc - 2) / 2;
+    for (int i = 0; i < n; i++) {
+        str a = c->argv[2 + 2 * i];
+        for (int k = 0; k < i; k++) {
+            str b = c->argv[2 + 2 * k];
+            if (a.len == b.len && strncasecmp(a.p, b.p, a.len) == 0) {
+                reply_errorf(c, "ERR CONFIG SET failed (possibly related to argument '%.*s') "
+                                "- duplicate parameter", (int)MIN(a.len, (size_t)128), a.p);
+                return;
+            }
+        }
+    }
+    char **old = kv_calloc((size_t)n * sizeof *old);
+    char name[128], err[256];
+    int i;
+    for (i = 0; i < n; i++) {
+        str a = c->argv[2 + 2 * i];
+        size_t nl = MIN(a.len, sizeof name - 1);
+        memcpy(name, a.p, nl);
+        name[nl] = '\0';
+        cfg_exact e = { name, NULL };
+        if (n > 1)
+            kv_config_get(&srv.cfg, a, config_exact_cb, &e);
+        old[i] = e.value;
+        int rc = config_set_one(c, name, c->argv[3 + 2 * i], err, sizeof err);
+        if (rc == 1)
+            reply_errorf(c, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
+                         name);
+        else if (rc < 0)
+            reply_errorf(c, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+                         name, err);
+        if (rc != 0)
+            break;
+    }
+    if (i < n) {
+        for (int k = i - 1; k >= 0; k--) {
+            if (!old[k])
+                continue;
+            str a = c->argv[2 + 2 * k];
+            size_t nl = MIN(a.len, sizeof name - 1);
+            memcpy(name, a.p, nl);
+            name[nl] = '\0';
+            config_set_one(c, name, (str){ old[k], strlen(old[k]) }, err, sizeof err);
+        }
+    } else {
+        reply_ok(c);
+    }
+    for (int k = 0; k < n; k++)
+        kv_free(old[k]);
+    kv_free(old);
+}
+
 void config_command(kv_client *c)
 {
     str sub = c->argv[1];
@@ -400,49 +506,7 @@ void config_command(kv_client *c)
             subcommand_arity(c, "config");
             return;
         }
-        for (int i = 2; i < c->argc; i += 2) {
-            char name[128], *val;
-            size_t nl = MIN(c->argv[i].len, sizeof name - 1);
-            memcpy(name, c->argv[i].p, nl);
-            name[nl] = '\0';
-            val = kv_strndup(c->argv[i + 1].p, c->argv[i + 1].len);
-            char **argv = &val;
-            int argc = 1;
-            char **split = NULL;
-            if (STR_IEQ(c->argv[i], "client-output-buffer-limit") ||
-                STR_IEQ(c->argv[i], "save") || STR_IEQ(c->argv[i], "bind")) {
-                argc = kv_split_line(val, &split);
-                if (argc < 0)
-                    argc = 0;
-                argv = split;
-            }
-            char err[256];
-            int rc = argc == 0 && split && !STR_IEQ(c->argv[i], "save")
-                         ? -1
-                         : kv_config_set(&srv.cfg, name, argc, argv, 1, err, sizeof err);
-            if (argc == 0 && STR_IEQ(c->argv[i], "save"))
-                rc = 0;
-            if (split)
-                kv_free_argv(argc, split);
-            kv_free(val);
-            if (rc == 1) {
-                reply_errorf(c, "ERR Unknown option or number of arguments for CONFIG SET - '%s'",
-                             name);
-                return;
-            }
-            if (rc < 0) {
-                reply_errorf(c, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
-                             name, err);
-                return;
-            }
-            if (STR_IEQ(c->argv[i], "maxmemory") && srv.cfg.maxmemory)
-                kv_evict_if_needed();
-            if (STR_IEQ(c->argv[i], "requirepass")) /* binary safe, unlike the config copy */
-                kv_acl_requirepass_changed(c->argv[i + 1].p, c->argv[i + 1].len);
-            if (STR_IEQ(c->argv[i], "busy-poll-us"))
-                loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
-        }
-        reply_ok(c);
+        config_set_many(c);
     } else if (arg_is(sub, "resetstat") && c->argc == 2) {
         srv.stat_conns = srv.stat_cmds = srv.stat_expired = srv.stat_evicted = 0;
         srv.stat_hits = srv.stat_misses = srv.stat_net_in = srv.stat_net_out = 0;

@@ -464,11 +464,30 @@ static void remember_key(kv_client *c, str key)
     srv.trk_items++;
 }
 
-void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
+/* Whether c's reads are remembered now (not BCAST, OPTIN/OPTOUT). */
+static int tracking_remembers(const kv_client *c)
 {
     unsigned f = c->cl_flags;
-    if ((f & CL_TRK_BCAST) || ((f & CL_TRK_OPTIN) && !(f & CL_TRK_CACHING)) ||
-        ((f & CL_TRK_OPTOUT) && (f & CL_TRK_CACHING)) || cmd->first_key <= 0)
+    return !((f & CL_TRK_BCAST) || ((f & CL_TRK_OPTIN) && !(f & CL_TRK_CACHING)) ||
+             ((f & CL_TRK_OPTOUT) && (f & CL_TRK_CACHING)));
+}
+
+void tracking_remember_script(kv_client *caller)
+{
+    /* EVAL*, FCALL*: script numkeys key...; the script checked numkeys */
+    long long nk;
+    if (caller->argc < 3 || !tracking_remembers(caller) ||
+        kv_parse_ll(caller->argv[2].p, caller->argv[2].len, &nk) < 0 || nk < 0 ||
+        nk > caller->argc - 3)
+        return;
+    for (int i = 3; i < 3 + nk; i++)
+        if (caller->argv[i].len <= UINT32_MAX)
+            remember_key(caller, caller->argv[i]);
+}
+
+void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
+{
+    if (!tracking_remembers(c) || cmd->first_key <= 0)
         return;
     int last = cmd->last_key < 0 ? argc + cmd->last_key : cmd->last_key;
     int step = cmd->key_step > 0 ? cmd->key_step : 1;

@@ -158,6 +158,9 @@ CMD(xautoclaim);
 /* -- handlers: script -- */
 CMD(eval); CMD(evalsha); CMD(eval_ro); CMD(evalsha_ro); CMD(script); CMD(fcall); CMD(fcall_ro);
 /* -- end script -- */
+/* -- handlers: suite -- */
+CMD(cluster); CMD(asking); CMD(readwrite); CMD(module);
+/* -- end suite -- */
 /* -- handlers: repl -- */
 CMD(replconf);
 /* -- end repl -- */
