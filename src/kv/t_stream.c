@@ -4,6 +4,7 @@
 #include "kv/aof.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/stream.h"
 #include "kv/types.h"
@@ -153,6 +154,16 @@ static kv_stream *get_stream(kv_client *c, str key, int write, int *err)
         return NULL;
     }
     return e ? entry_obj(e) : NULL;
+}
+
+/* Creates a consumer and tells the keyspace: every path that creates one
+ * (XGROUP CREATECONSUMER, XREADGROUP, XCLAIM, XAUTOCLAIM) does in Redis. */
+static st_consumer *consumer_add(kv_db *db, str key, st_group *g, str name)
+{
+    st_consumer *cons = group_consumer_create(g, name);
+    if (cons)
+        kv_notify(db, NOTIFY_STREAM, "xgroup-createconsumer", key);
+    return cons;
 }
 
 static void reply_nogroup(kv_client *c, str key, str group, const char *tail)
@@ -557,9 +568,11 @@ void xadd_command(kv_client *c)
     blocking_signal(c->db, c->argv[1]);
 #endif
     reply_id(c, id);
+    kv_notify(c->db, NOTIFY_STREAM, "xadd", c->argv[1]);
     kv_dirty(1);
-    if (a.strategy != ST_TRIM_NONE)
-        stream_trim(s, a.strategy, a.maxlen, a.minid, a.approx, a.limit);
+    if (a.strategy != ST_TRIM_NONE &&
+        stream_trim(s, a.strategy, a.maxlen, a.minid, a.approx, a.limit))
+        kv_notify(c->db, NOTIFY_STREAM, "xtrim", c->argv[1]);
     if (a.approx || !a.id_given || !a.seq_given)
         prop_trim_rewrite(c, s, &a, idpos, id);
     return;
@@ -583,6 +596,7 @@ void xtrim_command(kv_client *c)
         return;
     long long n = stream_trim(s, a.strategy, a.maxlen, a.minid, a.approx, a.limit);
     if (n) {
+        kv_notify(c->db, NOTIFY_STREAM, "xtrim", c->argv[1]);
         kv_dirty(n);
         if (a.approx)
             prop_trim_rewrite(c, s, &a, -1, ST_ID_MIN);
@@ -670,8 +684,10 @@ void xdel_command(kv_client *c)
             deleted++;
         }
     }
-    if (deleted)
+    if (deleted) {
+        kv_notify(c->db, NOTIFY_STREAM, "xdel", c->argv[1]);
         kv_dirty(deleted);
+    }
     reply_int(c, deleted);
 done:
     kv_free(ids);
@@ -715,11 +731,6 @@ void xsetid_command(kv_client *c)
         reply_error(c, ERR_NO_KEY);
         return;
     }
-    if (st_id_cmp(id, s->max_deleted_id) < 0) {
-        reply_error(c, "ERR The ID specified in XSETID is smaller than current "
-                       "max_deleted_entry_id");
-        return;
-    }
     if (s->length > 0) {
         if (st_id_cmp(id, stream_edge_id(s, 0)) < 0) {
             reply_error(c, "ERR The ID specified in XSETID is smaller than the target stream top "
@@ -732,12 +743,18 @@ void xsetid_command(kv_client *c)
             return;
         }
     }
+    if (st_id_cmp(id, s->max_deleted_id) < 0) {
+        reply_error(c, "ERR The ID specified in XSETID is smaller than current "
+                       "max_deleted_entry_id");
+        return;
+    }
     s->last_id = id;
     if (added != -1)
         s->entries_added = (uint64_t)added;
     if (!st_id_zero(maxdel))
         s->max_deleted_id = maxdel;
     reply_ok(c);
+    kv_notify(c->db, NOTIFY_STREAM, "xsetid", c->argv[1]);
     kv_dirty(1);
 }
 
@@ -847,7 +864,7 @@ static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
             }
         cons = group_consumer_find(g, cname);
         if (!cons)
-            cons = group_consumer_create(g, cname);
+            cons = consumer_add(db, key, g, cname);
         cons->seen_ms = srv.now_ms;
     }
     rwr_prop pi = { key, 1 };
@@ -1058,7 +1075,7 @@ static void read_generic(kv_client *c, int group_mode)
         if (groups) {
             cons = group_consumer_find(groups[k], cname);
             if (!cons) {
-                cons = group_consumer_create(groups[k], cname);
+                cons = consumer_add(c->db, key, groups[k], cname);
                 /* With NOACK no XCLAIM will recreate the consumer on replay:
                  * Redis 7.0 propagates its creation. */
                 if (noack) {
@@ -1278,6 +1295,7 @@ void xgroup_command(kv_client *c)
         }
         if (stream_group_create(s, gname, id, entries_read)) {
             reply_ok(c);
+            kv_notify(c->db, NOTIFY_STREAM, "xgroup-create", key);
             kv_dirty(1);
         } else {
             reply_error(c, "BUSYGROUP Consumer Group name already exists");
@@ -1291,10 +1309,12 @@ void xgroup_command(kv_client *c)
         g->last_id = id;
         g->entries_read = entries_read;
         reply_ok(c);
+        kv_notify(c->db, NOTIFY_STREAM, "xgroup-setid", key);
         kv_dirty(1);
     } else if (strcmp(sub, "destroy") == 0) {
         if (stream_group_destroy(s, gname)) {
             reply_int(c, 1);
+            kv_notify(c->db, NOTIFY_STREAM, "xgroup-destroy", key);
             kv_dirty(1);
 #if ST_BLOCKING
             blocking_signal(c->db, key); /* its XREADGROUP waiters get NOGROUP */
@@ -1303,12 +1323,17 @@ void xgroup_command(kv_client *c)
             reply_int(c, 0);
         }
     } else if (strcmp(sub, "createconsumer") == 0) {
-        st_consumer *cons = group_consumer_create(g, c->argv[4]);
+        st_consumer *cons = consumer_add(c->db, key, g, c->argv[4]);
         if (cons)
             kv_dirty(1);
         reply_int(c, cons ? 1 : 0);
     } else { /* delconsumer */
+        if (!group_consumer_find(g, c->argv[4])) {
+            reply_int(c, 0);
+            return;
+        }
         reply_int(c, (long long)group_consumer_delete(g, c->argv[4]));
+        kv_notify(c->db, NOTIFY_STREAM, "xgroup-delconsumer", key);
         kv_dirty(1);
     }
 }
@@ -1460,13 +1485,13 @@ void xpending_command(kv_client *c)
     reply_defer_array(c, handle, (long long)n);
 }
 
-static st_consumer *claim_consumer(st_group *g, str name, st_consumer *cons)
+static st_consumer *claim_consumer(kv_client *c, st_group *g, str name, st_consumer *cons)
 {
     if (cons)
         return cons;
     cons = group_consumer_find(g, name);
     if (!cons)
-        cons = group_consumer_create(g, name);
+        cons = consumer_add(c->db, c->argv[1], g, name);
     cons->seen_ms = srv.now_ms;
     return cons;
 }
@@ -1592,7 +1617,7 @@ void xclaim_command(kv_client *c)
             continue;
         if (x->consumer && minidle && now - x->delivery_ms < minidle)
             continue;
-        cons = claim_consumer(g, c->argv[3], cons);
+        cons = claim_consumer(c, g, c->argv[3], cons);
         nack_move(x, cons);
         x->delivery_ms = dtime;
         if (retrycount >= 0)
@@ -1694,7 +1719,7 @@ void xautoclaim_command(kv_client *c)
         i++;
         if (minidle && now - x->delivery_ms < minidle)
             continue;
-        cons = claim_consumer(g, c->argv[3], cons);
+        cons = claim_consumer(c, g, c->argv[3], cons);
         nack_move(x, cons);
         x->delivery_ms = now;
         if (!justid)
