@@ -9,37 +9,83 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Writes u in decimal at out, right to left into a scratch buffer first
+ * (snprintf was a third of an XADD's instructions: two IDs per call). */
+static size_t fmt_u64(char *out, uint64_t u)
+{
+    char tmp[20];
+    size_t n = sizeof tmp;
+    do {
+        tmp[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    memcpy(out, tmp + n, sizeof tmp - n);
+    return sizeof tmp - n;
+}
+
 size_t st_id_fmt(char *out, st_id id)
 {
-    return (size_t)snprintf(out, ST_ID_STR_MAX, "%llu-%llu", (unsigned long long)id.ms,
-                            (unsigned long long)id.seq);
+    /* Consecutive IDs share their ms part (an XADD formats its ID for the
+     * reply and again for the AOF; a range reply walks one ms at a time):
+     * its digits are kept. Main thread only. */
+    static uint64_t ms_cached = UINT64_MAX;
+    static char ms_digits[20];
+    static size_t ms_len;
+    if (id.ms != ms_cached) {
+        ms_len = fmt_u64(ms_digits, id.ms);
+        ms_cached = id.ms;
+    }
+    size_t n = ms_len;
+    memcpy(out, ms_digits, ms_len);
+    out[n++] = '-';
+    n += fmt_u64(out + n, id.seq);
+    out[n] = '\0';
+    return n;
 }
 
 /* Config values are read per append, so a CONFIG SET takes effect at once,
  * as in Redis. */
 
-/* The option's value; the string is looked up once (its storage is stable)
- * and parsed per call, a few ns on the XADD path. */
-static size_t node_cfg(const char *name, const char **cache, long long dflt)
+typedef struct node_cfg_cache {
+    const char *str;  /* the option's value (stable storage, rewritten in place) */
+    char seen[24];    /* the value parsed last: reparsed only when it changed */
+    size_t value;
+} node_cfg_cache;
+
+static size_t node_cfg(const char *name, node_cfg_cache *c, long long dflt)
 {
-    if (!*cache)
-        *cache = kv_config_noop_str(name);
+    if (!c->str) {
+        c->str = kv_config_noop_str(name);
+        c->value = (size_t)dflt;
+        if (!c->str)
+            return c->value;
+        c->seen[0] = '\0';
+    } else if (strncmp(c->str, c->seen, sizeof c->seen) == 0) {
+        return c->value;
+    }
     long long v = dflt;
-    if (*cache && kv_parse_ll(*cache, strlen(*cache), &v) != 0)
+    size_t len = strlen(c->str);
+    if (kv_parse_ll(c->str, len, &v) != 0)
         v = dflt;
-    return v > 0 ? (size_t)v : 0;
+    c->value = v > 0 ? (size_t)v : 0;
+    /* a value too long for the snapshot is parsed each time */
+    if (len < sizeof c->seen)
+        memcpy(c->seen, c->str, len + 1);
+    else
+        c->seen[0] = '\0';
+    return c->value;
 }
 
 size_t stream_node_max_entries(void)
 {
-    static const char *v;
-    return node_cfg("stream-node-max-entries", &v, 100);
+    static node_cfg_cache c;
+    return node_cfg("stream-node-max-entries", &c, 100);
 }
 
 size_t stream_node_max_bytes(void)
 {
-    static const char *v;
-    return node_cfg("stream-node-max-bytes", &v, 4096);
+    static node_cfg_cache c;
+    return node_cfg("stream-node-max-bytes", &c, 4096);
 }
 
 /* ---- blocks ---- */
@@ -229,6 +275,8 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
     s->length++;
     s->entries_added++;
     s->last_id = id;
+    s->last_entry = id;
+    s->last_entry_ok = 1;
 }
 
 /* ---- stream object ---- */
@@ -281,6 +329,8 @@ kv_stream *stream_dup(kv_stream *s)
     d->entries_added = s->entries_added;
     d->last_id = s->last_id;
     d->max_deleted_id = s->max_deleted_id;
+    d->last_entry = s->last_entry;
+    d->last_entry_ok = s->last_entry_ok;
     if (s->nblocks) {
         d->cap = s->nblocks;
         d->blocks = kv_malloc(d->cap * sizeof *d->blocks);
@@ -453,6 +503,7 @@ void st_iter_remove(st_iter *it)
     b->len -= (uint32_t)gone;
     b->live--;
     s->length--;
+    s->last_entry_ok = 0;
     if (b->live == 0) {
         blocks_remove(s, it->bi);
         if (!it->rev) {
@@ -485,12 +536,18 @@ void st_iter_stop(st_iter *it)
 
 st_id stream_edge_id(kv_stream *s, int first)
 {
+    if (!first && s->length && s->last_entry_ok)
+        return s->last_entry;
     st_iter it;
     st_id id = { 0, 0 };
     st_iter_start(&it, s, ST_ID_MIN, ST_ID_MAX, !first);
     if (st_iter_next(&it))
         id = it.id;
     st_iter_stop(&it);
+    if (!first && s->length) {
+        s->last_entry = id;
+        s->last_entry_ok = 1;
+    }
     return id;
 }
 

@@ -88,6 +88,11 @@ typedef struct kv_stream {
     uint64_t length;
     uint64_t entries_added;
     st_id last_id, max_deleted_id;
+    /* The ID of the last entry present (last_id is the last ever added, or
+     * what XSETID set): kept by appends, dropped by a removal and worked
+     * out again on demand, as every XREAD/XREADGROUP asks for it. */
+    st_id last_entry;
+    int last_entry_ok;
     st_group **groups; /* sorted by name (bytes) */
     size_t ngroups, gcap;
     int group_waiters; /* an XREADGROUP blocked on it once (never cleared) */

@@ -185,9 +185,17 @@ static struct {
     buf b;
 } held;
 
+/* Whether a write has anywhere to go: aof_feed's own test (AOF on, a
+ * child collecting the rewrite diff, or replicas fed). When it has not, the
+ * effect commands (an XCLAIM per delivered entry) are not even formatted. */
+static inline int prop_wanted(void)
+{
+    return repl_feeding || srv.aof_state != 0 || srv.child_pid > 0; /* 0: AOF off */
+}
+
 static void prop(kv_client *c, int argc, const str *argv)
 {
-    if ((c->flags & CLIENT_NO_PROPAGATE) || srv.loading)
+    if ((c->flags & CLIENT_NO_PROPAGATE) || srv.loading || !prop_wanted())
         return;
     if (srv.aof_in_multi != 0) { /* inside EXEC: already wrapped */
         aof_feed(c->db, argc, argv);
@@ -239,6 +247,8 @@ static str fmt_id(char *b, st_id id) { return (str){ b, st_id_fmt(b, id) }; }
  * of dropping its NACK). */
 static void prop_xclaim(kv_client *c, str key, st_group *g, st_id id, const st_nack *n)
 {
+    if (!prop_wanted())
+        return;
     char ib[ST_ID_STR_MAX], tb[24], rb[24], lb[ST_ID_STR_MAX];
     str a[14] = { STR("XCLAIM"),     key,
                   { g->name, g->nlen }, { n->consumer->name, n->consumer->nlen },
@@ -252,6 +262,8 @@ static void prop_xclaim(kv_client *c, str key, st_group *g, st_id id, const st_n
 
 static void prop_setid(kv_client *c, str key, st_group *g)
 {
+    if (!prop_wanted())
+        return;
     char ib[ST_ID_STR_MAX], eb[24];
     str a[7] = { STR("XGROUP"), STR("SETID"), key, { g->name, g->nlen }, fmt_id(ib, g->last_id),
                  STR("ENTRIESREAD"), fmt_ll(eb, g->entries_read) };
@@ -573,7 +585,8 @@ void xadd_command(kv_client *c)
     if (a.strategy != ST_TRIM_NONE &&
         stream_trim(s, a.strategy, a.maxlen, a.minid, a.approx, a.limit))
         kv_notify(c->db, NOTIFY_STREAM, "xtrim", c->argv[1]);
-    if (a.approx || !a.id_given || !a.seq_given)
+    /* the original argv goes nowhere either when nothing is fed */
+    if ((a.approx || !a.id_given || !a.seq_given) && prop_wanted())
         prop_trim_rewrite(c, s, &a, idpos, id);
     return;
 fail:
