@@ -756,11 +756,8 @@ void xsetid_command(kv_client *c)
             return;
         }
     }
-    if (st_id_cmp(id, s->max_deleted_id) < 0) {
-        reply_error(c, "ERR The ID specified in XSETID is smaller than current "
-                       "max_deleted_entry_id");
-        return;
-    }
+    /* Redis 7.0 does not compare the ID with the stream's current
+     * max_deleted_entry_id (only with a MAXDELETEDID given). */
     s->last_id = id;
     if (added != -1)
         s->entries_added = (uint64_t)added;

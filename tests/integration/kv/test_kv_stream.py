@@ -566,3 +566,22 @@ def test_acl_checks_xread_keys(pair):
     both(pair, "XREAD", "STREAMS", "a1", "b1", "0", "0")
     both(pair, "XREAD", "STREAMS", "a1", "0")
     both(pair, "XREADGROUP", "GROUP", "g", "c", "STREAMS", "b1", ">")
+
+
+XSETID_SEQ = [
+    "XADD s 5-1 a b", "XADD s 6-1 a b", "XDEL s 6-1", "XSETID s 5-0", "XSETID s 5-1",
+    "XSETID s 5-2", "XSETID s 7-0 ENTRIESADDED 1", "XSETID s 7-0 ENTRIESADDED 0",
+    "XSETID s 7-0 MAXDELETEDID 8-0", "XSETID s 7-0 MAXDELETEDID 6-0 ENTRIESADDED 5",
+    "XINFO STREAM s", "XDEL s 5-1", "XSETID s 6-0", "XSETID s 5-0",
+    "XSETID s 5-0 ENTRIESADDED 0", "XINFO STREAM s", "XADD s 5-1 a b", "XINFO STREAM s",
+    "DEL s", "XADD s 1-1 a b", "XADD s 3-1 a b", "XDEL s 3-1", "XSETID s 2-0",
+    "XSETID s 1-1 MAXDELETEDID 1-2", "XSETID s 1-1 MAXDELETEDID 0-0 ENTRIESADDED 7",
+    "XINFO STREAM s", "XSETID nokey 1-1", "XSETID s abc", "XSETID s 1-1 foo",
+]
+
+
+def test_xsetid_matches_redis(pair):
+    """Redis 7.0 checks XSETID's ID against the top entry and a given
+    MAXDELETEDID, not against the stream's current max_deleted_entry_id."""
+    for cmd in XSETID_SEQ:
+        both(pair, *cmd.split())
