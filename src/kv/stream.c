@@ -363,6 +363,45 @@ kv_stream *stream_dup(kv_stream *s)
     return d;
 }
 
+/* Byte i (0..15) of an ID as Redis keys its radix tree: ms then seq, both
+ * big-endian. */
+static unsigned id_byte(st_id id, int i)
+{
+    uint64_t v = i < 8 ? id.ms : id.seq;
+    return (unsigned)(v >> (8 * (7 - (i & 7)))) & 0xff;
+}
+
+/* Nodes of the radix tree Redis would hold for the sorted block keys
+ * [lo, hi) that share their first d bytes: one node here (a compressed
+ * node when the keys go on together, a branch node where they part), then
+ * the nodes below; a key's end is a leaf node. */
+static size_t rax_nodes(const kv_stream *s, size_t lo, size_t hi, int d)
+{
+    if (d == 16)
+        return 1;
+    st_id a = blk(s, lo)->first, z = blk(s, hi - 1)->first;
+    int l = d;
+    while (l < 16 && id_byte(a, l) == id_byte(z, l))
+        l++;
+    if (l > d)
+        return 1 + rax_nodes(s, lo, hi, l);
+    size_t n = 1;
+    while (lo < hi) {
+        unsigned c = id_byte(blk(s, lo)->first, d);
+        size_t e = lo + 1;
+        while (e < hi && id_byte(blk(s, e)->first, d) == c)
+            e++;
+        n += rax_nodes(s, lo, e, d + 1);
+        lo = e;
+    }
+    return n;
+}
+
+size_t stream_rax_nodes(const kv_stream *s)
+{
+    return s->nblocks ? rax_nodes(s, 0, s->nblocks, 0) : 1;
+}
+
 size_t stream_mem_bytes(const kv_stream *s)
 {
     size_t n = sizeof *s + s->cap * sizeof(void *);

@@ -171,5 +171,8 @@ void stream_rdb_save(buf *b, kv_stream *s);
 kv_stream *stream_rdb_load(struct rdb_reader *r, int v2);
 int stream_range_has_tombstones(kv_stream *s, st_id start, int has_end, st_id end);
 size_t stream_mem_bytes(const kv_stream *s);
+/* XINFO STREAM's radix-tree-nodes: the node count of the radix tree Redis
+ * keys its blocks with, worked out from the block keys. */
+size_t stream_rax_nodes(const kv_stream *s);
 
 #endif

@@ -1815,7 +1815,7 @@ static void xinfo_stream(kv_client *c, kv_stream *s)
     reply_bulk_cstr(c, "radix-tree-keys");
     reply_int(c, (long long)s->nblocks);
     reply_bulk_cstr(c, "radix-tree-nodes");
-    reply_int(c, (long long)s->nblocks + 1);
+    reply_int(c, (long long)stream_rax_nodes(s));
     reply_bulk_cstr(c, "last-generated-id");
     reply_id(c, s->last_id);
     reply_bulk_cstr(c, "max-deleted-entry-id");
