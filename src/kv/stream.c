@@ -272,6 +272,7 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
     b->len = (uint32_t)(p - b->data);
     b->live++;
     b->added++;
+    b->tail = id;
     s->length++;
     s->entries_added++;
     s->last_id = id;
@@ -603,19 +604,6 @@ int stream_delete(kv_stream *s, st_id id)
     return found;
 }
 
-/* The ID of the last entry of block b. */
-static st_id block_last_id(const st_block *b)
-{
-    st_id id = b->first;
-    for (const unsigned char *p = b->data + b->mf_len; p < b->data + b->len;) {
-        size_t nf;
-        int same;
-        entry_head(b, p, &id, &nf, &same);
-        p = entry_skip(b, p);
-    }
-    return id;
-}
-
 long long stream_trim(kv_stream *s, int strategy, long long maxlen, st_id minid, int approx,
                       long long limit)
 {
@@ -633,7 +621,7 @@ long long stream_trim(kv_stream *s, int strategy, long long maxlen, st_id minid,
         if (strategy == ST_TRIM_MAXLEN)
             whole = s->length - (uint64_t)entries >= (uint64_t)maxlen;
         else
-            whole = st_id_cmp(block_last_id(b), minid) < 0;
+            whole = st_id_cmp(b->tail, minid) < 0;
         if (whole) {
             s->length -= (uint64_t)entries;
             deleted += entries;

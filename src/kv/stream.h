@@ -41,6 +41,11 @@ size_t st_id_fmt(char *out, st_id id);
 
 typedef struct st_block {
     st_id first;
+    /* The last ID appended, deleted or not: Redis drops a whole node on a
+     * MINID trim by the last ID its listpack holds, deleted ones included,
+     * so a block whose tail entries were XDELed stays (maybe empty) as the
+     * node does in Redis. */
+    st_id tail;
     uint32_t len, cap;    /* bytes used / allocated in data */
     uint32_t mf_len;      /* bytes of the master fields at the start of data */
     uint32_t live, added; /* entries present; entries ever appended */

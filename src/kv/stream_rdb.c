@@ -113,9 +113,15 @@ static void save_block(buf *b, kv_stream *s, size_t bi, buf *l)
 void stream_rdb_save(buf *b, kv_stream *s)
 {
     buf l = { 0 };
-    rdb_save_len(b, s->nblocks);
+    /* A block a MINID trim emptied (kept, as Redis keeps the node) is not
+     * written: a listpack without entries is no use to a loader. */
+    size_t nonempty = 0;
     for (size_t i = 0; i < s->nblocks; i++)
-        save_block(b, s, i, &l);
+        nonempty += s->blocks[s->head + i]->live > 0;
+    rdb_save_len(b, nonempty);
+    for (size_t i = 0; i < s->nblocks; i++)
+        if (s->blocks[s->head + i]->live > 0)
+            save_block(b, s, i, &l);
     buf_free(&l);
     st_id first = stream_edge_id(s, 1);
     rdb_save_len(b, s->length);

@@ -596,3 +596,30 @@ def test_xsetid_matches_redis(pair):
     MAXDELETEDID, not against the stream's current max_deleted_entry_id."""
     for cmd in XSETID_SEQ:
         both(pair, *cmd.split())
+
+
+def test_minid_trim_keeps_a_node_whose_tail_was_deleted(pair):
+    """Redis drops a whole node on XTRIM MINID by the last ID its listpack
+    holds, deleted entries included: a block whose tail was XDELed is
+    trimmed entry by entry and stays, empty, as a radix-tree key."""
+    both(pair, "CONFIG", "SET", "stream-node-max-entries", "3")
+    for i in range(1, 10):
+        both(pair, "XADD", "s", f"{i}-0", "f", "v")
+    both(pair, "XDEL", "s", "6-0")
+    both(pair, "XTRIM", "s", "MINID", "6")
+    same(pair, "XINFO", "STREAM", "s")  # radix-tree-keys 2: the 4-6 node stays
+    both(pair, "XADD", "s", "10-0", "f", "v")
+    both(pair, "XDEL", "s", "9-0", "8-0")
+    both(pair, "XTRIM", "s", "MINID", "10")
+    same(pair, "XINFO", "STREAM", "s")
+    same(pair, "XRANGE", "s", "-", "+")
+    same(pair, "XREVRANGE", "s", "+", "-")
+    same(pair, "XREAD", "STREAMS", "s", "0")
+    # the empty block does not reach the RDB form: Redis takes the dump
+    dump = pair[0].call("DUMP", "s")
+    n = int(dump[1:dump.index(b"\r\n")])
+    payload = dump[dump.index(b"\r\n") + 2:][:n]
+    assert pair[1].call("RESTORE", "s2", "0", payload) == b"+OK\r\n"
+    assert pair[1].call("XRANGE", "s2", "-", "+") == pair[0].call("XRANGE", "s", "-", "+")
+    assert pair[0].call("DEBUG", "RELOAD") == b"+OK\r\n"
+    assert pair[0].call("XRANGE", "s", "-", "+") == pair[1].call("XRANGE", "s", "-", "+")
