@@ -1620,7 +1620,7 @@ void xclaim_command(kv_client *c)
             x->id = id;
             x->consumer = NULL;
             x->delivery_ms = now;
-            x->delivery_count = 0;
+            x->delivery_count = 1; /* Redis's new NACK; the claim below counts on */
             pel_insert(&g->pel, x);
         }
         if (!x)
