@@ -462,6 +462,15 @@ static int parse_trim(kv_client *c, trim_args *a, int xadd)
             return -1;
         }
     }
+    if (a->limit_given && a->limit && a->strategy == ST_TRIM_NONE) {
+        reply_error(c, "ERR syntax error, LIMIT cannot be used without specifying a trimming "
+                       "strategy");
+        return -1;
+    }
+    if (!xadd && a->strategy == ST_TRIM_NONE) {
+        reply_error(c, "ERR syntax error, XTRIM must be called with a trimming strategy");
+        return -1;
+    }
     if (a->limit_given) {
         if (!a->approx) {
             reply_error(c, "ERR syntax error, LIMIT cannot be used without the special ~ option");
@@ -1259,20 +1268,19 @@ void xgroup_command(kv_client *c)
             }
         }
     } else if (strcmp(sub, "setid") == 0) {
-        if (c->argc == 7) {
-            if (!arg_is(c->argv[5], "entriesread")) {
+        /* ENTRIESREAD n pairs in turn (a bad value is reported before a
+         * stray argument after it), as Redis parses them */
+        for (int i = 5; i < c->argc; i += 2) {
+            if (!arg_is(c->argv[i], "entriesread") || i + 1 >= c->argc) {
                 reply_subcmd_syntax(c, "XGROUP");
                 return;
             }
-            if (arg_ll(c, c->argv[6], &entries_read) < 0)
+            if (arg_ll(c, c->argv[i + 1], &entries_read) < 0)
                 return;
             if (entries_read < 0 && entries_read != ST_INVALID_READ) {
                 reply_error(c, "ERR value for ENTRIESREAD must be positive or -1");
                 return;
             }
-        } else if (c->argc > 5) {
-            reply_subcmd_syntax(c, "XGROUP");
-            return;
         }
     }
     str key = c->argv[2], gname = c->argv[3];
@@ -1291,6 +1299,14 @@ void xgroup_command(kv_client *c)
                strcmp(sub, "delconsumer") == 0)) {
         reply_errorf(c, "NOGROUP No such consumer group '%.*s' for key name '%.*s'",
                      (int)gname.len, gname.p, (int)key.len, key.p);
+        return;
+    }
+    /* Options were parsed as pairs; only then are the counts checked (a
+     * repeated option is a syntax error here, after key and group), as in
+     * Redis. */
+    if ((strcmp(sub, "setid") == 0 && c->argc != 5 && c->argc != 7) ||
+        (strcmp(sub, "create") == 0 && c->argc > 8)) {
+        reply_subcmd_syntax(c, "XGROUP");
         return;
     }
     if (strcmp(sub, "create") == 0) {

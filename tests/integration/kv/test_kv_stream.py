@@ -94,6 +94,22 @@ def test_radix_tree_counts_match_redis(pair):
 
 
 ERRORS = [
+    # option parsing order: pairs first (a bad value wins over a stray
+    # argument after it), counts after the key and group checks
+    ("XGROUP", "SETID", "s", "g", "0", "ENTRIESREAD", "x", "foo", "bar"),
+    ("XGROUP", "SETID", "s", "g", "0", "ENTRIESREAD", "-5", "foo", "bar"),
+    ("XGROUP", "SETID", "s", "g", "0", "ENTRIESREAD", "5", "ENTRIESREAD", "x"),
+    ("XGROUP", "SETID", "s", "g", "0", "ENTRIESREAD", "5", "ENTRIESREAD", "6"),
+    ("XGROUP", "SETID", "s", "nog", "0", "ENTRIESREAD", "5", "ENTRIESREAD", "6"),
+    ("XGROUP", "SETID", "nokey", "g", "0", "ENTRIESREAD", "5", "ENTRIESREAD", "6"),
+    ("XGROUP", "CREATE", "s", "g3", "0", "MKSTREAM", "MKSTREAM", "ENTRIESREAD", "3"),
+    ("XGROUP", "CREATE", "nokey", "g", "0", "MKSTREAM", "MKSTREAM", "ENTRIESREAD", "3"),
+    ("EXISTS", "nokey"),
+    ("XTRIM", "s", "LIMIT", "5"),
+    ("XTRIM", "s", "LIMIT", "0"),
+    ("XTRIM", "s", "LIMIT", "5", "MINID", "0"),
+    ("XADD", "s", "LIMIT", "5", "*", "f", "v"),
+    ("XADD", "s", "LIMIT", "0", "NOMKSTREAM", "5-5", "f", "v"),
     ("XADD", "s", "0-0", "a", "1"),
     ("XADD", "s", "1-*", "a"),
     ("XADD", "s", "MAXLEN", "-1", "*", "a", "1"),
