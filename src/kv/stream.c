@@ -229,6 +229,9 @@ static void blocks_remove(kv_stream *s, size_t i)
         s->head = 0;
 }
 
+static void append_into(kv_stream *s, st_block *b, st_id id, const str *fv, size_t nfields,
+                        size_t vbytes, size_t fbytes);
+
 void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
 {
     size_t vbytes = 0, fbytes = 0;
@@ -254,6 +257,51 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
         b = block_new(id, fv, nfields, vbytes + 32);
         blocks_push(s, b);
     }
+    append_into(s, b, id, fv, nfields, vbytes, fbytes);
+}
+
+void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields)
+{
+    if (s->nblocks) {
+        st_block *t = blk(s, s->nblocks - 1);
+        if (t->cap > t->len) {
+            t = kv_realloc(t, sizeof *t + t->len);
+            t->cap = t->len;
+            s->blocks[s->head + s->nblocks - 1] = t;
+        }
+    }
+    st_block *b = block_new(master, fv, nfields, 64);
+    b->tail = master;
+    blocks_push(s, b);
+}
+
+void stream_append_tail(kv_stream *s, st_id id, const str *fv, size_t nfields)
+{
+    size_t vbytes = 0, fbytes = 0;
+    for (size_t i = 0; i < nfields; i++) {
+        fbytes += kv_varint_len(fv[2 * i].len) + fv[2 * i].len;
+        vbytes += kv_varint_len(fv[2 * i + 1].len) + fv[2 * i + 1].len;
+    }
+    st_block *b = blk(s, s->nblocks - 1);
+    if (b->added == UINT32_MAX || (size_t)b->len + vbytes + fbytes + 40 > UINT32_MAX / 2) {
+        stream_append(s, id, fv, nfields); /* a listpack beyond our block sizes */
+        return;
+    }
+    append_into(s, b, id, fv, nfields, vbytes, fbytes);
+}
+
+void stream_block_note_deleted(kv_stream *s, st_id id)
+{
+    st_block *b = blk(s, s->nblocks - 1);
+    if (b->added < UINT32_MAX)
+        b->added++;
+    b->tail = id;
+}
+
+/* Writes the entry at the end of b (the tail block). */
+static void append_into(kv_stream *s, st_block *b, st_id id, const str *fv, size_t nfields,
+                        size_t vbytes, size_t fbytes)
+{
     int same = same_fields(b, fv, nfields);
     size_t need = 30 + kv_varint_len(nfields) + vbytes + (same ? 0 : fbytes);
     st_block *nb = block_reserve(b, need);

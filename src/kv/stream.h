@@ -113,6 +113,13 @@ void stream_waiters_check_later(void);
 /* Appends an entry with id (> last_id, checked by the caller) and
  * nfields field/value pairs at fv[0..2*nfields). */
 void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields);
+/* The RDB loader keeps Redis's node boundaries: opens a block with the
+ * listpack's master ID and fields (fv as field/value pairs, values
+ * unused), appends to it whatever its fill, and counts its deleted entries
+ * toward the fill and the tail as Redis does. */
+void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields);
+void stream_append_tail(kv_stream *s, st_id id, const str *fv, size_t nfields);
+void stream_block_note_deleted(kv_stream *s, st_id id);
 
 /* ---- iteration ---- */
 typedef struct st_iter {
