@@ -128,6 +128,57 @@ static st_block *block_reserve(st_block *b, size_t need)
     return b;
 }
 
+/* ---- Redis's listpack sizes (node splits by stream-node-max-bytes) ---- */
+
+/* Bytes of an integer element: encoding, then a one-byte back length. */
+static size_t lp_int_size(int64_t v)
+{
+    size_t enc = v >= 0 && v <= 127                ? 1
+                 : v >= -4096 && v <= 4095         ? 2
+                 : v >= -32768 && v <= 32767       ? 3
+                 : v >= -8388608 && v <= 8388607   ? 4
+                 : v >= INT32_MIN && v <= INT32_MAX ? 5
+                                                   : 9;
+    return enc + 1;
+}
+
+/* Whether a listpack stores s as an integer: a canonical decimal int64
+ * ("0", or an optional '-' then no leading zero). */
+static int lp_is_int(str s, int64_t *v)
+{
+    if (s.len == 0 || s.len > 20)
+        return 0;
+    size_t i = s.p[0] == '-';
+    if (i == s.len || s.p[i] < '0' || s.p[i] > '9' || (s.p[i] == '0' && s.len > 1))
+        return 0;
+    long long x;
+    if (kv_parse_ll(s.p, s.len, &x) != 0)
+        return 0;
+    *v = x;
+    return 1;
+}
+
+static size_t lp_str_size(str s)
+{
+    int64_t v;
+    if (lp_is_int(s, &v))
+        return lp_int_size(v);
+    size_t enc = s.len < 64 ? 1 + s.len : s.len < 4096 ? 2 + s.len : 5 + s.len;
+    size_t back = enc <= 127 ? 1 : enc < 16383 ? 2 : enc < 2097151 ? 3 : enc < 268435455 ? 4 : 5;
+    return enc + back;
+}
+
+static void lpb_add(st_block *b, size_t n)
+{
+    size_t t = (size_t)b->lpb + n;
+    b->lpb = t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+}
+
+static size_t lp_bytes(const st_block *b)
+{
+    return (size_t)b->lpb + lp_int_size(b->live) + lp_int_size((int64_t)(b->added - b->live));
+}
+
 static st_block *block_new(st_id first, const str *fv, size_t nfields, size_t need)
 {
     size_t mf = kv_varint_len(nfields);
@@ -144,6 +195,12 @@ static st_block *block_new(st_id first, const str *fv, size_t nfields, size_t ne
         p += put_bytes(p, fv[2 * i]);
     b->mf_len = (uint32_t)(p - b->data);
     b->len = b->mf_len;
+    /* header and end byte, the field count, the fields, the 0 ending them */
+    size_t lpb = 7 + lp_int_size((int64_t)nfields) + lp_int_size(0);
+    for (size_t i = 0; i < nfields; i++)
+        lpb += lp_str_size(fv[2 * i]);
+    b->lpb = 0;
+    lpb_add(b, lpb);
     return b;
 }
 
@@ -230,7 +287,7 @@ static void blocks_remove(kv_stream *s, size_t i)
 }
 
 static void append_into(kv_stream *s, st_block *b, st_id id, const str *fv, size_t nfields,
-                        size_t vbytes, size_t fbytes);
+                        size_t vbytes, size_t fbytes, int count_lp);
 
 void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
 {
@@ -241,7 +298,12 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
     }
     st_block *b = s->nblocks ? blk(s, s->nblocks - 1) : NULL;
     size_t max_e = stream_node_max_entries(), max_b = stream_node_max_bytes();
-    if (b && ((max_e && b->added >= max_e) || (max_b && b->len + vbytes >= max_b) ||
+    if (max_b == 0 || max_b > ((size_t)1 << 30))
+        max_b = (size_t)1 << 30; /* Redis's cap on a node's listpack */
+    size_t raw = 0; /* Redis's measure of the new entry: field and value bytes */
+    for (size_t i = 0; i < 2 * nfields; i++)
+        raw += fv[i].len;
+    if (b && (lp_bytes(b) + raw >= max_b || (max_e && b->added >= max_e) ||
               b->added == UINT32_MAX || (size_t)b->len + vbytes + fbytes + 40 > UINT32_MAX / 2))
         b = NULL;
     if (!b && s->nblocks) {
@@ -257,10 +319,11 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
         b = block_new(id, fv, nfields, vbytes + 32);
         blocks_push(s, b);
     }
-    append_into(s, b, id, fv, nfields, vbytes, fbytes);
+    append_into(s, b, id, fv, nfields, vbytes, fbytes, 1);
 }
 
-void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields)
+void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields,
+                       size_t lp_size, uint64_t count, uint64_t deleted)
 {
     if (s->nblocks) {
         st_block *t = blk(s, s->nblocks - 1);
@@ -272,6 +335,11 @@ void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields
     }
     st_block *b = block_new(master, fv, nfields, 64);
     b->tail = master;
+    /* the listpack's own size, less its two counts (lp_bytes adds ours) */
+    size_t counts = lp_int_size(count > INT64_MAX ? INT64_MAX : (int64_t)count) +
+                    lp_int_size(deleted > INT64_MAX ? INT64_MAX : (int64_t)deleted);
+    b->lpb = 0;
+    lpb_add(b, lp_size > counts ? lp_size - counts : 0);
     blocks_push(s, b);
 }
 
@@ -287,7 +355,7 @@ void stream_append_tail(kv_stream *s, st_id id, const str *fv, size_t nfields)
         stream_append(s, id, fv, nfields); /* a listpack beyond our block sizes */
         return;
     }
-    append_into(s, b, id, fv, nfields, vbytes, fbytes);
+    append_into(s, b, id, fv, nfields, vbytes, fbytes, 0); /* lpb came with the listpack */
 }
 
 void stream_block_note_deleted(kv_stream *s, st_id id)
@@ -300,7 +368,7 @@ void stream_block_note_deleted(kv_stream *s, st_id id)
 
 /* Writes the entry at the end of b (the tail block). */
 static void append_into(kv_stream *s, st_block *b, st_id id, const str *fv, size_t nfields,
-                        size_t vbytes, size_t fbytes)
+                        size_t vbytes, size_t fbytes, int count_lp)
 {
     int same = same_fields(b, fv, nfields);
     size_t need = 30 + kv_varint_len(nfields) + vbytes + (same ? 0 : fbytes);
@@ -318,6 +386,16 @@ static void append_into(kv_stream *s, st_block *b, st_id id, const str *fv, size
         p += put_bytes(p, fv[2 * i + 1]);
     }
     b->len = (uint32_t)(p - b->data);
+    /* flags, ms and seq differences, [field count, fields,] values, lp-count */
+    size_t lpb = lp_int_size(same ? 2 : 0) + lp_int_size((int64_t)(id.ms - b->first.ms)) +
+                 lp_int_size((int64_t)(id.seq - b->first.seq)) +
+                 lp_int_size((int64_t)(nfields + 3 + (same ? 0 : nfields + 1)));
+    if (!same)
+        lpb += lp_int_size((int64_t)nfields);
+    for (size_t i = 0; count_lp && i < nfields; i++)
+        lpb += (same ? 0 : lp_str_size(fv[2 * i])) + lp_str_size(fv[2 * i + 1]);
+    if (count_lp)
+        lpb_add(b, lpb);
     b->live++;
     b->added++;
     b->tail = id;

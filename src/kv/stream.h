@@ -49,6 +49,11 @@ typedef struct st_block {
     uint32_t len, cap;    /* bytes used / allocated in data */
     uint32_t mf_len;      /* bytes of the master fields at the start of data */
     uint32_t live, added; /* entries present; entries ever appended */
+    /* The bytes Redis's listpack for this node would take, but for the
+     * live and deleted counts of its master entry (their encoded size
+     * changes as they change): Redis opens a new node when these bytes plus
+     * the new entry's field and value bytes reach stream-node-max-bytes. */
+    uint32_t lpb;
     unsigned char data[];
 } st_block;
 
@@ -117,7 +122,8 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields);
  * listpack's master ID and fields (fv as field/value pairs, values
  * unused), appends to it whatever its fill, and counts its deleted entries
  * toward the fill and the tail as Redis does. */
-void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields);
+void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields,
+                       size_t lp_bytes, uint64_t count, uint64_t deleted);
 void stream_append_tail(kv_stream *s, st_id id, const str *fv, size_t nfields);
 void stream_block_note_deleted(kv_stream *s, st_id id);
 

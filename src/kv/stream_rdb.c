@@ -213,7 +213,7 @@ static int num(const elems *e, size_t i, long long *v)
 }
 
 /* Appends the live entries of one listpack (master ID m) to s. */
-static int load_listpack(kv_stream *s, st_id m, const elems *e)
+static int load_listpack(kv_stream *s, st_id m, const elems *e, size_t lplen)
 {
     long long count, deleted, mf;
     if (num(e, 0, &count) < 0 || num(e, 1, &deleted) < 0 || num(e, 2, &mf) < 0 || mf < 0 ||
@@ -233,7 +233,7 @@ static int load_listpack(kv_stream *s, st_id m, const elems *e)
     fv = kv_malloc(cap * sizeof *fv);
     for (long long k = 0; k < mf; k++)
         fv[2 * k] = mfields[k], fv[2 * k + 1] = (str){ "", 0 };
-    stream_block_open(s, m, fv, (size_t)mf);
+    stream_block_open(s, m, fv, (size_t)mf, lplen, (uint64_t)count, (uint64_t)deleted);
     while (i < e->n) {
         long long flags, dms, dseq, nf;
         if (num(e, i, &flags) < 0 || num(e, i + 1, &dms) < 0 || num(e, i + 2, &dseq) < 0)
@@ -315,7 +315,7 @@ kv_stream *stream_rdb_load(rdb_reader *r, int v2)
             goto fail;
         elems e = { 0 };
         long long n = rdb_lp_walk((const unsigned char *)lp, lplen, collect, &e);
-        int rc = n < 0 ? -1 : load_listpack(s, m, &e);
+        int rc = n < 0 ? -1 : load_listpack(s, m, &e, lplen);
         elems_free(&e);
         kv_free(lp);
         lp = NULL;

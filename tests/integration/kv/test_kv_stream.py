@@ -745,3 +745,26 @@ def test_rdb_keeps_nodes_with_deleted_tails(pair):
             both(pair, "XADD", key, f"{i}-0", "f", "v")
         same(pair, "XINFO", "STREAM", key)
         same(pair, "XRANGE", key, "-", "+")
+
+
+def test_node_bytes_limit_splits_as_redis(pair):
+    """Nodes split by stream-node-max-bytes as Redis's listpacks fill (its
+    encoding of integers and strings, deleted entries counted), so MAXLEN ~
+    keeps what Redis keeps for realistic entries."""
+    rng = random.Random(2)
+    for i in range(1, 700):
+        n = rng.choice([5, 20, 40, 60, 100] * 6 + [1000, 5000])
+        fields = ["name", "x" * n, "age", str(rng.randint(-70000, 100000)),
+                  "city", "c" * rng.randint(1, 30)]
+        if rng.random() < 0.1:
+            fields = ["other", "y" * n]
+        both(pair, "XADD", "s", "MAXLEN", "~", "150", f"{i}-0", *fields)
+        if rng.random() < 0.05:
+            both(pair, "XDEL", "s", f"{rng.randint(1, i)}-0")
+        if i % 50 == 0:
+            same(pair, "XLEN", "s")
+            same(pair, "XINFO", "STREAM", "s")
+    both(pair, "CONFIG", "SET", "stream-node-max-bytes", "0")
+    for i in range(700, 800):
+        both(pair, "XADD", "s", f"{i}-0", "f", "v" * 100)
+    same(pair, "XINFO", "STREAM", "s")
