@@ -1058,8 +1058,9 @@ static int command_keys(const acl_cmd *ac, int argc, const str *argv, int *pos, 
                                     ? KEY_W : 0);
     if (ac->cmd && (ac->cmd->proc == xread_command || ac->cmd->proc == xreadgroup_command)) {
         /* XREAD/XREADGROUP: the keys are the first half of what follows
-         * STREAMS (stream-family edit) */
-        for (int i = 1; i < argc; i++) {
+         * STREAMS, searched from argument 1 (XREAD) or 4 (XREADGROUP) as
+         * Redis's key spec does (stream-family edit) */
+        for (int i = ac->cmd->proc == xread_command ? 1 : 4; i < argc; i++) {
             if (STR_IEQ(argv[i], "streams")) {
                 for (int k = 0; k < (argc - i - 1) / 2; k++) {
                     pos[n] = i + 1 + k;

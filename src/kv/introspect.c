@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -374,7 +375,10 @@ static int keys_from_specs(rcur *r, int argc, const str *argv, keylist *kl)
             long long end = ks.startfrom >= 0 ? argc - 1 : 0, step = ks.startfrom >= 0 ? 1 : -1;
             first = -1;
             for (long long i = start; i >= 0 && i < argc; i += step) {
-                if (i >= 1 && str_ieq_lit(argv[i], ks.keyword.p, ks.keyword.len)) {
+                /* the spec's keyword is upper case (STREAMS): compare
+                 * without case on both sides */
+                if (i >= 1 && argv[i].len == ks.keyword.len &&
+                    strncasecmp(argv[i].p, ks.keyword.p, ks.keyword.len) == 0) {
                     first = i + 1;
                     break;
                 }

@@ -9,37 +9,83 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Writes u in decimal at out, right to left into a scratch buffer first
+ * (snprintf was a third of an XADD's instructions: two IDs per call). */
+static size_t fmt_u64(char *out, uint64_t u)
+{
+    char tmp[20];
+    size_t n = sizeof tmp;
+    do {
+        tmp[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    memcpy(out, tmp + n, sizeof tmp - n);
+    return sizeof tmp - n;
+}
+
 size_t st_id_fmt(char *out, st_id id)
 {
-    return (size_t)snprintf(out, ST_ID_STR_MAX, "%llu-%llu", (unsigned long long)id.ms,
-                            (unsigned long long)id.seq);
+    /* Consecutive IDs share their ms part (an XADD formats its ID for the
+     * reply and again for the AOF; a range reply walks one ms at a time):
+     * its digits are kept. Main thread only. */
+    static uint64_t ms_cached = UINT64_MAX;
+    static char ms_digits[20];
+    static size_t ms_len;
+    if (id.ms != ms_cached) {
+        ms_len = fmt_u64(ms_digits, id.ms);
+        ms_cached = id.ms;
+    }
+    size_t n = ms_len;
+    memcpy(out, ms_digits, ms_len);
+    out[n++] = '-';
+    n += fmt_u64(out + n, id.seq);
+    out[n] = '\0';
+    return n;
 }
 
 /* Config values are read per append, so a CONFIG SET takes effect at once,
  * as in Redis. */
 
-/* The option's value; the string is looked up once (its storage is stable)
- * and parsed per call, a few ns on the XADD path. */
-static size_t node_cfg(const char *name, const char **cache, long long dflt)
+typedef struct node_cfg_cache {
+    const char *str;  /* the option's value (stable storage, rewritten in place) */
+    char seen[24];    /* the value parsed last: reparsed only when it changed */
+    size_t value;
+} node_cfg_cache;
+
+static size_t node_cfg(const char *name, node_cfg_cache *c, long long dflt)
 {
-    if (!*cache)
-        *cache = kv_config_noop_str(name);
+    if (!c->str) {
+        c->str = kv_config_noop_str(name);
+        c->value = (size_t)dflt;
+        if (!c->str)
+            return c->value;
+        c->seen[0] = '\0';
+    } else if (strncmp(c->str, c->seen, sizeof c->seen) == 0) {
+        return c->value;
+    }
     long long v = dflt;
-    if (*cache && kv_parse_ll(*cache, strlen(*cache), &v) != 0)
+    size_t len = strlen(c->str);
+    if (kv_parse_ll(c->str, len, &v) != 0)
         v = dflt;
-    return v > 0 ? (size_t)v : 0;
+    c->value = v > 0 ? (size_t)v : 0;
+    /* a value too long for the snapshot is parsed each time */
+    if (len < sizeof c->seen)
+        memcpy(c->seen, c->str, len + 1);
+    else
+        c->seen[0] = '\0';
+    return c->value;
 }
 
 size_t stream_node_max_entries(void)
 {
-    static const char *v;
-    return node_cfg("stream-node-max-entries", &v, 100);
+    static node_cfg_cache c;
+    return node_cfg("stream-node-max-entries", &c, 100);
 }
 
 size_t stream_node_max_bytes(void)
 {
-    static const char *v;
-    return node_cfg("stream-node-max-bytes", &v, 4096);
+    static node_cfg_cache c;
+    return node_cfg("stream-node-max-bytes", &c, 4096);
 }
 
 /* ---- blocks ---- */
@@ -82,6 +128,57 @@ static st_block *block_reserve(st_block *b, size_t need)
     return b;
 }
 
+/* ---- Redis's listpack sizes (node splits by stream-node-max-bytes) ---- */
+
+/* Bytes of an integer element: encoding, then a one-byte back length. */
+static size_t lp_int_size(int64_t v)
+{
+    size_t enc = v >= 0 && v <= 127                ? 1
+                 : v >= -4096 && v <= 4095         ? 2
+                 : v >= -32768 && v <= 32767       ? 3
+                 : v >= -8388608 && v <= 8388607   ? 4
+                 : v >= INT32_MIN && v <= INT32_MAX ? 5
+                                                   : 9;
+    return enc + 1;
+}
+
+/* Whether a listpack stores s as an integer: a canonical decimal int64
+ * ("0", or an optional '-' then no leading zero). */
+static int lp_is_int(str s, int64_t *v)
+{
+    if (s.len == 0 || s.len > 20)
+        return 0;
+    size_t i = s.p[0] == '-';
+    if (i == s.len || s.p[i] < '0' || s.p[i] > '9' || (s.p[i] == '0' && s.len > 1))
+        return 0;
+    long long x;
+    if (kv_parse_ll(s.p, s.len, &x) != 0)
+        return 0;
+    *v = x;
+    return 1;
+}
+
+static size_t lp_str_size(str s)
+{
+    int64_t v;
+    if (lp_is_int(s, &v))
+        return lp_int_size(v);
+    size_t enc = s.len < 64 ? 1 + s.len : s.len < 4096 ? 2 + s.len : 5 + s.len;
+    size_t back = enc <= 127 ? 1 : enc < 16383 ? 2 : enc < 2097151 ? 3 : enc < 268435455 ? 4 : 5;
+    return enc + back;
+}
+
+static void lpb_add(st_block *b, size_t n)
+{
+    size_t t = (size_t)b->lpb + n;
+    b->lpb = t > UINT32_MAX ? UINT32_MAX : (uint32_t)t;
+}
+
+static size_t lp_bytes(const st_block *b)
+{
+    return (size_t)b->lpb + lp_int_size(b->live) + lp_int_size((int64_t)(b->added - b->live));
+}
+
 static st_block *block_new(st_id first, const str *fv, size_t nfields, size_t need)
 {
     size_t mf = kv_varint_len(nfields);
@@ -98,6 +195,12 @@ static st_block *block_new(st_id first, const str *fv, size_t nfields, size_t ne
         p += put_bytes(p, fv[2 * i]);
     b->mf_len = (uint32_t)(p - b->data);
     b->len = b->mf_len;
+    /* header and end byte, the field count, the fields, the 0 ending them */
+    size_t lpb = 7 + lp_int_size((int64_t)nfields) + lp_int_size(0);
+    for (size_t i = 0; i < nfields; i++)
+        lpb += lp_str_size(fv[2 * i]);
+    b->lpb = 0;
+    lpb_add(b, lpb);
     return b;
 }
 
@@ -183,6 +286,9 @@ static void blocks_remove(kv_stream *s, size_t i)
         s->head = 0;
 }
 
+static void append_into(kv_stream *s, st_block *b, st_id id, const str *fv, size_t nfields,
+                        size_t vbytes, size_t fbytes, int count_lp);
+
 void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
 {
     size_t vbytes = 0, fbytes = 0;
@@ -192,7 +298,12 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
     }
     st_block *b = s->nblocks ? blk(s, s->nblocks - 1) : NULL;
     size_t max_e = stream_node_max_entries(), max_b = stream_node_max_bytes();
-    if (b && ((max_e && b->added >= max_e) || (max_b && b->len + vbytes >= max_b) ||
+    if (max_b == 0 || max_b > ((size_t)1 << 30))
+        max_b = (size_t)1 << 30; /* Redis's cap on a node's listpack */
+    size_t raw = 0; /* Redis's measure of the new entry: field and value bytes */
+    for (size_t i = 0; i < 2 * nfields; i++)
+        raw += fv[i].len;
+    if (b && (lp_bytes(b) + raw >= max_b || (max_e && b->added >= max_e) ||
               b->added == UINT32_MAX || (size_t)b->len + vbytes + fbytes + 40 > UINT32_MAX / 2))
         b = NULL;
     if (!b && s->nblocks) {
@@ -208,6 +319,57 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
         b = block_new(id, fv, nfields, vbytes + 32);
         blocks_push(s, b);
     }
+    append_into(s, b, id, fv, nfields, vbytes, fbytes, 1);
+}
+
+void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields,
+                       size_t lp_size, uint64_t count, uint64_t deleted)
+{
+    if (s->nblocks) {
+        st_block *t = blk(s, s->nblocks - 1);
+        if (t->cap > t->len) {
+            t = kv_realloc(t, sizeof *t + t->len);
+            t->cap = t->len;
+            s->blocks[s->head + s->nblocks - 1] = t;
+        }
+    }
+    st_block *b = block_new(master, fv, nfields, 64);
+    b->tail = master;
+    /* the listpack's own size, less its two counts (lp_bytes adds ours) */
+    size_t counts = lp_int_size(count > INT64_MAX ? INT64_MAX : (int64_t)count) +
+                    lp_int_size(deleted > INT64_MAX ? INT64_MAX : (int64_t)deleted);
+    b->lpb = 0;
+    lpb_add(b, lp_size > counts ? lp_size - counts : 0);
+    blocks_push(s, b);
+}
+
+void stream_append_tail(kv_stream *s, st_id id, const str *fv, size_t nfields)
+{
+    size_t vbytes = 0, fbytes = 0;
+    for (size_t i = 0; i < nfields; i++) {
+        fbytes += kv_varint_len(fv[2 * i].len) + fv[2 * i].len;
+        vbytes += kv_varint_len(fv[2 * i + 1].len) + fv[2 * i + 1].len;
+    }
+    st_block *b = blk(s, s->nblocks - 1);
+    if (b->added == UINT32_MAX || (size_t)b->len + vbytes + fbytes + 40 > UINT32_MAX / 2) {
+        stream_append(s, id, fv, nfields); /* a listpack beyond our block sizes */
+        return;
+    }
+    append_into(s, b, id, fv, nfields, vbytes, fbytes, 0); /* lpb came with the listpack */
+}
+
+void stream_block_note_deleted(kv_stream *s, st_id id)
+{
+    st_block *b = blk(s, s->nblocks - 1);
+    if (b->added < UINT32_MAX)
+        b->added++;
+    b->tail = id;
+}
+
+/* Writes the entry at the end of b (the tail block). */
+static void append_into(kv_stream *s, st_block *b, st_id id, const str *fv, size_t nfields,
+                        size_t vbytes, size_t fbytes, int count_lp)
+{
     int same = same_fields(b, fv, nfields);
     size_t need = 30 + kv_varint_len(nfields) + vbytes + (same ? 0 : fbytes);
     st_block *nb = block_reserve(b, need);
@@ -224,11 +386,24 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
         p += put_bytes(p, fv[2 * i + 1]);
     }
     b->len = (uint32_t)(p - b->data);
+    /* flags, ms and seq differences, [field count, fields,] values, lp-count */
+    size_t lpb = lp_int_size(same ? 2 : 0) + lp_int_size((int64_t)(id.ms - b->first.ms)) +
+                 lp_int_size((int64_t)(id.seq - b->first.seq)) +
+                 lp_int_size((int64_t)(nfields + 3 + (same ? 0 : nfields + 1)));
+    if (!same)
+        lpb += lp_int_size((int64_t)nfields);
+    for (size_t i = 0; count_lp && i < nfields; i++)
+        lpb += (same ? 0 : lp_str_size(fv[2 * i])) + lp_str_size(fv[2 * i + 1]);
+    if (count_lp)
+        lpb_add(b, lpb);
     b->live++;
     b->added++;
+    b->tail = id;
     s->length++;
     s->entries_added++;
     s->last_id = id;
+    s->last_entry = id;
+    s->last_entry_ok = 1;
 }
 
 /* ---- stream object ---- */
@@ -281,6 +456,8 @@ kv_stream *stream_dup(kv_stream *s)
     d->entries_added = s->entries_added;
     d->last_id = s->last_id;
     d->max_deleted_id = s->max_deleted_id;
+    d->last_entry = s->last_entry;
+    d->last_entry_ok = s->last_entry_ok;
     if (s->nblocks) {
         d->cap = s->nblocks;
         d->blocks = kv_malloc(d->cap * sizeof *d->blocks);
@@ -311,6 +488,45 @@ kv_stream *stream_dup(kv_stream *s)
         }
     }
     return d;
+}
+
+/* Byte i (0..15) of an ID as Redis keys its radix tree: ms then seq, both
+ * big-endian. */
+static unsigned id_byte(st_id id, int i)
+{
+    uint64_t v = i < 8 ? id.ms : id.seq;
+    return (unsigned)(v >> (8 * (7 - (i & 7)))) & 0xff;
+}
+
+/* Nodes of the radix tree Redis would hold for the sorted block keys
+ * [lo, hi) that share their first d bytes: one node here (a compressed
+ * node when the keys go on together, a branch node where they part), then
+ * the nodes below; a key's end is a leaf node. */
+static size_t rax_nodes(const kv_stream *s, size_t lo, size_t hi, int d)
+{
+    if (d == 16)
+        return 1;
+    st_id a = blk(s, lo)->first, z = blk(s, hi - 1)->first;
+    int l = d;
+    while (l < 16 && id_byte(a, l) == id_byte(z, l))
+        l++;
+    if (l > d)
+        return 1 + rax_nodes(s, lo, hi, l);
+    size_t n = 1;
+    while (lo < hi) {
+        unsigned c = id_byte(blk(s, lo)->first, d);
+        size_t e = lo + 1;
+        while (e < hi && id_byte(blk(s, e)->first, d) == c)
+            e++;
+        n += rax_nodes(s, lo, e, d + 1);
+        lo = e;
+    }
+    return n;
+}
+
+size_t stream_rax_nodes(const kv_stream *s)
+{
+    return s->nblocks ? rax_nodes(s, 0, s->nblocks, 0) : 1;
 }
 
 size_t stream_mem_bytes(const kv_stream *s)
@@ -453,6 +669,7 @@ void st_iter_remove(st_iter *it)
     b->len -= (uint32_t)gone;
     b->live--;
     s->length--;
+    s->last_entry_ok = 0;
     if (b->live == 0) {
         blocks_remove(s, it->bi);
         if (!it->rev) {
@@ -485,12 +702,18 @@ void st_iter_stop(st_iter *it)
 
 st_id stream_edge_id(kv_stream *s, int first)
 {
+    if (!first && s->length && s->last_entry_ok)
+        return s->last_entry;
     st_iter it;
     st_id id = { 0, 0 };
     st_iter_start(&it, s, ST_ID_MIN, ST_ID_MAX, !first);
     if (st_iter_next(&it))
         id = it.id;
     st_iter_stop(&it);
+    if (!first && s->length) {
+        s->last_entry = id;
+        s->last_entry_ok = 1;
+    }
     return id;
 }
 
@@ -505,19 +728,6 @@ int stream_delete(kv_stream *s, st_id id)
     }
     st_iter_stop(&it);
     return found;
-}
-
-/* The ID of the last entry of block b. */
-static st_id block_last_id(const st_block *b)
-{
-    st_id id = b->first;
-    for (const unsigned char *p = b->data + b->mf_len; p < b->data + b->len;) {
-        size_t nf;
-        int same;
-        entry_head(b, p, &id, &nf, &same);
-        p = entry_skip(b, p);
-    }
-    return id;
 }
 
 long long stream_trim(kv_stream *s, int strategy, long long maxlen, st_id minid, int approx,
@@ -537,7 +747,7 @@ long long stream_trim(kv_stream *s, int strategy, long long maxlen, st_id minid,
         if (strategy == ST_TRIM_MAXLEN)
             whole = s->length - (uint64_t)entries >= (uint64_t)maxlen;
         else
-            whole = st_id_cmp(block_last_id(b), minid) < 0;
+            whole = st_id_cmp(b->tail, minid) < 0;
         if (whole) {
             s->length -= (uint64_t)entries;
             deleted += entries;

@@ -41,9 +41,19 @@ size_t st_id_fmt(char *out, st_id id);
 
 typedef struct st_block {
     st_id first;
+    /* The last ID appended, deleted or not: Redis drops a whole node on a
+     * MINID trim by the last ID its listpack holds, deleted ones included,
+     * so a block whose tail entries were XDELed stays (maybe empty) as the
+     * node does in Redis. */
+    st_id tail;
     uint32_t len, cap;    /* bytes used / allocated in data */
     uint32_t mf_len;      /* bytes of the master fields at the start of data */
     uint32_t live, added; /* entries present; entries ever appended */
+    /* The bytes Redis's listpack for this node would take, but for the
+     * live and deleted counts of its master entry (their encoded size
+     * changes as they change): Redis opens a new node when these bytes plus
+     * the new entry's field and value bytes reach stream-node-max-bytes. */
+    uint32_t lpb;
     unsigned char data[];
 } st_block;
 
@@ -88,6 +98,11 @@ typedef struct kv_stream {
     uint64_t length;
     uint64_t entries_added;
     st_id last_id, max_deleted_id;
+    /* The ID of the last entry present (last_id is the last ever added, or
+     * what XSETID set): kept by appends, dropped by a removal and worked
+     * out again on demand, as every XREAD/XREADGROUP asks for it. */
+    st_id last_entry;
+    int last_entry_ok;
     st_group **groups; /* sorted by name (bytes) */
     size_t ngroups, gcap;
     int group_waiters; /* an XREADGROUP blocked on it once (never cleared) */
@@ -103,6 +118,14 @@ void stream_waiters_check_later(void);
 /* Appends an entry with id (> last_id, checked by the caller) and
  * nfields field/value pairs at fv[0..2*nfields). */
 void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields);
+/* The RDB loader keeps Redis's node boundaries: opens a block with the
+ * listpack's master ID and fields (fv as field/value pairs, values
+ * unused), appends to it whatever its fill, and counts its deleted entries
+ * toward the fill and the tail as Redis does. */
+void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields,
+                       size_t lp_bytes, uint64_t count, uint64_t deleted);
+void stream_append_tail(kv_stream *s, st_id id, const str *fv, size_t nfields);
+void stream_block_note_deleted(kv_stream *s, st_id id);
 
 /* ---- iteration ---- */
 typedef struct st_iter {
@@ -166,5 +189,8 @@ void stream_rdb_save(buf *b, kv_stream *s);
 kv_stream *stream_rdb_load(struct rdb_reader *r, int v2);
 int stream_range_has_tombstones(kv_stream *s, st_id start, int has_end, st_id end);
 size_t stream_mem_bytes(const kv_stream *s);
+/* XINFO STREAM's radix-tree-nodes: the node count of the radix tree Redis
+ * keys its blocks with, worked out from the block keys. */
+size_t stream_rax_nodes(const kv_stream *s);
 
 #endif

@@ -61,11 +61,20 @@ static void save_block(buf *b, kv_stream *s, size_t bi, buf *l)
 {
     st_block *blk = s->blocks[s->head + bi];
     st_iter it;
+    /* The block's tail, when deleted, goes out as a deleted entry (as it
+     * stays in Redis's listpack): Redis drops a node on a MINID trim by
+     * the last ID its listpack holds, and reads our tail back from it. */
+    st_id last_live = blk->first;
+    st_iter_start(&it, s, blk->first, ST_ID_MAX, 0);
+    for (uint32_t e = 0; e < blk->live && st_iter_next(&it); e++)
+        last_live = it.id;
+    st_iter_stop(&it);
+    int dead_tail = blk->live == 0 || st_id_cmp(blk->tail, last_live) > 0;
     st_iter_start(&it, s, blk->first, ST_ID_MAX, 0);
     rdb_lp_begin(l);
     size_t count = 0;
     lp_int(l, blk->live);
-    lp_int(l, 0);
+    lp_int(l, dead_tail);
     /* master fields */
     const unsigned char *p = blk->data;
     size_t n;
@@ -105,6 +114,15 @@ static void save_block(buf *b, kv_stream *s, size_t bi, buf *l)
         count++;
     }
     st_iter_stop(&it);
+    if (dead_tail) {
+        lp_int(l, 1 | 2); /* deleted, master fields; its values are gone: empty */
+        lp_int(l, (long long)(blk->tail.ms - blk->first.ms));
+        lp_int(l, (long long)(blk->tail.seq - blk->first.seq));
+        for (uint64_t i = 0; i < mf; i++)
+            rdb_lp_append(l, "", 0);
+        lp_int(l, (long long)(mf + 3));
+        count += 4 + mf;
+    }
     rdb_lp_end(l, count);
     save_raw_id(b, blk->first);
     rdb_save_string(b, l->data, l->len);
@@ -195,7 +213,7 @@ static int num(const elems *e, size_t i, long long *v)
 }
 
 /* Appends the live entries of one listpack (master ID m) to s. */
-static int load_listpack(kv_stream *s, st_id m, const elems *e)
+static int load_listpack(kv_stream *s, st_id m, const elems *e, size_t lplen)
 {
     long long count, deleted, mf;
     if (num(e, 0, &count) < 0 || num(e, 1, &deleted) < 0 || num(e, 2, &mf) < 0 || mf < 0 ||
@@ -207,7 +225,15 @@ static int load_listpack(kv_stream *s, st_id m, const elems *e)
     size_t cap = 0;
     str *fv = NULL;
     int rc = -1;
-    long long seen = 0;
+    long long seen = 0, gone = 0;
+    if (count < 0 || deleted < 0 || (s->nblocks && st_id_cmp(m, s->last_id) <= 0))
+        goto done;
+    /* the block takes the listpack's master ID and fields, as Redis's node */
+    cap = (size_t)mf * 2 + 2;
+    fv = kv_malloc(cap * sizeof *fv);
+    for (long long k = 0; k < mf; k++)
+        fv[2 * k] = mfields[k], fv[2 * k + 1] = (str){ "", 0 };
+    stream_block_open(s, m, fv, (size_t)mf, lplen, (uint64_t)count, (uint64_t)deleted);
     while (i < e->n) {
         long long flags, dms, dseq, nf;
         if (num(e, i, &flags) < 0 || num(e, i + 1, &dms) < 0 || num(e, i + 2, &dseq) < 0)
@@ -230,14 +256,18 @@ static int load_listpack(kv_stream *s, st_id m, const elems *e)
         }
         i++; /* lp-count */
         st_id id = { m.ms + (uint64_t)dms, m.seq + (uint64_t)dseq };
-        if (flags & 1)
-            continue; /* deleted */
-        if (s->length && st_id_cmp(id, s->last_id) <= 0)
+        if (st_id_cmp(id, m) < 0 || (s->length && st_id_cmp(id, s->last_id) <= 0))
             goto done;
-        stream_append(s, id, fv, (size_t)nf);
+        if (flags & 1) {
+            /* deleted: counts toward the block's fill, may be its tail */
+            stream_block_note_deleted(s, id);
+            gone++;
+            continue;
+        }
+        stream_append_tail(s, id, fv, (size_t)nf);
         seen++;
     }
-    rc = seen == count ? 0 : -1;
+    rc = seen == count && gone == deleted ? 0 : -1;
 done:
     kv_free(fv);
     return rc;
@@ -285,7 +315,7 @@ kv_stream *stream_rdb_load(rdb_reader *r, int v2)
             goto fail;
         elems e = { 0 };
         long long n = rdb_lp_walk((const unsigned char *)lp, lplen, collect, &e);
-        int rc = n < 0 ? -1 : load_listpack(s, m, &e);
+        int rc = n < 0 ? -1 : load_listpack(s, m, &e, lplen);
         elems_free(&e);
         kv_free(lp);
         lp = NULL;

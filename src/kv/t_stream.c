@@ -4,6 +4,7 @@
 #include "kv/aof.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/notify.h"
 #include "kv/reply.h"
 #include "kv/stream.h"
 #include "kv/types.h"
@@ -155,6 +156,16 @@ static kv_stream *get_stream(kv_client *c, str key, int write, int *err)
     return e ? entry_obj(e) : NULL;
 }
 
+/* Creates a consumer and tells the keyspace: every path that creates one
+ * (XGROUP CREATECONSUMER, XREADGROUP, XCLAIM, XAUTOCLAIM) does in Redis. */
+static st_consumer *consumer_add(kv_db *db, str key, st_group *g, str name)
+{
+    st_consumer *cons = group_consumer_create(g, name);
+    if (cons)
+        kv_notify(db, NOTIFY_STREAM, "xgroup-createconsumer", key);
+    return cons;
+}
+
 static void reply_nogroup(kv_client *c, str key, str group, const char *tail)
 {
     reply_errorf(c, "NOGROUP No such key '%.*s' or consumer group '%.*s'%s", (int)key.len, key.p,
@@ -174,9 +185,17 @@ static struct {
     buf b;
 } held;
 
+/* Whether a write has anywhere to go: aof_feed's own test (AOF on, a
+ * child collecting the rewrite diff, or replicas fed). When it has not, the
+ * effect commands (an XCLAIM per delivered entry) are not even formatted. */
+static inline int prop_wanted(void)
+{
+    return repl_feeding || srv.aof_state != 0 || srv.child_pid > 0; /* 0: AOF off */
+}
+
 static void prop(kv_client *c, int argc, const str *argv)
 {
-    if ((c->flags & CLIENT_NO_PROPAGATE) || srv.loading)
+    if ((c->flags & CLIENT_NO_PROPAGATE) || srv.loading || !prop_wanted())
         return;
     if (srv.aof_in_multi != 0) { /* inside EXEC: already wrapped */
         aof_feed(c->db, argc, argv);
@@ -228,6 +247,8 @@ static str fmt_id(char *b, st_id id) { return (str){ b, st_id_fmt(b, id) }; }
  * of dropping its NACK). */
 static void prop_xclaim(kv_client *c, str key, st_group *g, st_id id, const st_nack *n)
 {
+    if (!prop_wanted())
+        return;
     char ib[ST_ID_STR_MAX], tb[24], rb[24], lb[ST_ID_STR_MAX];
     str a[14] = { STR("XCLAIM"),     key,
                   { g->name, g->nlen }, { n->consumer->name, n->consumer->nlen },
@@ -241,6 +262,8 @@ static void prop_xclaim(kv_client *c, str key, st_group *g, st_id id, const st_n
 
 static void prop_setid(kv_client *c, str key, st_group *g)
 {
+    if (!prop_wanted())
+        return;
     char ib[ST_ID_STR_MAX], eb[24];
     str a[7] = { STR("XGROUP"), STR("SETID"), key, { g->name, g->nlen }, fmt_id(ib, g->last_id),
                  STR("ENTRIESREAD"), fmt_ll(eb, g->entries_read) };
@@ -439,6 +462,15 @@ static int parse_trim(kv_client *c, trim_args *a, int xadd)
             return -1;
         }
     }
+    if (a->limit_given && a->limit && a->strategy == ST_TRIM_NONE) {
+        reply_error(c, "ERR syntax error, LIMIT cannot be used without specifying a trimming "
+                       "strategy");
+        return -1;
+    }
+    if (!xadd && a->strategy == ST_TRIM_NONE) {
+        reply_error(c, "ERR syntax error, XTRIM must be called with a trimming strategy");
+        return -1;
+    }
     if (a->limit_given) {
         if (!a->approx) {
             reply_error(c, "ERR syntax error, LIMIT cannot be used without the special ~ option");
@@ -557,10 +589,13 @@ void xadd_command(kv_client *c)
     blocking_signal(c->db, c->argv[1]);
 #endif
     reply_id(c, id);
+    kv_notify(c->db, NOTIFY_STREAM, "xadd", c->argv[1]);
     kv_dirty(1);
-    if (a.strategy != ST_TRIM_NONE)
-        stream_trim(s, a.strategy, a.maxlen, a.minid, a.approx, a.limit);
-    if (a.approx || !a.id_given || !a.seq_given)
+    if (a.strategy != ST_TRIM_NONE &&
+        stream_trim(s, a.strategy, a.maxlen, a.minid, a.approx, a.limit))
+        kv_notify(c->db, NOTIFY_STREAM, "xtrim", c->argv[1]);
+    /* the original argv goes nowhere either when nothing is fed */
+    if ((a.approx || !a.id_given || !a.seq_given) && prop_wanted())
         prop_trim_rewrite(c, s, &a, idpos, id);
     return;
 fail:
@@ -583,6 +618,7 @@ void xtrim_command(kv_client *c)
         return;
     long long n = stream_trim(s, a.strategy, a.maxlen, a.minid, a.approx, a.limit);
     if (n) {
+        kv_notify(c->db, NOTIFY_STREAM, "xtrim", c->argv[1]);
         kv_dirty(n);
         if (a.approx)
             prop_trim_rewrite(c, s, &a, -1, ST_ID_MIN);
@@ -670,8 +706,10 @@ void xdel_command(kv_client *c)
             deleted++;
         }
     }
-    if (deleted)
+    if (deleted) {
+        kv_notify(c->db, NOTIFY_STREAM, "xdel", c->argv[1]);
         kv_dirty(deleted);
+    }
     reply_int(c, deleted);
 done:
     kv_free(ids);
@@ -715,11 +753,6 @@ void xsetid_command(kv_client *c)
         reply_error(c, ERR_NO_KEY);
         return;
     }
-    if (st_id_cmp(id, s->max_deleted_id) < 0) {
-        reply_error(c, "ERR The ID specified in XSETID is smaller than current "
-                       "max_deleted_entry_id");
-        return;
-    }
     if (s->length > 0) {
         if (st_id_cmp(id, stream_edge_id(s, 0)) < 0) {
             reply_error(c, "ERR The ID specified in XSETID is smaller than the target stream top "
@@ -732,12 +765,15 @@ void xsetid_command(kv_client *c)
             return;
         }
     }
+    /* Redis 7.0 does not compare the ID with the stream's current
+     * max_deleted_entry_id (only with a MAXDELETEDID given). */
     s->last_id = id;
     if (added != -1)
         s->entries_added = (uint64_t)added;
     if (!st_id_zero(maxdel))
         s->max_deleted_id = maxdel;
     reply_ok(c);
+    kv_notify(c->db, NOTIFY_STREAM, "xsetid", c->argv[1]);
     kv_dirty(1);
 }
 
@@ -847,7 +883,7 @@ static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
             }
         cons = group_consumer_find(g, cname);
         if (!cons)
-            cons = group_consumer_create(g, cname);
+            cons = consumer_add(db, key, g, cname);
         cons->seen_ms = srv.now_ms;
     }
     rwr_prop pi = { key, 1 };
@@ -1058,7 +1094,7 @@ static void read_generic(kv_client *c, int group_mode)
         if (groups) {
             cons = group_consumer_find(groups[k], cname);
             if (!cons) {
-                cons = group_consumer_create(groups[k], cname);
+                cons = consumer_add(c->db, key, groups[k], cname);
                 /* With NOACK no XCLAIM will recreate the consumer on replay:
                  * Redis 7.0 propagates its creation. */
                 if (noack) {
@@ -1232,20 +1268,19 @@ void xgroup_command(kv_client *c)
             }
         }
     } else if (strcmp(sub, "setid") == 0) {
-        if (c->argc == 7) {
-            if (!arg_is(c->argv[5], "entriesread")) {
+        /* ENTRIESREAD n pairs in turn (a bad value is reported before a
+         * stray argument after it), as Redis parses them */
+        for (int i = 5; i < c->argc; i += 2) {
+            if (!arg_is(c->argv[i], "entriesread") || i + 1 >= c->argc) {
                 reply_subcmd_syntax(c, "XGROUP");
                 return;
             }
-            if (arg_ll(c, c->argv[6], &entries_read) < 0)
+            if (arg_ll(c, c->argv[i + 1], &entries_read) < 0)
                 return;
             if (entries_read < 0 && entries_read != ST_INVALID_READ) {
                 reply_error(c, "ERR value for ENTRIESREAD must be positive or -1");
                 return;
             }
-        } else if (c->argc > 5) {
-            reply_subcmd_syntax(c, "XGROUP");
-            return;
         }
     }
     str key = c->argv[2], gname = c->argv[3];
@@ -1266,6 +1301,14 @@ void xgroup_command(kv_client *c)
                      (int)gname.len, gname.p, (int)key.len, key.p);
         return;
     }
+    /* Options were parsed as pairs; only then are the counts checked (a
+     * repeated option is a syntax error here, after key and group), as in
+     * Redis. */
+    if ((strcmp(sub, "setid") == 0 && c->argc != 5 && c->argc != 7) ||
+        (strcmp(sub, "create") == 0 && c->argc > 8)) {
+        reply_subcmd_syntax(c, "XGROUP");
+        return;
+    }
     if (strcmp(sub, "create") == 0) {
         st_id id;
         if (is_lit(c->argv[4], "$"))
@@ -1278,6 +1321,7 @@ void xgroup_command(kv_client *c)
         }
         if (stream_group_create(s, gname, id, entries_read)) {
             reply_ok(c);
+            kv_notify(c->db, NOTIFY_STREAM, "xgroup-create", key);
             kv_dirty(1);
         } else {
             reply_error(c, "BUSYGROUP Consumer Group name already exists");
@@ -1291,10 +1335,12 @@ void xgroup_command(kv_client *c)
         g->last_id = id;
         g->entries_read = entries_read;
         reply_ok(c);
+        kv_notify(c->db, NOTIFY_STREAM, "xgroup-setid", key);
         kv_dirty(1);
     } else if (strcmp(sub, "destroy") == 0) {
         if (stream_group_destroy(s, gname)) {
             reply_int(c, 1);
+            kv_notify(c->db, NOTIFY_STREAM, "xgroup-destroy", key);
             kv_dirty(1);
 #if ST_BLOCKING
             blocking_signal(c->db, key); /* its XREADGROUP waiters get NOGROUP */
@@ -1303,12 +1349,17 @@ void xgroup_command(kv_client *c)
             reply_int(c, 0);
         }
     } else if (strcmp(sub, "createconsumer") == 0) {
-        st_consumer *cons = group_consumer_create(g, c->argv[4]);
+        st_consumer *cons = consumer_add(c->db, key, g, c->argv[4]);
         if (cons)
             kv_dirty(1);
         reply_int(c, cons ? 1 : 0);
     } else { /* delconsumer */
+        if (!group_consumer_find(g, c->argv[4])) {
+            reply_int(c, 0);
+            return;
+        }
         reply_int(c, (long long)group_consumer_delete(g, c->argv[4]));
+        kv_notify(c->db, NOTIFY_STREAM, "xgroup-delconsumer", key);
         kv_dirty(1);
     }
 }
@@ -1460,13 +1511,13 @@ void xpending_command(kv_client *c)
     reply_defer_array(c, handle, (long long)n);
 }
 
-static st_consumer *claim_consumer(st_group *g, str name, st_consumer *cons)
+static st_consumer *claim_consumer(kv_client *c, st_group *g, str name, st_consumer *cons)
 {
     if (cons)
         return cons;
     cons = group_consumer_find(g, name);
     if (!cons)
-        cons = group_consumer_create(g, name);
+        cons = consumer_add(c->db, c->argv[1], g, name);
     cons->seen_ms = srv.now_ms;
     return cons;
 }
@@ -1585,14 +1636,14 @@ void xclaim_command(kv_client *c)
             x->id = id;
             x->consumer = NULL;
             x->delivery_ms = now;
-            x->delivery_count = 0;
+            x->delivery_count = 1; /* Redis's new NACK; the claim below counts on */
             pel_insert(&g->pel, x);
         }
         if (!x)
             continue;
         if (x->consumer && minidle && now - x->delivery_ms < minidle)
             continue;
-        cons = claim_consumer(g, c->argv[3], cons);
+        cons = claim_consumer(c, g, c->argv[3], cons);
         nack_move(x, cons);
         x->delivery_ms = dtime;
         if (retrycount >= 0)
@@ -1694,7 +1745,7 @@ void xautoclaim_command(kv_client *c)
         i++;
         if (minidle && now - x->delivery_ms < minidle)
             continue;
-        cons = claim_consumer(g, c->argv[3], cons);
+        cons = claim_consumer(c, g, c->argv[3], cons);
         nack_move(x, cons);
         x->delivery_ms = now;
         if (!justid)
@@ -1780,7 +1831,7 @@ static void xinfo_stream(kv_client *c, kv_stream *s)
     reply_bulk_cstr(c, "radix-tree-keys");
     reply_int(c, (long long)s->nblocks);
     reply_bulk_cstr(c, "radix-tree-nodes");
-    reply_int(c, (long long)s->nblocks + 1);
+    reply_int(c, (long long)stream_rax_nodes(s));
     reply_bulk_cstr(c, "last-generated-id");
     reply_id(c, s->last_id);
     reply_bulk_cstr(c, "max-deleted-entry-id");
