@@ -59,8 +59,8 @@ __attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const stru
             p = chunk;
         }
         ssize_t w = n ? tls_write(t, p, n) : 0;
-        if (w < 0)
-            return done ? (ssize_t)done : -1;
+        if (w < 0) /* a full socket after some records: report those */
+            return done && errno == EAGAIN ? (ssize_t)done : -1;
         done += (size_t)w;
         for (size_t left = (size_t)w; left;) { /* advance (i, at) by w */
             size_t k = MIN(left, iov[i].iov_len - at);
@@ -92,15 +92,15 @@ __attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, 
         if (r <= 0) {
             if (r < 0 && errno == EINTR)
                 continue;
-            break; /* an error, or the file shrank: reported as 0 below */
+            if (r == 0) /* the file shrank: the response cannot end well */
+                errno = EIO;
+            return -1;
         }
         w = tls_write(t, chunk, (size_t)r);
         if (w < 0)
-            return done ? (ssize_t)done : -1;
-        done += (size_t)w;
+            return done && errno == EAGAIN ? (ssize_t)done : -1;
+        done += (size_t)w; /* (a short write: the rest is read again) */
         *off += w;
-        if (w < r)
-            break; /* a partial write: the rest goes in the next call */
     }
     return (ssize_t)done;
 }
@@ -643,8 +643,10 @@ static void conn_close_after_response(http_conn *c)
 
 static void conn_linger_read(http_conn *c)
 {
+    /* Raw bytes, TLS or not: they are thrown away, and the TLS session,
+     * its close_notify sent, has nothing more to do. */
     char sink[4096];
-    ssize_t n = sock_read(c, sink, sizeof sink);
+    ssize_t n = read(c->io.fd, sink, sizeof sink);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
         conn_close(c);
 }
