@@ -333,6 +333,10 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
                                     (c->ktls ? SSL_OP_ENABLE_KTLS : 0));
     SSL_CTX_set_mode(t->ssl, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                                  SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* One read(2) takes what the socket holds, not a 5-byte record header
+     * and then its body: a keep-alive request costs one read instead of
+     * two. Whole records may then wait in the buffer: tls_pending. */
+    SSL_CTX_set_read_ahead(t->ssl, 1);
     if (SSL_CTX_use_certificate_chain_file(t->ssl, c->cert_file) != 1) {
         fail(err, errlen, "cannot load the certificate chain", c->cert_file);
         goto fail;
@@ -570,7 +574,9 @@ unsigned tls_want(const tls_conn *c)
 size_t tls_pending(const tls_conn *c)
 {
     int n = SSL_pending(c->ssl);
-    return n > 0 ? (size_t)n : 0;
+    if (n > 0)
+        return (size_t)n;
+    return SSL_has_pending(c->ssl) ? 1 : 0; /* records read ahead, not yet decrypted */
 }
 
 const char *tls_alpn(const tls_conn *c, size_t *len)
