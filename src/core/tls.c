@@ -387,8 +387,12 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
         SSL_CTX_sess_set_cache_size(t->ssl, c->session_cache);
     if (c->session_tickets) {
         if (prev) {
+            /* prev's workers may be rotating its keys right now */
+            pthread_mutex_t *lock = (pthread_mutex_t *)&prev->keys_lock;
+            pthread_mutex_lock(lock);
             t->keys[0] = prev->keys[0];
             t->keys[1] = prev->keys[1];
+            pthread_mutex_unlock(lock);
         } else if (new_key(&t->keys[0]) < 0 || new_key(&t->keys[1]) < 0) {
             fail(err, errlen, "no random bytes for ticket keys", NULL);
             goto fail;

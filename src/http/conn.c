@@ -609,7 +609,8 @@ static void conn_timeout(loop *l, timer *t)
     http_conn *c = t->udata;
     log_debug("closing connection: %s timeout",
               c->state == CONN_LINGER ? "lingering" : c->write_blocked ? "send"
-              : c->state == CONN_BODY ? "body" : "header/keep-alive");
+              : c->state == CONN_BODY ? "body"
+              : c->state == CONN_TLS_HANDSHAKE ? "TLS handshake" : "header/keep-alive");
     conn_close(c);
 }
 
