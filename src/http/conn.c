@@ -39,7 +39,8 @@ static int conn_tls_more(const http_conn *c);
 #define TLS_CHUNK (16 * 1024)
 
 /* Not inlined: its buffer stays off the plain path's stack frame. */
-__attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const struct iovec *iov, size_t cnt)
+__attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const struct iovec *iov,
+                                                         size_t cnt)
 {
     char chunk[TLS_CHUNK];
     size_t done = 0, i = 0, at = 0; /* at: offset in iov[i] */
@@ -77,7 +78,8 @@ __attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const stru
 
 /* tls_sendfile under kTLS; else pread into a fixed buffer and tls_write,
  * until n bytes are sent or the socket is full. */
-__attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, off_t *off, size_t n)
+__attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, off_t *off,
+                                                           size_t n)
 {
     ssize_t w = tls_sendfile(t, fd, *off, n);
     if (w >= 0 || errno != ENOTSUP) {
@@ -869,7 +871,8 @@ static void conn_read(http_conn *c)
         if (n <= 0) {
             if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
                 /* TLS: a read may need the socket writable first */
-                if (UNLIKELY(c->tls) && loop_io_set(&hw->w.loop, &c->io, sock_want(c, LOOP_READ)) < 0)
+                if (UNLIKELY(c->tls) &&
+                    loop_io_set(&hw->w.loop, &c->io, sock_want(c, LOOP_READ)) < 0)
                     conn_close(c);
                 return;
             }
@@ -1029,9 +1032,10 @@ static void conn_handshake(http_conn *c)
         conn_close(c);
 }
 
-/* Decrypted bytes can wait inside the TLS session while the socket stays
- * quiet (a record larger than the free end of the input buffer): no event
- * will come for them, so the reader goes on at once. */
+/* Bytes can wait inside the TLS session while the socket stays quiet:
+ * records read ahead, or the rest of a record larger than the free end of
+ * the input buffer. No event will come for them, so the reader goes on at
+ * once (also after a response ended outside a read batch). */
 static int conn_tls_more(const http_conn *c)
 {
     return c->io.fd >= 0 && (c->state == CONN_HEAD || c->state == CONN_BODY) &&

@@ -201,7 +201,8 @@ static int same_listen(const http_conf *a, const http_conf *b)
     if (a->nlisten != b->nlisten)
         return 0;
     for (int i = 0; i < a->nlisten; i++)
-        if (strcmp(a->listen[i].text, b->listen[i].text) != 0 || a->listen_tls[i] != b->listen_tls[i])
+        if (strcmp(a->listen[i].text, b->listen[i].text) != 0 ||
+            a->listen_tls[i] != b->listen_tls[i])
             return 0;
     return 1;
 }
