@@ -237,6 +237,14 @@ def test_tls_1_2_ciphers_are_forward_secret_aead(tls):
     assert "Cipher is ECDHE-RSA-AES128-GCM-SHA256" in out, out
 
 
+def test_client_renegotiation_refused_server_lives(tls):
+    stdin = b"R\n"  # s_client: renegotiate (TLS 1.2)
+    rc, out = s_client(tls.tport, "-tls1_2", stdin=stdin)
+    assert "RENEGOTIATING" in out and "no renegotiation" in out, out
+    with tls_conn(tls.tport) as c:
+        assert get(c, "/hello.txt").status == 200
+
+
 def test_alpn_selects_http_1_1(tls):
     rc, out = s_client(tls.tport, "-alpn", "h2,http/1.1")
     assert "ALPN protocol: http/1.1" in out, out
