@@ -281,6 +281,37 @@ def test_ssl_protocols_tls13_only(start_tls):
     assert "New, TLSv1.3" in out, out
 
 
+def test_ocsp_response_stapled_from_ssl_stapling_file(start_brisk, tmp_path):
+    """A certificate from a test CA, an OCSP response for it made by
+    `openssl ocsp` as the CA's responder, stapled from the file."""
+    d = tmp_path / "ocsp"
+    d.mkdir()
+    (d / "index.txt").write_text("")
+    (d / "serial").write_text("01\n")
+    (d / "ca.cnf").write_text("[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\n"
+                              "new_certs_dir = .\nserial = serial\ndefault_md = sha256\n"
+                              "policy = p\ndefault_days = 30\n[p]\ncommonName = supplied\n")
+    sh(OPENSSL, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+       "-out", "ca.pem", "-days", "30", "-subj", "/CN=brisk-test-ca", cwd=d)
+    sh(OPENSSL, "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", "srv.key",
+       "-out", "srv.csr", "-subj", "/CN=localhost", cwd=d)
+    sh(OPENSSL, "ca", "-batch", "-config", "ca.cnf", "-cert", "ca.pem", "-keyfile", "ca.key",
+       "-in", "srv.csr", "-out", "srv.pem", cwd=d)
+    sh(OPENSSL, "ocsp", "-issuer", "ca.pem", "-cert", "srv.pem", "-reqout", "req.der",
+       "-no_nonce", cwd=d)
+    sh(OPENSSL, "ocsp", "-index", "index.txt", "-rsigner", "ca.pem", "-rkey", "ca.key",
+       "-CA", "ca.pem", "-reqin", "req.der", "-respout", "resp.der", "-ndays", "1", cwd=d)
+    port, tport = free_port(), free_port()
+    srv = start_brisk(config=f"listen = 127.0.0.1:{port}\nlisten = 127.0.0.1:{tport} ssl\n"
+                      "root = {root}\nworkers = 1\n"
+                      "ssl_certificate = ocsp/srv.pem\nssl_certificate_key = ocsp/srv.key\n"
+                      "ssl_stapling_file = ocsp/resp.der\n",
+                      listens=[("127.0.0.1", port), ("127.0.0.1", tport)])
+    rc, out = s_client(tport, "-status")
+    assert "OCSP Response Status: successful" in out and "Cert Status: good" in out, out
+    assert srv.stderr().count("TLS certificate: /CN=localhost") == 1
+
+
 # ---------------------------------------------------------------- bad clients
 
 
