@@ -444,6 +444,28 @@ static int open_tls(http_conf *c, const http_conf *prev, char *err)
                  "ssl_certificate_key", c->path[0] ? c->path : "command line");
         return -1;
     }
+    /* Regular files only: OpenSSL's PEM reader would read /dev/zero or a
+     * FIFO for ever. */
+    const struct { const char *key, *path; } files[] = {
+        { "ssl_certificate", c->ssl_certificate },
+        { "ssl_certificate_key", c->ssl_certificate_key },
+        { "ssl_stapling_file", c->ssl_stapling_file },
+    };
+    for (size_t i = 0; i < ARRAY_LEN(files); i++) {
+        struct stat st;
+        if (!files[i].path[0])
+            continue;
+        if (stat(files[i].path, &st) < 0) {
+            snprintf(err, CONF_ERR_MAX, "%s \"%s\": %s", files[i].key, files[i].path,
+                     strerror(errno));
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            snprintf(err, CONF_ERR_MAX, "%s \"%s\" is not a regular file", files[i].key,
+                     files[i].path);
+            return -1;
+        }
+    }
     tls_config tc;
     tls_config_defaults(&tc);
     tc.cert_file = c->ssl_certificate;
