@@ -88,6 +88,8 @@ build_lib brisk_kvproto $KV_SRC
 build_lib brisk_kv $KV_ALL_SRC
 
 INIH_LIBS=$(pkg-config --libs inih 2>/dev/null || echo -linih)
+# src/http's config and connections reach core's TLS layer (OpenSSL 3).
+SSL_LIBS=$(pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
 
 # target -> libraries (and extra link flags)
 link_target() {
@@ -102,11 +104,13 @@ link_target() {
         fuzz_conf) # keep the fuzzer from creating log files or reading
                    # arbitrary MIME files: see fuzz_conf.c
                    libs=(-Wl,--wrap=log_open_append -Wl,--wrap=mime_load
-                         "$OUT/libbrisk_http.a" "$OUT/libbrisk_core.a" $INIH_LIBS -lpthread) ;;
+                         "$OUT/libbrisk_http.a" "$OUT/libbrisk_core.a" $INIH_LIBS $SSL_LIBS
+                         -lpthread) ;;
         fuzz_foods_json)
                    libs=("$ROOT/apps/foods/validate.c" "$ROOT/apps/foods/jsonw.c"
                          -I"$ROOT/apps/foods" $(pkg-config --cflags --libs libcjson) -lm) ;;
-        *)         libs=("$OUT/libbrisk_http.a" "$OUT/libbrisk_core.a" $INIH_LIBS -lpthread) ;;
+        *)         libs=("$OUT/libbrisk_http.a" "$OUT/libbrisk_core.a" $INIH_LIBS $SSL_LIBS
+                         -lpthread) ;;
     esac
     local bin="$OUT/$t"
     "$CC" "${CFLAGS[@]}" "${LDFLAGS[@]}" "$src" "${libs[@]}" -o "$bin"

@@ -20,7 +20,8 @@ static void usage(FILE *f, const char *prog)
     fprintf(f,
             "usage: %s [--listen ADDR:PORT] [--db URL] [--workers N|auto] [--seed N]\n"
             "\n"
-            "      --listen ADDR:PORT  listen address, repeatable (default 127.0.0.1:8080)\n"
+            "      --listen ADDR:PORT  listen address, repeatable (default 127.0.0.1:8080);\n"
+            "                          ADDR:PORT ssl serves HTTPS, with --ssl-cert FILE --ssl-key FILE\n"
             "      --db URL            sqlite:PATH (default sqlite:foods.db),\n"
             "                          postgresql://user:pass@host:port/db,\n"
             "                          mysql://user:pass@host:port/db or mysql://user@/db?socket=PATH\n"

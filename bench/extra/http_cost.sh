@@ -10,7 +10,11 @@
 # warm-up + 1 round and one with warm-up + 1 + ROUNDS rounds, divided by the
 # extra requests: start-up, warm-up and shutdown cancel out.
 #
-# usage: bench/extra/http_cost.sh [case...]   cases: static hello echo (default all)
+# static-tls is the static case over HTTPS/1.1 (TLS 1.3, a self-signed
+# P-256 certificate; the handshakes cancel out like the start-up).
+#
+# usage: bench/extra/http_cost.sh [case...]   cases: static hello echo static-tls
+#        (default: static hello echo)
 # env:   BIN_DIR (build/bin), CONNS (10), ROUNDS_KA (200), ROUNDS_P16 (40),
 #        WARM (5), TOOLS ("callgrind strace"), PROBE (1: also measure the probe)
 set -u -o pipefail
@@ -77,14 +81,25 @@ open(out, "wb").write(buf)
 EOF
 }
 
-drive() { # port path depth rounds: prints the number of requests
-  $PY bench/lib/loadclient.py http 127.0.0.1 "$1" "$2" "$CONNS" "$4" --depth "$3" | awk '{print $2}'
+drive() { # port path depth rounds [proto]: prints the number of requests
+  $PY bench/lib/loadclient.py "${5:-http}" 127.0.0.1 "$1" "$2" "$CONNS" "$4" --depth "$3" | awk '{print $2}'
+}
+
+proto_of() {
+  case $1 in *-tls) echo https ;; *) echo http ;; esac
+}
+
+tls_cert() { # once: a self-signed certificate for static-tls
+  [ -f "$T/cert.pem" ] && return
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj /CN=localhost -keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1
 }
 
 # server_cmd NAME: the argv of one server (as words), after PORT is set.
 server_cmd() {
   case $1 in
     static) echo "$BIN_DIR/brisk --listen 127.0.0.1:$PORT --root $T/www --workers 1 --access-log off" ;;
+    static-tls) echo "$BIN_DIR/brisk --listen 127.0.0.1:$PORT ssl --ssl-cert $T/cert.pem --ssl-key $T/key.pem --root $T/www --workers 1 --access-log off" ;;
     hello) echo "$BIN_DIR/brisk-hello --listen 127.0.0.1:$PORT --workers 1" ;;
     echo) echo "$BIN_DIR/brisk-echo --listen 127.0.0.1:$PORT --workers 1" ;;
     probe-*) echo "$T/probe $PORT $T/resp-${1#probe-}.bin" ;;
@@ -92,7 +107,7 @@ server_cmd() {
 }
 
 path_of() {
-  case $1 in static|probe-static) echo /index.html ;; echo|probe-echo) echo "/?value=hello" ;; *) echo / ;; esac
+  case $1 in static|static-tls|probe-static) echo /index.html ;; echo|probe-echo) echo "/?value=hello" ;; *) echo / ;; esac
 }
 
 # one_run TOOL NAME DEPTH ROUNDS: runs the server on a new PORT (the caller
@@ -111,8 +126,8 @@ one_run() {
   fi
   pid=$!
   wait_port "$PORT" || { echo "server $name did not start" >&2; cat "$out.log" >&2; kill "$pid"; return 1; }
-  drive "$PORT" "$(path_of "$name")" 1 "$WARM" >/dev/null || { kill "$pid"; return 1; }
-  n=$(drive "$PORT" "$(path_of "$name")" "$depth" "$rounds") || { kill "$pid"; return 1; }
+  drive "$PORT" "$(path_of "$name")" 1 "$WARM" "$(proto_of "$name")" >/dev/null || { kill "$pid"; return 1; }
+  n=$(drive "$PORT" "$(path_of "$name")" "$depth" "$rounds" "$(proto_of "$name")") || { kill "$pid"; return 1; }
   # strace passes no SIGTERM on: stop the server it runs, then it ends.
   if [ "$tool" = strace ]; then kill -TERM $(pgrep -P "$pid") 2>/dev/null; else kill -TERM "$pid"; fi
   wait "$pid" 2>/dev/null
@@ -136,10 +151,11 @@ cost() {
   echo "$a $b" | awk '{printf "%.2f", ($4 - $2) / ($3 - $1)}'
 }
 
+case " $CASES " in *" static-tls "*) tls_cert ;; esac
 printf "%-14s %-5s %14s %14s\n" case mode "instr/req" "syscalls/req"
 for c in $CASES; do
   names=$c
-  if [ "$PROBE" = 1 ]; then
+  if [ "$PROBE" = 1 ] && [ "$(proto_of "$c")" = http ]; then
     new_port
     cmd=$(server_cmd "$c")
     $cmd >/dev/null 2>&1 &

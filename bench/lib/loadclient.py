@@ -12,21 +12,25 @@ Fails (exit 1) on a wrong status or length, an error reply, or a closed
 connection.
 
 Usage:
-  loadclient.py http HOST PORT PATH CONNS ROUNDS [--depth D] [--expect-len N]
+  loadclient.py http|https HOST PORT PATH CONNS ROUNDS [--depth D] [--expect-len N]
                      [--expect-body TEXT]
+      https: the same over TLS (certificate not verified)
   loadclient.py resp HOST PORT - CONNS ROUNDS [--depth D]
       resp: alternating SET key:<n> <64-byte value> and GET key:<n>, n < 1000
 Prints one line: "ok <requests>".
 """
 import argparse
 import socket
+import ssl
 import sys
 
 
 class Conn:
-    def __init__(self, host, port):
+    def __init__(self, host, port, tls=None):
         self.sock = socket.create_connection((host, port), timeout=60)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls:
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.buf = b""
 
     def fill(self):
@@ -113,7 +117,7 @@ def resp_cmd(*args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("proto", choices=("http", "resp"))
+    ap.add_argument("proto", choices=("http", "https", "resp"))
     ap.add_argument("host")
     ap.add_argument("port", type=int)
     ap.add_argument("path")
@@ -125,7 +129,13 @@ def main():
     a = ap.parse_args()
     expect_body = a.expect_body.encode() if a.expect_body is not None else None
 
-    conns = [Conn(a.host, a.port) for _ in range(a.conns)]
+    tls = None
+    if a.proto == "https":
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        tls.check_hostname = False
+        tls.verify_mode = ssl.CERT_NONE
+        a.proto = "http"
+    conns = [Conn(a.host, a.port, tls) for _ in range(a.conns)]
     value = b"v" * 64
     total = 0
     n = 0

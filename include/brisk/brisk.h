@@ -70,8 +70,9 @@ brisk_server *brisk_server_new(void);
 brisk_server *brisk_create_server(brisk_handler handler, void *udata);
 
 /* Reads the standard flags: --listen ADDR:PORT (repeatable; 127.0.0.1:8080,
- * [::1]:8080), --workers N|auto, --help, --version. Prints and exits on
- * --help, --version and bad flags. */
+ * [::1]:8080; "--listen ADDR:PORT ssl" serves HTTPS there), --ssl-cert FILE
+ * and --ssl-key FILE (for the ssl listeners), --workers N|auto, --help,
+ * --version. Prints and exits on --help, --version and bad flags. */
 void brisk_server_args(brisk_server *s, int argc, char **argv);
 
 /* A few words about the application for its start-up log line, e.g.
@@ -80,8 +81,17 @@ void brisk_server_args(brisk_server *s, int argc, char **argv);
  * name comes from argv[0] (brisk_server_args). The text is copied. */
 void brisk_server_describe(brisk_server *s, const char *what);
 
-/* Adds a listen address; the first call replaces the default. 0 or -1. */
+/* Adds a listen address; the first call replaces the default. 0 or -1.
+ * "0.0.0.0:8443 ssl" serves HTTPS (HTTP/1.1 over TLS 1.2/1.3) there, with
+ * the certificate of brisk_ssl_certificate. addr must stay valid until
+ * brisk_run returns. */
 int brisk_listen(brisk_server *s, const char *addr);
+
+/* The certificate chain and private key (PEM files) of the ssl listeners.
+ * brisk_run fails with a clear message when they cannot be loaded, the
+ * certificate has expired or the key does not match. The names must stay
+ * valid until brisk_run returns; SIGHUP loads the files again. */
+void brisk_ssl_certificate(brisk_server *s, const char *chain_file, const char *key_file);
 
 /* Worker threads; 0 = one per CPU. */
 void brisk_workers(brisk_server *s, int n);

@@ -333,6 +333,10 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
                                     (c->ktls ? SSL_OP_ENABLE_KTLS : 0));
     SSL_CTX_set_mode(t->ssl, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                                  SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* One read(2) takes what the socket holds, not a 5-byte record header
+     * and then its body: a keep-alive request costs one read instead of
+     * two. Whole records may then wait in the buffer: tls_pending. */
+    SSL_CTX_set_read_ahead(t->ssl, 1);
     if (SSL_CTX_use_certificate_chain_file(t->ssl, c->cert_file) != 1) {
         fail(err, errlen, "cannot load the certificate chain", c->cert_file);
         goto fail;
@@ -383,8 +387,12 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
         SSL_CTX_sess_set_cache_size(t->ssl, c->session_cache);
     if (c->session_tickets) {
         if (prev) {
+            /* prev's workers may be rotating its keys right now */
+            pthread_mutex_t *lock = (pthread_mutex_t *)&prev->keys_lock;
+            pthread_mutex_lock(lock);
             t->keys[0] = prev->keys[0];
             t->keys[1] = prev->keys[1];
+            pthread_mutex_unlock(lock);
         } else if (new_key(&t->keys[0]) < 0 || new_key(&t->keys[1]) < 0) {
             fail(err, errlen, "no random bytes for ticket keys", NULL);
             goto fail;
@@ -570,7 +578,9 @@ unsigned tls_want(const tls_conn *c)
 size_t tls_pending(const tls_conn *c)
 {
     int n = SSL_pending(c->ssl);
-    return n > 0 ? (size_t)n : 0;
+    if (n > 0)
+        return (size_t)n;
+    return SSL_has_pending(c->ssl) ? 1 : 0; /* records read ahead, not yet decrypted */
 }
 
 const char *tls_alpn(const tls_conn *c, size_t *len)

@@ -10,8 +10,8 @@
  * read(2)/write(2): -1 with errno EAGAIN means "call again when the socket
  * is ready for tls_want()" (a TLS read may need to write and the other way
  * round, so the caller must watch what tls_want() says, not what it asked).
- * Data can sit decrypted inside the TLS layer: read until EAGAIN, or check
- * tls_pending(), before waiting for the socket again.
+ * Data can sit inside the TLS layer (decrypted, or read ahead): read until
+ * EAGAIN, or check tls_pending(), before waiting for the socket again.
  *
  * Thread safety: a tls_ctx may be used by connections on many threads at
  * once; a tls_conn belongs to one thread. */
@@ -76,7 +76,10 @@ int tls_ktls_send(const tls_conn *c);
 void tls_shutdown(tls_conn *c);
 
 unsigned tls_want(const tls_conn *c); /* TLS_WANT_* for the last EAGAIN */
-size_t tls_pending(const tls_conn *c); /* decrypted bytes waiting to be read */
+/* Nonzero when bytes wait inside the TLS layer, where no socket event will
+ * announce them: decrypted ones (their count), or records read ahead from
+ * the socket and not yet decrypted (1). */
+size_t tls_pending(const tls_conn *c);
 /* The ALPN protocol agreed ("h2"), or NULL; valid until tls_conn_free. */
 const char *tls_alpn(const tls_conn *c, size_t *len);
 int tls_resumed(const tls_conn *c);

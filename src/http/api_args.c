@@ -19,7 +19,11 @@ static void usage(FILE *f, const char *prog, int full)
                 "      --access-log PATH|off\n"
                 "      --error-log PATH|stderr\n");
     fprintf(f,
-            "      --listen ADDR:PORT listen address, repeatable (127.0.0.1:8080, [::1]:8080)\n"
+            "      --listen ADDR:PORT [ssl]\n"
+            "                         listen address, repeatable (127.0.0.1:8080, [::1]:8080);\n"
+            "                         ssl: HTTPS there, with --ssl-cert and --ssl-key\n"
+            "      --ssl-cert FILE    TLS certificate chain (PEM)\n"
+            "      --ssl-key FILE     TLS private key (PEM)\n"
             "      --workers N|auto   worker threads (auto: one per CPU)\n"
             "  -h, --help             show this help\n"
             "  -v, --version          show the version\n");
@@ -30,7 +34,8 @@ static void usage(FILE *f, const char *prog, int full)
 
 static void parse_args(brisk_server *s, int argc, char **argv, int full)
 {
-    enum { OPT_LISTEN = 256, OPT_ROOT, OPT_WORKERS, OPT_ACCESS_LOG, OPT_ERROR_LOG, OPT_CGI };
+    enum { OPT_LISTEN = 256, OPT_ROOT, OPT_WORKERS, OPT_ACCESS_LOG, OPT_ERROR_LOG, OPT_CGI,
+           OPT_SSL_CERT, OPT_SSL_KEY };
     static const struct option all[] = {
         { "listen", required_argument, NULL, OPT_LISTEN },
         { "workers", required_argument, NULL, OPT_WORKERS },
@@ -42,11 +47,15 @@ static void parse_args(brisk_server *s, int argc, char **argv, int full)
         { "access-log", required_argument, NULL, OPT_ACCESS_LOG },
         { "error-log", required_argument, NULL, OPT_ERROR_LOG },
         { "cgi", required_argument, NULL, OPT_CGI },
+        { "ssl-cert", required_argument, NULL, OPT_SSL_CERT },
+        { "ssl-key", required_argument, NULL, OPT_SSL_KEY },
         { NULL, 0, NULL, 0 },
     };
     static const struct option basic[] = {
         { "listen", required_argument, NULL, OPT_LISTEN },
         { "workers", required_argument, NULL, OPT_WORKERS },
+        { "ssl-cert", required_argument, NULL, OPT_SSL_CERT },
+        { "ssl-key", required_argument, NULL, OPT_SSL_KEY },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'v' },
         { NULL, 0, NULL, 0 },
@@ -64,8 +73,15 @@ static void parse_args(brisk_server *s, int argc, char **argv, int full)
                 fprintf(stderr, "%s: too many --listen (max %d)\n", prog, HTTP_MAX_LISTEN);
                 exit(2);
             }
+            /* "--listen ADDR ssl" (two words) as well as "--listen 'ADDR ssl'" */
+            if (optind < argc && strcmp(argv[optind], "ssl") == 0) {
+                cli->listen_tls[cli->nlisten] = 1;
+                optind++;
+            }
             cli->listen[cli->nlisten++] = optarg;
             break;
+        case OPT_SSL_CERT: cli->ssl_cert = optarg; break;
+        case OPT_SSL_KEY: cli->ssl_key = optarg; break;
         case OPT_ROOT: cli->root = optarg; break;
         case OPT_WORKERS: cli->workers = optarg; break;
         case OPT_ACCESS_LOG: cli->access_log = optarg; break;

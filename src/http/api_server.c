@@ -31,11 +31,18 @@ int brisk_listen(brisk_server *s, const char *addr)
         return -1;
     net_addr a;
     char err[128];
-    if (net_parse_addr(addr, &a, err, sizeof err) < 0)
+    int tls;
+    if (http_listen_parse(addr, &a, &tls, err, sizeof err) < 0)
         return -1;
     s->cli.listen[s->cli.nlisten++] = addr;
     s->listen_set = 1;
     return 0;
+}
+
+void brisk_ssl_certificate(brisk_server *s, const char *chain_file, const char *key_file)
+{
+    s->cli.ssl_cert = chain_file;
+    s->cli.ssl_key = key_file;
 }
 
 void brisk_workers(brisk_server *s, int n)

@@ -58,6 +58,12 @@ static const struct key {
     { "open_file_cache_valid", K_MSEC, OFF(open_file_cache_valid), 0, 0 },
     { "memory_cache_max_file", K_SIZE, OFF(memory_cache_max_file), 4, 1024 * 1024 },
     { "busy_poll", K_UINT, OFF(busy_poll_us), FSZ(busy_poll_us), 10000 },
+    { "ssl_certificate", K_PATH, OFF(ssl_certificate), FSZ(ssl_certificate), 0 },
+    { "ssl_certificate_key", K_PATH, OFF(ssl_certificate_key), FSZ(ssl_certificate_key), 0 },
+    { "ssl_stapling_file", K_PATH, OFF(ssl_stapling_file), FSZ(ssl_stapling_file), 0 },
+    { "ssl_protocols", K_STR, OFF(ssl_protocols), FSZ(ssl_protocols), 0 },
+    { "ssl_ciphers", K_STR, OFF(ssl_ciphers), FSZ(ssl_ciphers), 0 },
+    { "ssl_session_tickets", K_BOOL, OFF(ssl_session_tickets), 0, 0 },
 };
 
 static void set_defaults(http_conf *c)
@@ -89,6 +95,7 @@ static void set_defaults(http_conf *c)
     c->cgi_timeout = 60000;
     c->cgi_max_processes = 64;
     c->busy_poll_us = 0; /* off: see the README (it costs brisk static throughput) */
+    c->ssl_session_tickets = 1;
     c->root_fd = -1;
     c->access_fd = -1;
     for (int i = 0; i < HTTP_MAX_CGI; i++)
@@ -118,20 +125,48 @@ static int resolve_path(const char *dir, const char *s, char *dst, size_t cap, c
     return 0;
 }
 
-static int add_listen(http_conf *c, const char *v, char *err, size_t errlen)
+int http_listen_parse(const char *v, net_addr *a, int *tls, char *err, size_t errlen)
+{
+    /* "ADDR:PORT", then optional parameters: "ssl" is the only one */
+    char addr[128];
+    size_t n = strcspn(v, " \t");
+    if (n >= sizeof addr) {
+        snprintf(err, errlen, "invalid listen \"%s\"", v);
+        return -1;
+    }
+    memcpy(addr, v, n);
+    addr[n] = '\0';
+    *tls = 0;
+    for (const char *p = v + n; *p;) {
+        p += strspn(p, " \t");
+        size_t w = strcspn(p, " \t");
+        if (w == 3 && memcmp(p, "ssl", 3) == 0) {
+            *tls = 1;
+        } else if (w) {
+            snprintf(err, errlen, "unknown listen parameter \"%.*s\" (ssl is known)", (int)w, p);
+            return -1;
+        }
+        p += w;
+    }
+    return net_parse_addr(addr, a, err, errlen);
+}
+
+static int add_listen(http_conf *c, const char *v, int force_tls, char *err, size_t errlen)
 {
     if (c->nlisten == HTTP_MAX_LISTEN) {
         snprintf(err, errlen, "too many listen addresses (max %d)", HTTP_MAX_LISTEN);
         return -1;
     }
     net_addr a;
-    if (net_parse_addr(v, &a, err, errlen) < 0)
+    int tls;
+    if (http_listen_parse(v, &a, &tls, err, errlen) < 0)
         return -1;
     for (int i = 0; i < c->nlisten; i++)
         if (strcmp(c->listen[i].text, a.text) == 0) {
             snprintf(err, errlen, "duplicate listen %s", a.text);
             return -1;
         }
+    c->listen_tls[c->nlisten] = (uint8_t)(tls || force_tls);
     c->listen[c->nlisten++] = a;
     return 0;
 }
@@ -211,7 +246,7 @@ static int set_key(load_ctx *x, const struct key *k, const char *v, char *err, s
 
     switch (k->kind) {
     case K_LISTEN:
-        return add_listen(c, v, err, errlen);
+        return add_listen(c, v, 0, err, errlen);
     case K_CGI:
         return add_cgi(c, x->dir, v, ' ', err, errlen);
     case K_WORKERS:
@@ -323,7 +358,7 @@ static int apply_cli(http_conf *c, const http_cli *cli, char *err)
     if (cli->nlisten) {
         c->nlisten = 0;
         for (int i = 0; i < cli->nlisten; i++)
-            if (add_listen(c, cli->listen[i], msg, sizeof msg) < 0)
+            if (add_listen(c, cli->listen[i], cli->listen_tls[i], msg, sizeof msg) < 0)
                 goto fail;
     }
     const struct { const char *key, *value; } flags[] = {
@@ -331,6 +366,8 @@ static int apply_cli(http_conf *c, const http_cli *cli, char *err)
         { "workers", cli->workers },
         { "access_log", cli->access_log },
         { "error_log", cli->error_log },
+        { "ssl_certificate", cli->ssl_cert },
+        { "ssl_certificate_key", cli->ssl_key },
     };
     for (size_t i = 0; i < ARRAY_LEN(flags); i++)
         if (flags[i].value && set_key(&x, find_key(flags[i].key), flags[i].value, msg,
@@ -392,11 +429,71 @@ static int open_resources(http_conf *c, char *err)
     return 0;
 }
 
+/* One context for every ssl listener; ALPN offers HTTP/1.1 only (h2 is
+ * not spoken yet). A certificate that has expired, is not valid yet or does
+ * not match its key stops the load with tls_ctx_new's message. */
+static int open_tls(http_conf *c, const http_conf *prev, char *err)
+{
+    int any = 0;
+    for (int i = 0; i < c->nlisten; i++)
+        any |= c->listen_tls[i];
+    if (!any)
+        return 0;
+    if (!c->ssl_certificate[0] || !c->ssl_certificate_key[0]) {
+        snprintf(err, CONF_ERR_MAX, "%s: an ssl listener needs ssl_certificate and "
+                 "ssl_certificate_key", c->path[0] ? c->path : "command line");
+        return -1;
+    }
+    /* Regular files only: OpenSSL's PEM reader would read /dev/zero or a
+     * FIFO for ever. */
+    const struct { const char *key, *path; } files[] = {
+        { "ssl_certificate", c->ssl_certificate },
+        { "ssl_certificate_key", c->ssl_certificate_key },
+        { "ssl_stapling_file", c->ssl_stapling_file },
+    };
+    for (size_t i = 0; i < ARRAY_LEN(files); i++) {
+        struct stat st;
+        if (!files[i].path[0])
+            continue;
+        if (stat(files[i].path, &st) < 0) {
+            snprintf(err, CONF_ERR_MAX, "%s \"%s\": %s", files[i].key, files[i].path,
+                     strerror(errno));
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            snprintf(err, CONF_ERR_MAX, "%s \"%s\" is not a regular file", files[i].key,
+                     files[i].path);
+            return -1;
+        }
+    }
+    tls_config tc;
+    tls_config_defaults(&tc);
+    tc.cert_file = c->ssl_certificate;
+    tc.key_file = c->ssl_certificate_key;
+    tc.ocsp_file = c->ssl_stapling_file[0] ? c->ssl_stapling_file : NULL;
+    tc.protocols = c->ssl_protocols[0] ? c->ssl_protocols : NULL;
+    tc.ciphers = c->ssl_ciphers[0] ? c->ssl_ciphers : NULL;
+    tc.session_tickets = c->ssl_session_tickets;
+    tc.alpn = "http/1.1";
+    char msg[CONF_ERR_MAX - 16];
+    c->tls = tls_ctx_new(&tc, prev ? prev->tls : NULL, msg, sizeof msg);
+    if (!c->tls) {
+        snprintf(err, CONF_ERR_MAX, "TLS: %s", msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* Set once a generation with CGI mappings loads: from then on the process
  * may start children, which matters to how sockets are closed (conn.c). */
 static atomic_int children_possible;
 
 http_conf *http_conf_load(const http_cli *cli, char *err)
+{
+    return http_conf_reload(cli, NULL, err);
+}
+
+http_conf *http_conf_reload(const http_cli *cli, const http_conf *prev, char *err)
 {
     http_conf *c = malloc(sizeof *c);
     if (!c) {
@@ -420,7 +517,7 @@ http_conf *http_conf_load(const http_cli *cli, char *err)
         if (conf_load(cli->conf_path, on_key, &x, err) < 0)
             goto fail;
     }
-    if (apply_cli(c, cli, err) < 0 || open_resources(c, err) < 0)
+    if (apply_cli(c, cli, err) < 0 || open_resources(c, err) < 0 || open_tls(c, prev, err) < 0)
         goto fail;
     if (c->ncgi)
         atomic_store(&children_possible, 1); /* before any worker uses c */
@@ -453,5 +550,6 @@ void http_conf_release(http_conf *c)
     if (c->access_fd >= 0)
         close(c->access_fd);
     mime_free(c->mime);
+    tls_ctx_unref(c->tls);
     free(c);
 }

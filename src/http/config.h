@@ -7,6 +7,7 @@
 #include "core/conf.h"
 #include "core/log.h"
 #include "core/net.h"
+#include "core/tls.h"
 #include "http/mime.h"
 #include "http/parse.h"
 
@@ -29,6 +30,7 @@ typedef struct http_conf {
     char path[PATH_MAX]; /* the config file; "" when none */
 
     net_addr listen[HTTP_MAX_LISTEN];
+    uint8_t listen_tls[HTTP_MAX_LISTEN]; /* 1: "listen = ADDR ssl" */
     int nlisten;
     int workers; /* 0 = auto (one per CPU) */
     char user[64]; /* when started as root: run as this user ("" = stay) */
@@ -61,17 +63,31 @@ typedef struct http_conf {
     uint64_t cgi_timeout;
     uint32_t cgi_max_processes; /* per worker; 503 beyond */
 
+    /* TLS, for the listeners marked ssl (one certificate for all of them) */
+    char ssl_certificate[PATH_MAX];     /* PEM: the certificate, then its chain */
+    char ssl_certificate_key[PATH_MAX]; /* PEM private key */
+    char ssl_stapling_file[PATH_MAX];   /* DER OCSP response to staple; "" = none */
+    char ssl_protocols[64];             /* "" = TLSv1.2 TLSv1.3 */
+    char ssl_ciphers[512];              /* TLS 1.2 list; "" = forward-secret AEAD only */
+    int ssl_session_tickets;
+
     /* resources, opened by http_conf_load */
     int root_fd;
     int access_fd; /* -1 when off */
     mime_table *mime;
+    /* built when a listener is ssl (NULL otherwise); connections accepted
+     * under this generation take a reference of their own (tls_conn_new) */
+    tls_ctx *tls;
 } http_conf;
 
 /* Command-line settings; they override the file, also on reload. */
 typedef struct {
     const char *conf_path;
-    const char *listen[HTTP_MAX_LISTEN];
+    const char *listen[HTTP_MAX_LISTEN]; /* "ADDR:PORT" or "ADDR:PORT ssl" */
+    uint8_t listen_tls[HTTP_MAX_LISTEN]; /* 1: ssl given as a separate word */
     int nlisten;
+    const char *ssl_cert;                /* ssl_certificate */
+    const char *ssl_key;                 /* ssl_certificate_key */
     const char *root;
     const char *workers;
     const char *access_log;
@@ -88,6 +104,11 @@ typedef struct {
  * root, the access log and the MIME table. NULL with a message in err
  * (CONF_ERR_MAX bytes; "file:line: message" for errors in the file). */
 http_conf *http_conf_load(const http_cli *cli, char *err);
+/* The same for a reload: with prev (the running generation), the TLS
+ * context keeps prev's session-ticket keys, so resumption survives. */
+http_conf *http_conf_reload(const http_cli *cli, const http_conf *prev, char *err);
+/* Parses a listen value, "ADDR:PORT" with an optional " ssl" word. */
+int http_listen_parse(const char *v, net_addr *a, int *tls, char *err, size_t errlen);
 http_conf *http_conf_retain(http_conf *c);
 void http_conf_release(http_conf *c);
 

@@ -21,31 +21,127 @@ static void conn_process(http_conn *c);
 static void conn_after_batch(http_conn *c);
 static void conn_read(http_conn *c);
 static void conn_close(http_conn *c);
+static void conn_tls_start(http_conn *c);
+static void conn_handshake(http_conn *c);
+static int conn_tls_more(const http_conn *c);
 
 /* ---- transport: every socket call of a connection, in one place ----
- * Plain TCP today. TLS plugs in here: a connection with a TLS session
- * reads and writes through it (SSL_read, SSL_write, SSL_sendfile under
- * kTLS), and everything above (HTTP/1.1 framing, exchanges, handlers) stays
- * as it is. */
+ * Plain TCP, or TLS when c->tls is set (a connection accepted on an ssl
+ * listener). Everything above (HTTP/1.1 framing, exchanges, handlers) is
+ * the same for both; a plain connection pays one pointer test per call. */
+
+/* A TLS write moves at most one record (16 KiB of plaintext); small
+ * segments (headers, then a body) are gathered into one record and file
+ * data is read through a buffer of the same size when kTLS cannot send it.
+ * The bytes of a write that returned EAGAIN are offered again, unchanged,
+ * at the head of the next one (OpenSSL requires it; segments only advance
+ * by what was reported sent). */
+#define TLS_CHUNK (16 * 1024)
+
+/* Not inlined: its buffer stays off the plain path's stack frame. */
+__attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const struct iovec *iov,
+                                                         size_t cnt)
+{
+    char chunk[TLS_CHUNK];
+    size_t done = 0, i = 0, at = 0; /* at: offset in iov[i] */
+    while (i < cnt) {
+        const char *p;
+        size_t n;
+        if (iov[i].iov_len - at >= TLS_CHUNK || i + 1 == cnt) {
+            p = (const char *)iov[i].iov_base + at; /* large or last: as is */
+            n = iov[i].iov_len - at;
+        } else {
+            n = 0;
+            for (size_t j = i, o = at; j < cnt && n < TLS_CHUNK; j++, o = 0) {
+                size_t k = MIN(iov[j].iov_len - o, TLS_CHUNK - n);
+                memcpy(chunk + n, (const char *)iov[j].iov_base + o, k);
+                n += k;
+            }
+            p = chunk;
+        }
+        ssize_t w = n ? tls_write(t, p, n) : 0;
+        if (w < 0) /* a full socket after some records: report those */
+            return done && errno == EAGAIN ? (ssize_t)done : -1;
+        done += (size_t)w;
+        for (size_t left = (size_t)w; left;) { /* advance (i, at) by w */
+            size_t k = MIN(left, iov[i].iov_len - at);
+            at += k;
+            left -= k;
+            if (at == iov[i].iov_len)
+                i++, at = 0;
+        }
+        while (i < cnt && iov[i].iov_len == 0)
+            i++;
+    }
+    return (ssize_t)done;
+}
+
+/* tls_sendfile under kTLS; else pread into a fixed buffer and tls_write,
+ * until n bytes are sent or the socket is full. */
+__attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, off_t *off,
+                                                           size_t n)
+{
+    ssize_t w = tls_sendfile(t, fd, *off, n);
+    if (w >= 0 || errno != ENOTSUP) {
+        if (w > 0)
+            *off += w;
+        return w;
+    }
+    char chunk[TLS_CHUNK];
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(fd, chunk, MIN(n - done, sizeof chunk), *off);
+        if (r <= 0) {
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r == 0) /* the file shrank: the response cannot end well */
+                errno = EIO;
+            return -1;
+        }
+        w = tls_write(t, chunk, (size_t)r);
+        if (w < 0)
+            return done && errno == EAGAIN ? (ssize_t)done : -1;
+        done += (size_t)w; /* (a short write: the rest is read again) */
+        *off += w;
+    }
+    return (ssize_t)done;
+}
 
 static inline ssize_t sock_read(http_conn *c, void *p, size_t n)
 {
+    if (UNLIKELY(c->tls))
+        return tls_read(c->tls, p, n);
     return read(c->io.fd, p, n);
 }
 
 static inline ssize_t sock_writev(http_conn *c, const struct msghdr *mh, int more)
 {
+    if (UNLIKELY(c->tls))
+        return tls_sock_writev(c->tls, mh->msg_iov, mh->msg_iovlen);
     return sendmsg(c->io.fd, mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
 }
 
 static inline ssize_t sock_sendfile(http_conn *c, int fd, off_t *off, size_t n)
 {
+    if (UNLIKELY(c->tls))
+        return tls_sock_sendfile(c->tls, fd, off, n);
     return sendfile(c->io.fd, fd, off, n);
 }
 
 static inline void sock_shutdown_write(http_conn *c)
 {
+    if (UNLIKELY(c->tls))
+        tls_shutdown(c->tls); /* close_notify before the FIN */
     shutdown(c->io.fd, SHUT_WR);
+}
+
+/* What a TLS connection waits for after an EAGAIN: a read may need the
+ * socket writable and a write may need it readable. */
+static inline unsigned sock_want(const http_conn *c, unsigned plain)
+{
+    if (LIKELY(!c->tls))
+        return plain;
+    return tls_want(c->tls) == TLS_WANT_WRITE ? LOOP_WRITE : LOOP_READ;
 }
 
 static void *xmalloc(size_t n)
@@ -157,7 +253,8 @@ static void set_accepting(http_worker *hw, int on)
     hw->accepting = on;
 }
 
-static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss, socklen_t sl,
+                     int tls)
 {
     http_conn *c = hw->free_conns;
     if (c) {
@@ -172,7 +269,6 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
     c->conf = http_conf_retain(hw->conf);
     memcpy(&c->peer, ss, MIN((size_t)sl, sizeof c->peer));
     c->peer_len = sl;
-    busy_attach(c); /* the request is usually here already (below) */
     timer_init(&c->tm, conn_timeout, c);
 
     loop_io_init(&c->io, fd, conn_io, c);
@@ -181,12 +277,19 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
         hw->conns->prev = c;
     hw->conns = c;
     hw->nconns++;
+    /* The header timeout covers a TLS handshake too: a client that connects
+     * and says nothing costs a timer, then goes. */
     timer_start(&hw->w.loop, &c->tm, c->conf->header_timeout);
-    /* Listeners use TCP_DEFER_ACCEPT, so the request is usually here
-     * already: read it now. The socket joins epoll only if it has to wait,
-     * so a one-request connection costs no epoll_ctl at all. */
+    /* Listeners use TCP_DEFER_ACCEPT, so the request (or the ClientHello)
+     * is usually here already: read it now. The socket joins epoll only if
+     * it has to wait, so a one-request connection costs no epoll_ctl. */
     c->in_dispatch = 1;
-    conn_read(c);
+    if (UNLIKELY(tls)) {
+        conn_tls_start(c);
+    } else {
+        busy_attach(c);
+        conn_read(c);
+    }
     c->in_dispatch = 0;
     if (c->io.fd >= 0 && !c->io.registered &&
         loop_io_set(&hw->w.loop, &c->io, c->write_blocked ? LOOP_WRITE : LOOP_READ) < 0)
@@ -250,6 +353,11 @@ static void conn_close(http_conn *c)
     if (c->io.fd < 0)
         return;
     timer_stop(&hw->w.loop, &c->tm);
+    if (UNLIKELY(c->tls)) {
+        tls_shutdown(c->tls); /* close_notify, if the handshake was done */
+        tls_conn_free(c->tls);
+        c->tls = NULL; /* the space is free_next's from here on */
+    }
     int fd = c->io.fd;
     /* close() removes a socket from epoll only when its last reference
      * goes: while a CGI script started by another worker is between fork
@@ -304,6 +412,8 @@ void http_conn_reap(http_worker *hw)
             continue; /* closed since it was queued */
         c->in_dispatch = 1;
         conn_after_batch(c);
+        if (UNLIKELY(c->tls) && conn_tls_more(c))
+            conn_read(c);
         c->in_dispatch = 0;
     }
     while (hw->deferred) {
@@ -332,7 +442,8 @@ void http_conn_census(http_worker *hw, http_census *out)
             out->active--; /* socket already closed, a handler still running */
         else if (c->state == CONN_HANDLER || c->state == CONN_LINGER || c->write_blocked)
             out->writing++;
-        else if (c->in_len > c->req_start || c->state == CONN_BODY)
+        else if (c->in_len > c->req_start || c->state == CONN_BODY ||
+                 c->state == CONN_TLS_HANDSHAKE)
             out->reading++;
         else
             out->idle++;
@@ -351,7 +462,7 @@ void http_conn_close_idle(http_worker *hw)
     for (; c; c = next) {
         next = c->next;
         /* Busy ones answer "Connection: close" (hw->stopping) and close. */
-        if (conn_is_idle(c) || c->state == CONN_LINGER)
+        if (conn_is_idle(c) || c->state == CONN_LINGER || c->state == CONN_TLS_HANDSHAKE)
             conn_close(c);
     }
 }
@@ -385,7 +496,7 @@ void http_conn_accept(loop *l, loop_io *io, unsigned events)
             }
             return;
         }
-        conn_new(hw, fd, &ss, sl);
+        conn_new(hw, fd, &ss, sl, (int)(hw->listen_tls >> (io - hw->listen_io)) & 1);
     }
 }
 
@@ -500,7 +611,8 @@ static void conn_timeout(loop *l, timer *t)
     http_conn *c = t->udata;
     log_debug("closing connection: %s timeout",
               c->state == CONN_LINGER ? "lingering" : c->write_blocked ? "send"
-              : c->state == CONN_BODY ? "body" : "header/keep-alive");
+              : c->state == CONN_BODY ? "body"
+              : c->state == CONN_TLS_HANDSHAKE ? "TLS handshake" : "header/keep-alive");
     conn_close(c);
 }
 
@@ -534,8 +646,10 @@ static void conn_close_after_response(http_conn *c)
 
 static void conn_linger_read(http_conn *c)
 {
+    /* Raw bytes, TLS or not: they are thrown away, and the TLS session,
+     * its close_notify sent, has nothing more to do. */
     char sink[4096];
-    ssize_t n = sock_read(c, sink, sizeof sink);
+    ssize_t n = read(c->io.fd, sink, sizeof sink);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
         conn_close(c);
 }
@@ -741,29 +855,38 @@ static void conn_compact(http_conn *c)
 static void conn_read(http_conn *c)
 {
     http_worker *hw = c->hw;
-    if (!c->b)
-        busy_attach(c);
-    if (!c->in) {
-        c->in = inbuf_get(hw);
-        c->in_cap = hw->buf_size;
-        c->in_len = c->req_start = 0;
-        if (c->state == CONN_HEAD && c->requests) /* a keep-alive request starts */
-            conn_arm(c, c->conf->header_timeout);
-    }
-    if (c->in_len == c->in_cap)
-        conn_compact(c);
-    ssize_t n = sock_read(c, c->in + c->in_len, c->in_cap - c->in_len);
-    if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    for (;;) {
+        if (!c->b)
+            busy_attach(c);
+        if (!c->in) {
+            c->in = inbuf_get(hw);
+            c->in_cap = hw->buf_size;
+            c->in_len = c->req_start = 0;
+            if (c->state == CONN_HEAD && c->requests) /* a keep-alive request starts */
+                conn_arm(c, c->conf->header_timeout);
+        }
+        if (c->in_len == c->in_cap)
+            conn_compact(c);
+        ssize_t n = sock_read(c, c->in + c->in_len, c->in_cap - c->in_len);
+        if (n <= 0) {
+            if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                /* TLS: a read may need the socket writable first */
+                if (UNLIKELY(c->tls) &&
+                    loop_io_set(&hw->w.loop, &c->io, sock_want(c, LOOP_READ)) < 0)
+                    conn_close(c);
+                return;
+            }
+            conn_close(c); /* EOF or reset: nothing more will come */
             return;
-        conn_close(c); /* EOF or reset: nothing more will come */
-        return;
+        }
+        c->in_len += (uint32_t)n;
+        hw->stats.bytes_in += (uint64_t)n;
+        conn_process(c);
+        if (c->io.fd >= 0)
+            conn_after_batch(c);
+        if (LIKELY(!c->tls) || !conn_tls_more(c))
+            return;
     }
-    c->in_len += (uint32_t)n;
-    hw->stats.bytes_in += (uint64_t)n;
-    conn_process(c);
-    if (c->io.fd >= 0)
-        conn_after_batch(c);
 }
 
 /* After a batch of requests: flush once, then decide what to wait for. */
@@ -779,9 +902,11 @@ static void conn_after_batch(http_conn *c)
             return;
         }
         if (rc == 0) {
-            if (!c->write_blocked) {
+            /* TLS may need the socket readable to go on writing */
+            unsigned want = sock_want(c, LOOP_WRITE);
+            if (!c->write_blocked || UNLIKELY(c->io.mask != want)) {
                 c->write_blocked = 1;
-                loop_io_set(&hw->w.loop, &c->io, LOOP_WRITE);
+                loop_io_set(&hw->w.loop, &c->io, want);
             }
             conn_arm(c, c->conf->send_timeout);
             return;
@@ -840,8 +965,12 @@ static void conn_io(loop *l, loop_io *io, unsigned events)
     if (c->state == CONN_LINGER) {
         conn_linger_read(c);
     } else if (c->write_blocked) {
-        if (events & (LOOP_WRITE | LOOP_ERR | LOOP_HUP))
+        /* (a TLS write may wait for the socket to be readable) */
+        if ((events & (LOOP_WRITE | LOOP_ERR | LOOP_HUP)) || UNLIKELY(c->tls)) {
             conn_after_batch(c);
+            if (UNLIKELY(c->tls) && conn_tls_more(c))
+                conn_read(c);
+        }
     } else if (c->state == CONN_HANDLER) {
         /* A handler is working. Pipelined input is read into the free end
          * of the buffer (never moving what the request points into) and
@@ -855,11 +984,60 @@ static void conn_io(loop *l, loop_io *io, unsigned events)
                 c->in_len += (uint32_t)n;
             else if (n == 0 || (errno != EAGAIN && errno != EINTR))
                 conn_close(c);
+            else if (UNLIKELY(c->tls) && tls_want(c->tls) == TLS_WANT_WRITE)
+                loop_io_set(l, io, 0); /* resumes when the response ends */
         } else {
             loop_io_set(l, io, 0);
         }
-    } else if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR)) {
-        conn_read(c);
+    } else if (UNLIKELY(c->state == CONN_TLS_HANDSHAKE)) {
+        conn_handshake(c);
+    } else if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR | LOOP_WRITE)) {
+        conn_read(c); /* (WRITE: a TLS read waiting for the socket to drain) */
     }
     c->in_dispatch = 0;
+}
+
+/* ---- TLS: the handshake, and data left inside the session ---- */
+
+static void conn_tls_start(http_conn *c)
+{
+    tls_ctx *ctx = c->conf->tls;
+    c->tls = ctx ? tls_conn_new(ctx, c->io.fd) : NULL;
+    if (!c->tls) {
+        log_warn("closing a connection on an ssl listener: %s",
+                 ctx ? "out of memory for its TLS session" : "no TLS context");
+        conn_close(c);
+        return;
+    }
+    c->state = CONN_TLS_HANDSHAKE;
+    conn_handshake(c);
+}
+
+static void conn_handshake(http_conn *c)
+{
+    if (tls_handshake(c->tls) == 1) {
+        /* ALPN offers http/1.1 alone, so there is nothing to choose yet. */
+        c->state = CONN_HEAD;
+        conn_read(c); /* the request may have come with the client's Finished */
+        return;
+    }
+    if (errno != EAGAIN) {
+        char why[160];
+        const char *e = tls_last_error(why, sizeof why);
+        log_debug("TLS handshake failed: %s", e[0] ? e : strerror(errno));
+        conn_close(c);
+        return;
+    }
+    if (loop_io_set(&c->hw->w.loop, &c->io, sock_want(c, LOOP_READ)) < 0)
+        conn_close(c);
+}
+
+/* Bytes can wait inside the TLS session while the socket stays quiet:
+ * records read ahead, or the rest of a record larger than the free end of
+ * the input buffer. No event will come for them, so the reader goes on at
+ * once (also after a response ended outside a read batch). */
+static int conn_tls_more(const http_conn *c)
+{
+    return c->io.fd >= 0 && (c->state == CONN_HEAD || c->state == CONN_BODY) &&
+           !c->write_blocked && !c->closing && !c->must_close && tls_pending(c->tls) > 0;
 }

@@ -7,6 +7,7 @@
 #define BRISK_HTTP_CONN_H
 
 #include "core/buf.h"
+#include "core/tls.h"
 #include "http/exchange.h"
 #include "http/parse.h"
 #include "http/worker.h"
@@ -38,6 +39,7 @@ enum conn_state {
     CONN_BODY,      /* reading a request body */
     CONN_HANDLER,   /* a handler owns the request (async) */
     CONN_LINGER,    /* response sent; draining input before close */
+    CONN_TLS_HANDSHAKE, /* accepted on an ssl listener, handshake under way */
 };
 
 /* What a busy connection needs while one request/response is under way:
@@ -70,7 +72,13 @@ struct http_conn {
     http_worker *hw;
     http_conf *conf;               /* the generation this connection started with */
     http_conn *prev, *next;        /* worker's list of live connections */
-    http_conn *free_next;          /* free / zombie lists */
+    /* A connection is on the free or zombie list only once its socket is
+     * closed, and its TLS session is freed with the socket: the two share
+     * the space, so a plain connection stays as small as before. */
+    union {
+        http_conn *free_next;      /* free / zombie lists (socket closed) */
+        tls_conn *tls;             /* socket open: its TLS session; NULL for plain TCP */
+    };
     http_conn *flush_next;         /* worker's list of connections to flush */
     http_conn_busy *b;             /* the request under way; NULL when idle */
 

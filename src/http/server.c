@@ -201,7 +201,8 @@ static int same_listen(const http_conf *a, const http_conf *b)
     if (a->nlisten != b->nlisten)
         return 0;
     for (int i = 0; i < a->nlisten; i++)
-        if (strcmp(a->listen[i].text, b->listen[i].text) != 0)
+        if (strcmp(a->listen[i].text, b->listen[i].text) != 0 ||
+            a->listen_tls[i] != b->listen_tls[i])
             return 0;
     return 1;
 }
@@ -246,12 +247,30 @@ static int drop_privileges(const http_conf *conf)
     return 0;
 }
 
+static void log_tls(const http_conf *conf, const char *what)
+{
+    char desc[256];
+    if (!conf->tls)
+        return;
+    tls_ctx_describe(conf->tls, desc, sizeof desc);
+    log_info("%s: %s", what, desc);
+}
+
+/* The listeners stay those of the start; the new generation's TLS context
+ * (built with the old one's ticket keys) serves their new connections,
+ * while open ones finish on the context they started with. */
 static http_conf *reload(const http_cli *cli, http_conf *old, http_worker *hws, int n)
 {
     char err[CONF_ERR_MAX];
-    http_conf *conf = http_conf_load(cli, err);
+    http_conf *conf = http_conf_reload(cli, old, err);
     if (!conf) {
         log_error("reload failed, keeping the running configuration: %s", err);
+        return old;
+    }
+    if (n > 0 && hws[0].listen_tls && !conf->tls) {
+        log_error("reload failed, keeping the running configuration: the ssl listeners need "
+                  "ssl_certificate and ssl_certificate_key until a restart");
+        http_conf_release(conf);
         return old;
     }
     if (!same_listen(old, conf))
@@ -263,6 +282,7 @@ static http_conf *reload(const http_cli *cli, http_conf *old, http_worker *hws, 
         worker_post(&hws[i].w, MSG_CONF, http_conf_retain(conf));
     http_conf_release(old);
     log_info("configuration reloaded");
+    log_tls(conf, "TLS certificate");
     return conf;
 }
 
@@ -343,6 +363,8 @@ int http_server_run(const http_cli *cli, const http_app *app)
         hw->nlisten = conf->nlisten;
         for (int k = 0; k < conf->nlisten; k++) {
             hw->listen_io[k].fd = -1;
+            if (conf->listen_tls[k])
+                hw->listen_tls |= 1u << k;
             hw->listen_fd[k] = net_listen(&conf->listen[k], 4096, NET_REUSEPORT | NET_DEFER_ACCEPT);
             if (hw->listen_fd[k] < 0) {
                 log_error("listen %s: %s", conf->listen[k].text, strerror(-hw->listen_fd[k]));
@@ -370,11 +392,13 @@ int http_server_run(const http_cli *cli, const http_app *app)
         for (int k = 0; k < conf->nlisten; k++) {
             strcat(addrs, k ? " " : "");
             strcat(addrs, conf->listen[k].text);
+            strcat(addrs, conf->listen_tls[k] ? " (ssl)" : "");
         }
         log_info("%s %s started: %d worker%s, listening on %s%s%s%s%s",
                  cli->prog ? cli->prog : "brisk", BRISK_VERSION, n, n == 1 ? "" : "s", addrs,
                  conf->root[0] ? ", root " : "", conf->root, cli->what ? ", " : "",
                  cli->what ? cli->what : "");
+        log_tls(conf, "TLS certificate");
     }
 
     while (rc == 0) {

@@ -13,6 +13,8 @@
 typedef struct http_worker http_worker;
 typedef struct http_exchange http_exchange;
 
+_Static_assert(HTTP_MAX_LISTEN <= 32, "http_worker.listen_tls is a 32-bit mask");
+
 /* A request handler: it answers x with the http_exchange_* calls, now or
  * later from the same worker (exchange.h). */
 typedef void (*http_handler)(http_exchange *x, void *udata);
@@ -42,6 +44,7 @@ struct http_worker {
     int listen_fd[HTTP_MAX_LISTEN];
     loop_io listen_io[HTTP_MAX_LISTEN];
     int nlisten;
+    uint32_t listen_tls;           /* bit k: listen_fd[k] speaks TLS */
     int accepting;
 
     /* the protocol's (conn.c): connections, their pools */

@@ -248,6 +248,10 @@ static void test_conf_errors(void **state)
     expect_error("listen = 300.1.1.1:80\n", 1, "invalid IP address");
     expect_error("listen = localhost:80\n", 1, "invalid IP address");
     expect_error("listen = 127.0.0.1:80\nlisten = 127.0.0.1:80\n", 2, "duplicate listen");
+    expect_error("listen = 127.0.0.1:80\nlisten = 127.0.0.1:80 ssl\n", 2, "duplicate listen");
+    expect_error("listen = 127.0.0.1:80 tls\n", 1, "unknown listen parameter \"tls\"");
+    expect_error("listen = 127.0.0.1:80 ssl x\n", 1, "unknown listen parameter \"x\"");
+    expect_error("ssl_session_tickets = maybe\n", 1, "invalid ssl_session_tickets");
     expect_error("autoindex = maybe\n", 1, "invalid autoindex");
     expect_error("root = www\nprecompressed = 2\n", 2, "invalid precompressed");
     expect_error("root = www\n[http]\nworkers = 2\n", 3, "unknown section [http]");
@@ -284,6 +288,29 @@ static void test_conf_other_errors(void **state)
     assert_null(load_file("root = www\nmax_header_size = 512\n", path, sizeof path, err));
     assert_non_null(strstr(err, path));
     assert_non_null(strstr(err, "max_header_size must be at least 1k"));
+    unlink(path);
+
+    /* An ssl listener needs a certificate and a key; without an ssl
+     * listener they are not loaded (nor needed). */
+    assert_null(load_file("root = www\nlisten = 127.0.0.1:18443   ssl\n", path, sizeof path, err));
+    assert_non_null(strstr(err, "needs ssl_certificate and ssl_certificate_key"));
+    unlink(path);
+    assert_null(load_file("root = www\nlisten = 127.0.0.1:18443 ssl\n"
+                          "ssl_certificate = /nonexistent.pem\nssl_certificate_key = /nonexistent.key\n",
+                          path, sizeof path, err));
+    assert_non_null(strstr(err, "ssl_certificate \"/nonexistent.pem\": No such file"));
+    unlink(path);
+    /* /dev/zero would keep OpenSSL's PEM reader busy for ever */
+    assert_null(load_file("root = www\nlisten = 127.0.0.1:18443 ssl\n"
+                          "ssl_certificate = /dev/zero\nssl_certificate_key = /dev/zero\n",
+                          path, sizeof path, err));
+    assert_non_null(strstr(err, "ssl_certificate \"/dev/zero\" is not a regular file"));
+    unlink(path);
+    http_conf *c = load_file("root = www\nlisten = 127.0.0.1:18080\n"
+                             "ssl_certificate = /nonexistent.pem\n", path, sizeof path, err);
+    assert_non_null(c);
+    assert_int_equal(c->listen_tls[0], 0);
+    assert_null(c->tls); /* (released by the teardown) */
     unlink(path);
 }
 
