@@ -532,11 +532,11 @@ static int apply(const topt *o, long long old_port)
         if (tc.port && configure() < 0)
             return -1;
         close_listeners();
-        if (tc.port && open_tls_listeners((int)tc.port) == 0)
+        if (!tc.port || open_tls_listeners((int)tc.port) == 0)
             return 0;
         if (old_port && open_tls_listeners((int)old_port) < 0)
             log_error("CONFIG SET tls-port: the old TLS listeners did not come back");
-        return tc.port ? -1 : 0;
+        return -1;
     }
     return o->ctx ? configure() : 0;
 }
