@@ -164,30 +164,25 @@ static void queue_pending(struct kv_tls_client *t)
         timer_start(&srv.loop, &later, 0);
 }
 
-/* Reads until n bytes or EAGAIN: one TLS record (16 KiB at most) per
- * tls_read. What the TLS layer still holds when p is full is read after
- * this batch, without waiting for the socket (which may have nothing). */
+/* One tls_read per readable event, as read(2) for a plain client: it
+ * returns one TLS record (16 KiB at most); records still in the socket
+ * wake the loop again. What the TLS layer holds decrypted when p is full
+ * (part of a record) is read after this batch, without waiting for the
+ * socket, which may have nothing more to say. */
 ssize_t kv_tls_read(kv_client *c, void *p, size_t n)
 {
     struct kv_tls_client *t = c->tls;
-    size_t got = 0;
-    ssize_t r = 0;
     if (t->write_wants_read) {
         t->write_wants_read = 0;
         kv_client_output_added(c); /* the blocked write may go on now */
     }
-    while (got < n) {
-        r = tls_read(t->conn, (char *)p + got, n - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    if (got == n && tls_pending(t->conn))
-        queue_pending(t);
-    if (got > 0)
-        return (ssize_t)got;
-    if (r < 0 && errno == EAGAIN && tls_want(t->conn) == TLS_WANT_WRITE)
+    ssize_t r = tls_read(t->conn, p, n);
+    if (r > 0) {
+        if (tls_pending(t->conn))
+            queue_pending(t);
+    } else if (r < 0 && errno == EAGAIN && tls_want(t->conn) == TLS_WANT_WRITE) {
         loop_io_set(&srv.loop, &c->io, LOOP_READ | LOOP_WRITE);
+    }
     return r;
 }
 
