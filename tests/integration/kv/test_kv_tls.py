@@ -295,3 +295,15 @@ def test_benchmark_sanity(tls_kv, certs):
     assert p.returncode == 0, p.stderr
     assert "SET:" in p.stdout and "GET:" in p.stdout
     assert s.client().dbsize() > 0
+
+
+def test_maxclients_refusal_inside_tls(tls_kv, certs):
+    s = tls_kv("no", "--maxclients", "1")
+    c = s.client()
+    assert c.ping()  # holds the one slot
+    t = tls_client(certs, s.tls_port)
+    with pytest.raises(redis.ConnectionError, match="max number of clients reached"):
+        t.ping()
+    c.close()
+    time.sleep(0.2)
+    assert tls_client(certs, s.tls_port).ping()
