@@ -164,10 +164,11 @@ static void queue_pending(struct kv_tls_client *t)
         timer_start(&srv.loop, &later, 0);
 }
 
-/* One tls_read per readable event, as read(2) for a plain client: it
- * returns one TLS record (16 KiB at most); records still in the socket
- * wake the loop again. What the TLS layer holds decrypted when p is full
- * (part of a record) is read after this batch, without waiting for the
+/* One tls_read per readable event, as read(2) for a plain client (it
+ * returns one TLS record, 16 KiB at most), then more while the TLS layer
+ * holds data (decrypted, or records read ahead): that costs no syscall.
+ * Records still in the socket wake the loop again; what the TLS layer
+ * holds when p is full is read after this batch, without waiting for the
  * socket, which may have nothing more to say. */
 ssize_t kv_tls_read(kv_client *c, void *p, size_t n)
 {
@@ -178,11 +179,25 @@ ssize_t kv_tls_read(kv_client *c, void *p, size_t n)
     }
     ssize_t r = tls_read(t->conn, p, n);
     if (r > 0) {
+        size_t got = (size_t)r;
+        while (got < n && tls_pending(t->conn)) {
+            ssize_t more = tls_read(t->conn, (char *)p + got, n - got);
+            if (more <= 0) {
+                /* The end or an error: the next read after this batch
+                 * sees it again (the socket may never wake for it).
+                 * EAGAIN is a partial record: the socket will. */
+                if (more == 0 || errno != EAGAIN)
+                    queue_pending(t);
+                break;
+            }
+            got += (size_t)more;
+        }
         if (tls_pending(t->conn))
             queue_pending(t);
-    } else if (r < 0 && errno == EAGAIN && tls_want(t->conn) == TLS_WANT_WRITE) {
-        loop_io_set(&srv.loop, &c->io, LOOP_READ | LOOP_WRITE);
+        return (ssize_t)got;
     }
+    if (r < 0 && errno == EAGAIN && tls_want(t->conn) == TLS_WANT_WRITE)
+        loop_io_set(&srv.loop, &c->io, LOOP_READ | LOOP_WRITE);
     return r;
 }
 
