@@ -252,7 +252,8 @@ static void client_write(kv_client *c)
         }
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
     } else {
-        loop_io_set(&srv.loop, &c->io, UNLIKELY(c->tls) ? kv_tls_events(c) : LOOP_READ | LOOP_WRITE);
+        loop_io_set(&srv.loop, &c->io,
+                    UNLIKELY(c->tls) ? kv_tls_events(c) : LOOP_READ | LOOP_WRITE);
     }
 }
 
@@ -406,8 +407,9 @@ static void client_read(kv_client *c)
         kv_client_close(c);
         return;
     }
-    ssize_t n = UNLIKELY(c->tls) ? kv_tls_read(c, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len)
-                                 : read(c->fd, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len);
+    char *at = c->rbuf.data + c->rbuf.len;
+    size_t room = c->rbuf.cap - c->rbuf.len;
+    ssize_t n = UNLIKELY(c->tls) ? kv_tls_read(c, at, room) : read(c->fd, at, room);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;

@@ -169,8 +169,9 @@ def test_redis_py_pipeline_10k(tls_kv, certs, reference):
         p = c.pipeline(transaction=False)
         for i in range(10000):
             k = f"k{i % 500}"
-            [lambda: p.set(k, "x" * (i % 97)), lambda: p.append(k, "yz"), lambda: p.incr(f"n{i % 7}"),
-             lambda: p.get(k), lambda: p.rpush("l", i), lambda: p.lrange("l", -3, -1)][i % 6]()
+            [lambda: p.set(k, "x" * (i % 97)), lambda: p.append(k, "yz"),
+             lambda: p.incr(f"n{i % 7}"), lambda: p.get(k), lambda: p.rpush("l", i),
+             lambda: p.lrange("l", -3, -1)][i % 6]()
         results.append(p.execute())
     assert results[0] == results[1]
     assert len(results[0]) == 10000
@@ -212,19 +213,20 @@ def test_wrong_protocol_on_each_port(tls_kv, certs):
 
 
 def test_bad_certificates_refused_at_start(kv_factory, certs):
+    crt, key = "--tls-cert-file", "--tls-key-file"
     cases = [
-        (["--tls-cert-file", str(certs / "expired.crt"), "--tls-key-file", str(certs / "expired.key"),
+        ([crt, str(certs / "expired.crt"), key, str(certs / "expired.key"),
           "--tls-auth-clients", "no"],
          "expired on"),
-        (["--tls-cert-file", str(certs / "server.crt"), "--tls-key-file", str(certs / "client.key"),
+        ([crt, str(certs / "server.crt"), key, str(certs / "client.key"),
           "--tls-auth-clients", "no"],
          "does not match the certificate"),
-        (["--tls-cert-file", str(certs / "missing.crt"), "--tls-key-file", str(certs / "server.key"),
+        ([crt, str(certs / "missing.crt"), key, str(certs / "server.key"),
           "--tls-auth-clients", "no"],
          "cannot load the certificate chain"),
-        (["--tls-cert-file", str(certs / "server.crt"), "--tls-key-file", str(certs / "server.key")],
+        ([crt, str(certs / "server.crt"), key, str(certs / "server.key")],
          "tls-ca-cert-file must be set when tls-auth-clients is yes"),
-        (["--tls-cert-file", str(certs / "server.crt"), "--tls-key-file", str(certs / "server.key"),
+        ([crt, str(certs / "server.crt"), key, str(certs / "server.key"),
           "--tls-auth-clients", "no", "--tls-protocols", "TLSv1.1"], "unsupported TLS protocol"),
     ]
     for args, msg in cases:
@@ -260,8 +262,8 @@ def test_tls_only(kv_factory, certs):
 
 def _s_client(certs, port, *proto):
     p = subprocess.run([OPENSSL, "s_client", "-connect", f"127.0.0.1:{port}", "-CAfile",
-                        str(certs / "ca.crt"), "-ign_eof", *proto], input="PING\r\nQUIT\r\n", capture_output=True,
-                       text=True, timeout=20)
+                        str(certs / "ca.crt"), "-ign_eof", *proto], input="PING\r\nQUIT\r\n",
+                       capture_output=True, text=True, timeout=20)
     return p.returncode, p.stdout + p.stderr
 
 
