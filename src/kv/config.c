@@ -364,6 +364,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     int repl_rc = repl_config_set(name, argc, argv, at_runtime, err, errlen);
     if (repl_rc != 1)
         return repl_rc;
+    int tls_rc = kv_tls_config_set(name, argc, argv, at_runtime, err, errlen);
+    if (tls_rc != 1)
+        return tls_rc;
     const opt *o = NULL;
     for (size_t i = 0; i < ARRAY_LEN(opts); i++)
         if (strcasecmp(name, opts[i].name) == 0)
@@ -669,4 +672,5 @@ void kv_config_get(const kv_config *cfg, str pattern,
     }
     kv_acl_config_get(pattern, fn, ud);
     repl_config_get(pattern, fn, ud);
+    kv_tls_config_get(pattern, fn, ud);
 }

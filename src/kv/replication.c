@@ -700,6 +700,10 @@ void sync_command(kv_client *c)
         reply_error(c, "ERR SYNC and PSYNC are invalid with pending output");
         return;
     }
+    if (c->tls) { /* the transfer writes the socket directly (tls_kv.c) */
+        reply_error(c, "ERR replication over TLS is not supported by brisk-kv");
+        return;
+    }
     int is_psync = c->argc == 3 && arg_is(c->argv[0], "psync");
     if (is_psync) {
         long long off;

@@ -177,6 +177,8 @@ void kv_client_close(kv_client *c)
         /* Not loop_io_forget: a forked AOF-rewrite child shares the socket,
          * so close() alone would leave it registered in epoll. */
         loop_io_stop(&srv.loop, &c->io);
+        if (UNLIKELY(c->tls))
+            kv_tls_client_closed(c);
         close(c->fd);
         c->fd = -1;
     }
@@ -222,7 +224,9 @@ static void client_write(kv_client *c)
         return; /* the full-sync child writes to this socket */
     }
     while (c->wpos < c->wbuf.len) {
-        ssize_t n = write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
+        ssize_t n = UNLIKELY(c->tls)
+                        ? kv_tls_write(c, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos)
+                        : write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
         if (n > 0) {
             c->wpos += (size_t)n;
             srv.stat_net_out += (uint64_t)n;
@@ -248,7 +252,8 @@ static void client_write(kv_client *c)
         }
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
     } else {
-        loop_io_set(&srv.loop, &c->io, LOOP_READ | LOOP_WRITE);
+        loop_io_set(&srv.loop, &c->io,
+                    UNLIKELY(c->tls) ? kv_tls_events(c) : LOOP_READ | LOOP_WRITE);
     }
 }
 
@@ -402,7 +407,9 @@ static void client_read(kv_client *c)
         kv_client_close(c);
         return;
     }
-    ssize_t n = read(c->fd, c->rbuf.data + c->rbuf.len, c->rbuf.cap - c->rbuf.len);
+    char *at = c->rbuf.data + c->rbuf.len;
+    size_t room = c->rbuf.cap - c->rbuf.len;
+    ssize_t n = UNLIKELY(c->tls) ? kv_tls_read(c, at, room) : read(c->fd, at, room);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
@@ -449,6 +456,61 @@ kv_client *kv_client_attach_fd(int fd)
     return c;
 }
 
+/* A refusal before the client exists: plain, or inside TLS for a TLS one. */
+static void refuse(int fd, struct kv_tls_client *t, const char *msg, size_t n)
+{
+    if (t) {
+        kv_tls_refuse(t, msg, n);
+    } else {
+        ssize_t w = write(fd, msg, n);
+        (void)w;
+    }
+    close(fd);
+    srv.stat_rejected_conns++;
+}
+
+kv_client *kv_client_accept(int fd, const struct sockaddr_storage *ss, struct kv_tls_client *t)
+{
+    if (srv.nclients >= srv.cfg.maxclients) {
+        static const char msg[] = "-ERR max number of clients reached\r\n";
+        refuse(fd, t, msg, sizeof msg - 1);
+        return NULL;
+    }
+    char ip[64];
+    net_format_ip((const struct sockaddr *)ss, ip, sizeof ip);
+    if (kv_acl_protected_refuses((const struct sockaddr *)ss)) {
+        static const char msg[] = "-" ERR_DENIED "\r\n";
+        refuse(fd, t, msg, sizeof msg - 1);
+        log_info("client from %s refused: protected mode and no password", ip);
+        return NULL;
+    }
+    kv_client *c = client_alloc(fd);
+    c->tls = t;
+    snprintf(c->addr, sizeof c->addr, ss->ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip,
+             net_port((const struct sockaddr *)ss));
+    struct sockaddr_storage ls;
+    socklen_t ll = sizeof ls;
+    if (getsockname(fd, (struct sockaddr *)&ls, &ll) == 0) {
+        net_format_ip((struct sockaddr *)&ls, ip, sizeof ip);
+        snprintf(c->laddr, sizeof c->laddr, ls.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip,
+                 net_port((struct sockaddr *)&ls));
+    }
+    if (loop_io_start(&srv.loop, &c->io, fd, LOOP_READ, client_io_cb, c) < 0) {
+        if (t)
+            kv_tls_refuse(t, "", 0);
+        close(fd);
+        client_free_mem(c);
+        return NULL;
+    }
+    c->next = srv.clients;
+    if (srv.clients)
+        srv.clients->prev = c;
+    srv.clients = c;
+    srv.nclients++;
+    srv.stat_conns++;
+    return c;
+}
+
 static void accept_cb(loop *l, loop_io *io, unsigned events)
 {
     for (int i = 0; i < 64; i++) {
@@ -460,46 +522,7 @@ static void accept_cb(loop *l, loop_io *io, unsigned events)
                 log_warn("accept: %s", strerror(errno));
             return;
         }
-        if (srv.nclients >= srv.cfg.maxclients) {
-            static const char msg[] = "-ERR max number of clients reached\r\n";
-            ssize_t w = write(fd, msg, sizeof msg - 1);
-            (void)w;
-            close(fd);
-            srv.stat_rejected_conns++;
-            continue;
-        }
-        char ip[64];
-        net_format_ip((struct sockaddr *)&ss, ip, sizeof ip);
-        if (kv_acl_protected_refuses((struct sockaddr *)&ss)) {
-            static const char msg[] = "-" ERR_DENIED "\r\n";
-            ssize_t w = write(fd, msg, sizeof msg - 1);
-            (void)w;
-            close(fd);
-            srv.stat_rejected_conns++;
-            log_info("client from %s refused: protected mode and no password", ip);
-            continue;
-        }
-        kv_client *c = client_alloc(fd);
-        snprintf(c->addr, sizeof c->addr, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip,
-                 net_port((struct sockaddr *)&ss));
-        struct sockaddr_storage ls;
-        socklen_t ll = sizeof ls;
-        if (getsockname(fd, (struct sockaddr *)&ls, &ll) == 0) {
-            net_format_ip((struct sockaddr *)&ls, ip, sizeof ip);
-            snprintf(c->laddr, sizeof c->laddr, ls.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d",
-                     ip, net_port((struct sockaddr *)&ls));
-        }
-        if (loop_io_start(&srv.loop, &c->io, fd, LOOP_READ, client_io_cb, c) < 0) {
-            close(fd);
-            client_free_mem(c);
-            continue;
-        }
-        c->next = srv.clients;
-        if (srv.clients)
-            srv.clients->prev = c;
-        srv.clients = c;
-        srv.nclients++;
-        srv.stat_conns++;
+        kv_client_accept(fd, &ss, NULL);
     }
 }
 
@@ -923,8 +946,16 @@ fail:
     return -1;
 }
 
+int kv_open_listeners(int port, char *const *bind, int nbind, int *fds, char *err,
+                      size_t errlen)
+{
+    return open_listeners(port, bind, nbind, fds, err, errlen);
+}
+
 static int listen_all(void)
 {
+    if (srv.cfg.port == 0)
+        return 0; /* TLS only (kv_tls_start checked that something listens) */
     int fds[KV_MAX_BIND];
     char err[256];
     int n = open_listeners(srv.cfg.port, srv.cfg.bind, srv.cfg.nbind, fds, err, sizeof err);
@@ -995,6 +1026,7 @@ static void teardown(void)
     while (srv.clients)
         kv_client_close(srv.clients);
     free_closed();
+    kv_tls_stop();
     for (int i = 0; i < srv.nlisten; i++)
         if (srv.listen_io[i].fd >= 0)
             close(srv.listen_io[i].fd);
@@ -1165,7 +1197,7 @@ int kv_server_main(int argc, char **argv)
     } else if (dump_load_at_start() < 0) {
         return 1;
     }
-    if (listen_all() < 0)
+    if (kv_tls_start() < 0 || listen_all() < 0)
         return 1;
     log_info("brisk-kv %s ready to accept connections (port %d, pid %d)", BRISK_VERSION,
              srv.cfg.port, (int)getpid());

@@ -231,6 +231,9 @@ struct kv_client {
     /* -- client fields: acl -- */
     struct kv_acl_user *user; /* NULL: may run anything (AOF loading) */
     /* -- end acl -- */
+    /* -- client fields: tls -- */
+    struct kv_tls_client *tls; /* NULL: plain TCP (tls_kv.c) */
+    /* -- end tls -- */
     /* -- client fields: misc -- */
     /* -- end misc -- */
     /* -- client fields: notify -- */
@@ -562,6 +565,27 @@ void kv_client_output_added(kv_client *c);
 /* Per-second rate over the last samples: 0 commands, 1 bytes in, 2 out. */
 double kv_instantaneous(int what);
 
+/* -- declarations: tls -- */
+struct kv_tls_client;
+struct sockaddr_storage;
+/* tls_kv.c: the tls-* options, TLS listeners and client I/O. */
+int kv_tls_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
+                      size_t errlen);
+void kv_tls_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+                       void *ud);
+int kv_tls_start(void);
+void kv_tls_stop(void);
+ssize_t kv_tls_read(kv_client *c, void *p, size_t n);
+ssize_t kv_tls_write(kv_client *c, const void *p, size_t n);
+unsigned kv_tls_events(kv_client *c);
+void kv_tls_client_closed(kv_client *c);
+void kv_tls_refuse(struct kv_tls_client *t, const char *msg, size_t n);
+/* server.c: an accepted (TLS: handshaken) connection becomes a client, or
+ * is refused (maxclients, protected mode) and closed: NULL. Takes fd and t. */
+kv_client *kv_client_accept(int fd, const struct sockaddr_storage *ss, struct kv_tls_client *t);
+int kv_open_listeners(int port, char *const *bind, int nbind, int *fds, char *err,
+                      size_t errlen);
+/* -- end tls -- */
 /* -- declarations: blocking -- */
 /* Runs the commands a client sent while it was blocked (server.c). */
 void kv_client_resume(kv_client *c);
