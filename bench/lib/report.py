@@ -498,7 +498,8 @@ def headline_md(run):
             if not c["headline"]:
                 continue
             unit = {"req/s": " req/s", "ops/s": " ops/s", "replies/s": " replies/s",
-                    "bytes/key": " B/key"}.get(c["metric"], "")
+                    "entries/s": " entries/s", "bytes/key": " B/key", "s": " s",
+                    "MiB": " MiB"}.get(c["metric"], "")
             sb_, sp = c["summary"].get("brisk"), c["summary"].get(peer)
             b = (fshort(sb_["median"]) if c["metric"] != "bytes/key" else f"{sb_['median']:.0f}") + unit \
                 if sb_ else "—"
