@@ -568,6 +568,8 @@ def race_kv(ctx):
     s, tmp = ctx["settings"], ctx["tmp"]
     srv_pin, cli_pin = pins(ctx)
     kvdir = tmp / "kv"
+    race["started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    race["load_start"] = " ".join(open("/proc/loadavg").read().split()[:3])
     mk = {"brisk": kv_maker("brisk", kvdir), "redis": kv_maker("redis", kvdir)}
     race["method"] = [
         "brisk: `build/bin/brisk-kv --port N --bind 127.0.0.1 --appendonly no --save ''`; "
@@ -690,6 +692,13 @@ def race_kv(ctx):
         race["cases"].append(finish_case(mem))
 
     kv_replication(ctx, race, kvdir, check)
+    # the machine may be shared (other builds and tests on the same cores):
+    # the pinning and the alternation keep the comparison fair, not the
+    # absolute figures
+    race["notes"].append(f"Run started {race['started']}; load average (1, 5, 15 min) "
+                         f"{race['load_start']} at its start, "
+                         f"{' '.join(open('/proc/loadavg').read().split()[:3])} at the end of the "
+                         "load cases.")
 
     race["notes"].append("Targets: the brisk-kv issue (>= 1.3x Redis on SET, GET and ZADD with -P 16, "
                          ">= 1.1x with -P 1, RSS per key <= 0.6x); the scripting issue (EVALSHA >= 1.3x "
