@@ -409,6 +409,24 @@ def private_bytes(pid):
         return 0
 
 
+def cpu_ns(pid):
+    """On-CPU time of every thread of pid (schedstat, ns). The server's own
+    cost per operation: less sensitive than throughput to other work on a
+    shared machine (which delays the server but does not run on its clock)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
 def children(pid):
     try:
         return [int(x) for x in open(f"/proc/{pid}/task/{pid}/children").read().split()]
@@ -502,24 +520,27 @@ def build_xgroup_load(tmp):
     return out
 
 
-def run_xgroup(prefix, tool, port, entries, conns=16, count=10):
+def run_xgroup(prefix, tool, port, entries, pid, conns=16, count=10):
     """Pre-adds `entries` entries (not timed), then drains them with
-    XREADGROUP COUNT count + XACK on `conns` connections (timed)."""
+    XREADGROUP COUNT count + XACK on `conns` connections (timed; the
+    server's CPU time per entry in "cpu_us")."""
     key = "bench:xgroup"
     resp(port, "DEL", key)
     fill = run_redis_benchmark_cmd(prefix, port, entries, 16, ["XADD", key, "*"] + STREAM_ENTRY)
     if fill["failed"]:
         return fill
     resp(port, "XGROUP", "CREATE", key, "g", "0")
+    c0 = cpu_ns(pid)
     p = subprocess.run(list(prefix) + [str(tool), str(port), str(conns), key, "g", str(count)],
                        capture_output=True, text=True, timeout=600)
+    cpu_us = (cpu_ns(pid) - c0) / entries / 1000
     m = re.match(r"acked (\d+) seconds ([\d.]+) rate ([\d.]+)", p.stdout.strip())
     resp(port, "DEL", key)
     if p.returncode != 0 or not m:
         return {"value": None, "failed": f"xgroup_load exit {p.returncode}: {first_line(p.stderr)}"}
     if int(m.group(1)) != entries:
         return {"value": None, "failed": f"acked {m.group(1)} of {entries} entries"}
-    return {"value": float(m.group(3)), "failed": ""}
+    return {"value": float(m.group(3)), "failed": "", "cpu_us": cpu_us}
 
 
 def sync_data_file(tmp):
@@ -602,18 +623,32 @@ def race_kv(ctx):
         if out != "PONG":
             raise BenchError(f"{srv.name} on :{srv.port} answers PING with {out!r}\n{srv.log_tail()}")
 
+    cpu_cases = []  # server CPU per operation, after the throughput cases
+
+    def cpu_case(key, cname, load):
+        return new_case(f"{key}-cpu", f"{cname}: server CPU", load, ["brisk", "redis"],
+                        metric="us CPU/op", better="lower")
+
+    def cpu_result(r, used_ns, count):
+        return {"value": None if r["failed"] else used_ns / count / 1000, "failed": r["failed"]}
+
     def bench_case(servers, key, cname, load, command, depth, n, target, headline, metric="ops/s"):
         case = new_case(key, cname, load, ["brisk", "redis"], metric=metric, target=target,
                         headline=headline)
+        cpu = cpu_case(key, cname, load)
 
         def run_fn(name, srv, duration, warm):
             count = max(10000, n // 10) if warm else n  # warm-up: a tenth
             cmd = command(srv) if callable(command) else command
+            c0 = cpu_ns(srv.proc.pid)
             if isinstance(cmd, str):
-                return {key: run_redis_benchmark(cli_pin, srv.port, [cmd], count, depth)[cmd.upper()]}
-            return {key: run_redis_benchmark_cmd(cli_pin, srv.port, count, depth, cmd)}
-        run_alternating(s, servers, [case], run_fn, f"kv: {cname}")
+                r = run_redis_benchmark(cli_pin, srv.port, [cmd], count, depth)[cmd.upper()]
+            else:
+                r = run_redis_benchmark_cmd(cli_pin, srv.port, count, depth, cmd)
+            return {key: r, cpu["key"]: cpu_result(r, cpu_ns(srv.proc.pid) - c0, count)}
+        run_alternating(s, servers, [case, cpu], run_fn, f"kv: {cname}")
         race["cases"].append(finish_case(case))
+        cpu_cases.append(finish_case(cpu))
 
     servers, shas = [], {}
     try:
@@ -645,14 +680,27 @@ def race_kv(ctx):
                         f"bench/lib/xgroup_load.c: 16 connections drain {s.kv_n16:,} entries",
                         ["brisk", "redis"], metric="entries/s", target=1.3, headline=True)
 
+        xcpu = cpu_case("xgroup", "XREADGROUP+XACK", case["load"])
+        xcpu["metric"] = "us CPU/entry"
+
         def run_xg(name, srv, duration, warm):
-            return {"xgroup": run_xgroup(cli_pin, tool, srv.port,
-                                         max(10000, s.kv_n16 // 10) if warm else s.kv_n16)}
-        run_alternating(s, servers, [case], run_xg, "kv: XREADGROUP+XACK")
+            r = run_xgroup(cli_pin, tool, srv.port,
+                           max(10000, s.kv_n16 // 10) if warm else s.kv_n16, srv.proc.pid)
+            return {"xgroup": r, "xgroup-cpu": {"value": r.get("cpu_us"), "failed": r["failed"]}}
+        run_alternating(s, servers, [case, xcpu], run_xg, "kv: XREADGROUP+XACK")
         race["cases"].append(finish_case(case))
+        cpu_cases.append(finish_case(xcpu))
     finally:
         for _, srv in servers:
             srv.stop()
+
+    race["cases"] += cpu_cases
+    race["method"].append("Server CPU per operation: the on-CPU time of the server's threads "
+                          "(/proc/PID/task/*/schedstat) over each run / the operations of the run, "
+                          "from the same runs as the throughput. On a shared machine it moves less "
+                          "than throughput: other work delays the server without running on its "
+                          "clock (cache and memory-bus sharing still show). brisk-kv's busy polling "
+                          "(`busy-poll-us 50`) counts as CPU.")
 
     # memory per key and per stream entry
     mem_cases = [
