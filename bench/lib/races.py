@@ -4,19 +4,22 @@ that cannot run is "pending" (its program does not exist yet) or "failed"
 (with the reason), and the others still run.
 """
 import os
+import random
+import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import traceback
 from pathlib import Path
 
 import rest_load
-from harness import (BIN, PEERS, BenchError, bun_server, fasthttp_server, finish_case, free_port,
-                     log, measure_costs, new_case, peer_available, probe_server, run_alternating,
-                     run_hey, run_httperf, run_redis_benchmark, run_wrk, sb, simple_server,
-                     summarize)
+from harness import (BIN, LIB, PEERS, BenchError, Server, bun_server, fasthttp_server, finish_case,
+                     first_line, free_port, log, measure_costs, new_case, peer_available,
+                     probe_server, run_alternating, run_hey, run_httperf, run_redis_benchmark,
+                     run_wrk, sb, simple_server, summarize)
 
 
 def with_available(race, names):
@@ -382,11 +385,53 @@ def race_echo(ctx):
 
 # ---------------------------------------------------------------- kv
 
+EVAL_SCRIPT = "return redis.call('INCR', KEYS[1])"
+STREAM_ENTRY = ["f1", "v1", "f2", "v2", "f3", "v3"]  # 3 small fields
+SYNC_KEYS = 1000000  # the full sync and BGSAVE cases: 1M keys of 64 B values
+
+
 def rss_bytes(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return None
+
+
+def private_bytes(pid):
+    """A process's private resident bytes (a fork child's copied pages)."""
+    try:
+        total = 0
+        for line in open(f"/proc/{pid}/smaps_rollup"):
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                total += int(line.split()[1]) * 1024
+        return total
+    except OSError:
+        return 0
+
+
+def cpu_ns(pid):
+    """On-CPU time of every thread of pid (schedstat, ns). The server's own
+    cost per operation: less sensitive than throughput to other work on a
+    shared machine (which delays the server but does not run on its clock)."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def children(pid):
+    try:
+        return [int(x) for x in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
 
 
 def redis_cli(port, *args):
@@ -395,30 +440,178 @@ def redis_cli(port, *args):
     return p.stdout.strip()
 
 
+def _resp_read(f):
+    line = f.readline()
+    if not line.endswith(b"\r\n"):
+        raise BenchError("connection closed mid-reply")
+    t, body = line[:1], line[1:-2]
+    if t == b"+":
+        return body.decode()
+    if t == b"-":
+        raise BenchError(body.decode())
+    if t == b":":
+        return int(body)
+    if t == b"$":
+        n = int(body)
+        return None if n < 0 else f.read(n + 2)[:-2].decode(errors="replace")
+    if t == b"*":
+        n = int(body)
+        return None if n < 0 else [_resp_read(f) for _ in range(n)]
+    raise BenchError(f"bad reply line {line!r}")
+
+
+def resp(port, *args, timeout=60):
+    """One command on a fresh connection (cheap enough for polling at 10 ms)."""
+    msg = f"*{len(args)}\r\n".encode() + b"".join(
+        f"${len(str(a).encode())}\r\n".encode() + str(a).encode() + b"\r\n" for a in args)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+        c.sendall(msg)
+        with c.makefile("rb") as f:
+            return _resp_read(f)
+
+
+def info_field(port, section, field):
+    for line in resp(port, "INFO", section).splitlines():
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def kv_maker(name, kvdir, extra=()):
+    """port -> Server: brisk-kv or redis-server (by name), each in its own
+    directory (dump.rdb, replica temp files), no persistence of its own."""
+    def make(port):
+        d = kvdir / f"{name}-{port}"
+        d.mkdir(parents=True, exist_ok=True)
+        if name.startswith("brisk"):
+            argv = [str(BIN / "brisk-kv"), "--port", str(port), "--bind", "127.0.0.1",
+                    "--appendonly", "no", "--save", "", "--dir", str(d)]
+        else:
+            argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--dir", str(d)]
+        return Server(name, argv + list(extra), signal.SIGTERM, workdir=d)
+    return make
+
+
+def run_redis_benchmark_cmd(prefix, port, n, pipeline, command, clients=50):
+    """redis-benchmark with an arbitrary command (its CSV has one line)."""
+    argv = list(prefix) + ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(clients),
+                           "-P", str(pipeline), "-n", str(n), "--csv"] + list(command)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    for line in p.stdout.splitlines():
+        cols = [c.strip('"') for c in line.strip().split(",")]
+        if len(cols) >= 2 and cols[0] != "test":
+            try:
+                return {"value": float(cols[1]), "p50": f"{cols[4]}ms" if len(cols) > 4 else None,
+                        "p99": f"{cols[6]}ms" if len(cols) > 6 else None, "failed": ""}
+            except ValueError:
+                pass
+    return {"value": None, "failed": f"redis-benchmark gave no line (exit {p.returncode}): "
+                                     f"{first_line(p.stderr or p.stdout)}"}
+
+
+def build_xgroup_load(tmp):
+    out = tmp / "xgroup_load"
+    if not out.exists():
+        p = subprocess.run(["cc", "-O2", "-o", str(out), str(LIB / "xgroup_load.c")],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise BenchError(f"cannot build bench/lib/xgroup_load.c: {p.stderr.strip()}")
+    return out
+
+
+def run_xgroup(prefix, tool, port, entries, pid, conns=16, count=10):
+    """Pre-adds `entries` entries (not timed), then drains them with
+    XREADGROUP COUNT count + XACK on `conns` connections (timed; the
+    server's CPU time per entry in "cpu_us")."""
+    key = "bench:xgroup"
+    resp(port, "DEL", key)
+    fill = run_redis_benchmark_cmd(prefix, port, entries, 16, ["XADD", key, "*"] + STREAM_ENTRY)
+    if fill["failed"]:
+        return fill
+    resp(port, "XGROUP", "CREATE", key, "g", "0")
+    c0 = cpu_ns(pid)
+    p = subprocess.run(list(prefix) + [str(tool), str(port), str(conns), key, "g", str(count)],
+                       capture_output=True, text=True, timeout=600)
+    cpu_us = (cpu_ns(pid) - c0) / entries / 1000
+    m = re.match(r"acked (\d+) seconds ([\d.]+) rate ([\d.]+)", p.stdout.strip())
+    resp(port, "DEL", key)
+    if p.returncode != 0 or not m:
+        return {"value": None, "failed": f"xgroup_load exit {p.returncode}: {first_line(p.stderr)}"}
+    if int(m.group(1)) != entries:
+        return {"value": None, "failed": f"acked {m.group(1)} of {entries} entries"}
+    return {"value": float(m.group(3)), "failed": "", "cpu_us": cpu_us}
+
+
+def sync_data_file(tmp):
+    """SET commands for SYNC_KEYS keys with 64-byte values (hex of random
+    bytes: not as compressible as redis-benchmark's 'xxx...'), in RESP for
+    `redis-cli --pipe`; written once per run."""
+    path = tmp / "kv-sync-data.resp"
+    if not path.exists():
+        rnd = random.Random(1)
+        with open(path, "wb") as f:
+            chunk = []
+            for i in range(SYNC_KEYS):
+                k = f"key:{i:07d}"
+                v = rnd.getrandbits(256).to_bytes(32, "little").hex()
+                chunk.append(f"*3\r\n$3\r\nSET\r\n${len(k)}\r\n{k}\r\n$64\r\n{v}\r\n")
+                if len(chunk) == 10000:
+                    f.write("".join(chunk).encode())
+                    chunk = []
+            f.write("".join(chunk).encode())
+    return path
+
+
+def load_pipe(prefix, port, path):
+    with open(path, "rb") as f:
+        p = subprocess.run(list(prefix) + ["redis-cli", "-h", "127.0.0.1", "-p", str(port), "--pipe"],
+                           stdin=f, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0 or "errors: 0" not in p.stdout:
+        raise BenchError(f"redis-cli --pipe into :{port} failed: {p.stdout[-300:]} {p.stderr[-300:]}")
+
+
+def wait_link_up(port, keys=None, timeout=300, poll=0.01):
+    """Until the replica on port reports its link up (and, with keys, holds
+    that many keys). Returns the seconds it took, or raises."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if info_field(port, "replication", "master_link_status") == "up":
+            if keys is None or resp(port, "DBSIZE") == keys:
+                return time.monotonic() - t0
+        time.sleep(poll)
+    raise BenchError(f"the replica on :{port} is not in sync after {timeout} s")
+
+
 @guarded
 def race_kv(ctx):
     race = ctx["race"] = new_race("kv", "key-value: brisk-kv vs Redis", "redis")
     s, tmp = ctx["settings"], ctx["tmp"]
     srv_pin, cli_pin = pins(ctx)
     kvdir = tmp / "kv"
-    mk = {
-        "brisk": simple_server("brisk", lambda p: [str(BIN / "brisk-kv"), "--port", str(p),
-                                                   "--bind", "127.0.0.1", "--appendonly", "no",
-                                                   "--dir", str(kvdir)], kvdir),
-        "redis": simple_server("redis", lambda p: ["redis-server", "--port", str(p), "--bind",
-                                                   "127.0.0.1", "--save", "", "--appendonly", "no",
-                                                   "--dir", str(kvdir)], kvdir),
-    }
+    race["started"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    race["load_start"] = " ".join(open("/proc/loadavg").read().split()[:3])
+    mk = {"brisk": kv_maker("brisk", kvdir), "redis": kv_maker("redis", kvdir)}
     race["method"] = [
-        "brisk: `build/bin/brisk-kv --port N --bind 127.0.0.1 --appendonly no`; "
-        "redis: `redis-server --port N --bind 127.0.0.1 --save '' --appendonly no`.",
-        f"Servers `{shlex.join(srv_pin) or 'unpinned'}`, redis-benchmark "
-        f"`{shlex.join(cli_pin) or 'unpinned'}`: `-c 50 -d 64` at "
-        f"`-P 16 -n {s.kv_n16}` and `-P 1 -n {s.kv_n1}`, one command at a time (`-t set`, `-t get`, "
-        "`-t zadd`), brisk and Redis alternating on each"
+        "brisk: `build/bin/brisk-kv --port N --bind 127.0.0.1 --appendonly no --save ''`; "
+        "redis: `redis-server --port N --bind 127.0.0.1 --save '' --appendonly no` (7.0.15); each "
+        "in its own temp directory.",
+        f"Servers `{shlex.join(srv_pin) or 'unpinned'}`, load `{shlex.join(cli_pin) or 'unpinned'}`: "
+        f"redis-benchmark `-c 50 -d 64` at `-P 16 -n {s.kv_n16}` and `-P 1 -n {s.kv_n1}`, one "
+        "command at a time (`-t set`, `-t get`, `-t zadd`, then the EVALSHA and XADD commands "
+        "given in each case's load), brisk and Redis alternating on each"
         + (" (the issue's -n 1000000 / 200000, shortened for quick mode)" if s.quick else "") + ".",
-        "Memory: a fresh server each, `redis-benchmark -t set -r 1000000 -n 2000000 -d 64 -P 16`, "
-        "then (VmRSS after - VmRSS at start) / DBSIZE.",
+        f"EVALSHA: `SCRIPT LOAD \"{EVAL_SCRIPT}\"` in each server first; every call INCRs one key.",
+        "XREADGROUP+XACK: bench/lib/xgroup_load.c (built at run time): the stream is refilled "
+        f"before each run with {s.kv_n16:,} entries of 3 small fields (`XADD bench:xgroup * "
+        f"{' '.join(STREAM_ENTRY)}`, redis-benchmark -P 16, not timed), `XGROUP CREATE "
+        "bench:xgroup g 0`, then 16 connections, consumer c<i> each, drain it: every write "
+        "carries the XACK of the 10 entries read last time and the next `XREADGROUP GROUP g c<i> "
+        "COUNT 10 STREAMS bench:xgroup >`; entries acknowledged per second.",
+        "Memory per key: a fresh server each, `redis-benchmark -t set -r 1000000 -n 2000000 -d 64 "
+        "-P 16`, then (VmRSS after - VmRSS at start) / DBSIZE. Memory per stream entry: a fresh "
+        f"server each, 1,000,000 x `XADD s * {' '.join(STREAM_ENTRY)}` (redis-benchmark -P 16), "
+        "(VmRSS after - VmRSS at start) / XLEN.",
     ]
     if not (BIN / "brisk-kv").exists():
         race.update(status="pending", reason="build/bin/brisk-kv is not built yet")
@@ -430,62 +623,136 @@ def race_kv(ctx):
         if out != "PONG":
             raise BenchError(f"{srv.name} on :{srv.port} answers PING with {out!r}\n{srv.log_tail()}")
 
-    servers = []
+    cpu_cases = []  # server CPU per operation, after the throughput cases
+
+    def cpu_case(key, cname, load):
+        return new_case(f"{key}-cpu", f"{cname}: server CPU", load, ["brisk", "redis"],
+                        metric="us CPU/op", better="lower")
+
+    def cpu_result(r, used_ns, count):
+        return {"value": None if r["failed"] else used_ns / count / 1000, "failed": r["failed"]}
+
+    def bench_case(servers, key, cname, load, command, depth, n, target, headline, metric="ops/s"):
+        case = new_case(key, cname, load, ["brisk", "redis"], metric=metric, target=target,
+                        headline=headline)
+        cpu = cpu_case(key, cname, load)
+
+        def run_fn(name, srv, duration, warm):
+            count = max(10000, n // 10) if warm else n  # warm-up: a tenth
+            cmd = command(srv) if callable(command) else command
+            c0 = cpu_ns(srv.proc.pid)
+            if isinstance(cmd, str):
+                r = run_redis_benchmark(cli_pin, srv.port, [cmd], count, depth)[cmd.upper()]
+            else:
+                r = run_redis_benchmark_cmd(cli_pin, srv.port, count, depth, cmd)
+            return {key: r, cpu["key"]: cpu_result(r, cpu_ns(srv.proc.pid) - c0, count)}
+        run_alternating(s, servers, [case, cpu], run_fn, f"kv: {cname}")
+        race["cases"].append(finish_case(case))
+        cpu_cases.append(finish_case(cpu))
+
+    servers, shas = [], {}
     try:
         for name in ("brisk", "redis"):
             srv = start(mk[name], srv_pin)
             check(srv)
             servers.append((name, srv))
-        # One command at a time (-t set, then get, then zadd), brisk and
-        # Redis alternating on each: the two runs compared are seconds apart.
-        for depth, n, target in ((16, s.kv_n16, 1.3), (1, s.kv_n1, 1.05)):
+            shas[name] = resp(srv.port, "SCRIPT", "LOAD", EVAL_SCRIPT)
+        if shas["brisk"] != shas["redis"]:
+            raise BenchError(f"SCRIPT LOAD: brisk answers {shas['brisk']}, Redis {shas['redis']}")
+        sha = shas["brisk"]
+        # One command at a time, brisk and Redis alternating on each: the two
+        # runs compared are seconds apart.
+        for depth, n, target in ((16, s.kv_n16, 1.3), (1, s.kv_n1, 1.1)):
             for t in ("set", "get", "zadd"):
-                case = new_case(f"{t}-p{depth}", f"{t.upper()} -P {depth}",
-                                f"redis-benchmark -c 50 -P {depth} -d 64 -n {n} -t {t}",
-                                ["brisk", "redis"], metric="ops/s", target=target,
-                                headline=(depth == 16 or t == "get"))
+                bench_case(servers, f"{t}-p{depth}", f"{t.upper()} -P {depth}",
+                           f"redis-benchmark -c 50 -P {depth} -d 64 -n {n} -t {t}", t, depth, n,
+                           target, depth == 16 or t == "get")
+        for depth, n in ((16, s.kv_n16), (1, s.kv_n1)):
+            bench_case(servers, f"evalsha-p{depth}", f"EVALSHA INCR -P {depth}",
+                       f"redis-benchmark -c 50 -P {depth} -n {n} EVALSHA {sha} 1 counter",
+                       ["EVALSHA", sha, "1", "counter"], depth, n, 1.3, True)
+        for depth, n in ((16, s.kv_n16), (1, s.kv_n1)):
+            bench_case(servers, f"xadd-p{depth}", f"XADD -P {depth}",
+                       f"redis-benchmark -c 50 -P {depth} -n {n} XADD bench:xadd * f v",
+                       ["XADD", "bench:xadd", "*", "f", "v"], depth, n, 1.3, depth == 16)
+        tool = build_xgroup_load(tmp)
+        case = new_case("xgroup", "XREADGROUP+XACK, COUNT 10",
+                        f"bench/lib/xgroup_load.c: 16 connections drain {s.kv_n16:,} entries",
+                        ["brisk", "redis"], metric="entries/s", target=1.3, headline=True)
 
-                def run_fn(name, srv, duration, warm, depth=depth, n=n, t=t):
-                    count = max(10000, n // 10) if warm else n  # warm-up: a tenth
-                    res = run_redis_benchmark(cli_pin, srv.port, [t], count, depth)
-                    return {f"{t}-p{depth}": r for r in res.values()}
-                run_alternating(s, servers, [case], run_fn, f"kv: {t.upper()} -P {depth}")
-                race["cases"].append(finish_case(case))
+        xcpu = cpu_case("xgroup", "XREADGROUP+XACK", case["load"])
+        xcpu["metric"] = "us CPU/entry"
+
+        def run_xg(name, srv, duration, warm):
+            r = run_xgroup(cli_pin, tool, srv.port,
+                           max(10000, s.kv_n16 // 10) if warm else s.kv_n16, srv.proc.pid)
+            return {"xgroup": r, "xgroup-cpu": {"value": r.get("cpu_us"), "failed": r["failed"]}}
+        run_alternating(s, servers, [case, xcpu], run_xg, "kv: XREADGROUP+XACK")
+        race["cases"].append(finish_case(case))
+        cpu_cases.append(finish_case(xcpu))
     finally:
         for _, srv in servers:
             srv.stop()
 
-    # memory per key
-    mem = new_case("memory", "RSS per key, 64 B values",
-                   "redis-benchmark -t set -r 1000000 -n 2000000 -d 64 -P 16", ["brisk", "redis"],
-                   metric="bytes/key", target=0.6, better="lower", headline=True)
-    for rnd in range(1 if s.quick else min(2, s.rounds)):
-        got = {}
-        for name in ("brisk", "redis"):
-            srv = start(mk[name], srv_pin)
-            try:
-                check(srv)
-                before = rss_bytes(srv.proc.pid)
-                subprocess.run(list(cli_pin) + ["redis-benchmark", "-h", "127.0.0.1", "-p", str(srv.port),
-                                                "-t", "set", "-r", "1000000", "-n", "2000000",
-                                                "-d", "64", "-P", "16", "-c", "50", "-q"],
-                               capture_output=True, text=True, timeout=600)
-                time.sleep(0.5)
-                after = rss_bytes(srv.proc.pid)
-                keys = int(redis_cli(srv.port, "DBSIZE") or 0)
-                if keys:
-                    got[name] = {"value": (after - before) / keys, "keys": keys, "rss_before": before,
-                                 "rss_after": after, "failed": ""}
-                else:
-                    got[name] = {"value": None, "failed": "DBSIZE is 0 after the load"}
-                log(f"  kv memory {name}: {keys:,} keys, RSS {before >> 20} -> {after >> 20} MiB, "
-                    f"{got[name]['value'] or 0:.0f} bytes/key")
-            finally:
-                srv.stop()
-        mem["rounds"].append(got)
-    race["cases"].append(finish_case(mem))
-    race["notes"].append("Targets from the brisk-kv issue: >= 1.3x Redis on SET, GET and ZADD with "
-                         "-P 16; >= 1.05x with -P 1; RSS per key <= 0.6x Redis's.")
+    race["cases"] += cpu_cases
+    race["method"].append("Server CPU per operation: the on-CPU time of the server's threads "
+                          "(/proc/PID/task/*/schedstat) over each run / the operations of the run, "
+                          "from the same runs as the throughput. On a shared machine it moves less "
+                          "than throughput: other work delays the server without running on its "
+                          "clock (cache and memory-bus sharing still show). brisk-kv's busy polling "
+                          "(`busy-poll-us 50`) counts as CPU.")
+
+    # memory per key and per stream entry
+    mem_cases = [
+        (new_case("memory", "RSS per key, 64 B values",
+                  "redis-benchmark -t set -r 1000000 -n 2000000 -d 64 -P 16", ["brisk", "redis"],
+                  metric="bytes/key", target=0.6, better="lower", headline=True),
+         ["-t", "set", "-r", "1000000", "-n", "2000000", "-d", "64"], "DBSIZE"),
+        (new_case("memory-stream", "RSS per stream entry, 3 small fields",
+                  f"redis-benchmark -n 1000000 -P 16 XADD s * {' '.join(STREAM_ENTRY)}",
+                  ["brisk", "redis"], metric="bytes/key", target=0.8, better="lower", headline=True),
+         ["-n", "1000000", "XADD", "s", "*"] + STREAM_ENTRY, "XLEN s"),
+    ]
+    for mem, load, count_cmd in mem_cases:
+        for rnd in range(1 if s.quick else min(2, s.rounds)):
+            got = {}
+            for name in ("brisk", "redis"):
+                srv = start(mk[name], srv_pin)
+                try:
+                    check(srv)
+                    before = rss_bytes(srv.proc.pid)
+                    subprocess.run(list(cli_pin) + ["redis-benchmark", "-h", "127.0.0.1", "-p",
+                                                    str(srv.port), "-P", "16", "-c", "50", "-q"] + load,
+                                   capture_output=True, text=True, timeout=600)
+                    time.sleep(0.5)
+                    after = rss_bytes(srv.proc.pid)
+                    keys = int(resp(srv.port, *count_cmd.split()) or 0)
+                    if keys:
+                        got[name] = {"value": (after - before) / keys, "keys": keys,
+                                     "rss_before": before, "rss_after": after, "failed": ""}
+                    else:
+                        got[name] = {"value": None, "failed": f"{count_cmd} is 0 after the load"}
+                    log(f"  kv {mem['key']} {name}: {keys:,} items, RSS {before >> 20} -> "
+                        f"{after >> 20} MiB, {got[name]['value'] or 0:.0f} bytes each")
+                finally:
+                    srv.stop()
+            mem["rounds"].append(got)
+        race["cases"].append(finish_case(mem))
+
+    kv_replication(ctx, race, kvdir, check)
+    # the machine may be shared (other builds and tests on the same cores):
+    # the pinning and the alternation keep the comparison fair, not the
+    # absolute figures
+    race["notes"].append(f"Run started {race['started']}; load average (1, 5, 15 min) "
+                         f"{race['load_start']} at its start, "
+                         f"{' '.join(open('/proc/loadavg').read().split()[:3])} at the end of the "
+                         "load cases.")
+
+    race["notes"].append("Targets: the brisk-kv issue (>= 1.3x Redis on SET, GET and ZADD with -P 16, "
+                         ">= 1.1x with -P 1, RSS per key <= 0.6x); the scripting issue (EVALSHA >= 1.3x "
+                         "at -P 16 and -P 1); the streams issue (XADD and XREADGROUP+XACK >= 1.3x, RSS "
+                         "per entry <= 0.8x); the replication issue (SET -P 16 with a replica >= 1.3x, "
+                         "full sync time <= Redis's; BGSAVE side by side, no target).")
     race["notes"].append("redis-benchmark is single-threaded: at -P 16 it can be the limit for both.")
     if ctx["costs"]:
         spec = {"proto": "resp"}
@@ -500,6 +767,129 @@ def race_kv(ctx):
             row["short"] = "SET/GET -P 16"
             race["costs"].append(row)
     return race
+
+
+def kv_replication(ctx, race, kvdir, check):
+    """SET -P 16 with one replica attached, full sync of SYNC_KEYS keys to a
+    fresh replica, BGSAVE of the same keys (time and peak memory)."""
+    s, tmp = ctx["settings"], ctx["tmp"]
+    srv_pin, cli_pin = pins(ctx)
+    # diskless sync without its 5 s wait for more replicas, on both
+    opts = ["--repl-diskless-sync-delay", "0"]
+    mk = {n: kv_maker(n, kvdir, opts) for n in ("brisk", "redis")}
+    mkr = {n: kv_maker(f"{n}-replica", kvdir) for n in ("brisk", "redis")}
+    race["method"] += [
+        "Replication: masters with `--repl-diskless-sync-delay 0` (both: the default diskless "
+        "sync of Redis 7 without its 5 s wait for more replicas), replicas with the same options "
+        "as above; brisk-kv replicates brisk-kv, Redis replicates Redis.",
+        f"SET -P 16 with a replica: the replica attached and in sync first, pinned with its master "
+        f"(`{shlex.join(srv_pin) or 'unpinned'}`: the load generator keeps its CPU), then "
+        f"redis-benchmark `-c 50 -P 16 -d 64 -n {s.kv_n16} -t set` on the master.",
+        f"Full sync: the master holds {SYNC_KEYS:,} keys (`key:NNNNNNN`, 64-byte values: hex of "
+        "random bytes, loaded with `redis-cli --pipe`); a fresh replica "
+        f"(`{shlex.join(cli_pin) or 'unpinned'}`) gets `REPLICAOF 127.0.0.1 PORT`; time until its "
+        "INFO says `master_link_status:up` and DBSIZE is the master's (polled every 10 ms).",
+        f"BGSAVE: the same {SYNC_KEYS:,} keys; time from BGSAVE until INFO persistence says "
+        "`rdb_bgsave_in_progress:0` (polled every 10 ms); peak memory = the largest sum, over the "
+        "polls, of the server's VmRSS and its fork child's private resident bytes (smaps_rollup "
+        "Private_Clean + Private_Dirty: the pages the child copied or allocated).",
+    ]
+    # SET -P 16 with a replica
+    pairs = []
+    try:
+        for name in ("brisk", "redis"):
+            master = start(mk[name], srv_pin)
+            check(master)
+            replica = start(mkr[name], srv_pin)
+            pairs.append((name, master, replica))
+            resp(replica.port, "REPLICAOF", "127.0.0.1", master.port)
+            wait_link_up(replica.port, timeout=60)
+        case = new_case("set-p16-replica", "SET -P 16, one replica",
+                        f"redis-benchmark -c 50 -P 16 -d 64 -n {s.kv_n16} -t set, on the master",
+                        ["brisk", "redis"], metric="ops/s", target=1.3, headline=True)
+
+        def run_fn(name, srv, duration, warm):
+            n = max(10000, s.kv_n16 // 10) if warm else s.kv_n16
+            return {"set-p16-replica": run_redis_benchmark(cli_pin, srv.port, ["set"], n, 16)["SET"]}
+        run_alternating(s, [(n, m) for n, m, _ in pairs], [case], run_fn, "kv: SET -P 16, one replica")
+        for name, master, replica in pairs:  # the replicas followed
+            want = resp(master.port, "GET", "key:__rand_int__")
+            if want is not None and resp(replica.port, "GET", "key:__rand_int__") != want:
+                time.sleep(1)
+                if resp(replica.port, "GET", "key:__rand_int__") != want:
+                    race["notes"].append(f"{name}: the replica did not hold the master's value "
+                                         "after SET -P 16.")
+        race["cases"].append(finish_case(case))
+    finally:
+        for _, m, r in pairs:
+            r.stop()
+            m.stop()
+
+    # full sync and BGSAVE of SYNC_KEYS keys
+    data = sync_data_file(tmp)
+    masters = []
+    sync = new_case("fullsync", f"full sync, {SYNC_KEYS // 1000000}M keys x 64 B",
+                    "REPLICAOF on a fresh replica until link up and all keys", ["brisk", "redis"],
+                    metric="s", target=1.0, better="lower", headline=True)
+    bg_time = new_case("bgsave-time", f"BGSAVE time, {SYNC_KEYS // 1000000}M keys",
+                       "BGSAVE until rdb_bgsave_in_progress:0", ["brisk", "redis"], metric="s",
+                       better="lower", headline=True)
+    bg_mem = new_case("bgsave-peak", f"BGSAVE peak memory, {SYNC_KEYS // 1000000}M keys",
+                      "max(server VmRSS + child private bytes)", ["brisk", "redis"], metric="MiB",
+                      better="lower", headline=True)
+    try:
+        for name in ("brisk", "redis"):
+            m = start(mk[name], srv_pin)
+            check(m)
+            load_pipe(cli_pin, m.port, data)
+            if resp(m.port, "DBSIZE") != SYNC_KEYS:
+                raise BenchError(f"{name}: DBSIZE {resp(m.port, 'DBSIZE')} after loading {SYNC_KEYS}")
+            masters.append((name, m))
+        for rnd in range(s.rounds):
+            got = {}
+            for name, m in masters:
+                rep = start(mkr[name], cli_pin)
+                try:
+                    t0 = time.monotonic()
+                    resp(rep.port, "REPLICAOF", "127.0.0.1", m.port)
+                    wait_link_up(rep.port, keys=SYNC_KEYS)
+                    got[name] = {"value": time.monotonic() - t0, "failed": ""}
+                except BenchError as e:
+                    got[name] = {"value": None, "failed": str(e)}
+                finally:
+                    rep.stop(timeout=30)
+                log(f"  kv full sync round {rnd + 1} {name}: "
+                    + (f"{got[name]['value']:.2f} s" if got[name]["value"] else got[name]["failed"]))
+            sync["rounds"].append(got)
+            time.sleep(0.5)
+        for rnd in range(s.rounds):
+            gt, gm = {}, {}
+            for name, m in masters:
+                pid = m.proc.pid
+                while info_field(m.port, "persistence", "rdb_bgsave_in_progress") != "0":
+                    time.sleep(0.05)
+                peak = rss_bytes(pid)
+                t0 = time.monotonic()
+                resp(m.port, "BGSAVE")
+                while True:
+                    kids = children(pid)
+                    peak = max(peak, rss_bytes(pid) + sum(private_bytes(k) for k in kids))
+                    if info_field(m.port, "persistence", "rdb_bgsave_in_progress") == "0":
+                        break
+                    time.sleep(0.01)
+                secs = time.monotonic() - t0
+                ok = info_field(m.port, "persistence", "rdb_last_bgsave_status") == "ok"
+                gt[name] = {"value": secs if ok else None, "failed": "" if ok else "BGSAVE failed"}
+                gm[name] = {"value": peak / (1 << 20), "failed": ""}
+                log(f"  kv BGSAVE round {rnd + 1} {name}: {secs:.2f} s, peak {peak >> 20} MiB"
+                    + ("" if ok else " (FAILED)"))
+            bg_time["rounds"].append(gt)
+            bg_mem["rounds"].append(gm)
+    finally:
+        for _, m in masters:
+            m.stop(timeout=30)
+    for c in (sync, bg_time, bg_mem):
+        race["cases"].append(finish_case(c))
 
 
 # ---------------------------------------------------------------- rest

@@ -498,7 +498,8 @@ def headline_md(run):
             if not c["headline"]:
                 continue
             unit = {"req/s": " req/s", "ops/s": " ops/s", "replies/s": " replies/s",
-                    "bytes/key": " B/key"}.get(c["metric"], "")
+                    "entries/s": " entries/s", "bytes/key": " B/key", "s": " s",
+                    "MiB": " MiB"}.get(c["metric"], "")
             sb_, sp = c["summary"].get("brisk"), c["summary"].get(peer)
             b = (fshort(sb_["median"]) if c["metric"] != "bytes/key" else f"{sb_['median']:.0f}") + unit \
                 if sb_ else "—"
@@ -597,7 +598,8 @@ def charts(run, outdir):
             ax.tick_params(labelsize=8)
             ax.grid(axis="y", alpha=0.3)
         fig.suptitle(f"{race['key']}: {race['title']} ({mode})", fontsize=10)
-        fig.tight_layout()
+        # room for the title above the first row of panels, however many rows
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
         name = f"{race['key']}.png"
         fig.savefig(outdir / name, dpi=110)
         plt.close(fig)

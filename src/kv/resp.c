@@ -184,6 +184,29 @@ static long long find_line(const char *buf, size_t pos, size_t len)
     return cr - s;
 }
 
+/* The usual length line ("*3\r\n", "$64\r\n"): up to 18 digits, no sign,
+ * no leading zero, then '\r' with a byte after it, read in one pass instead
+ * of memchr + kv_parse_ll. Returns the line length as find_line does, or -1
+ * when the line is anything else (incomplete, negative, too long, bad): the
+ * general path then decides, with its own errors. */
+static inline long long short_line(const char *buf, size_t pos, size_t len, long long *val)
+{
+    size_t i = pos + 1, end = len - 1; /* the '\r' must have a byte after it */
+    if (end > pos + 19)
+        end = pos + 19;
+    long long v = 0;
+    for (; i < end; i++) {
+        unsigned d = (unsigned char)buf[i] - '0';
+        if (d > 9)
+            break;
+        v = v * 10 + d;
+    }
+    if (i >= end || buf[i] != '\r' || i == pos + 1 || (buf[pos + 1] == '0' && i > pos + 2))
+        return -1;
+    *val = v;
+    return (long long)(i - pos);
+}
+
 int resp_parse(resp_parser *p, char *buf, size_t len)
 {
     for (;;) {
@@ -203,15 +226,19 @@ int resp_parse(resp_parser *p, char *buf, size_t len)
             return rc;
         }
         if (p->multibulk == 0) {
-            long long n = find_line(buf, p->pos, len);
-            if (n < 0) {
-                if (len - p->pos > RESP_INLINE_MAX)
-                    return fail(p, "too big mbulk count string");
-                return RESP_AGAIN;
-            }
             long long count;
-            if (kv_parse_ll(buf + p->pos + 1, (size_t)n - 1, &count) < 0 ||
-                count > RESP_MAX_MULTIBULK)
+            long long n = short_line(buf, p->pos, len, &count);
+            if (n < 0) {
+                n = find_line(buf, p->pos, len);
+                if (n < 0) {
+                    if (len - p->pos > RESP_INLINE_MAX)
+                        return fail(p, "too big mbulk count string");
+                    return RESP_AGAIN;
+                }
+                if (kv_parse_ll(buf + p->pos + 1, (size_t)n - 1, &count) < 0)
+                    return fail(p, "invalid multibulk length");
+            }
+            if (count > RESP_MAX_MULTIBULK)
                 return fail(p, "invalid multibulk length");
             /* lower limits mean the client has not authenticated yet */
             if (count > p->max_multibulk)
@@ -228,20 +255,24 @@ int resp_parse(resp_parser *p, char *buf, size_t len)
             if (p->bulklen < 0) {
                 if (p->pos >= len)
                     return RESP_AGAIN;
-                long long n = find_line(buf, p->pos, len);
-                if (n < 0) {
-                    if (len - p->pos > RESP_INLINE_MAX)
-                        return fail(p, "too big bulk count string");
-                    return RESP_AGAIN;
-                }
-                if (buf[p->pos] != '$') {
-                    snprintf(p->err, sizeof p->err, "Protocol error: expected '$', got '%c'",
-                             buf[p->pos]);
-                    return RESP_ERROR;
-                }
                 long long bl;
-                if (kv_parse_ll(buf + p->pos + 1, (size_t)n - 1, &bl) < 0 || bl < 0 ||
-                    (uint64_t)bl > p->max_bulk)
+                long long n = buf[p->pos] == '$' ? short_line(buf, p->pos, len, &bl) : -1;
+                if (n < 0) {
+                    n = find_line(buf, p->pos, len);
+                    if (n < 0) {
+                        if (len - p->pos > RESP_INLINE_MAX)
+                            return fail(p, "too big bulk count string");
+                        return RESP_AGAIN;
+                    }
+                    if (buf[p->pos] != '$') {
+                        snprintf(p->err, sizeof p->err, "Protocol error: expected '$', got '%c'",
+                                 buf[p->pos]);
+                        return RESP_ERROR;
+                    }
+                    if (kv_parse_ll(buf + p->pos + 1, (size_t)n - 1, &bl) < 0)
+                        bl = -1;
+                }
+                if (bl < 0 || (uint64_t)bl > p->max_bulk)
                     return fail(p, p->max_multibulk < RESP_MAX_MULTIBULK && bl >= 0 &&
                                            (uint64_t)bl <= RESP_MAX_BULK
                                        ? "unauthenticated bulk length"

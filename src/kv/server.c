@@ -40,6 +40,7 @@ kv_server srv;
 
 #define CMD_SLOTS 1024
 static const kv_cmd *cmd_slots[CMD_SLOTS];
+static uint8_t cmd_slot_len[CMD_SLOTS]; /* strlen of the slot's name: no strlen per lookup */
 
 static uint32_t name_hash(const char *p, size_t n)
 {
@@ -53,24 +54,31 @@ void kv_cmd_table_init(void)
 {
     for (size_t i = 0; i < kv_ncommands; i++) {
         const kv_cmd *cmd = &kv_commands[i];
-        uint32_t h = name_hash(cmd->name, strlen(cmd->name)) & (CMD_SLOTS - 1);
+        size_t len = strlen(cmd->name);
+        uint32_t h = name_hash(cmd->name, len) & (CMD_SLOTS - 1);
         while (cmd_slots[h])
             h = (h + 1) & (CMD_SLOTS - 1);
         cmd_slots[h] = cmd;
+        cmd_slot_len[h] = (uint8_t)len; /* names are < 32 bytes (kv_cmd_lookup) */
     }
     srv.cmd_stats = kv_calloc(kv_ncommands * sizeof *srv.cmd_stats);
 }
 
+/* Once per command: lower-cases and hashes in one pass (the same FNV-1a as
+ * name_hash over the lower-case name). */
 const kv_cmd *kv_cmd_lookup(str name)
 {
     char low[32];
     if (name.len == 0 || name.len >= sizeof low)
         return NULL;
-    for (size_t i = 0; i < name.len; i++)
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < name.len; i++) {
         low[i] = ascii_lower(name.p[i]);
-    uint32_t h = name_hash(low, name.len) & (CMD_SLOTS - 1);
+        h = (h ^ (unsigned char)low[i]) * 16777619u;
+    }
+    h &= CMD_SLOTS - 1;
     for (const kv_cmd *cmd; (cmd = cmd_slots[h]); h = (h + 1) & (CMD_SLOTS - 1))
-        if (strlen(cmd->name) == name.len && memcmp(cmd->name, low, name.len) == 0)
+        if (cmd_slot_len[h] == name.len && memcmp(cmd->name, low, name.len) == 0)
             return cmd;
     return NULL;
 }

@@ -309,12 +309,16 @@ static void incr_generic(kv_client *c, long long by)
         return;
     }
     v += by;
-    char b[KV_LL_STR_MAX];
-    size_t n = kv_fmt_ll(b, v);
-    db_store_string(c->db, c->argv[1], e, b, n, DB_KEEPTTL);
+    /* formatted once: the stored value, and between ':' and CRLF the reply */
+    char b[KV_LL_STR_MAX + 3];
+    b[0] = ':';
+    size_t n = kv_fmt_ll(b + 1, v);
+    db_store_string(c->db, c->argv[1], e, b + 1, n, DB_KEEPTTL);
     kv_notify(c->db, NOTIFY_STRING, "incrby", c->argv[1]);
     kv_dirty(1);
-    reply_int(c, v);
+    b[n + 1] = '\r';
+    b[n + 2] = '\n';
+    reply_raw(c, b, n + 3);
 }
 
 void incr_command(kv_client *c) { incr_generic(c, 1); }

@@ -122,21 +122,41 @@ int kv_parse_ldouble(const char *p, size_t len, long double *out)
     return 0;
 }
 
+/* Two digits per step from a 200-byte table, written backwards from the
+ * end once the digit count is known: every bulk reply's length, every
+ * integer reply and INCR's value go through here. */
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+
 size_t kv_fmt_ll(char *out, long long v)
 {
-    char tmp[KV_LL_STR_MAX];
-    size_t n = 0;
     unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    size_t k = 0;
-    if (v < 0)
-        out[k++] = '-';
-    while (n)
-        out[k++] = tmp[--n];
-    return k;
+    size_t k = v < 0;
+    if (k)
+        out[0] = '-';
+    if (u < 10) {
+        out[k] = (char)('0' + u);
+        return k + 1;
+    }
+    size_t n = 2;
+    for (unsigned long long t = u / 100; t; t /= 10)
+        n++;
+    char *w = out + k + n;
+    while (u >= 100) {
+        unsigned i = (unsigned)(u % 100) * 2;
+        u /= 100;
+        *--w = digit_pairs[i + 1];
+        *--w = digit_pairs[i];
+    }
+    if (u >= 10) {
+        *--w = digit_pairs[u * 2 + 1];
+        *--w = digit_pairs[u * 2];
+    } else {
+        *--w = (char)('0' + u);
+    }
+    return k + n;
 }
 
 size_t kv_fmt_double(char *out, double v)

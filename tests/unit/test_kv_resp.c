@@ -170,6 +170,39 @@ static void test_protocol_errors(void **state)
     expect_error("set 'abc\r\n", "Protocol error: unbalanced quotes in request");
     expect_error("*1048577\r\n", "Protocol error: invalid multibulk length");
     expect_error("*1\r\n$536870913\r\n", "Protocol error: invalid bulk length");
+    /* the one-pass length lines: leading zeros, signs, 19+ digits, a
+     * character other than a digit before the CR all go to the general
+     * path and get its errors */
+    expect_error("*01\r\n", "Protocol error: invalid multibulk length");
+    expect_error("*1\r\n$03\r\n", "Protocol error: invalid bulk length");
+    expect_error("*1\r\n$+3\r\n", "Protocol error: invalid bulk length");
+    expect_error("*1\r\n$3x\r\n", "Protocol error: invalid bulk length");
+    expect_error("*1\r\n$-0\r\n", "Protocol error: invalid bulk length");
+    expect_error("*1\r\n$99999999999999999999\r\n", "Protocol error: invalid bulk length");
+    expect_error("*1\r\n$999999999999999999\r\n", "Protocol error: invalid bulk length");
+    expect_error("*1\r\n$9223372036854775808\r\n", "Protocol error: invalid bulk length");
+    expect_error("*9223372036854775807\r\n", "Protocol error: invalid multibulk length");
+}
+
+static void test_length_lines(void **state)
+{
+    /* "*0" and "*-1" are skipped; "$0" is an empty argument; lengths of
+     * one to three digits, split anywhere (test_split_at_every_byte runs
+     * the general stream) */
+    static const char s[] = "*-1\r\n*0\r\n*2\r\n$0\r\n\r\n$10\r\n0123456789\r\n"
+                            "*1\r\n$100\r\n"
+                            "0123456789012345678901234567890123456789012345678901234567890123456789"
+                            "012345678901234567890123456789\r\n";
+    for (size_t cut = 0; cut < sizeof s - 1; cut++) {
+        cmd c[4];
+        int n = feed(s, sizeof s - 1, cut, 0, c, 4, NULL);
+        assert_int_equal(n, 2);
+        assert_int_equal(c[0].argc, 2);
+        ARG(&c[0], 0, "");
+        ARG(&c[0], 1, "0123456789");
+        assert_int_equal(c[1].argc, 1);
+        assert_int_equal(c[1].len[0], 100);
+    }
 }
 
 static void test_limits(void **state)
@@ -258,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_byte_at_a_time),   cmocka_unit_test(test_inline_escapes),
         cmocka_unit_test(test_protocol_errors),  cmocka_unit_test(test_limits),
         cmocka_unit_test(test_want_and_shift),   cmocka_unit_test(test_many_args),
+        cmocka_unit_test(test_length_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

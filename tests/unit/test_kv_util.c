@@ -2,6 +2,7 @@
  * (src/kv/util.c). */
 #include "kv/util.h"
 
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -118,6 +119,32 @@ static void test_format_ldouble(void **state)
     assert_memory_equal(l, "-123", 4);
 }
 
+/* kv_fmt_ll against printf: both ends, every power of ten and its
+ * neighbours, both signs, and a sweep of small values */
+static void check_fmt_ll(long long v)
+{
+    char want[32], got[32];
+    int n = snprintf(want, sizeof want, "%lld", v);
+    assert_int_equal(kv_fmt_ll(got, v), (size_t)n);
+    got[n] = '\0';
+    assert_string_equal(got, want);
+}
+
+static void test_format_ll(void **state)
+{
+    check_fmt_ll(LLONG_MIN);
+    check_fmt_ll(LLONG_MAX);
+    check_fmt_ll(LLONG_MIN + 1);
+    for (long long p = 1; p <= LLONG_MAX / 10; p *= 10) {
+        for (long long d = -1; d <= 1; d++) {
+            check_fmt_ll(p + d);
+            check_fmt_ll(-(p + d));
+        }
+    }
+    for (long long v = -100000; v <= 100000; v++)
+        check_fmt_ll(v);
+}
+
 static int gm(const char *p, const char *s, int nocase)
 {
     return kv_glob_match(p, strlen(p), s, strlen(s), nocase);
@@ -150,7 +177,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_ll),     cmocka_unit_test(test_parse_double),
         cmocka_unit_test(test_format_double), cmocka_unit_test(test_format_ldouble),
-        cmocka_unit_test(test_glob),
+        cmocka_unit_test(test_glob),         cmocka_unit_test(test_format_ll),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
