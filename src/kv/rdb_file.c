@@ -279,7 +279,7 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
             kv_free(key);
             return -1;
         }
-        if (expire != -1 && expire <= srv.now_ms) {
+        if (expire != -1 && expire <= srv.now_ms && !repl_is_replica()) {
             rdb_value_free(&v); /* already expired: a master drops it */
             expired++;
         } else {

@@ -116,6 +116,7 @@ static struct {
     int64_t last_io_ms, down_since_ms, handshake_start_ms;
     kv_client *master;
     int cached; /* replid/offset describe data we hold: PSYNC with them */
+    int master_db; /* the db the master's stream has selected at our offset */
     char master_replid[41];
     long long master_offset;
     int ack_pending;
@@ -396,6 +397,10 @@ void repl_client_closed(kv_client *c)
         memcpy(R.replid, R.master_replid, 41);
         R.master = NULL;
         R.mpend.len = 0; /* the transaction is discarded with the link */
+        /* The stream continues after +CONTINUE without a new SELECT (a
+         * SELECT queued in a lost MULTI never ran, so c->db is the db at
+         * our offset). */
+        R.master_db = c->db ? c->db->id : 0;
         R.fd = -1;
         R.cached = 1;
         R.state = LS_CONNECT;
@@ -979,7 +984,10 @@ static void become_connected(int full)
     R.last_io_ms = srv.now_ms;
     if (!R.backlog)
         backlog_create();
-    (void)full;
+    /* A partial resync continues the stream in the db it had selected;
+     * a full sync's stream starts with SELECT (or the RDB names the db). */
+    if (!full && R.master_db > 0 && R.master_db < srv.cfg.databases)
+        kv_client_set_db(m, R.master_db);
     /* Bytes of the stream read with the handshake's last reply. */
     if (R.in.len) {
         if (buf_append(&m->rbuf, R.in.data, R.in.len) < 0)
@@ -1311,8 +1319,10 @@ static void set_master(const char *host, int port)
         c->repl_wait_num = 0;
     }
     wait_check(0);
-    if (was_master)
+    if (was_master) {
         R.cached = 1; /* PSYNC with our own id and offset */
+        R.master_db = R.seldb > 0 ? R.seldb : 0;
+    }
     R.state = LS_CONNECT;
     R.down_since_ms = 0;
     update_flags();
@@ -1470,6 +1480,11 @@ void repl_cron(void)
 int repl_no_expire(void)
 {
     return R.host != NULL && (!srv.cl_running || srv.cl_running != R.master);
+}
+
+int repl_is_replica(void)
+{
+    return R.host != NULL;
 }
 
 int repl_from_master(void)

@@ -733,6 +733,9 @@ void repl_cron(void);
 /* Whether keys must not expire here (a replica: the master sends DEL). */
 int repl_no_expire(void);
 int repl_from_master(void); /* the running command came from our master */
+/* We replicate a master: a deadline already past keeps the key (its DEL
+ * comes from the master), as Redis's checkAlreadyExpired. */
+int repl_is_replica(void);
 /* Config options of replication: 1 when name is not one of them. */
 int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                     size_t errlen);

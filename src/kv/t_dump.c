@@ -128,7 +128,7 @@ void restore_command(kv_client *c)
         else
             ttl += srv.now_ms;
     }
-    if (ttl && ttl <= srv.now_ms && !srv.loading)
+    if (ttl && ttl <= srv.now_ms && !srv.loading && !repl_is_replica())
         expired = 1;
     if (expired) {
         rdb_value_free(&v);

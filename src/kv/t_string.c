@@ -94,7 +94,7 @@ static void set_generic(kv_client *c, str key, str val, int flags, int64_t when,
             reply_null(c);
     }
     kv_dirty(1);
-    if (when && when <= srv.now_ms && !srv.loading) {
+    if (when && when <= srv.now_ms && !srv.loading && !repl_is_replica()) {
         /* already past: the key is gone at once */
         if (old)
             db_delete_entry(c->db, old);
@@ -226,7 +226,7 @@ void getex_command(kv_client *c)
     }
     reply_bulk_str(c, entry_str(e));
     if (when) {
-        if (when <= srv.now_ms) {
+        if (when <= srv.now_ms && !repl_is_replica()) {
             str del[2] = { STR("DEL"), c->argv[1] };
             db_delete_entry(c->db, e);
             kv_propagate_as(c, 2, del);
