@@ -64,7 +64,9 @@ static void put_le64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static int write_keyspace(rdb_out *o)
+rdb_repl_aux rdb_loaded_repl;
+
+static int write_keyspace(rdb_out *o, int with_repl)
 {
     char v[64];
     out_bytes(o, "REDIS0010", 9);
@@ -74,6 +76,14 @@ static int write_keyspace(rdb_out *o)
     out_aux(o, "ctime", v);
     snprintf(v, sizeof v, "%zu", kv_memory_used());
     out_aux(o, "used-mem", v);
+    rdb_repl_aux ri;
+    if (with_repl && repl_rdb_save_info(&ri)) {
+        snprintf(v, sizeof v, "%d", ri.stream_db);
+        out_aux(o, "repl-stream-db", v);
+        out_aux(o, "repl-id", ri.id);
+        snprintf(v, sizeof v, "%lld", ri.offset);
+        out_aux(o, "repl-offset", v);
+    }
     out_aux(o, "aof-base", "0");
     for (int d = 0; d < srv.cfg.databases; d++) {
         kv_db *db = &srv.dbs[d];
@@ -120,7 +130,7 @@ static int write_keyspace(rdb_out *o)
 int rdb_write_snapshot(int fd)
 {
     rdb_out o = { .fd = fd };
-    int rc = write_keyspace(&o);
+    int rc = write_keyspace(&o, 0);
     buf_free(&o.b);
     return rc;
 }
@@ -135,7 +145,7 @@ int rdb_save_file(const char *path)
                  srv.cfg.dir ? srv.cfg.dir : ".", strerror(errno));
         return -1;
     }
-    int rc = write_keyspace(&o);
+    int rc = write_keyspace(&o, 1);
     buf_free(&o.b);
     if (rc == 0 && fsync(o.fd) < 0)
         rc = -1;
@@ -170,6 +180,34 @@ static int rd_le(rdb_reader *r, int n, uint64_t *v)
     return 0;
 }
 
+/* One AUX field: the replication ones are kept in rdb_loaded_repl. */
+static int load_aux(rdb_reader *r, int *have)
+{
+    char *k = NULL, *v = NULL;
+    size_t kl, vl;
+    if (rdb_load_string(r, &k, &kl) < 0 || rdb_load_string(r, &v, &vl) < 0) {
+        kv_free(k);
+        return -1;
+    }
+    long long n;
+    rdb_repl_aux *a = &rdb_loaded_repl;
+    if (kl == 7 && memcmp(k, "repl-id", 7) == 0 && vl == 40) {
+        memcpy(a->id, v, 40);
+        a->id[40] = '\0';
+        *have |= 1;
+    } else if (kl == 11 && memcmp(k, "repl-offset", 11) == 0 && kv_parse_ll(v, vl, &n) == 0 &&
+               n >= 0) {
+        a->offset = n;
+        *have |= 2;
+    } else if (kl == 14 && memcmp(k, "repl-stream-db", 14) == 0 &&
+               kv_parse_ll(v, vl, &n) == 0 && n >= 0 && n < srv.cfg.databases) {
+        a->stream_db = (int)n;
+    }
+    kv_free(k);
+    kv_free(v);
+    return 0;
+}
+
 static int skip_string(rdb_reader *r)
 {
     char *s;
@@ -200,6 +238,8 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
     }
     rdb_reader r = { img + 9, img + size };
     kv_db *db = &srv.dbs[0];
+    int have_repl = 0;
+    memset(&rdb_loaded_repl, 0, sizeof rdb_loaded_repl);
     int64_t expire = -1;
     size_t loaded = 0, expired = 0;
     for (;;) {
@@ -241,7 +281,7 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
                 goto short_read;
             continue;
         case RDB_OPCODE_AUX:
-            if (skip_string(&r) < 0 || skip_string(&r) < 0)
+            if (load_aux(&r, &have_repl) < 0)
                 goto short_read;
             continue;
         case RDB_OPCODE_FUNCTION2:
@@ -302,6 +342,7 @@ eof:
             return -1;
         }
     }
+    rdb_loaded_repl.valid = have_repl == 3;
     srv.rdb_load_loaded = loaded;
     srv.rdb_load_expired = expired;
     log_info("Done loading RDB, keys loaded: %zu, keys expired: %zu.", loaded, expired);

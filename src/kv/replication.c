@@ -1382,6 +1382,55 @@ void replicaof_command(kv_client *c)
     reply_ok(c);
 }
 
+/* ---- the replication fields of dump.rdb ---- */
+
+int repl_rdb_save_info(rdb_repl_aux *out)
+{
+    memset(out, 0, sizeof *out);
+    if (R.host && R.master) {
+        out->stream_db = R.master->db ? R.master->db->id : 0;
+    } else if (R.host && R.cached) {
+        out->stream_db = R.master_db;
+    } else if (!R.host && R.backlog) {
+        /* A master's stream selects again after a restart (seldb -1). */
+        out->stream_db = R.seldb > 0 ? R.seldb : 0;
+    } else {
+        return 0;
+    }
+    memcpy(out->id, R.replid, 41);
+    out->offset = R.offset;
+    out->valid = 1;
+    return 1;
+}
+
+void repl_rdb_loaded(void)
+{
+    const rdb_repl_aux *a = &rdb_loaded_repl;
+    if (!a->valid)
+        return;
+    memcpy(R.replid, a->id, 41);
+    R.offset = a->offset;
+    if (R.host) {
+        /* Our data is the master's history up to this offset: PSYNC it. */
+        memcpy(R.master_replid, a->id, 41);
+        R.cached = 1;
+        R.master_db = a->stream_db;
+        backlog_create();
+        log_info("Using the replication ID %s and offset %lld of the RDB to PSYNC with the master",
+                 R.replid, R.offset);
+        return;
+    }
+    /* A master restarts with a new history that continues the saved one:
+     * its replicas PSYNC with the old id (replid2). */
+    backlog_create();
+    memcpy(R.replid2, a->id, 41);
+    R.second_offset = R.offset + 1;
+    random_id(R.replid);
+    update_flags();
+    log_info("Restored the replication history %s up to offset %lld from the RDB (new id %s)",
+             R.replid2, R.offset, R.replid);
+}
+
 /* ---- cron ---- */
 
 static void refresh_good(void)

@@ -726,6 +726,7 @@ int dump_load_at_start(void)
     if (rc > 0) {
         log_info("DB loaded from disk: %.3f seconds", (double)(kv_unix_ms() - t0) / 1000.0);
         srv.rdb_dirty_at_save = srv.dirty;
+        repl_rdb_loaded(); /* its repl-id/repl-offset: PSYNC after a restart */
     }
     return 0;
 }

@@ -705,3 +705,78 @@ def test_link_kills_lose_no_key(kv_factory, real, master_kind, kill):
     assert state(r.port) == state(mport)
     st = info(mc, "stats")
     assert st["sync_full"] == 1 and st["sync_partial_ok"] >= 10, st
+
+
+# ---- a replica restarted within the backlog continues (RDB aux fields) ----
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("master_kind", ["brisk", "redis"])
+def test_brisk_replica_restart_continues(kv_factory, real, master_kind):
+    """SHUTDOWN/SIGTERM of a replica saves repl-id, repl-offset and
+    repl-stream-db in its dump.rdb; at start-up they are its cached master:
+    PSYNC gets +CONTINUE (sync_partial_ok +1, sync_full unchanged)."""
+    if master_kind == "brisk":
+        m = kv_factory("--repl-diskless-sync-delay", "0")
+    else:
+        m = real("--repl-diskless-sync-delay", "0")
+    mc = m.client()
+    populate(mc, 2000)
+    r = kv_factory("--save", "3600 1", "--replicaof", "127.0.0.1", str(m.port))
+    rc = r.client()
+    wait_link_up(rc)
+    mc.execute_command("SELECT", 9)  # the stream has db 9 selected at the restart
+    mc.set("before", "1")
+    mc.execute_command("SELECT", 0)
+    wait_same_offset(mc, rc)
+    rid = info(rc)["master_replid"]
+    assert r.stop() == 0
+    assert "DB saved on disk" in r.output()
+    # the stream continues in db 9 with no SELECT: the restarted replica
+    # must apply it there (repl-stream-db)
+    c9 = redis.Redis(host="127.0.0.1", port=m.port, db=9)
+    c9.set("while-down-9", "1")
+    mc.set("while-down", "1")
+    mc.incr("counter")
+    r.start()
+    rc = r.client()
+    wait_link_up(rc)
+    wait_same_offset(mc, rc)
+    assert rc.get("while-down") == b"1"
+    assert redis.Redis(host="127.0.0.1", port=r.port, db=9).get("while-down-9") == b"1"
+    assert rc.get("while-down-9") is None
+    st = info(mc, "stats")
+    assert st["sync_partial_ok"] == 1 and st["sync_full"] == 1, st
+    assert info(rc)["master_replid"] == rid
+    assert_same_data(mc, rc)
+    assert "Successful partial resynchronization" in r.output()
+
+
+@pytest.mark.timeout(60)
+def test_master_restart_keeps_history_as_replid2(kv_factory):
+    """A master's dump.rdb carries its id and offset too: after a restart
+    the old id is master_replid2 (second_repl_offset = offset + 1), as in
+    Redis 7.0 (psync2-master-restart)."""
+    m = kv_factory("--save", "3600 1", "--repl-diskless-sync-delay", "0")
+    mc = m.client()
+    r = kv_factory()
+    replicate(r.client(), m.port)
+    wait_link_up(r.client())
+    mc.set("a", 1)
+    wait_same_offset(mc, r.client())
+    before = info(mc)
+    m.restart()
+    mc = m.client()
+    after = info(mc)
+    assert after["master_replid"] != before["master_replid"]
+    assert after["master_replid2"] == before["master_replid"]
+    assert after["master_repl_offset"] == before["master_repl_offset"]
+    assert after["second_repl_offset"] == before["master_repl_offset"] + 1
+    assert after["repl_backlog_active"] == 1
+    # the replica reconnects and continues
+    wait_link_up(r.client())
+    mc.set("b", 2)
+    wait_same_offset(mc, r.client())
+    assert r.client().get("b") == b"2"
+    st = info(mc, "stats")
+    assert st["sync_partial_ok"] == 1 and st["sync_full"] == 0, st
