@@ -162,6 +162,9 @@ typedef struct rdb_repl_aux {
     int stream_db;
 } rdb_repl_aux;
 extern rdb_repl_aux rdb_loaded_repl;
+/* rdb-key-save-delay / key-load-delay (Redis's test knobs): microseconds
+ * slept per key written / loaded; negative -N sleeps 1 us every N keys. */
+extern int rdb_key_save_delay, rdb_key_load_delay;
 /* replication.c: the fields a file saved now carries. Returns 0 when it
  * carries none (a master without backlog, a replica that never synced). */
 int repl_rdb_save_info(rdb_repl_aux *out);

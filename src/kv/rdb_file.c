@@ -65,6 +65,15 @@ static void put_le64(unsigned char *p, uint64_t v)
 }
 
 rdb_repl_aux rdb_loaded_repl;
+int rdb_key_save_delay, rdb_key_load_delay;
+
+static void key_delay(int usec)
+{
+    if (usec < 0)
+        usec = rand() % -usec == 0;
+    if (usec > 0)
+        usleep((useconds_t)usec);
+}
 
 static int write_keyspace(rdb_out *o, int with_repl)
 {
@@ -112,6 +121,10 @@ static int write_keyspace(rdb_out *o, int with_repl)
             rdb_save_object(&o->b, e);
             if (o->b.len >= RDB_FLUSH_AT)
                 out_flush(o);
+            if (UNLIKELY(rdb_key_save_delay)) {
+                out_flush(o); /* the bytes go out at the slowed pace */
+                key_delay(rdb_key_save_delay);
+            }
             if (o->failed)
                 break;
         }
@@ -330,6 +343,8 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
         }
         kv_free(key);
         expire = -1;
+        if (UNLIKELY(rdb_key_load_delay))
+            key_delay(rdb_key_load_delay);
     }
 eof:
     if (ver >= 5) {

@@ -83,6 +83,8 @@ static struct {
     int announce_port;
     char diskless_load[16];
     int backlog_ttl, no_tcp_nodelay, ignore_maxmemory;
+    int noop_load_events, noop_watchdog;
+    char *noop_prop_err;
     /* replication ids and offsets */
     char replid[41], replid2[41];
     long long offset, second_offset;
@@ -136,7 +138,7 @@ static struct {
     timer resume_timer;
 } R = { .diskless_sync = 1, .diskless_delay = 5, .backlog_size = 1024 * 1024, .timeout = 60,
         .ping_period = 10, .read_only = 1, .serve_stale = 1, .min_max_lag = 10, .priority = 100,
-        .announced = 1, .diskless_load = "disabled", .backlog_ttl = 3600, .ignore_maxmemory = 1, .second_offset = -1, .seldb = -1, .fd = -1,
+        .announced = 1, .diskless_load = "disabled", .backlog_ttl = 3600, .noop_load_events = 2097152, .ignore_maxmemory = 1, .second_offset = -1, .seldb = -1, .fd = -1,
         .io = { .fd = -1 } };
 
 static void random_id(char *out)
@@ -1531,6 +1533,28 @@ int repl_no_expire(void)
     return R.host != NULL && (!srv.cl_running || srv.cl_running != R.master);
 }
 
+void repl_master_error(kv_client *c, const char *msg)
+{
+    if (!(c->repl_flags & REPL_C_MASTER))
+        return;
+    log_warn("== CRITICAL == This replica is sending an error to its master: '%s' after "
+             "processing the command '%s'", msg, c->cmd ? c->cmd->name : "<unknown>");
+}
+
+void repl_debug_replicate(kv_client *c)
+{
+    repl_feed(c->db, c->argc - 2, c->argv + 2);
+    reply_ok(c);
+}
+
+int repl_writes_refused(void)
+{
+    if (R.host || !R.min_to_write)
+        return 0;
+    refresh_good();
+    return R.good < R.min_to_write;
+}
+
 int repl_is_replica(void)
 {
     return R.host != NULL;
@@ -1786,6 +1810,13 @@ static const repl_opt ropts[] = {
     { "repl-disable-tcp-nodelay", C_BOOL, &R.no_tcp_nodelay, 0, 1 },
     { "repl-ping-slave-period", C_INT, &R.ping_period, 1, INT_MAX },
     { "replica-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
+    /* Redis's test knobs: microseconds per key saving / loading an RDB */
+    { "rdb-key-save-delay", C_INT, &rdb_key_save_delay, INT_MIN, INT_MAX },
+    { "key-load-delay", C_INT, &rdb_key_load_delay, INT_MIN, INT_MAX },
+    /* accepted, no effect */
+    { "loading-process-events-interval-bytes", C_INT, &R.noop_load_events, 1024, INT_MAX },
+    { "watchdog-period", C_INT, &R.noop_watchdog, 0, INT_MAX },
+    { "propagation-error-behavior", C_STR, &R.noop_prop_err, 0, 0 },
     { "slave-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
 };
 

@@ -54,6 +54,8 @@ void reply_error(kv_client *c, const char *msg)
     c->wbuf.len += n + 3;
     srv.stat_errors++;
     kv_errorstat_add(msg);
+    if (UNLIKELY(c->repl_flags))
+        repl_master_error(c, msg);
     if (c->cmd && srv.cmd_stats)
         srv.cmd_stats[c->cmd - kv_commands].failed++;
 }

@@ -704,7 +704,7 @@ static int script_call_impl(lua_State *L, int raise)
             err = "ERR Write commands are not allowed from read-only scripts.";
             goto fail;
         }
-        if (kv_min_replicas_to_write > 0) {
+        if (repl_writes_refused()) {
             err = "NOREPLICAS Not enough good replicas to write.";
             goto fail;
         }
@@ -1136,7 +1136,7 @@ int script_check_flags(kv_client *c, unsigned flags, int ro)
         reply_error(c, "ERR Can not execute a script with write flag using *_ro command.");
         return -1;
     }
-    if (!(flags & SCRIPT_NO_WRITES) && !ro && kv_min_replicas_to_write > 0) {
+    if (!(flags & SCRIPT_NO_WRITES) && !ro && repl_writes_refused()) {
         reply_error(c, "NOREPLICAS Not enough good replicas to write.");
         return -1;
     }

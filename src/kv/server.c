@@ -865,7 +865,9 @@ static int listen_all(void)
                 log_info("skipping bind %s: %s", na.text, strerror(-fd));
                 continue;
             }
-            log_error("could not listen on %s: %s", na.text, strerror(-fd));
+            /* Redis's words: its test suite retries another port on them */
+            log_error("Failed listening on port %d (tcp), aborting. (%s: %s)", srv.cfg.port,
+                      na.text, strerror(-fd));
             return -1;
         }
         if (loop_io_start(&srv.loop, &srv.listen_io[srv.nlisten], fd, LOOP_READ, accept_cb,
@@ -990,6 +992,10 @@ int kv_server_main(int argc, char **argv)
         fprintf(stderr, "brisk-kv: cannot open log file %s\n", srv.cfg.logfile);
         return 1;
     }
+    /* logfile "" is standard output, as in Redis (Redis's test suite reads
+     * the log there); stderr stays when stdout cannot be opened. */
+    if (!srv.cfg.logfile || !srv.cfg.logfile[0])
+        (void)log_open("/dev/stdout");
     log_set_level((enum log_level)srv.cfg.loglevel);
     if (srv.cfg.dir && chdir(srv.cfg.dir) < 0) {
         log_error("cannot use dir %s: %s", srv.cfg.dir, strerror(errno));
@@ -1058,8 +1064,11 @@ int kv_server_main(int argc, char **argv)
     }
     if (listen_all() < 0)
         return 1;
-    log_info("brisk-kv %s ready to accept connections (port %d, pid %d)", BRISK_VERSION,
+    /* Redis's start-up lines, which tools wait for (" PID: N", "Ready to
+     * accept connections"). */
+    log_info("brisk-kv %s (redis_version=%s) Port: %d PID: %d", BRISK_VERSION, KV_VERSION,
              srv.cfg.port, (int)getpid());
+    log_info("Ready to accept connections");
     timer_init(&srv.cron, cron_cb, NULL);
     timer_start(&srv.loop, &srv.cron, (uint64_t)(1000 / srv.cfg.hz));
     int rc = loop_run(&srv.loop);

@@ -736,6 +736,8 @@ int repl_from_master(void); /* the running command came from our master */
 /* We replicate a master: a deadline already past keeps the key (its DEL
  * comes from the master), as Redis's checkAlreadyExpired. */
 int repl_is_replica(void);
+/* min-replicas-to-write is not met: writes get NOREPLICAS (scripts too). */
+int repl_writes_refused(void);
 /* Config options of replication: 1 when name is not one of them. */
 int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                     size_t errlen);
@@ -750,6 +752,10 @@ void repl_sync_counts(unsigned long long out[3]); /* the same three counters */
 void repl_debug_digest(kv_client *c);
 void repl_debug_digest_value(kv_client *c);
 void repl_debug_populate(kv_client *c);
+void repl_debug_replicate(kv_client *c); /* DEBUG REPLICATE cmd args...: stream only */
+/* An error reply to our master (its replies are dropped): logged as
+ * Redis's "== CRITICAL ==" line, so a diverging replica shows in the log. */
+void repl_master_error(kv_client *c, const char *msg);
 /* server.c: a client on an fd we connected (the master link). */
 kv_client *kv_client_attach_fd(int fd);
 /* -- end repl -- */

@@ -775,8 +775,8 @@ void dump_debug_reload(kv_client *c)
 
 void dump_debug_object(kv_client *c)
 {
-    kv_entry *e = db_find(c->db, c->argv[2]);
-    if (!e || db_expired(e)) {
+    kv_entry *e = db_find(c->db, c->argv[2]); /* stored, even if logically expired (Redis) */
+    if (!e) {
         reply_error(c, ERR_NO_KEY);
         return;
     }

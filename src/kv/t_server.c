@@ -493,6 +493,8 @@ void debug_command(kv_client *c)
         repl_debug_digest_value(c);
     } else if (arg_is(sub, "populate") && c->argc >= 3 && c->argc <= 5) {
         repl_debug_populate(c);
+    } else if (arg_is(sub, "replicate") && c->argc >= 3) {
+        repl_debug_replicate(c);
     } else {
         subcommand_unknown(c, "DEBUG");
     }
