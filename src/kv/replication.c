@@ -40,6 +40,14 @@ int kv_active_expire_off;
 
 static void wait_check(int timeouts);
 static void expire_local_keys(void);
+static void failover_abort(const char *why);
+static void failover_done(void);
+static void failover_cron(void);
+static void unset_master(void);
+static const char *replica_ip(kv_client *c, char *out, size_t n);
+
+enum { FO_NONE, FO_WAIT_SYNC, FO_IN_PROGRESS };
+static const char *const fo_names[] = { "no-failover", "waiting-for-sync", "failover-in-progress" };
 
 static int arg_is(str s, const char *lower)
 {
@@ -136,6 +144,11 @@ static struct {
     } *lk;
     int nlk, lkcap;
     timer resume_timer;
+    /* FAILOVER: writes paused while a replica catches up (FO_WAIT_SYNC),
+     * then we PSYNC it with FAILOVER as its replica (FO_IN_PROGRESS) */
+    int fo_state, fo_force, fo_port;
+    char fo_host[256]; /* "" = any replica */
+    int64_t fo_end_ms; /* 0 = no timeout */
 } R = { .diskless_sync = 1, .diskless_delay = 5, .backlog_size = 1024 * 1024, .timeout = 60,
         .ping_period = 10, .read_only = 1, .serve_stale = 1, .min_max_lag = 10, .priority = 100,
         .announced = 1, .diskless_load = "disabled", .backlog_ttl = 3600, .noop_load_events = 2097152, .ignore_maxmemory = 1, .second_offset = -1, .seldb = -1, .fd = -1,
@@ -699,7 +712,7 @@ void sync_command(kv_client *c)
 {
     if (c->repl_flags & REPL_C_REPLICA)
         return; /* already one */
-    if (R.host && R.state != LS_CONNECTED) {
+    if (R.host && R.state != LS_CONNECTED && !(c->argc == 4 && arg_is(c->argv[3], "failover"))) {
         reply_error(c, "NOMASTERLINK Can't SYNC while not connected with my master");
         return;
     }
@@ -707,7 +720,17 @@ void sync_command(kv_client *c)
         reply_error(c, "ERR SYNC and PSYNC are invalid with pending output");
         return;
     }
-    int is_psync = c->argc == 3 && arg_is(c->argv[0], "psync");
+    if (c->argc == 4 && arg_is(c->argv[0], "psync") && arg_is(c->argv[3], "failover")) {
+        /* Our master hands over (FAILOVER): we become a master, and it
+         * continues as our replica with the rest of this PSYNC. */
+        if (!(R.host && c->argv[1].len == 40 && strncasecmp(c->argv[1].p, R.replid, 40) == 0)) {
+            reply_error(c, "ERR PSYNC FAILOVER replid must match my replid.");
+            return;
+        }
+        log_info("Failover request received for replid %s.", R.replid);
+        unset_master();
+    }
+    int is_psync = c->argc >= 3 && arg_is(c->argv[0], "psync");
     if (is_psync) {
         long long off;
         int ok = kv_parse_ll(c->argv[2].p, c->argv[2].len, &off) == 0;
@@ -902,6 +925,8 @@ static void link_fail(const char *why)
     log_warn("Master link to %s:%d: %s", R.host, R.port, why);
     link_close();
     R.state = LS_CONNECT;
+    if (R.fo_state == FO_IN_PROGRESS)
+        failover_abort("Failover target link failed before the PSYNC reply");
 }
 
 static int link_send(int argc, const char **argv)
@@ -955,8 +980,9 @@ static void link_step(int state)
         char off[32];
         if (R.cached) {
             snprintf(off, sizeof off, "%lld", R.offset + 1);
-            const char *a[] = { "PSYNC", R.replid, off };
-            link_send(3, a);
+            /* FAILOVER asks the target to become our master first */
+            const char *a[] = { "PSYNC", R.replid, off, "FAILOVER" };
+            link_send(R.fo_state == FO_IN_PROGRESS ? 4 : 3, a);
         } else {
             const char *a[] = { "PSYNC", "?", "-1" };
             link_send(3, a);
@@ -1144,6 +1170,8 @@ static void handshake_line(const char *l, size_t n)
             R.state = LS_TRANSFER;
             R.xfer_header = 1;
             log_info("Full resync from master: %s:%lld", id, off);
+            if (R.fo_state == FO_IN_PROGRESS)
+                failover_done();
             return;
         }
         if (n >= 9 && strncmp(l, "+CONTINUE", 9) == 0) {
@@ -1161,7 +1189,14 @@ static void handshake_line(const char *l, size_t n)
             memcpy(R.master_replid, R.replid, 41);
             R.sync_partial_ok += 0;
             log_info("Successful partial resynchronization with master.");
+            if (R.fo_state == FO_IN_PROGRESS)
+                failover_done();
             become_connected(0);
+            return;
+        }
+        if (R.fo_state == FO_IN_PROGRESS) {
+            log_warn("Failover target rejected the PSYNC FAILOVER request: %s", l);
+            failover_abort("Failover target rejected psync request");
             return;
         }
         link_fail(err ? "error reply to PSYNC" : "unexpected reply to PSYNC");
@@ -1384,6 +1419,181 @@ void replicaof_command(kv_client *c)
     reply_ok(c);
 }
 
+/* ---- FAILOVER ---- */
+
+/* Writes wait (as CLIENT PAUSE WRITE) for the whole failover. */
+static void failover_pause(int on)
+{
+    if (on) {
+        if (srv.pause_type != KV_PAUSE_ALL)
+            srv.pause_type = KV_PAUSE_WRITE;
+        srv.pause_end_ms = INT64_MAX;
+        return;
+    }
+    /* as CLIENT UNPAUSE: held clients run again */
+    srv.pause_type = 0;
+    srv.pause_end_ms = 0;
+    if (srv.held)
+        srv.resume_held = 1;
+}
+
+static void failover_clear(void)
+{
+    R.fo_state = FO_NONE;
+    R.fo_force = 0;
+    R.fo_host[0] = '\0';
+    R.fo_port = 0;
+    R.fo_end_ms = 0;
+    failover_pause(0);
+}
+
+static void failover_abort(const char *why)
+{
+    log_warn("FAILOVER aborted: %s", why);
+    int demoted = R.fo_state == FO_IN_PROGRESS;
+    R.fo_state = FO_NONE; /* before unset_master: no recursion through link_fail */
+    if (demoted)
+        unset_master(); /* back to master of our replicas */
+    failover_clear();
+}
+
+static void failover_done(void)
+{
+    log_info("Failover target %s:%d accepted the PSYNC: failover complete.", R.host, R.port);
+    failover_clear();
+}
+
+static kv_client *replica_at(const char *host, int port)
+{
+    for (int i = 0; i < R.nreplicas; i++) {
+        kv_client *r = R.replicas[i];
+        char ip[64];
+        if (r->repl_listen_port == port && strcasecmp(replica_ip(r, ip, sizeof ip), host) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* Waiting for a replica at our offset: then we become its replica and
+ * PSYNC it with FAILOVER. */
+static void failover_cron(void)
+{
+    kv_client *target = NULL;
+    if (R.fo_host[0]) {
+        kv_client *r = replica_at(R.fo_host, R.fo_port);
+        if (r && r->repl_state == RS_ONLINE && r->repl_ack_off == R.offset)
+            target = r;
+    } else {
+        for (int i = 0; i < R.nreplicas && !target; i++) {
+            kv_client *r = R.replicas[i];
+            if (r->repl_state == RS_ONLINE && r->repl_ack_off == R.offset)
+                target = r;
+        }
+    }
+    if (!target && R.fo_end_ms && srv.now_ms >= R.fo_end_ms) {
+        if (!R.fo_force) {
+            failover_abort("Replica never caught up before timeout");
+            return;
+        }
+        log_warn("FAILOVER timeout reached: forcing the failover to %s:%d", R.fo_host, R.fo_port);
+    } else if (!target) {
+        if (srv.now_ms - R.last_ping_ms >= 1000) {
+            R.last_ping_ms = srv.now_ms;
+            send_getack();
+        }
+        return;
+    } else {
+        char ip[64];
+        snprintf(R.fo_host, sizeof R.fo_host, "%s", replica_ip(target, ip, sizeof ip));
+        R.fo_port = target->repl_listen_port;
+        log_info("Failover target %s:%d is synced, failing over.", R.fo_host, R.fo_port);
+    }
+    R.fo_state = FO_IN_PROGRESS;
+    char host[256];
+    snprintf(host, sizeof host, "%s", R.fo_host);
+    set_master(host, R.fo_port);
+}
+
+void failover_command(kv_client *c)
+{
+    str host = { NULL, 0 };
+    long long port = 0, timeout = 0;
+    int have_to = 0, have_timeout = 0, force = 0, abort_ = 0;
+    for (int i = 1; i < c->argc; i++) {
+        str a = c->argv[i];
+        if (arg_is(a, "to") && !have_to && i + 2 < c->argc) {
+            host = c->argv[i + 1];
+            if (arg_ll(c, c->argv[i + 2], &port) < 0)
+                return;
+            have_to = 1;
+            i += 2;
+        } else if (arg_is(a, "timeout") && !have_timeout && i + 1 < c->argc) {
+            if (arg_ll(c, c->argv[i + 1], &timeout) < 0)
+                return;
+            have_timeout = 1;
+            i++;
+        } else if (arg_is(a, "force") && !force) {
+            force = 1;
+        } else if (arg_is(a, "abort") && !abort_) {
+            abort_ = 1;
+        } else {
+            reply_error(c, "ERR syntax error");
+            return;
+        }
+    }
+    if (abort_) {
+        if (have_to || have_timeout || force)
+            reply_error(c, "ERR syntax error");
+        else if (R.fo_state == FO_NONE)
+            reply_error(c, "ERR No failover in progress.");
+        else {
+            failover_abort("Failover manually aborted");
+            reply_ok(c);
+        }
+        return;
+    }
+    const char *err = NULL;
+    kv_client *r = NULL;
+    char target[256] = "";
+    if (have_to) {
+        size_t n = MIN(host.len, sizeof target - 1);
+        memcpy(target, host.p, n);
+        target[n] = '\0';
+    }
+    if (have_timeout && timeout <= 0)
+        err = "ERR FAILOVER timeout must be greater than 0";
+    else if (R.host)
+        err = "ERR FAILOVER is not valid when server is a replica.";
+    else if (R.fo_state != FO_NONE)
+        err = "ERR FAILOVER already in progress.";
+    else if (R.nreplicas == 0)
+        err = "ERR FAILOVER requires connected replicas.";
+    else if (force && (!have_timeout || !have_to))
+        err = "ERR FAILOVER with force option requires both a timeout and target HOST and IP.";
+    else if (have_to && !(port > 0 && port <= 65535 && host.len < sizeof target &&
+                          (r = replica_at(target, (int)port))))
+        err = "ERR FAILOVER target HOST and PORT is not a replica.";
+    else if (have_to && r->repl_state != RS_ONLINE)
+        err = "ERR FAILOVER target replica is not online.";
+    if (err) {
+        reply_error(c, err);
+        return;
+    }
+    if (have_to)
+        log_info("FAILOVER requested to %s:%d.", target, (int)port);
+    else
+        log_info("FAILOVER requested to any replica.");
+    memcpy(R.fo_host, target, sizeof target);
+    R.fo_port = (int)port;
+    R.fo_force = force;
+    R.fo_end_ms = have_timeout ? srv.now_ms + (timeout > INT64_MAX / 4 ? INT64_MAX / 4 : timeout) : 0;
+    R.fo_state = FO_WAIT_SYNC;
+    failover_pause(1);
+    R.last_ping_ms = srv.now_ms;
+    send_getack();
+    reply_ok(c);
+}
+
 /* ---- the replication fields of dump.rdb ---- */
 
 int repl_rdb_save_info(rdb_repl_aux *out)
@@ -1526,6 +1736,8 @@ void repl_cron(void)
     }
     if (R.nwaiting)
         wait_check(1);
+    if (R.fo_state == FO_WAIT_SYNC)
+        failover_cron();
 }
 
 int repl_no_expire(void)
@@ -1747,11 +1959,11 @@ void repl_info(buf *b)
              r->repl_ack_off, lag);
     }
     addf(b,
-         "master_failover_state:no-failover\r\nmaster_replid:%s\r\nmaster_replid2:%s\r\n"
+         "master_failover_state:%s\r\nmaster_replid:%s\r\nmaster_replid2:%s\r\n"
          "master_repl_offset:%lld\r\nsecond_repl_offset:%lld\r\nrepl_backlog_active:%d\r\n"
          "repl_backlog_size:%lld\r\nrepl_backlog_first_byte_offset:%lld\r\n"
          "repl_backlog_histlen:%lld\r\n\r\n",
-         R.replid, R.replid2, R.offset, R.second_offset, R.backlog != NULL,
+         fo_names[R.fo_state], R.replid, R.replid2, R.offset, R.second_offset, R.backlog != NULL,
          R.backlog ? R.bl_size : R.backlog_size, R.backlog ? R.bl_off : 0LL,
          R.backlog ? R.bl_histlen : 0LL);
 }

@@ -160,6 +160,7 @@ CMD(eval); CMD(evalsha); CMD(eval_ro); CMD(evalsha_ro); CMD(script); CMD(fcall);
 /* -- end script -- */
 /* -- handlers: repl -- */
 CMD(replconf);
+CMD(failover);
 /* -- end repl -- */
 #undef CMD
 

@@ -780,3 +780,121 @@ def test_master_restart_keeps_history_as_replid2(kv_factory):
     assert r.client().get("b") == b"2"
     st = info(mc, "stats")
     assert st["sync_partial_ok"] == 1 and st["sync_full"] == 0, st
+
+
+# ---- FAILOVER ----
+
+
+def _err(c, *args):
+    try:
+        return c.execute_command(*args)
+    except redis.ResponseError as e:
+        return f"ERR: {e}"
+
+
+@pytest.mark.timeout(60)
+def test_failover_errors_match_redis(kv_factory, real):
+    km, rm = kv_factory("--repl-diskless-sync-delay", "0"), real("--repl-diskless-sync-delay", "0")
+    kr, rr = kv_factory(), real()
+    pairs = ((km, kr), (rm, rr))
+    no_replicas = [("FAILOVER",), ("FAILOVER", "ABORT"), ("FAILOVER", "TO", "127.0.0.1", "1"),
+                   ("FAILOVER", "TO", "127.0.0.1"), ("FAILOVER", "FORCE"),
+                   ("FAILOVER", "TIMEOUT", "0"), ("FAILOVER", "TIMEOUT", "-1"),
+                   ("FAILOVER", "TIMEOUT", "x"), ("FAILOVER", "TO", "127.0.0.1", "x"),
+                   ("FAILOVER", "bogus"), ("FAILOVER", "ABORT", "TIMEOUT", "10"),
+                   ("FAILOVER", "TO", "h", "1", "TO", "h", "2"), ("FAILOVER", "FORCE", "ABORT"),
+                   ("FAILOVER", "TIMEOUT", "9223372036854775807"),
+                   ("FAILOVER", "TIMEOUT", "-9223372036854775808"),
+                   ("FAILOVER", "TO", "127.0.0.1", "9223372036854775808")]
+    got = [[_err(m.client(), *a) for a in no_replicas] for m, _ in pairs]
+    assert got[0] == got[1]
+    for m, r in pairs:
+        replicate(r.client(), m.port)
+    for m, r in pairs:
+        wait_link_up(r.client())
+    with_replicas = [("FAILOVER", "FORCE"), ("FAILOVER", "TIMEOUT", "10", "FORCE"),
+                     ("FAILOVER", "TO", "127.0.0.1", "70000"), ("FAILOVER", "TO", "127.0.0.1", "-1"),
+                     ("FAILOVER", "TO", "localhost", "{rport}"),
+                     ("FAILOVER", "TO", "127.0.0.1", "{rport}", "FORCE"),
+                     ("FAILOVER", "TIMEOUT", "0", "TO", "127.0.0.1", "1")]
+    got = []
+    for m, r in pairs:
+        got.append([_err(m.client(), *[a.format(rport=r.port) for a in args])
+                    for args in with_replicas])
+        got[-1].append(_err(r.client(), "FAILOVER"))
+        c = m.client()
+        p = c.pipeline(transaction=True)
+        p.execute_command("FAILOVER", "ABORT")
+        got[-1].append(str(p.execute(raise_on_error=False)))
+    assert got[0] == got[1]
+    for m, _ in pairs:
+        assert info(m.client())["master_failover_state"] == "no-failover"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kinds", [("brisk", "brisk"), ("brisk", "redis"), ("redis", "brisk")])
+def test_failover_swaps_roles(kv_factory, real, kinds):
+    """FAILOVER TO the replica: writes pause, the replica takes over through
+    PSYNC ... FAILOVER, the old master continues as its replica with
+    +CONTINUE (no full sync), no acknowledged write is lost. Both ways with
+    real Redis: a real replica taken over by brisk-kv's FAILOVER, and a
+    brisk-kv replica taken over by a real master's."""
+    mk, rk = kinds
+    m = kv_factory("--repl-diskless-sync-delay", "0") if mk == "brisk" else \
+        real("--repl-diskless-sync-delay", "0")
+    r = kv_factory("--repl-diskless-sync-delay", "0") if rk == "brisk" else \
+        real("--repl-diskless-sync-delay", "0")
+    mc, rc = m.client(), r.client()
+    populate(mc, 1000)
+    replicate(rc, m.port)
+    wait_link_up(rc)
+    for i in range(100):
+        mc.set(f"fo:{i}", i)
+    assert mc.execute_command("WAIT", 1, 5000) == 1
+    assert mc.execute_command("FAILOVER", "TO", "127.0.0.1", r.port, "TIMEOUT", 10000) == b"OK"
+    wait_for(lambda: info(mc)["role"] == "slave" and info(rc)["role"] == "master" and
+             info(mc)["master_failover_state"] == "no-failover" and
+             info(mc)["master_link_status"] == "up", 30, "roles swapped")
+    assert info(mc)["master_port"] == r.port
+    rc.set("after", 1)
+    wait_same_offset(rc, mc)
+    assert mc.get("after") == b"1"
+    assert_same_data(rc, mc)
+    st = info(rc, "stats")
+    assert st["sync_partial_ok"] == 1 and st["sync_full"] == 0, st
+    with pytest.raises(redis.ResponseError, match="read only replica"):
+        mc.set("x", 1)
+
+
+@pytest.mark.timeout(60)
+def test_failover_timeout_aborts_and_force_proceeds(kv_factory):
+    m = kv_factory("--repl-diskless-sync-delay", "0")
+    r = kv_factory()
+    mc, rc = m.client(), r.client()
+    replicate(rc, m.port)
+    wait_link_up(rc)
+    r.proc.send_signal(signal.SIGSTOP)
+    try:
+        mc.set("k", 1)
+        assert mc.execute_command("FAILOVER", "TIMEOUT", 300) == b"OK"
+        assert info(mc)["master_failover_state"] == "waiting-for-sync"
+        # writes wait during the failover; reads do not
+        assert mc.get("k") == b"1"
+        wait_for(lambda: info(mc)["master_failover_state"] == "no-failover", 10, "timeout")
+        assert info(mc)["role"] == "master"
+        assert "FAILOVER aborted: Replica never caught up before timeout" in m.output()
+        assert mc.set("k", 2)  # unpaused
+        assert mc.execute_command("FAILOVER", "TO", "127.0.0.1", r.port) == b"OK"
+        assert mc.execute_command("FAILOVER", "ABORT") == b"OK"
+        assert mc.set("k", 3)
+        assert mc.execute_command("FAILOVER", "TO", "127.0.0.1", r.port, "TIMEOUT", 300,
+                                  "FORCE") == b"OK"
+        wait_for(lambda: info(mc)["master_failover_state"] == "failover-in-progress", 10,
+                 "forced past the timeout")
+    finally:
+        r.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: info(rc)["role"] == "master" and info(mc).get("master_link_status") == "up",
+             30, "forced failover")
+    # FORCE may lose what the stopped replica had not read: only agreement
+    wait_same_offset(rc, mc)
+    assert mc.get("k") == rc.get("k")
