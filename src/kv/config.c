@@ -289,8 +289,17 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         return 0;
     }
     if (argc != 1) {
-        if (o->kind == O_STR && o->off == OFF(save)) {
-            /* save 3600 1 300 100: accepted, snapshots are not implemented */
+        if (o->kind == O_STR && o->off == OFF(save) && argc > 1 && argc % 2 == 0) {
+            /* save 3600 1 300 100 (a config file line): the points as one
+             * string, as CONFIG SET save takes them */
+            size_t len = 1;
+            for (int i = 0; i < argc; i++)
+                len += strlen(argv[i]) + 1;
+            char *joined = kv_malloc(len), *w = joined;
+            for (int i = 0; i < argc; i++)
+                w += sprintf(w, i ? " %s" : "%s", argv[i]);
+            kv_free(cfg->save);
+            cfg->save = joined;
             return 0;
         }
         snprintf(err, errlen, "wrong number of arguments");

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ typedef struct {
     buf b;
     uint64_t crc;
     int failed;
+    int err; /* errno of the failed write */
 } rdb_out;
 
 static void out_flush(rdb_out *o)
@@ -36,9 +38,10 @@ static void out_flush(rdb_out *o)
         ssize_t w = write(o->fd, o->b.data + off, o->b.len - off);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (w <= 0) {
             o->failed = 1;
-        else
+            o->err = w < 0 ? errno : ENOSPC;
+        } else
             off += (size_t)w;
     }
     o->b.len = 0;
@@ -150,6 +153,9 @@ int rdb_write_snapshot(int fd)
 
 int rdb_save_file(const char *path)
 {
+    /* A file size limit (RLIMIT_FSIZE) must fail the write (EFBIG), not
+     * kill the server or the BGSAVE child. */
+    signal(SIGXFSZ, SIG_IGN);
     char tmp[64];
     snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)getpid());
     rdb_out o = { .fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) };
@@ -158,18 +164,28 @@ int rdb_save_file(const char *path)
                  srv.cfg.dir ? srv.cfg.dir : ".", strerror(errno));
         return -1;
     }
+    /* Written to a temp file, flushed to disk, then renamed over the
+     * old one: a failed save (disk full, EFBIG) leaves the old file. */
     int rc = write_keyspace(&o, 1);
+    int err = o.err;
     buf_free(&o.b);
     if (rc == 0 && fsync(o.fd) < 0)
-        rc = -1;
+        rc = -1, err = errno;
     close(o.fd);
     if (rc == 0 && rename(tmp, path) < 0)
-        rc = -1;
+        rc = -1, err = errno;
     if (rc < 0) {
-        log_warn("Write error saving DB on disk: %s", strerror(errno));
+        log_warn("Write error saving DB on disk: %s (%s removed, %s left as it was)",
+                 strerror(err), tmp, path);
         unlink(tmp);
+        return -1;
     }
-    return rc;
+    int dfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) { /* the rename itself survives a crash */
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
 }
 
 /* ---- loading ---- */
@@ -318,7 +334,10 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
             goto short_read;
         if (rdb_load_object(&r, (int)type, &v) < 0) {
             kv_free(key);
-            snprintf(err, errlen, "Bad data format (type %u) loading key", type);
+            snprintf(err, errlen,
+                     "Bad data format (type %u) loading key at offset %zu of %zu: truncated or "
+                     "corrupt RDB",
+                     type, (size_t)(r.p - img), size);
             return -1;
         }
         str k = { key, klen };
@@ -352,8 +371,12 @@ eof:
         const unsigned char *crc_at = r.p;
         if (rd_le(&r, 8, &want) < 0)
             goto short_read;
-        if (want != 0 && rdb_crc64(0, img, (size_t)(crc_at - img)) != want) {
-            snprintf(err, errlen, "Wrong RDB checksum. Aborting now.");
+        uint64_t got = want ? rdb_crc64(0, img, (size_t)(crc_at - img)) : 0;
+        if (want != 0 && got != want) {
+            log_warn("Wrong RDB checksum expected: (%016llx) got (%016llx). Aborting now.",
+                     (unsigned long long)want, (unsigned long long)got);
+            snprintf(err, errlen, "Internal error in RDB reading offset %zu -> RDB CRC error",
+                     (size_t)(crc_at - img));
             return -1;
         }
     }
@@ -363,7 +386,10 @@ eof:
     log_info("Done loading RDB, keys loaded: %zu, keys expired: %zu.", loaded, expired);
     return 0;
 short_read:
-    snprintf(err, errlen, "Short read or OOM loading DB. Unrecoverable error, aborting now.");
+    snprintf(err, errlen,
+             "Short read or OOM loading DB (%zu bytes: truncated or corrupt RDB). Unrecoverable "
+             "error, aborting now.",
+             size);
     return -1;
 }
 

@@ -44,6 +44,7 @@ static void failover_abort(const char *why);
 static void failover_done(void);
 static void failover_cron(void);
 static void unset_master(void);
+static int misconf(void);
 static const char *replica_ip(kv_client *c, char *out, size_t n);
 
 enum { FO_NONE, FO_WAIT_SYNC, FO_IN_PROGRESS };
@@ -175,7 +176,7 @@ static void random_id(char *out)
 static void update_flags(void)
 {
     repl_feeding = R.backlog != NULL && !R.host;
-    repl_guard = R.host != NULL || R.min_to_write > 0;
+    repl_guard = R.host != NULL || R.min_to_write > 0 || misconf();
 }
 
 static void repl_at_exit(void)
@@ -1054,6 +1055,21 @@ static int rdb_stream_db(const char *data, size_t n)
 
 static void load_transfer(const char *data, size_t n)
 {
+    /* A damaged image is refused before the dataset is emptied: the
+     * replica keeps serving what it had (Redis empties it first). */
+    if (n >= 9 + 8) {
+        uint64_t want = 0;
+        for (int i = 0; i < 8; i++)
+            want |= (uint64_t)(unsigned char)data[n - 8 + i] << (8 * i);
+        uint64_t got = want ? rdb_crc64(0, data, n - 8) : 0;
+        if (want && got != want) {
+            log_error("MASTER <-> REPLICA sync: the RDB from the master is corrupt (CRC64 "
+                      "%016llx, expected %016llx): dataset kept, retrying",
+                      (unsigned long long)got, (unsigned long long)want);
+            link_fail("corrupt RDB");
+            return;
+        }
+    }
     int stream_db = rdb_stream_db(data, n);
     for (int d = 0; d < srv.cfg.databases; d++) {
         db_flush(&srv.dbs[d]);
@@ -1214,6 +1230,9 @@ static void link_read(void)
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
+        if (R.state == LS_TRANSFER)
+            log_warn("I/O error trying to sync with MASTER: connection lost after %zu bytes of "
+                     "the RDB; the dataset is kept", R.in.len);
         link_fail(n == 0 ? "connection closed" : strerror(errno));
         return;
     }
@@ -1759,12 +1778,35 @@ void repl_debug_replicate(kv_client *c)
     reply_ok(c);
 }
 
-int repl_writes_refused(void)
+static const char misconf_err[] =
+    "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to "
+    "disk. Commands that may modify the data set are disabled, because this instance is "
+    "configured to report errors during writes if RDB snapshotting fails "
+    "(stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB "
+    "error.";
+
+static int misconf(void)
 {
-    if (R.host || !R.min_to_write)
-        return 0;
+    const char *stop = kv_config_noop_str("stop-writes-on-bgsave-error");
+    return srv.rdb_last_bgsave_failed && srv.cfg.save && srv.cfg.save[0] && stop &&
+           strcasecmp(stop, "yes") == 0;
+}
+
+void repl_persist_status_changed(void)
+{
+    update_flags();
+}
+
+const char *repl_write_refusal(void)
+{
+    if (R.host)
+        return NULL;
+    if (misconf())
+        return misconf_err;
+    if (!R.min_to_write)
+        return NULL;
     refresh_good();
-    return R.good < R.min_to_write;
+    return R.good < R.min_to_write ? "NOREPLICAS Not enough good replicas to write." : NULL;
 }
 
 int repl_is_replica(void)
@@ -1819,11 +1861,8 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
         err = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
     else if (R.host && R.read_only && (cmd->flags & CMD_WRITE))
         err = "READONLY You can't write against a read only replica.";
-    else if (!R.host && R.min_to_write && (cmd->flags & CMD_WRITE)) {
-        refresh_good();
-        if (R.good < R.min_to_write)
-            err = "NOREPLICAS Not enough good replicas to write.";
-    }
+    else if (!R.host && (cmd->flags & CMD_WRITE))
+        err = repl_write_refusal();
     if (!err) {
         if (R.host && (cmd->flags & CMD_WRITE) && cmd->first_key > 0)
             note_local_keys(c, cmd);

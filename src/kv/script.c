@@ -704,10 +704,8 @@ static int script_call_impl(lua_State *L, int raise)
             err = "ERR Write commands are not allowed from read-only scripts.";
             goto fail;
         }
-        if (repl_writes_refused()) {
-            err = "NOREPLICAS Not enough good replicas to write.";
+        if ((err = repl_write_refusal()) != NULL)
             goto fail;
-        }
     }
     if ((cmd->flags & CMD_DENYOOM) && srv.cfg.maxmemory && !(run->flags & SCRIPT_ALLOW_OOM) &&
         !run->wrote && kv_evict_if_needed() < 0) {
@@ -1136,8 +1134,9 @@ int script_check_flags(kv_client *c, unsigned flags, int ro)
         reply_error(c, "ERR Can not execute a script with write flag using *_ro command.");
         return -1;
     }
-    if (!(flags & SCRIPT_NO_WRITES) && !ro && repl_writes_refused()) {
-        reply_error(c, "NOREPLICAS Not enough good replicas to write.");
+    const char *refusal = !(flags & SCRIPT_NO_WRITES) && !ro ? repl_write_refusal() : NULL;
+    if (refusal) {
+        reply_error(c, refusal);
         return -1;
     }
     if (!(flags & SCRIPT_NO_WRITES) && !(flags & SCRIPT_ALLOW_OOM) && !ro && srv.cfg.maxmemory &&

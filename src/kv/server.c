@@ -1047,6 +1047,10 @@ int kv_server_main(int argc, char **argv)
     tracking_init();
     kv_introspect_init();
     repl_init();
+    /* Before loading, as Redis: a server that fails to load has logged
+     * its pid (Redis's test suite waits for " PID: N"). */
+    log_info("brisk-kv %s (redis_version=%s) Port: %d PID: %d", BRISK_VERSION, KV_VERSION,
+             srv.cfg.port, (int)getpid());
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);
@@ -1064,11 +1068,7 @@ int kv_server_main(int argc, char **argv)
     }
     if (listen_all() < 0)
         return 1;
-    /* Redis's start-up lines, which tools wait for (" PID: N", "Ready to
-     * accept connections"). */
-    log_info("brisk-kv %s (redis_version=%s) Port: %d PID: %d", BRISK_VERSION, KV_VERSION,
-             srv.cfg.port, (int)getpid());
-    log_info("Ready to accept connections");
+    log_info("Ready to accept connections"); /* Redis's words: tools wait for them */
     timer_init(&srv.cron, cron_cb, NULL);
     timer_start(&srv.loop, &srv.cron, (uint64_t)(1000 / srv.cfg.hz));
     int rc = loop_run(&srv.loop);

@@ -644,6 +644,7 @@ static void bgsave_check_child(void)
     }
     srv.rdb_child_pid = -1;
     srv.rdb_last_bgsave_failed = !ok;
+    repl_persist_status_changed(); /* MISCONF starts or ends */
     srv.rdb_last_bgsave_secs = (srv.now_ms - srv.rdb_save_start_ms) / 1000 + 1;
     if (ok) {
         srv.rdb_dirty_at_save = srv.rdb_dirty_at_fork;
@@ -699,6 +700,23 @@ void dump_at_exit(void)
     bgsave_kill_child();
     if (srv.shutdown_asap > 0 && srv.cfg.save && srv.cfg.save[0])
         dump_shutdown_save();
+}
+
+void dump_flushall(void)
+{
+    if (srv.rdb_child_pid > 0) {
+        bgsave_kill_child(); /* on purpose: not a failed save (no MISCONF) */
+        log_warn("Background saving terminated by FLUSHALL");
+    }
+    if (srv.cfg.save && srv.cfg.save[0] && !srv.loading) {
+        char path[256];
+        rdb_filename(path);
+        uint64_t dirty = srv.dirty;
+        if (rdb_save_file(path) == 0) {
+            srv.rdb_dirty_at_save = dirty;
+            saved();
+        }
+    }
 }
 
 int dump_shutdown_save(void)

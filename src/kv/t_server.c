@@ -125,6 +125,7 @@ void flushall_command(kv_client *c)
         db_flush(&srv.dbs[i]);
     }
     kv_dirty(1);
+    dump_flushall();
     reply_ok(c);
 }
 
