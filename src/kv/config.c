@@ -289,6 +289,11 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         return 0;
     }
     if (argc != 1) {
+        if (o->kind == O_STR && o->off == OFF(save) && argc == 0) {
+            kv_free(cfg->save); /* save "" (a config file line): no save points */
+            cfg->save = xstrdup("");
+            return 0;
+        }
         if (o->kind == O_STR && o->off == OFF(save) && argc > 1 && argc % 2 == 0) {
             /* save 3600 1 300 100 (a config file line): the points as one
              * string, as CONFIG SET save takes them */

@@ -1104,6 +1104,14 @@ static void load_transfer(const char *data, size_t n)
     become_connected(1);
     if (R.master && stream_db >= 0 && stream_db < srv.cfg.databases)
         kv_client_set_db(R.master, stream_db);
+    if (R.master) {
+        /* The first ACK at once: a master that sent a diskless RDB holds
+         * the stream until it (as Redis's replica does). */
+        char num[KV_LL_STR_MAX];
+        str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
+        put_command(&R.master->wbuf, 3, ack);
+        kv_client_output_added(R.master);
+    }
     if (srv.aof_state)
         aof_set_enabled(0), aof_set_enabled(1);
 }
@@ -1514,7 +1522,7 @@ static void failover_cron(void)
             failover_abort("Replica never caught up before timeout");
             return;
         }
-        log_warn("FAILOVER timeout reached: forcing the failover to %s:%d", R.fo_host, R.fo_port);
+        log_warn("FAILOVER to %s:%d time out exceeded, failing over.", R.fo_host, R.fo_port);
     } else if (!target) {
         if (srv.now_ms - R.last_ping_ms >= 1000) {
             R.last_ping_ms = srv.now_ms;

@@ -1052,6 +1052,11 @@ int kv_server_main(int argc, char **argv)
     log_info("brisk-kv %s (redis_version=%s) Port: %d PID: %d", BRISK_VERSION, KV_VERSION,
              srv.cfg.port, (int)getpid());
 
+    /* Listening before the load: a client connecting meanwhile waits for
+     * the dataset instead of being refused (Redis answers LOADING). */
+    if (listen_all() < 0)
+        return 1;
+
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);
     if (srv.cfg.appendonly) {
@@ -1066,8 +1071,6 @@ int kv_server_main(int argc, char **argv)
     } else if (dump_load_at_start() < 0) {
         return 1;
     }
-    if (listen_all() < 0)
-        return 1;
     log_info("Ready to accept connections"); /* Redis's words: tools wait for them */
     timer_init(&srv.cron, cron_cb, NULL);
     timer_start(&srv.loop, &srv.cron, (uint64_t)(1000 / srv.cfg.hz));

@@ -410,8 +410,9 @@ void config_command(kv_client *c)
             char **argv = &val;
             int argc = 1;
             char **split = NULL;
+            /* "save" stays one string ("900 1 300 10", "" = none): t_dump reads it so */
             if (STR_IEQ(c->argv[i], "client-output-buffer-limit") ||
-                STR_IEQ(c->argv[i], "save") || STR_IEQ(c->argv[i], "bind")) {
+                STR_IEQ(c->argv[i], "bind")) {
                 argc = kv_split_line(val, &split);
                 if (argc < 0)
                     argc = 0;
