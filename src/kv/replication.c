@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
@@ -1367,6 +1368,21 @@ static void link_connect(void)
 
 /* ---- REPLICAOF ---- */
 
+/* A master turned replica: clients blocked on its keys would wait for
+ * writes that now come from elsewhere (Redis disconnects them likewise). */
+static void unblock_all_clients(void)
+{
+    for (kv_client *c = srv.clients; c; c = c->next) {
+        if (!c->blocked || !c->bstate)
+            continue;
+        c->cmd = c->bstate->cmd;
+        reply_error(c, "UNBLOCKED force unblock from blocking operation, instance state changed "
+                       "(master -> replica?)");
+        blocking_done(c);
+        kv_client_output_added(c);
+    }
+}
+
 static void set_master(const char *host, int port)
 {
     int was_master = R.host == NULL;
@@ -1376,6 +1392,8 @@ static void set_master(const char *host, int port)
     if (R.master)
         kv_client_close(R.master);
     link_close();
+    if (was_master)
+        unblock_all_clients();
     /* Replicas resync with us and learn the new history. */
     disconnect_replicas();
     for (int i = R.nwaiting - 1; i >= 0; i--) {
@@ -1709,7 +1727,11 @@ void repl_cron(void)
             link_connect();
         else if (R.state != LS_CONNECTED && R.state != LS_NONE &&
                  srv.now_ms - R.last_io_ms > (int64_t)R.timeout * 1000)
-            link_fail("timeout connecting to / receiving from master");
+            link_fail(R.state == LS_TRANSFER
+                          ? "Timeout receiving bulk data from MASTER... If the problem persists "
+                            "try to set the 'repl-timeout' parameter in redis.conf to a larger "
+                            "value."
+                          : "Timeout connecting to the MASTER...");
         if (R.master && srv.now_ms - R.master->last_ms > (int64_t)R.timeout * 1000) {
             log_warn("MASTER timeout: no data nor PING received...");
             kv_client_close(R.master);

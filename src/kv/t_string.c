@@ -107,6 +107,15 @@ static void set_generic(kv_client *c, str key, str val, int flags, int64_t when,
             char ms[KV_LL_STR_MAX];
             str prop[5] = { STR("SET"), key, val, STR("PXAT"), { ms, kv_fmt_ll(ms, when) } };
             kv_propagate_as(c, 5, prop);
+        } else if ((flags & SET_GET) && c->argc <= 16) {
+            /* replicas get SET without GET (GETSET as SET), as in Redis 7 */
+            str prop[16];
+            int n = 0;
+            prop[n++] = STR("SET");
+            for (int i = 1; i < c->argc; i++)
+                if (i < 3 || !arg_is(c->argv[i], "get"))
+                    prop[n++] = c->argv[i];
+            kv_propagate_as(c, n, prop);
         }
     }
     kv_notify(c->db, NOTIFY_STRING, "set", key);
