@@ -940,7 +940,9 @@ static int parse_cli(int argc, char **argv)
     int i = 1;
     char err[512];
     if (i < argc && strncmp(argv[i], "--", 2) != 0) {
-        srv.config_file = argv[i];
+        /* absolute: CONFIG REWRITE runs after the chdir to dir */
+        char *abs = realpath(argv[i], NULL);
+        srv.config_file = abs ? abs : argv[i];
         if (kv_config_load_file(&srv.cfg, argv[i], err, sizeof err) < 0) {
             fprintf(stderr, "brisk-kv: %s\n", err);
             return -1;
@@ -1047,15 +1049,15 @@ int kv_server_main(int argc, char **argv)
     tracking_init();
     kv_introspect_init();
     repl_init();
-    /* Before loading, as Redis: a server that fails to load has logged
-     * its pid (Redis's test suite waits for " PID: N"). */
-    log_info("brisk-kv %s (redis_version=%s) Port: %d PID: %d", BRISK_VERSION, KV_VERSION,
-             srv.cfg.port, (int)getpid());
-
     /* Listening before the load: a client connecting meanwhile waits for
      * the dataset instead of being refused (Redis answers LOADING). */
     if (listen_all() < 0)
         return 1;
+    /* After listening and before loading, as Redis: a busy port is logged
+     * first, a server that fails to load has logged its pid (Redis's test
+     * suite waits for " PID: N"). */
+    log_info("brisk-kv %s (redis_version=%s) Port: %d PID: %d", BRISK_VERSION, KV_VERSION,
+             srv.cfg.port, (int)getpid());
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);
