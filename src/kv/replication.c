@@ -1394,8 +1394,9 @@ static void set_master(const char *host, int port)
     link_close();
     if (was_master)
         unblock_all_clients();
-    /* Replicas resync with us and learn the new history. */
-    disconnect_replicas();
+    /* Our replicas stay (Redis 7.0): they follow the new master's stream
+     * through us if it continues our history (+CONTINUE), and are dropped
+     * when the history changes (a new id, or a full sync once loaded). */
     for (int i = R.nwaiting - 1; i >= 0; i--) {
         kv_client *c = R.waiting[i];
         c->repl_wait_num = 0;
@@ -1837,6 +1838,11 @@ const char *repl_write_refusal(void)
         return NULL;
     refresh_good();
     return R.good < R.min_to_write ? "NOREPLICAS Not enough good replicas to write." : NULL;
+}
+
+int repl_rdb_child_running(void)
+{
+    return R.child > 0;
 }
 
 int repl_is_replica(void)
