@@ -14,6 +14,7 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -735,8 +736,12 @@ void sync_command(kv_client *c)
     int is_psync = c->argc >= 3 && arg_is(c->argv[0], "psync");
     if (is_psync) {
         long long off;
-        int ok = kv_parse_ll(c->argv[2].p, c->argv[2].len, &off) == 0;
-        if (ok && try_partial(c, c->argv[1], off) == 0)
+        if (kv_parse_ll(c->argv[2].p, c->argv[2].len, &off) < 0) {
+            log_warn("Replica %s asks for synchronization but with a wrong offset", c->addr);
+            reply_error(c, "ERR value is not an integer or out of range");
+            return;
+        }
+        if (try_partial(c, c->argv[1], off) == 0)
             return;
         if (!(c->argv[1].len == 1 && c->argv[1].p[0] == '?'))
             R.sync_partial_err++;
@@ -1801,6 +1806,31 @@ void repl_master_error(kv_client *c, const char *msg)
         return;
     log_warn("== CRITICAL == This replica is sending an error to its master: '%s' after "
              "processing the command '%s'", msg, c->cmd ? c->cmd->name : "<unknown>");
+}
+
+void repl_replica_replied(kv_client *c)
+{
+    if (c->flags & CLIENT_CLOSE_ASAP)
+        return;
+    static const char *const containers[] = { "xinfo", "xgroup", "config", "client", "object",
+                                              "memory", "script", "function", "command", "acl",
+                                              "slowlog", "latency", "pubsub", "cluster", "module" };
+    char name[96] = "<unknown>";
+    if (c->cmd) {
+        snprintf(name, sizeof name, "%s", c->cmd->name);
+        for (size_t i = 0; i < ARRAY_LEN(containers) && c->argc > 1; i++) {
+            if (strcmp(c->cmd->name, containers[i]) == 0) {
+                size_t k = strlen(name);
+                int n = (int)MIN(c->argv[1].len, sizeof name - k - 2);
+                snprintf(name + k, sizeof name - k, "|%.*s", n, c->argv[1].p);
+                for (char *p = name + k; *p; p++)
+                    *p = (char)tolower((unsigned char)*p);
+            }
+        }
+    }
+    log_warn("Replica generated a reply to command '%s', disconnecting it: %s", name, c->addr);
+    c->flags |= CLIENT_CLOSE_ASAP;
+    kv_client_output_added(c);
 }
 
 void repl_debug_replicate(kv_client *c)

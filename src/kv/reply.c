@@ -1,5 +1,7 @@
 #include "kv/reply.h"
 
+#include "kv/replication.h"
+
 #include "kv/util.h"
 
 #include <stdio.h>
@@ -13,6 +15,8 @@ static void oom(void)
 
 static inline char *room(kv_client *c, size_t n)
 {
+    if (UNLIKELY(c->repl_flags & REPL_C_REPLICA))
+        repl_replica_replied(c); /* a reply would corrupt its stream */
     if (UNLIKELY(c->wbuf.cap - c->wbuf.len < n) && buf_reserve(&c->wbuf, n) < 0)
         oom();
     return c->wbuf.data + c->wbuf.len;

@@ -765,6 +765,9 @@ int repl_rdb_child_running(void); /* DEBUG REPLICATE cmd args...: stream only */
 /* An error reply to our master (its replies are dropped): logged as
  * Redis's "== CRITICAL ==" line, so a diverging replica shows in the log. */
 void repl_master_error(kv_client *c, const char *msg);
+/* A replica of ours ran a command that replies: logged and closed (its
+ * socket carries the RDB and the stream), as Redis. */
+void repl_replica_replied(kv_client *c);
 /* server.c: a client on an fd we connected (the master link). */
 kv_client *kv_client_attach_fd(int fd);
 /* -- end repl -- */
