@@ -27,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -618,10 +619,15 @@ static void start_full_sync(void)
     snprintf(R.child_tmp, sizeof R.child_tmp, "temp-%d.%lld.rdb", (int)getpid(),
              (long long)srv.now_ms);
     R.sync_full += (uint64_t)live;
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
+        /* A server killed (kill -9, OOM killer) takes its sync child along. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(0xff);
         _exit(child_send(fds, live, diskless, R.child_tmp, stream_db));
     }
     if (pid < 0) {
