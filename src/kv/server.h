@@ -756,12 +756,12 @@ void repl_sync_counts(unsigned long long out[3]); /* the same three counters */
 void repl_debug_digest(kv_client *c);
 void repl_debug_digest_value(kv_client *c);
 void repl_debug_populate(kv_client *c);
-void repl_debug_replicate(kv_client *c);
+void repl_debug_replicate(kv_client *c); /* DEBUG REPLICATE cmd args...: stream only */
 /* t_dump.c: FLUSHALL stops a BGSAVE (its snapshot is stale) and, with save
  * points, saves the empty dataset, as Redis. */
 void dump_flushall(void);
 /* A full-sync RDB child runs (INFO rdb_bgsave_in_progress counts it, as Redis). */
-int repl_rdb_child_running(void); /* DEBUG REPLICATE cmd args...: stream only */
+int repl_rdb_child_running(void);
 /* An error reply to our master (its replies are dropped): logged as
  * Redis's "== CRITICAL ==" line, so a diverging replica shows in the log. */
 void repl_master_error(kv_client *c, const char *msg);
