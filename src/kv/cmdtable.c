@@ -522,6 +522,8 @@ const kv_cmd kv_commands[] = {
     /* -- commands: repl -- */
     { "replconf", -1, CMD_ADMIN | CMD_NOSCRIPT | CMD_LOADING | CMD_STALE | CMD_ALLOW_BUSY, replconf_command, 0, 0, 0, "server",
       "An internal command for configuring the replication stream.", "3.0.0", NULL, "@admin @slow @dangerous" },
+    { "failover", -1, CMD_ADMIN | CMD_NOSCRIPT | CMD_STALE, failover_command, 0, 0, 0, "server",
+      "Start a coordinated failover between this server and one of its replicas.", "6.2.0", NULL, "@admin @slow @dangerous" },
     /* -- end repl -- */
 };
 

@@ -1769,7 +1769,7 @@ static void info_persistence(buf *b)
             "aof_last_write_status:%s\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\n"
             "module_fork_last_cow_size:0\r\n",
          srv.loading, (unsigned long long)(srv.dirty - srv.rdb_dirty_at_save),
-         srv.rdb_child_pid > 0, (long long)srv.lastsave,
+         srv.rdb_child_pid > 0 || repl_rdb_child_running(), (long long)srv.lastsave,
          srv.rdb_last_bgsave_failed ? "err" : "ok", (long long)srv.rdb_last_bgsave_secs - 1,
          srv.rdb_child_pid > 0 ? (long long)((srv.now_ms - srv.rdb_save_start_ms) / 1000) : -1LL,
          (unsigned long long)srv.rdb_saves, (unsigned long long)srv.rdb_load_expired,

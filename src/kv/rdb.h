@@ -151,4 +151,25 @@ int rdb_save_file(const char *path);
  * no such file, -1 with a message in err. */
 int rdb_load_file(const char *path, int merge, char *err, size_t errlen);
 
+/* The replication aux fields of the last RDB rdb_load_image read
+ * ("repl-id", "repl-offset", "repl-stream-db"; valid when both the id and
+ * the offset were there). A file saved by SAVE/BGSAVE/SHUTDOWN carries
+ * them (repl_rdb_save_info) so a restarted node can PSYNC. */
+typedef struct rdb_repl_aux {
+    int valid;
+    char id[41];
+    long long offset;
+    int stream_db;
+} rdb_repl_aux;
+extern rdb_repl_aux rdb_loaded_repl;
+/* rdb-key-save-delay / key-load-delay (Redis's test knobs): microseconds
+ * slept per key written / loaded; negative -N sleeps 1 us every N keys. */
+extern int rdb_key_save_delay, rdb_key_load_delay;
+/* replication.c: the fields a file saved now carries. Returns 0 when it
+ * carries none (a master without backlog, a replica that never synced). */
+int repl_rdb_save_info(rdb_repl_aux *out);
+/* replication.c: start-up loaded dump.rdb: its replication fields become
+ * our history (a replica's cached master, a master's replid2). */
+void repl_rdb_loaded(void);
+
 #endif

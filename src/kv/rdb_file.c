@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ typedef struct {
     buf b;
     uint64_t crc;
     int failed;
+    int err; /* errno of the failed write */
 } rdb_out;
 
 static void out_flush(rdb_out *o)
@@ -36,9 +38,10 @@ static void out_flush(rdb_out *o)
         ssize_t w = write(o->fd, o->b.data + off, o->b.len - off);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (w <= 0) {
             o->failed = 1;
-        else
+            o->err = w < 0 ? errno : ENOSPC;
+        } else
             off += (size_t)w;
     }
     o->b.len = 0;
@@ -64,7 +67,18 @@ static void put_le64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static int write_keyspace(rdb_out *o)
+rdb_repl_aux rdb_loaded_repl;
+int rdb_key_save_delay, rdb_key_load_delay;
+
+static void key_delay(int usec)
+{
+    if (usec < 0)
+        usec = rand() % -usec == 0;
+    if (usec > 0)
+        usleep((useconds_t)usec);
+}
+
+static int write_keyspace(rdb_out *o, int with_repl)
 {
     char v[64];
     out_bytes(o, "REDIS0010", 9);
@@ -74,6 +88,14 @@ static int write_keyspace(rdb_out *o)
     out_aux(o, "ctime", v);
     snprintf(v, sizeof v, "%zu", kv_memory_used());
     out_aux(o, "used-mem", v);
+    rdb_repl_aux ri;
+    if (with_repl && repl_rdb_save_info(&ri)) {
+        snprintf(v, sizeof v, "%d", ri.stream_db);
+        out_aux(o, "repl-stream-db", v);
+        out_aux(o, "repl-id", ri.id);
+        snprintf(v, sizeof v, "%lld", ri.offset);
+        out_aux(o, "repl-offset", v);
+    }
     out_aux(o, "aof-base", "0");
     for (int d = 0; d < srv.cfg.databases; d++) {
         kv_db *db = &srv.dbs[d];
@@ -102,6 +124,10 @@ static int write_keyspace(rdb_out *o)
             rdb_save_object(&o->b, e);
             if (o->b.len >= RDB_FLUSH_AT)
                 out_flush(o);
+            if (UNLIKELY(rdb_key_save_delay)) {
+                out_flush(o); /* the bytes go out at the slowed pace */
+                key_delay(rdb_key_save_delay);
+            }
             if (o->failed)
                 break;
         }
@@ -120,13 +146,16 @@ static int write_keyspace(rdb_out *o)
 int rdb_write_snapshot(int fd)
 {
     rdb_out o = { .fd = fd };
-    int rc = write_keyspace(&o);
+    int rc = write_keyspace(&o, 0);
     buf_free(&o.b);
     return rc;
 }
 
 int rdb_save_file(const char *path)
 {
+    /* A file size limit (RLIMIT_FSIZE) must fail the write (EFBIG), not
+     * kill the server or the BGSAVE child. */
+    signal(SIGXFSZ, SIG_IGN);
     char tmp[64];
     snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)getpid());
     rdb_out o = { .fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) };
@@ -135,18 +164,28 @@ int rdb_save_file(const char *path)
                  srv.cfg.dir ? srv.cfg.dir : ".", strerror(errno));
         return -1;
     }
-    int rc = write_keyspace(&o);
+    /* Written to a temp file, flushed to disk, then renamed over the
+     * old one: a failed save (disk full, EFBIG) leaves the old file. */
+    int rc = write_keyspace(&o, 1);
+    int err = o.err;
     buf_free(&o.b);
     if (rc == 0 && fsync(o.fd) < 0)
-        rc = -1;
+        rc = -1, err = errno;
     close(o.fd);
     if (rc == 0 && rename(tmp, path) < 0)
-        rc = -1;
+        rc = -1, err = errno;
     if (rc < 0) {
-        log_warn("Write error saving DB on disk: %s", strerror(errno));
+        log_warn("Write error saving DB on disk: %s (%s removed, %s left as it was)",
+                 strerror(err), tmp, path);
         unlink(tmp);
+        return -1;
     }
-    return rc;
+    int dfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) { /* the rename itself survives a crash */
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
 }
 
 /* ---- loading ---- */
@@ -167,6 +206,34 @@ static int rd_le(rdb_reader *r, int n, uint64_t *v)
     for (int i = 0; i < n; i++)
         *v |= (uint64_t)r->p[i] << (8 * i);
     r->p += n;
+    return 0;
+}
+
+/* One AUX field: the replication ones are kept in rdb_loaded_repl. */
+static int load_aux(rdb_reader *r, int *have)
+{
+    char *k = NULL, *v = NULL;
+    size_t kl, vl;
+    if (rdb_load_string(r, &k, &kl) < 0 || rdb_load_string(r, &v, &vl) < 0) {
+        kv_free(k);
+        return -1;
+    }
+    long long n;
+    rdb_repl_aux *a = &rdb_loaded_repl;
+    if (kl == 7 && memcmp(k, "repl-id", 7) == 0 && vl == 40) {
+        memcpy(a->id, v, 40);
+        a->id[40] = '\0';
+        *have |= 1;
+    } else if (kl == 11 && memcmp(k, "repl-offset", 11) == 0 && kv_parse_ll(v, vl, &n) == 0 &&
+               n >= 0) {
+        a->offset = n;
+        *have |= 2;
+    } else if (kl == 14 && memcmp(k, "repl-stream-db", 14) == 0 &&
+               kv_parse_ll(v, vl, &n) == 0 && n >= 0 && n < srv.cfg.databases) {
+        a->stream_db = (int)n;
+    }
+    kv_free(k);
+    kv_free(v);
     return 0;
 }
 
@@ -200,6 +267,8 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
     }
     rdb_reader r = { img + 9, img + size };
     kv_db *db = &srv.dbs[0];
+    int have_repl = 0;
+    memset(&rdb_loaded_repl, 0, sizeof rdb_loaded_repl);
     int64_t expire = -1;
     size_t loaded = 0, expired = 0;
     for (;;) {
@@ -241,7 +310,7 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
                 goto short_read;
             continue;
         case RDB_OPCODE_AUX:
-            if (skip_string(&r) < 0 || skip_string(&r) < 0)
+            if (load_aux(&r, &have_repl) < 0)
                 goto short_read;
             continue;
         case RDB_OPCODE_FUNCTION2:
@@ -265,7 +334,10 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
             goto short_read;
         if (rdb_load_object(&r, (int)type, &v) < 0) {
             kv_free(key);
-            snprintf(err, errlen, "Bad data format (type %u) loading key", type);
+            snprintf(err, errlen,
+                     "Bad data format (type %u) loading key at offset %zu of %zu: truncated or "
+                     "corrupt RDB",
+                     type, (size_t)(r.p - img), size);
             return -1;
         }
         str k = { key, klen };
@@ -279,7 +351,7 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
             kv_free(key);
             return -1;
         }
-        if (expire != -1 && expire <= srv.now_ms) {
+        if (expire != -1 && expire <= srv.now_ms && !repl_is_replica()) {
             rdb_value_free(&v); /* already expired: a master drops it */
             expired++;
         } else {
@@ -290,6 +362,8 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
         }
         kv_free(key);
         expire = -1;
+        if (UNLIKELY(rdb_key_load_delay))
+            key_delay(rdb_key_load_delay);
     }
 eof:
     if (ver >= 5) {
@@ -297,17 +371,25 @@ eof:
         const unsigned char *crc_at = r.p;
         if (rd_le(&r, 8, &want) < 0)
             goto short_read;
-        if (want != 0 && rdb_crc64(0, img, (size_t)(crc_at - img)) != want) {
-            snprintf(err, errlen, "Wrong RDB checksum. Aborting now.");
+        uint64_t got = want ? rdb_crc64(0, img, (size_t)(crc_at - img)) : 0;
+        if (want != 0 && got != want) {
+            log_warn("Wrong RDB checksum expected: (%016llx) got (%016llx). Aborting now.",
+                     (unsigned long long)want, (unsigned long long)got);
+            snprintf(err, errlen, "Internal error in RDB reading offset %zu -> RDB CRC error",
+                     (size_t)(crc_at - img));
             return -1;
         }
     }
+    rdb_loaded_repl.valid = have_repl == 3;
     srv.rdb_load_loaded = loaded;
     srv.rdb_load_expired = expired;
     log_info("Done loading RDB, keys loaded: %zu, keys expired: %zu.", loaded, expired);
     return 0;
 short_read:
-    snprintf(err, errlen, "Short read or OOM loading DB. Unrecoverable error, aborting now.");
+    snprintf(err, errlen,
+             "Short read or OOM loading DB (%zu bytes: truncated or corrupt RDB). Unrecoverable "
+             "error, aborting now.",
+             size);
     return -1;
 }
 

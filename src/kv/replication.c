@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "kv/aof.h"
+#include "kv/blocking.h"
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
@@ -13,6 +14,7 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,6 +43,15 @@ int kv_active_expire_off;
 
 static void wait_check(int timeouts);
 static void expire_local_keys(void);
+static void failover_abort(const char *why);
+static void failover_done(void);
+static void failover_cron(void);
+static void unset_master(void);
+static int misconf(void);
+static const char *replica_ip(kv_client *c, char *out, size_t n);
+
+enum { FO_NONE, FO_WAIT_SYNC, FO_IN_PROGRESS };
+static const char *const fo_names[] = { "no-failover", "waiting-for-sync", "failover-in-progress" };
 
 static int arg_is(str s, const char *lower)
 {
@@ -83,6 +95,8 @@ static struct {
     int announce_port;
     char diskless_load[16];
     int backlog_ttl, no_tcp_nodelay, ignore_maxmemory;
+    int noop_load_events, noop_watchdog;
+    char *noop_prop_err;
     /* replication ids and offsets */
     char replid[41], replid2[41];
     long long offset, second_offset;
@@ -116,6 +130,7 @@ static struct {
     int64_t last_io_ms, down_since_ms, handshake_start_ms;
     kv_client *master;
     int cached; /* replid/offset describe data we hold: PSYNC with them */
+    int master_db; /* the db the master's stream has selected at our offset */
     char master_replid[41];
     long long master_offset;
     int ack_pending;
@@ -133,9 +148,14 @@ static struct {
     } *lk;
     int nlk, lkcap;
     timer resume_timer;
+    /* FAILOVER: writes paused while a replica catches up (FO_WAIT_SYNC),
+     * then we PSYNC it with FAILOVER as its replica (FO_IN_PROGRESS) */
+    int fo_state, fo_force, fo_port;
+    char fo_host[256]; /* "" = any replica */
+    int64_t fo_end_ms; /* 0 = no timeout */
 } R = { .diskless_sync = 1, .diskless_delay = 5, .backlog_size = 1024 * 1024, .timeout = 60,
         .ping_period = 10, .read_only = 1, .serve_stale = 1, .min_max_lag = 10, .priority = 100,
-        .announced = 1, .diskless_load = "disabled", .backlog_ttl = 3600, .ignore_maxmemory = 1, .second_offset = -1, .seldb = -1, .fd = -1,
+        .announced = 1, .diskless_load = "disabled", .backlog_ttl = 3600, .noop_load_events = 2097152, .ignore_maxmemory = 1, .second_offset = -1, .seldb = -1, .fd = -1,
         .io = { .fd = -1 } };
 
 static void random_id(char *out)
@@ -159,7 +179,7 @@ static void random_id(char *out)
 static void update_flags(void)
 {
     repl_feeding = R.backlog != NULL && !R.host;
-    repl_guard = R.host != NULL || R.min_to_write > 0;
+    repl_guard = R.host != NULL || R.min_to_write > 0 || misconf();
 }
 
 static void repl_at_exit(void)
@@ -396,6 +416,10 @@ void repl_client_closed(kv_client *c)
         memcpy(R.replid, R.master_replid, 41);
         R.master = NULL;
         R.mpend.len = 0; /* the transaction is discarded with the link */
+        /* The stream continues after +CONTINUE without a new SELECT (a
+         * SELECT queued in a lost MULTI never ran, so c->db is the db at
+         * our offset). */
+        R.master_db = c->db ? c->db->id : 0;
         R.fd = -1;
         R.cached = 1;
         R.state = LS_CONNECT;
@@ -595,10 +619,15 @@ static void start_full_sync(void)
     snprintf(R.child_tmp, sizeof R.child_tmp, "temp-%d.%lld.rdb", (int)getpid(),
              (long long)srv.now_ms);
     R.sync_full += (uint64_t)live;
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
+        /* A server killed (kill -9, OOM killer) takes its sync child along. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(0xff);
         _exit(child_send(fds, live, diskless, R.child_tmp, stream_db));
     }
     if (pid < 0) {
@@ -692,7 +721,7 @@ void sync_command(kv_client *c)
 {
     if (c->repl_flags & REPL_C_REPLICA)
         return; /* already one */
-    if (R.host && R.state != LS_CONNECTED) {
+    if (R.host && R.state != LS_CONNECTED && !(c->argc == 4 && arg_is(c->argv[3], "failover"))) {
         reply_error(c, "NOMASTERLINK Can't SYNC while not connected with my master");
         return;
     }
@@ -704,11 +733,25 @@ void sync_command(kv_client *c)
         reply_error(c, "ERR replication over TLS is not supported by brisk-kv");
         return;
     }
-    int is_psync = c->argc == 3 && arg_is(c->argv[0], "psync");
+    if (c->argc == 4 && arg_is(c->argv[0], "psync") && arg_is(c->argv[3], "failover")) {
+        /* Our master hands over (FAILOVER): we become a master, and it
+         * continues as our replica with the rest of this PSYNC. */
+        if (!(R.host && c->argv[1].len == 40 && strncasecmp(c->argv[1].p, R.replid, 40) == 0)) {
+            reply_error(c, "ERR PSYNC FAILOVER replid must match my replid.");
+            return;
+        }
+        log_info("Failover request received for replid %s.", R.replid);
+        unset_master();
+    }
+    int is_psync = c->argc >= 3 && arg_is(c->argv[0], "psync");
     if (is_psync) {
         long long off;
-        int ok = kv_parse_ll(c->argv[2].p, c->argv[2].len, &off) == 0;
-        if (ok && try_partial(c, c->argv[1], off) == 0)
+        if (kv_parse_ll(c->argv[2].p, c->argv[2].len, &off) < 0) {
+            log_warn("Replica %s asks for synchronization but with a wrong offset", c->addr);
+            reply_error(c, "ERR value is not an integer or out of range");
+            return;
+        }
+        if (try_partial(c, c->argv[1], off) == 0)
             return;
         if (!(c->argv[1].len == 1 && c->argv[1].p[0] == '?'))
             R.sync_partial_err++;
@@ -899,6 +942,8 @@ static void link_fail(const char *why)
     log_warn("Master link to %s:%d: %s", R.host, R.port, why);
     link_close();
     R.state = LS_CONNECT;
+    if (R.fo_state == FO_IN_PROGRESS)
+        failover_abort("Failover target link failed before the PSYNC reply");
 }
 
 static int link_send(int argc, const char **argv)
@@ -952,8 +997,9 @@ static void link_step(int state)
         char off[32];
         if (R.cached) {
             snprintf(off, sizeof off, "%lld", R.offset + 1);
-            const char *a[] = { "PSYNC", R.replid, off };
-            link_send(3, a);
+            /* FAILOVER asks the target to become our master first */
+            const char *a[] = { "PSYNC", R.replid, off, "FAILOVER" };
+            link_send(R.fo_state == FO_IN_PROGRESS ? 4 : 3, a);
         } else {
             const char *a[] = { "PSYNC", "?", "-1" };
             link_send(3, a);
@@ -983,7 +1029,10 @@ static void become_connected(int full)
     R.last_io_ms = srv.now_ms;
     if (!R.backlog)
         backlog_create();
-    (void)full;
+    /* A partial resync continues the stream in the db it had selected;
+     * a full sync's stream starts with SELECT (or the RDB names the db). */
+    if (!full && R.master_db > 0 && R.master_db < srv.cfg.databases)
+        kv_client_set_db(m, R.master_db);
     /* Bytes of the stream read with the handshake's last reply. */
     if (R.in.len) {
         if (buf_append(&m->rbuf, R.in.data, R.in.len) < 0)
@@ -1022,6 +1071,21 @@ static int rdb_stream_db(const char *data, size_t n)
 
 static void load_transfer(const char *data, size_t n)
 {
+    /* A damaged image is refused before the dataset is emptied: the
+     * replica keeps serving what it had (Redis empties it first). */
+    if (n >= 9 + 8) {
+        uint64_t want = 0;
+        for (int i = 0; i < 8; i++)
+            want |= (uint64_t)(unsigned char)data[n - 8 + i] << (8 * i);
+        uint64_t got = want ? rdb_crc64(0, data, n - 8) : 0;
+        if (want && got != want) {
+            log_error("MASTER <-> REPLICA sync: the RDB from the master is corrupt (CRC64 "
+                      "%016llx, expected %016llx): dataset kept, retrying",
+                      (unsigned long long)got, (unsigned long long)want);
+            link_fail("corrupt RDB");
+            return;
+        }
+    }
     int stream_db = rdb_stream_db(data, n);
     for (int d = 0; d < srv.cfg.databases; d++) {
         db_flush(&srv.dbs[d]);
@@ -1056,6 +1120,14 @@ static void load_transfer(const char *data, size_t n)
     become_connected(1);
     if (R.master && stream_db >= 0 && stream_db < srv.cfg.databases)
         kv_client_set_db(R.master, stream_db);
+    if (R.master) {
+        /* The first ACK at once: a master that sent a diskless RDB holds
+         * the stream until it (as Redis's replica does). */
+        char num[KV_LL_STR_MAX];
+        str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
+        put_command(&R.master->wbuf, 3, ack);
+        kv_client_output_added(R.master);
+    }
     if (srv.aof_state)
         aof_set_enabled(0), aof_set_enabled(1);
 }
@@ -1138,6 +1210,8 @@ static void handshake_line(const char *l, size_t n)
             R.state = LS_TRANSFER;
             R.xfer_header = 1;
             log_info("Full resync from master: %s:%lld", id, off);
+            if (R.fo_state == FO_IN_PROGRESS)
+                failover_done();
             return;
         }
         if (n >= 9 && strncmp(l, "+CONTINUE", 9) == 0) {
@@ -1155,7 +1229,14 @@ static void handshake_line(const char *l, size_t n)
             memcpy(R.master_replid, R.replid, 41);
             R.sync_partial_ok += 0;
             log_info("Successful partial resynchronization with master.");
+            if (R.fo_state == FO_IN_PROGRESS)
+                failover_done();
             become_connected(0);
+            return;
+        }
+        if (R.fo_state == FO_IN_PROGRESS) {
+            log_warn("Failover target rejected the PSYNC FAILOVER request: %s", l);
+            failover_abort("Failover target rejected psync request");
             return;
         }
         link_fail(err ? "error reply to PSYNC" : "unexpected reply to PSYNC");
@@ -1173,6 +1254,9 @@ static void link_read(void)
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
+        if (R.state == LS_TRANSFER)
+            log_warn("I/O error trying to sync with MASTER: connection lost after %zu bytes of "
+                     "the RDB; the dataset is kept", R.in.len);
         link_fail(n == 0 ? "connection closed" : strerror(errno));
         return;
     }
@@ -1299,6 +1383,21 @@ static void link_connect(void)
 
 /* ---- REPLICAOF ---- */
 
+/* A master turned replica: clients blocked on its keys would wait for
+ * writes that now come from elsewhere (Redis disconnects them likewise). */
+static void unblock_all_clients(void)
+{
+    for (kv_client *c = srv.clients; c; c = c->next) {
+        if (!c->blocked || !c->bstate)
+            continue;
+        c->cmd = c->bstate->cmd;
+        reply_error(c, "UNBLOCKED force unblock from blocking operation, instance state changed "
+                       "(master -> replica?)");
+        blocking_done(c);
+        kv_client_output_added(c);
+    }
+}
+
 static void set_master(const char *host, int port)
 {
     int was_master = R.host == NULL;
@@ -1308,15 +1407,20 @@ static void set_master(const char *host, int port)
     if (R.master)
         kv_client_close(R.master);
     link_close();
-    /* Replicas resync with us and learn the new history. */
-    disconnect_replicas();
+    if (was_master)
+        unblock_all_clients();
+    /* Our replicas stay (Redis 7.0): they follow the new master's stream
+     * through us if it continues our history (+CONTINUE), and are dropped
+     * when the history changes (a new id, or a full sync once loaded). */
     for (int i = R.nwaiting - 1; i >= 0; i--) {
         kv_client *c = R.waiting[i];
         c->repl_wait_num = 0;
     }
     wait_check(0);
-    if (was_master)
+    if (was_master) {
         R.cached = 1; /* PSYNC with our own id and offset */
+        R.master_db = R.seldb > 0 ? R.seldb : 0;
+    }
     R.state = LS_CONNECT;
     R.down_since_ms = 0;
     update_flags();
@@ -1376,6 +1480,230 @@ void replicaof_command(kv_client *c)
     reply_ok(c);
 }
 
+/* ---- FAILOVER ---- */
+
+/* Writes wait (as CLIENT PAUSE WRITE) for the whole failover. */
+static void failover_pause(int on)
+{
+    if (on) {
+        if (srv.pause_type != KV_PAUSE_ALL)
+            srv.pause_type = KV_PAUSE_WRITE;
+        srv.pause_end_ms = INT64_MAX;
+        return;
+    }
+    /* as CLIENT UNPAUSE: held clients run again */
+    srv.pause_type = 0;
+    srv.pause_end_ms = 0;
+    if (srv.held)
+        srv.resume_held = 1;
+}
+
+static void failover_clear(void)
+{
+    R.fo_state = FO_NONE;
+    R.fo_force = 0;
+    R.fo_host[0] = '\0';
+    R.fo_port = 0;
+    R.fo_end_ms = 0;
+    failover_pause(0);
+}
+
+static void failover_abort(const char *why)
+{
+    log_warn("FAILOVER aborted: %s", why);
+    int demoted = R.fo_state == FO_IN_PROGRESS;
+    R.fo_state = FO_NONE; /* before unset_master: no recursion through link_fail */
+    if (demoted)
+        unset_master(); /* back to master of our replicas */
+    failover_clear();
+}
+
+static void failover_done(void)
+{
+    log_info("Failover target %s:%d accepted the PSYNC: failover complete.", R.host, R.port);
+    failover_clear();
+}
+
+static kv_client *replica_at(const char *host, int port)
+{
+    for (int i = 0; i < R.nreplicas; i++) {
+        kv_client *r = R.replicas[i];
+        char ip[64];
+        if (r->repl_listen_port == port && strcasecmp(replica_ip(r, ip, sizeof ip), host) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* Waiting for a replica at our offset: then we become its replica and
+ * PSYNC it with FAILOVER. */
+static void failover_cron(void)
+{
+    kv_client *target = NULL;
+    if (R.fo_host[0]) {
+        kv_client *r = replica_at(R.fo_host, R.fo_port);
+        if (r && r->repl_state == RS_ONLINE && r->repl_ack_off == R.offset)
+            target = r;
+    } else {
+        for (int i = 0; i < R.nreplicas && !target; i++) {
+            kv_client *r = R.replicas[i];
+            if (r->repl_state == RS_ONLINE && r->repl_ack_off == R.offset)
+                target = r;
+        }
+    }
+    if (!target && R.fo_end_ms && srv.now_ms >= R.fo_end_ms) {
+        if (!R.fo_force) {
+            failover_abort("Replica never caught up before timeout");
+            return;
+        }
+        log_warn("FAILOVER to %s:%d time out exceeded, failing over.", R.fo_host, R.fo_port);
+    } else if (!target) {
+        if (srv.now_ms - R.last_ping_ms >= 1000) {
+            R.last_ping_ms = srv.now_ms;
+            send_getack();
+        }
+        return;
+    } else {
+        char ip[64];
+        snprintf(R.fo_host, sizeof R.fo_host, "%s", replica_ip(target, ip, sizeof ip));
+        R.fo_port = target->repl_listen_port;
+        log_info("Failover target %s:%d is synced, failing over.", R.fo_host, R.fo_port);
+    }
+    R.fo_state = FO_IN_PROGRESS;
+    char host[256];
+    snprintf(host, sizeof host, "%s", R.fo_host);
+    set_master(host, R.fo_port);
+}
+
+void failover_command(kv_client *c)
+{
+    str host = { NULL, 0 };
+    long long port = 0, timeout = 0;
+    int have_to = 0, have_timeout = 0, force = 0, abort_ = 0;
+    for (int i = 1; i < c->argc; i++) {
+        str a = c->argv[i];
+        if (arg_is(a, "to") && !have_to && i + 2 < c->argc) {
+            host = c->argv[i + 1];
+            if (arg_ll(c, c->argv[i + 2], &port) < 0)
+                return;
+            have_to = 1;
+            i += 2;
+        } else if (arg_is(a, "timeout") && !have_timeout && i + 1 < c->argc) {
+            if (arg_ll(c, c->argv[i + 1], &timeout) < 0)
+                return;
+            have_timeout = 1;
+            i++;
+        } else if (arg_is(a, "force") && !force) {
+            force = 1;
+        } else if (arg_is(a, "abort") && !abort_) {
+            abort_ = 1;
+        } else {
+            reply_error(c, "ERR syntax error");
+            return;
+        }
+    }
+    if (abort_) {
+        if (have_to || have_timeout || force)
+            reply_error(c, "ERR syntax error");
+        else if (R.fo_state == FO_NONE)
+            reply_error(c, "ERR No failover in progress.");
+        else {
+            failover_abort("Failover manually aborted");
+            reply_ok(c);
+        }
+        return;
+    }
+    const char *err = NULL;
+    kv_client *r = NULL;
+    char target[256] = "";
+    if (have_to) {
+        size_t n = MIN(host.len, sizeof target - 1);
+        memcpy(target, host.p, n);
+        target[n] = '\0';
+    }
+    if (have_timeout && timeout <= 0)
+        err = "ERR FAILOVER timeout must be greater than 0";
+    else if (R.host)
+        err = "ERR FAILOVER is not valid when server is a replica.";
+    else if (R.fo_state != FO_NONE)
+        err = "ERR FAILOVER already in progress.";
+    else if (R.nreplicas == 0)
+        err = "ERR FAILOVER requires connected replicas.";
+    else if (force && (!have_timeout || !have_to))
+        err = "ERR FAILOVER with force option requires both a timeout and target HOST and IP.";
+    else if (have_to && !(port > 0 && port <= 65535 && host.len < sizeof target &&
+                          (r = replica_at(target, (int)port))))
+        err = "ERR FAILOVER target HOST and PORT is not a replica.";
+    else if (have_to && r->repl_state != RS_ONLINE)
+        err = "ERR FAILOVER target replica is not online.";
+    if (err) {
+        reply_error(c, err);
+        return;
+    }
+    if (have_to)
+        log_info("FAILOVER requested to %s:%d.", target, (int)port);
+    else
+        log_info("FAILOVER requested to any replica.");
+    memcpy(R.fo_host, target, sizeof target);
+    R.fo_port = (int)port;
+    R.fo_force = force;
+    R.fo_end_ms = have_timeout ? srv.now_ms + (timeout > INT64_MAX / 4 ? INT64_MAX / 4 : timeout) : 0;
+    R.fo_state = FO_WAIT_SYNC;
+    failover_pause(1);
+    R.last_ping_ms = srv.now_ms;
+    send_getack();
+    reply_ok(c);
+}
+
+/* ---- the replication fields of dump.rdb ---- */
+
+int repl_rdb_save_info(rdb_repl_aux *out)
+{
+    memset(out, 0, sizeof *out);
+    if (R.host && R.master) {
+        out->stream_db = R.master->db ? R.master->db->id : 0;
+    } else if (R.host && R.cached) {
+        out->stream_db = R.master_db;
+    } else if (!R.host && R.backlog) {
+        /* A master's stream selects again after a restart (seldb -1). */
+        out->stream_db = R.seldb > 0 ? R.seldb : 0;
+    } else {
+        return 0;
+    }
+    memcpy(out->id, R.replid, 41);
+    out->offset = R.offset;
+    out->valid = 1;
+    return 1;
+}
+
+void repl_rdb_loaded(void)
+{
+    const rdb_repl_aux *a = &rdb_loaded_repl;
+    if (!a->valid)
+        return;
+    memcpy(R.replid, a->id, 41);
+    R.offset = a->offset;
+    if (R.host) {
+        /* Our data is the master's history up to this offset: PSYNC it. */
+        memcpy(R.master_replid, a->id, 41);
+        R.cached = 1;
+        R.master_db = a->stream_db;
+        backlog_create();
+        log_info("Using the replication ID %s and offset %lld of the RDB to PSYNC with the master",
+                 R.replid, R.offset);
+        return;
+    }
+    /* A master restarts with a new history that continues the saved one:
+     * its replicas PSYNC with the old id (replid2). */
+    backlog_create();
+    memcpy(R.replid2, a->id, 41);
+    R.second_offset = R.offset + 1;
+    random_id(R.replid);
+    update_flags();
+    log_info("Restored the replication history %s up to offset %lld from the RDB (new id %s)",
+             R.replid2, R.offset, R.replid);
+}
+
 /* ---- cron ---- */
 
 static void refresh_good(void)
@@ -1415,7 +1743,11 @@ void repl_cron(void)
             link_connect();
         else if (R.state != LS_CONNECTED && R.state != LS_NONE &&
                  srv.now_ms - R.last_io_ms > (int64_t)R.timeout * 1000)
-            link_fail("timeout connecting to / receiving from master");
+            link_fail(R.state == LS_TRANSFER
+                          ? "Timeout receiving bulk data from MASTER... If the problem persists "
+                            "try to set the 'repl-timeout' parameter in redis.conf to a larger "
+                            "value."
+                          : "Timeout connecting to the MASTER...");
         if (R.master && srv.now_ms - R.master->last_ms > (int64_t)R.timeout * 1000) {
             log_warn("MASTER timeout: no data nor PING received...");
             kv_client_close(R.master);
@@ -1469,11 +1801,93 @@ void repl_cron(void)
     }
     if (R.nwaiting)
         wait_check(1);
+    if (R.fo_state == FO_WAIT_SYNC)
+        failover_cron();
 }
 
 int repl_no_expire(void)
 {
     return R.host != NULL && (!srv.cl_running || srv.cl_running != R.master);
+}
+
+void repl_master_error(kv_client *c, const char *msg)
+{
+    if (!(c->repl_flags & REPL_C_MASTER))
+        return;
+    log_warn("== CRITICAL == This replica is sending an error to its master: '%s' after "
+             "processing the command '%s'", msg, c->cmd ? c->cmd->name : "<unknown>");
+}
+
+void repl_replica_replied(kv_client *c)
+{
+    if (c->flags & CLIENT_CLOSE_ASAP)
+        return;
+    static const char *const containers[] = { "xinfo", "xgroup", "config", "client", "object",
+                                              "memory", "script", "function", "command", "acl",
+                                              "slowlog", "latency", "pubsub", "cluster", "module" };
+    char name[96] = "<unknown>";
+    if (c->cmd) {
+        snprintf(name, sizeof name, "%s", c->cmd->name);
+        for (size_t i = 0; i < ARRAY_LEN(containers) && c->argc > 1; i++) {
+            if (strcmp(c->cmd->name, containers[i]) == 0) {
+                size_t k = strlen(name);
+                int n = (int)MIN(c->argv[1].len, sizeof name - k - 2);
+                snprintf(name + k, sizeof name - k, "|%.*s", n, c->argv[1].p);
+                for (char *p = name + k; *p; p++)
+                    *p = (char)tolower((unsigned char)*p);
+            }
+        }
+    }
+    log_warn("Replica generated a reply to command '%s', disconnecting it: %s", name, c->addr);
+    c->flags |= CLIENT_CLOSE_ASAP;
+    kv_client_output_added(c);
+}
+
+void repl_debug_replicate(kv_client *c)
+{
+    repl_feed(c->db, c->argc - 2, c->argv + 2);
+    reply_ok(c);
+}
+
+static const char misconf_err[] =
+    "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to "
+    "disk. Commands that may modify the data set are disabled, because this instance is "
+    "configured to report errors during writes if RDB snapshotting fails "
+    "(stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB "
+    "error.";
+
+static int misconf(void)
+{
+    const char *stop = kv_config_noop_str("stop-writes-on-bgsave-error");
+    return srv.rdb_last_bgsave_failed && srv.cfg.save && srv.cfg.save[0] && stop &&
+           strcasecmp(stop, "yes") == 0;
+}
+
+void repl_persist_status_changed(void)
+{
+    update_flags();
+}
+
+const char *repl_write_refusal(void)
+{
+    if (R.host)
+        return NULL;
+    if (misconf())
+        return misconf_err;
+    if (!R.min_to_write)
+        return NULL;
+    refresh_good();
+    return R.good < R.min_to_write ? "NOREPLICAS Not enough good replicas to write." : NULL;
+}
+
+int repl_rdb_child_running(void)
+{
+    return R.child > 0;
+}
+
+int repl_is_replica(void)
+{
+    return R.host != NULL;
 }
 
 int repl_from_master(void)
@@ -1523,11 +1937,8 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
         err = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
     else if (R.host && R.read_only && (cmd->flags & CMD_WRITE))
         err = "READONLY You can't write against a read only replica.";
-    else if (!R.host && R.min_to_write && (cmd->flags & CMD_WRITE)) {
-        refresh_good();
-        if (R.good < R.min_to_write)
-            err = "NOREPLICAS Not enough good replicas to write.";
-    }
+    else if (!R.host && (cmd->flags & CMD_WRITE))
+        err = repl_write_refusal();
     if (!err) {
         if (R.host && (cmd->flags & CMD_WRITE) && cmd->first_key > 0)
             note_local_keys(c, cmd);
@@ -1663,11 +2074,11 @@ void repl_info(buf *b)
              r->repl_ack_off, lag);
     }
     addf(b,
-         "master_failover_state:no-failover\r\nmaster_replid:%s\r\nmaster_replid2:%s\r\n"
+         "master_failover_state:%s\r\nmaster_replid:%s\r\nmaster_replid2:%s\r\n"
          "master_repl_offset:%lld\r\nsecond_repl_offset:%lld\r\nrepl_backlog_active:%d\r\n"
          "repl_backlog_size:%lld\r\nrepl_backlog_first_byte_offset:%lld\r\n"
          "repl_backlog_histlen:%lld\r\n\r\n",
-         R.replid, R.replid2, R.offset, R.second_offset, R.backlog != NULL,
+         fo_names[R.fo_state], R.replid, R.replid2, R.offset, R.second_offset, R.backlog != NULL,
          R.backlog ? R.bl_size : R.backlog_size, R.backlog ? R.bl_off : 0LL,
          R.backlog ? R.bl_histlen : 0LL);
 }
@@ -1726,6 +2137,13 @@ static const repl_opt ropts[] = {
     { "repl-disable-tcp-nodelay", C_BOOL, &R.no_tcp_nodelay, 0, 1 },
     { "repl-ping-slave-period", C_INT, &R.ping_period, 1, INT_MAX },
     { "replica-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
+    /* Redis's test knobs: microseconds per key saving / loading an RDB */
+    { "rdb-key-save-delay", C_INT, &rdb_key_save_delay, INT_MIN, INT_MAX },
+    { "key-load-delay", C_INT, &rdb_key_load_delay, INT_MIN, INT_MAX },
+    /* accepted, no effect */
+    { "loading-process-events-interval-bytes", C_INT, &R.noop_load_events, 1024, INT_MAX },
+    { "watchdog-period", C_INT, &R.noop_watchdog, 0, INT_MAX },
+    { "propagation-error-behavior", C_STR, &R.noop_prop_err, 0, 0 },
     { "slave-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
 };
 

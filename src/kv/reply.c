@@ -1,5 +1,7 @@
 #include "kv/reply.h"
 
+#include "kv/replication.h"
+
 #include "kv/util.h"
 
 #include <stdio.h>
@@ -13,6 +15,8 @@ static void oom(void)
 
 static inline char *room(kv_client *c, size_t n)
 {
+    if (UNLIKELY(c->repl_flags & REPL_C_REPLICA))
+        repl_replica_replied(c); /* a reply would corrupt its stream */
     if (UNLIKELY(c->wbuf.cap - c->wbuf.len < n) && buf_reserve(&c->wbuf, n) < 0)
         oom();
     return c->wbuf.data + c->wbuf.len;
@@ -54,6 +58,8 @@ void reply_error(kv_client *c, const char *msg)
     c->wbuf.len += n + 3;
     srv.stat_errors++;
     kv_errorstat_add(msg);
+    if (UNLIKELY(c->repl_flags))
+        repl_master_error(c, msg);
     if (c->cmd && srv.cmd_stats)
         srv.cmd_stats[c->cmd - kv_commands].failed++;
 }

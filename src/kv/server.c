@@ -939,7 +939,9 @@ static int open_listeners(int port, char *const *bind, int nbind, int *fds, char
                 log_info("skipping bind %s: %s", na.text, strerror(-fd));
                 continue;
             }
-            snprintf(err, errlen, "could not listen on %s: %s", na.text, strerror(-fd));
+            /* Redis's words: its test suite retries another port on them */
+            snprintf(err, errlen, "Failed listening on port %d (tcp), aborting. (%s: %s)", port,
+                     na.text, strerror(-fd));
             goto fail;
         }
         fds[n++] = fd;
@@ -1087,7 +1089,9 @@ static int parse_cli(int argc, char **argv)
     int i = 1;
     char err[512];
     if (i < argc && strncmp(argv[i], "--", 2) != 0) {
-        srv.config_file = argv[i];
+        /* absolute: CONFIG REWRITE runs after the chdir to dir */
+        char *abs = realpath(argv[i], NULL);
+        srv.config_file = abs ? abs : argv[i];
         if (kv_config_load_file(&srv.cfg, argv[i], err, sizeof err) < 0) {
             fprintf(stderr, "brisk-kv: %s\n", err);
             return -1;
@@ -1139,6 +1143,10 @@ int kv_server_main(int argc, char **argv)
         fprintf(stderr, "brisk-kv: cannot open log file %s\n", srv.cfg.logfile);
         return 1;
     }
+    /* logfile "" is standard output, as in Redis (Redis's test suite reads
+     * the log there); stderr stays when stdout cannot be opened. */
+    if (!srv.cfg.logfile || !srv.cfg.logfile[0])
+        (void)log_open("/dev/stdout");
     log_set_level((enum log_level)srv.cfg.loglevel);
     if (srv.cfg.dir && chdir(srv.cfg.dir) < 0) {
         log_error("cannot use dir %s: %s", srv.cfg.dir, strerror(errno));
@@ -1190,6 +1198,15 @@ int kv_server_main(int argc, char **argv)
     tracking_init();
     kv_introspect_init();
     repl_init();
+    /* Listening before the load: a client connecting meanwhile waits for
+     * the dataset instead of being refused (Redis answers LOADING). */
+    if (kv_tls_start() < 0 || listen_all() < 0)
+        return 1;
+    /* After listening and before loading, as Redis: a busy port is logged
+     * first, a server that fails to load has logged its pid (Redis's test
+     * suite waits for " PID: N"). */
+    log_info("brisk-kv %s (redis_version=%s) Port: %d PID: %d", BRISK_VERSION, KV_VERSION,
+             srv.cfg.port, (int)getpid());
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);
@@ -1205,10 +1222,7 @@ int kv_server_main(int argc, char **argv)
     } else if (dump_load_at_start() < 0) {
         return 1;
     }
-    if (kv_tls_start() < 0 || listen_all() < 0)
-        return 1;
-    log_info("brisk-kv %s ready to accept connections (port %d, pid %d)", BRISK_VERSION,
-             srv.cfg.port, (int)getpid());
+    log_info("Ready to accept connections"); /* Redis's words: tools wait for them */
     timer_init(&srv.cron, cron_cb, NULL);
     timer_start(&srv.loop, &srv.cron, (uint64_t)(1000 / srv.cfg.hz));
     int rc = loop_run(&srv.loop);

@@ -774,6 +774,15 @@ void repl_cron(void);
 /* Whether keys must not expire here (a replica: the master sends DEL). */
 int repl_no_expire(void);
 int repl_from_master(void); /* the running command came from our master */
+/* We replicate a master: a deadline already past keeps the key (its DEL
+ * comes from the master), as Redis's checkAlreadyExpired. */
+int repl_is_replica(void);
+/* Why writes are refused now (MISCONF after a failed BGSAVE with
+ * stop-writes-on-bgsave-error, NOREPLICAS below min-replicas-to-write):
+ * the error reply, or NULL. Scripts ask it too. */
+const char *repl_write_refusal(void);
+/* t_dump.c: a save succeeded or failed (MISCONF may start or end). */
+void repl_persist_status_changed(void);
 /* Config options of replication: 1 when name is not one of them. */
 int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                     size_t errlen);
@@ -788,6 +797,18 @@ void repl_sync_counts(unsigned long long out[3]); /* the same three counters */
 void repl_debug_digest(kv_client *c);
 void repl_debug_digest_value(kv_client *c);
 void repl_debug_populate(kv_client *c);
+void repl_debug_replicate(kv_client *c); /* DEBUG REPLICATE cmd args...: stream only */
+/* t_dump.c: FLUSHALL stops a BGSAVE (its snapshot is stale) and, with save
+ * points, saves the empty dataset, as Redis. */
+void dump_flushall(void);
+/* A full-sync RDB child runs (INFO rdb_bgsave_in_progress counts it, as Redis). */
+int repl_rdb_child_running(void);
+/* An error reply to our master (its replies are dropped): logged as
+ * Redis's "== CRITICAL ==" line, so a diverging replica shows in the log. */
+void repl_master_error(kv_client *c, const char *msg);
+/* A replica of ours ran a command that replies: logged and closed (its
+ * socket carries the RDB and the stream), as Redis. */
+void repl_replica_replied(kv_client *c);
 /* server.c: a client on an fd we connected (the master link). */
 kv_client *kv_client_attach_fd(int fd);
 /* -- end repl -- */

@@ -128,7 +128,7 @@ void restore_command(kv_client *c)
         else
             ttl += srv.now_ms;
     }
-    if (ttl && ttl <= srv.now_ms && !srv.loading)
+    if (ttl && ttl <= srv.now_ms && !srv.loading && !repl_is_replica())
         expired = 1;
     if (expired) {
         rdb_value_free(&v);
@@ -644,6 +644,7 @@ static void bgsave_check_child(void)
     }
     srv.rdb_child_pid = -1;
     srv.rdb_last_bgsave_failed = !ok;
+    repl_persist_status_changed(); /* MISCONF starts or ends */
     srv.rdb_last_bgsave_secs = (srv.now_ms - srv.rdb_save_start_ms) / 1000 + 1;
     if (ok) {
         srv.rdb_dirty_at_save = srv.rdb_dirty_at_fork;
@@ -701,6 +702,23 @@ void dump_at_exit(void)
         dump_shutdown_save();
 }
 
+void dump_flushall(void)
+{
+    if (srv.rdb_child_pid > 0) {
+        bgsave_kill_child(); /* on purpose: not a failed save (no MISCONF) */
+        log_warn("Background saving terminated by FLUSHALL");
+    }
+    if (srv.cfg.save && srv.cfg.save[0] && !srv.loading) {
+        char path[256];
+        rdb_filename(path);
+        uint64_t dirty = srv.dirty;
+        if (rdb_save_file(path) == 0) {
+            srv.rdb_dirty_at_save = dirty;
+            saved();
+        }
+    }
+}
+
 int dump_shutdown_save(void)
 {
     bgsave_kill_child();
@@ -726,6 +744,7 @@ int dump_load_at_start(void)
     if (rc > 0) {
         log_info("DB loaded from disk: %.3f seconds", (double)(kv_unix_ms() - t0) / 1000.0);
         srv.rdb_dirty_at_save = srv.dirty;
+        repl_rdb_loaded(); /* its repl-id/repl-offset: PSYNC after a restart */
     }
     return 0;
 }
@@ -774,8 +793,8 @@ void dump_debug_reload(kv_client *c)
 
 void dump_debug_object(kv_client *c)
 {
-    kv_entry *e = db_find(c->db, c->argv[2]);
-    if (!e || db_expired(e)) {
+    kv_entry *e = db_find(c->db, c->argv[2]); /* stored, even if logically expired (Redis) */
+    if (!e) {
         reply_error(c, ERR_NO_KEY);
         return;
     }

@@ -143,7 +143,7 @@ static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
         reply_int(c, 0);
         return;
     }
-    if (when <= srv.now_ms && !srv.loading) {
+    if (when <= srv.now_ms && !srv.loading && !repl_is_replica()) {
         str del[2] = { STR("DEL"), c->argv[1] };
         db_delete_entry(c->db, e);
         kv_dirty(1);

@@ -125,6 +125,7 @@ void flushall_command(kv_client *c)
         db_flush(&srv.dbs[i]);
     }
     kv_dirty(1);
+    dump_flushall();
     reply_ok(c);
 }
 
@@ -557,6 +558,8 @@ void debug_command(kv_client *c)
         repl_debug_digest_value(c);
     } else if (arg_is(sub, "populate") && c->argc >= 3 && c->argc <= 5) {
         repl_debug_populate(c);
+    } else if (arg_is(sub, "replicate") && c->argc >= 3) {
+        repl_debug_replicate(c);
     } else {
         subcommand_unknown(c, "DEBUG");
     }

@@ -94,7 +94,7 @@ static void set_generic(kv_client *c, str key, str val, int flags, int64_t when,
             reply_null(c);
     }
     kv_dirty(1);
-    if (when && when <= srv.now_ms && !srv.loading) {
+    if (when && when <= srv.now_ms && !srv.loading && !repl_is_replica()) {
         /* already past: the key is gone at once */
         if (old)
             db_delete_entry(c->db, old);
@@ -107,6 +107,15 @@ static void set_generic(kv_client *c, str key, str val, int flags, int64_t when,
             char ms[KV_LL_STR_MAX];
             str prop[5] = { STR("SET"), key, val, STR("PXAT"), { ms, kv_fmt_ll(ms, when) } };
             kv_propagate_as(c, 5, prop);
+        } else if ((flags & SET_GET) && c->argc <= 16) {
+            /* replicas get SET without GET (GETSET as SET), as in Redis 7 */
+            str prop[16];
+            int n = 0;
+            prop[n++] = STR("SET");
+            for (int i = 1; i < c->argc; i++)
+                if (i < 3 || !arg_is(c->argv[i], "get"))
+                    prop[n++] = c->argv[i];
+            kv_propagate_as(c, n, prop);
         }
     }
     kv_notify(c->db, NOTIFY_STRING, "set", key);
@@ -226,7 +235,7 @@ void getex_command(kv_client *c)
     }
     reply_bulk_str(c, entry_str(e));
     if (when) {
-        if (when <= srv.now_ms) {
+        if (when <= srv.now_ms && !repl_is_replica()) {
             str del[2] = { STR("DEL"), c->argv[1] };
             db_delete_entry(c->db, e);
             kv_propagate_as(c, 2, del);

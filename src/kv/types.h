@@ -163,6 +163,7 @@ CMD(cluster); CMD(asking); CMD(readwrite); CMD(module);
 /* -- end suite -- */
 /* -- handlers: repl -- */
 CMD(replconf);
+CMD(failover);
 /* -- end repl -- */
 #undef CMD
 

@@ -621,3 +621,289 @@ def test_publish_reaches_replica_subscribers(kv_factory, real):
             if msg and msg["type"] == "message":
                 break
         assert msg and msg["data"] == b"hello", msg
+
+
+# ---- link kills under a multi-db write load (the lost-key flake) ----
+
+
+def _kill_loop_load(mc_port, seconds, seed):
+    """Writers on dbs 0, 9 and 11 (numbered keys, counters, MULTI/EXEC)
+    until the deadline."""
+    rnd = random.Random(seed)
+    ws = [redis.Redis(host="127.0.0.1", port=mc_port, db=d) for d in (0, 9, 11)]
+    end = time.time() + seconds
+    i = 0
+    while time.time() < end:
+        w = ws[rnd.randint(0, 2)]
+        p = w.pipeline(transaction=False)
+        for _ in range(rnd.randint(1, 40)):
+            p.set(f"k:{i}", i)
+            if i % 7 == 0:
+                p.incr("ctr")
+            if i % 11 == 0:
+                p.set(f"ttl:{i}", i, px=rnd.randint(1, 200))
+            i += 1
+        p.execute()
+        if i % 5 == 0:
+            with w.pipeline(transaction=True) as t:
+                t.incr("txc")
+                t.set(f"tx:{i}", i)
+                t.execute()
+    return i
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("master_kind,kill", [("brisk", "master"), ("brisk", "replica"),
+                                              ("redis", "master")])
+def test_link_kills_lose_no_key(kv_factory, real, master_kind, kill):
+    """The link is cut every 10-150 ms while three clients write to three
+    dbs. The stream continues after +CONTINUE without a new SELECT: the
+    replica must apply it to the db it had selected (it used to restart
+    in db 0 and misplace a few keys)."""
+    import threading
+    if master_kind == "brisk":
+        m = kv_factory("--repl-diskless-sync-delay", "0", "--repl-backlog-size", "16mb")
+        mport = m.port
+    else:
+        m = real("--repl-diskless-sync-delay", "0", "--repl-backlog-size", "16mb")
+        mport = m.port
+    mc = m.client()
+    r = kv_factory()
+    rc = r.client()
+    replicate(rc, mport)
+    wait_link_up(rc)
+    stop = threading.Event()
+    kills = []
+
+    def killer():
+        rnd = random.Random(3)
+        kc = rc if kill == "master" else m.client()
+        while not stop.is_set():
+            time.sleep(rnd.uniform(0.01, 0.15))
+            try:
+                kills.append(kc.execute_command("CLIENT", "KILL", "TYPE", kill))
+            except redis.RedisError:
+                pass
+    t = threading.Thread(target=killer)
+    t.start()
+    try:
+        _kill_loop_load(mport, 4, 5)
+    finally:
+        stop.set()
+        t.join()
+    mc.set("final", 1)
+    wait_link_up(rc)
+    assert sum(kills) >= 10, kills
+
+    # The short TTLs expire on the master, which sends DELs, so the two
+    # converge; a key lost for good never does.
+    def state(port):
+        out = []
+        for d in (0, 9, 11):
+            c = redis.Redis(host="127.0.0.1", port=port, db=d)
+            out.append((d, c.dbsize(), c.get("ctr"), c.get("txc")))
+        return out
+    wait_for(lambda: not redis.Redis(host="127.0.0.1", port=mport).keys("ttl:*"), 20, "TTLs")
+    if master_kind == "brisk":
+        wait_for(lambda: state(r.port) == state(mport) and mc.execute_command("DEBUG", "DIGEST")
+                 == rc.execute_command("DEBUG", "DIGEST"), 20, "same data on the replica")
+    else:  # brisk-kv's DEBUG DIGEST is not Redis's: compare key by key
+        wait_for(lambda: state(r.port) == state(mport), 20, "same sizes on the replica")
+        wait_same_offset(mc, rc)
+        assert_same_data(mc, rc, (0, 9, 11))
+    assert state(r.port) == state(mport)
+    st = info(mc, "stats")
+    assert st["sync_full"] == 1 and st["sync_partial_ok"] >= 10, st
+
+
+# ---- a replica restarted within the backlog continues (RDB aux fields) ----
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("master_kind", ["brisk", "redis"])
+def test_brisk_replica_restart_continues(kv_factory, real, master_kind):
+    """SHUTDOWN/SIGTERM of a replica saves repl-id, repl-offset and
+    repl-stream-db in its dump.rdb; at start-up they are its cached master:
+    PSYNC gets +CONTINUE (sync_partial_ok +1, sync_full unchanged)."""
+    if master_kind == "brisk":
+        m = kv_factory("--repl-diskless-sync-delay", "0")
+    else:
+        m = real("--repl-diskless-sync-delay", "0")
+    mc = m.client()
+    populate(mc, 2000)
+    r = kv_factory("--save", "3600 1", "--replicaof", "127.0.0.1", str(m.port))
+    rc = r.client()
+    wait_link_up(rc)
+    mc.execute_command("SELECT", 9)  # the stream has db 9 selected at the restart
+    mc.set("before", "1")
+    mc.execute_command("SELECT", 0)
+    wait_same_offset(mc, rc)
+    rid = info(rc)["master_replid"]
+    assert r.stop() == 0
+    assert "DB saved on disk" in r.output()
+    # the stream continues in db 9 with no SELECT: the restarted replica
+    # must apply it there (repl-stream-db)
+    c9 = redis.Redis(host="127.0.0.1", port=m.port, db=9)
+    c9.set("while-down-9", "1")
+    mc.set("while-down", "1")
+    mc.incr("counter")
+    r.start()
+    rc = r.client()
+    wait_link_up(rc)
+    wait_same_offset(mc, rc)
+    assert rc.get("while-down") == b"1"
+    assert redis.Redis(host="127.0.0.1", port=r.port, db=9).get("while-down-9") == b"1"
+    assert rc.get("while-down-9") is None
+    st = info(mc, "stats")
+    assert st["sync_partial_ok"] == 1 and st["sync_full"] == 1, st
+    assert info(rc)["master_replid"] == rid
+    assert_same_data(mc, rc)
+    assert "Successful partial resynchronization" in r.output()
+
+
+@pytest.mark.timeout(60)
+def test_master_restart_keeps_history_as_replid2(kv_factory):
+    """A master's dump.rdb carries its id and offset too: after a restart
+    the old id is master_replid2 (second_repl_offset = offset + 1), as in
+    Redis 7.0 (psync2-master-restart)."""
+    m = kv_factory("--save", "3600 1", "--repl-diskless-sync-delay", "0")
+    mc = m.client()
+    r = kv_factory()
+    replicate(r.client(), m.port)
+    wait_link_up(r.client())
+    mc.set("a", 1)
+    wait_same_offset(mc, r.client())
+    before = info(mc)
+    m.restart()
+    mc = m.client()
+    after = info(mc)
+    assert after["master_replid"] != before["master_replid"]
+    assert after["master_replid2"] == before["master_replid"]
+    assert after["master_repl_offset"] == before["master_repl_offset"]
+    assert after["second_repl_offset"] == before["master_repl_offset"] + 1
+    assert after["repl_backlog_active"] == 1
+    # the replica reconnects and continues
+    wait_link_up(r.client())
+    mc.set("b", 2)
+    wait_same_offset(mc, r.client())
+    assert r.client().get("b") == b"2"
+    st = info(mc, "stats")
+    assert st["sync_partial_ok"] == 1 and st["sync_full"] == 0, st
+
+
+# ---- FAILOVER ----
+
+
+def _err(c, *args):
+    try:
+        return c.execute_command(*args)
+    except redis.ResponseError as e:
+        return f"ERR: {e}"
+
+
+@pytest.mark.timeout(60)
+def test_failover_errors_match_redis(kv_factory, real):
+    km, rm = kv_factory("--repl-diskless-sync-delay", "0"), real("--repl-diskless-sync-delay", "0")
+    kr, rr = kv_factory(), real()
+    pairs = ((km, kr), (rm, rr))
+    no_replicas = [("FAILOVER",), ("FAILOVER", "ABORT"), ("FAILOVER", "TO", "127.0.0.1", "1"),
+                   ("FAILOVER", "TO", "127.0.0.1"), ("FAILOVER", "FORCE"),
+                   ("FAILOVER", "TIMEOUT", "0"), ("FAILOVER", "TIMEOUT", "-1"),
+                   ("FAILOVER", "TIMEOUT", "x"), ("FAILOVER", "TO", "127.0.0.1", "x"),
+                   ("FAILOVER", "bogus"), ("FAILOVER", "ABORT", "TIMEOUT", "10"),
+                   ("FAILOVER", "TO", "h", "1", "TO", "h", "2"), ("FAILOVER", "FORCE", "ABORT"),
+                   ("FAILOVER", "TIMEOUT", "9223372036854775807"),
+                   ("FAILOVER", "TIMEOUT", "-9223372036854775808"),
+                   ("FAILOVER", "TO", "127.0.0.1", "9223372036854775808")]
+    got = [[_err(m.client(), *a) for a in no_replicas] for m, _ in pairs]
+    assert got[0] == got[1]
+    for m, r in pairs:
+        replicate(r.client(), m.port)
+    for m, r in pairs:
+        wait_link_up(r.client())
+    with_replicas = [("FAILOVER", "FORCE"), ("FAILOVER", "TIMEOUT", "10", "FORCE"),
+                     ("FAILOVER", "TO", "127.0.0.1", "70000"), ("FAILOVER", "TO", "127.0.0.1", "-1"),
+                     ("FAILOVER", "TO", "localhost", "{rport}"),
+                     ("FAILOVER", "TO", "127.0.0.1", "{rport}", "FORCE"),
+                     ("FAILOVER", "TIMEOUT", "0", "TO", "127.0.0.1", "1")]
+    got = []
+    for m, r in pairs:
+        got.append([_err(m.client(), *[a.format(rport=r.port) for a in args])
+                    for args in with_replicas])
+        got[-1].append(_err(r.client(), "FAILOVER"))
+        c = m.client()
+        p = c.pipeline(transaction=True)
+        p.execute_command("FAILOVER", "ABORT")
+        got[-1].append(str(p.execute(raise_on_error=False)))
+    assert got[0] == got[1]
+    for m, _ in pairs:
+        assert info(m.client())["master_failover_state"] == "no-failover"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("kinds", [("brisk", "brisk"), ("brisk", "redis"), ("redis", "brisk")])
+def test_failover_swaps_roles(kv_factory, real, kinds):
+    """FAILOVER TO the replica: writes pause, the replica takes over through
+    PSYNC ... FAILOVER, the old master continues as its replica with
+    +CONTINUE (no full sync), no acknowledged write is lost. Both ways with
+    real Redis: a real replica taken over by brisk-kv's FAILOVER, and a
+    brisk-kv replica taken over by a real master's."""
+    mk, rk = kinds
+    m = kv_factory("--repl-diskless-sync-delay", "0") if mk == "brisk" else \
+        real("--repl-diskless-sync-delay", "0")
+    r = kv_factory("--repl-diskless-sync-delay", "0") if rk == "brisk" else \
+        real("--repl-diskless-sync-delay", "0")
+    mc, rc = m.client(), r.client()
+    populate(mc, 1000)
+    replicate(rc, m.port)
+    wait_link_up(rc)
+    for i in range(100):
+        mc.set(f"fo:{i}", i)
+    assert mc.execute_command("WAIT", 1, 5000) == 1
+    assert mc.execute_command("FAILOVER", "TO", "127.0.0.1", r.port, "TIMEOUT", 10000) == b"OK"
+    wait_for(lambda: info(mc)["role"] == "slave" and info(rc)["role"] == "master" and
+             info(mc)["master_failover_state"] == "no-failover" and
+             info(mc)["master_link_status"] == "up", 30, "roles swapped")
+    assert info(mc)["master_port"] == r.port
+    rc.set("after", 1)
+    wait_same_offset(rc, mc)
+    assert mc.get("after") == b"1"
+    assert_same_data(rc, mc)
+    st = info(rc, "stats")
+    assert st["sync_partial_ok"] == 1 and st["sync_full"] == 0, st
+    with pytest.raises(redis.ResponseError, match="read only replica"):
+        mc.set("x", 1)
+
+
+@pytest.mark.timeout(60)
+def test_failover_timeout_aborts_and_force_proceeds(kv_factory):
+    m = kv_factory("--repl-diskless-sync-delay", "0")
+    r = kv_factory()
+    mc, rc = m.client(), r.client()
+    replicate(rc, m.port)
+    wait_link_up(rc)
+    r.proc.send_signal(signal.SIGSTOP)
+    try:
+        mc.set("k", 1)
+        assert mc.execute_command("FAILOVER", "TIMEOUT", 300) == b"OK"
+        assert info(mc)["master_failover_state"] == "waiting-for-sync"
+        # writes wait during the failover; reads do not
+        assert mc.get("k") == b"1"
+        wait_for(lambda: info(mc)["master_failover_state"] == "no-failover", 10, "timeout")
+        assert info(mc)["role"] == "master"
+        assert "FAILOVER aborted: Replica never caught up before timeout" in m.output()
+        assert mc.set("k", 2)  # unpaused
+        assert mc.execute_command("FAILOVER", "TO", "127.0.0.1", r.port) == b"OK"
+        assert mc.execute_command("FAILOVER", "ABORT") == b"OK"
+        assert mc.set("k", 3)
+        assert mc.execute_command("FAILOVER", "TO", "127.0.0.1", r.port, "TIMEOUT", 300,
+                                  "FORCE") == b"OK"
+        wait_for(lambda: info(mc)["master_failover_state"] == "failover-in-progress", 10,
+                 "forced past the timeout")
+    finally:
+        r.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: info(rc)["role"] == "master" and info(mc).get("master_link_status") == "up",
+             30, "forced failover")
+    # FORCE may lose what the stopped replica had not read: only agreement
+    wait_same_offset(rc, mc)
+    assert mc.get("k") == rc.get("k")
