@@ -1,8 +1,10 @@
 /* Hashes. A small hash is one buffer of entries in insertion order, each
  * (field length, field, value length, value), a length being one byte
- * below 0xFF or 0xFF and four bytes: the order Redis 7.0's listpack keeps
- * (replies, DUMP, AOF rewrite) at a fraction of the memory of a dict.
- * Lookups are a linear walk comparing lengths first, as a listpack's are.
+ * below 0xFF or 0xFF and four bytes, after a one-byte tag (the low bits
+ * of the field's hash): the order Redis 7.0's listpack keeps (replies,
+ * DUMP, AOF rewrite) at a fraction of the memory of a dict. Lookups are a
+ * linear walk, as a listpack's are, that looks at the field's bytes only
+ * when tag and length match (one field in 256 among the others).
  * Past hash-max-listpack-entries fields, or a field or value longer than
  * hash-max-listpack-value, the hash becomes a dict of kv_hfield and stays
  * one. */
@@ -82,11 +84,13 @@ typedef struct {
     str field, value;
 } small_entry;
 
+static uint8_t field_tag(str field) { return (uint8_t)dict_hash32(field.p, field.len); }
+
 static char *small_decode(char *p, small_entry *e)
 {
     size_t fl, vl;
     e->at = p;
-    const char *q = len_get(p, &fl);
+    const char *q = len_get(p + 1, &fl);
     e->field = (str){ q, fl };
     e->v_at = (char *)q + fl;
     q = len_get(e->v_at, &vl);
@@ -95,14 +99,13 @@ static char *small_decode(char *p, small_entry *e)
     return e->end;
 }
 
-static int small_find(kv_hash *h, str field, small_entry *e)
+static int small_find(kv_hash *h, str field, uint8_t tag, small_entry *e)
 {
     char *p = h->lp, *end = h->lp + h->used;
     while (p < end) {
-        /* the field length first: most entries fail on it */
         size_t fl;
-        const char *q = len_get(p, &fl);
-        if (fl == field.len && memcmp(q, field.p, fl) == 0) {
+        const char *q = len_get(p + 1, &fl);
+        if ((uint8_t)*p == tag && fl == field.len && memcmp(q, field.p, fl) == 0) {
             small_decode(p, e);
             return 1;
         }
@@ -208,7 +211,7 @@ int hash_get(kv_hash *h, str field, str *value)
         return f != NULL;
     }
     small_entry e;
-    if (!small_find(h, field, &e))
+    if (!small_find(h, field, field_tag(field), &e))
         return 0;
     if (value)
         *value = e.value;
@@ -242,9 +245,10 @@ int hash_set(kv_hash *h, str field, str value)
     if (h->d)
         return dict_set(h->d, field, value);
     small_entry e;
-    int found = small_find(h, field, &e);
+    uint8_t tag = field_tag(field);
+    int found = small_find(h, field, tag, &e);
     size_t old = found ? (size_t)(e.end - e.v_at) : 0;
-    size_t add = len_size(value.len) + value.len + (found ? 0 : len_size(field.len) + field.len);
+    size_t add = len_size(value.len) + value.len + (found ? 0 : 1 + len_size(field.len) + field.len);
     if ((size_t)h->used - old + add > SMALL_MAX_BYTES) {
         convert(h);
         return dict_set(h->d, field, value);
@@ -260,7 +264,9 @@ int hash_set(kv_hash *h, str field, str value)
         p = h->lp + at;
     } else {
         small_reserve(h, add);
-        p = len_put(h->lp + h->used, field.len);
+        p = h->lp + h->used;
+        *p++ = (char)tag;
+        p = len_put(p, field.len);
         memcpy(p, field.p, field.len);
         p += field.len;
         h->used = (uint32_t)(h->used + add);
@@ -284,7 +290,7 @@ int hash_del(kv_hash *h, str field)
         return 1;
     }
     small_entry e;
-    if (!small_find(h, field, &e))
+    if (!small_find(h, field, field_tag(field), &e))
         return 0;
     size_t at = (size_t)(e.at - h->lp), tail = (size_t)(e.end - h->lp);
     memmove(h->lp + at, h->lp + tail, h->used - tail);

@@ -43,7 +43,7 @@ static inline str hfield_value(kv_hfield *f) { return (str){ f->data + f->node.a
 
 typedef struct kv_hash {
     dict *d;       /* the hashtable encoding; NULL while small */
-    char *lp;      /* small: entries (len, field, len, value) in order */
+    char *lp;      /* small: entries (tag, len, field, len, value) in order */
     uint32_t n;    /* small: number of fields */
     uint32_t used; /* small: bytes of lp in use */
 } kv_hash;
