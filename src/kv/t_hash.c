@@ -101,6 +101,8 @@ static char *small_decode(char *p, small_entry *e)
 
 static int small_find(kv_hash *h, str field, uint8_t tag, small_entry *e)
 {
+    if (!h->used) /* lp may be NULL: no arithmetic on it */
+        return 0;
     char *p = h->lp, *end = h->lp + h->used;
     while (p < end) {
         size_t fl;
@@ -152,7 +154,7 @@ static void convert(kv_hash *h)
     dict *d = dict_new_owned(hfield_key);
     dict_expand(d, h->n);
     small_entry e;
-    for (char *p = h->lp, *end = h->lp + h->used; p < end;) {
+    for (char *p = h->lp, *end = h->used ? h->lp + h->used : h->lp; p < end;) {
         p = small_decode(p, &e);
         dict_add(d, &field_alloc(e.field, e.value)->node);
     }
@@ -325,7 +327,7 @@ void hash_iter_init(hash_iter *it, kv_hash *h)
         return;
     }
     it->p = h->lp;
-    it->end = h->lp + h->used;
+    it->end = h->used ? h->lp + h->used : h->lp;
 }
 
 int hash_iter_next(hash_iter *it, str *field, str *value)

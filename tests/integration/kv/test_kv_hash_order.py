@@ -133,6 +133,17 @@ def test_conversion_at_the_value_limit(kb, reference, cmd):
     assert sorted(kb.hgetall("h").items()) == sorted(reference.hgetall("h").items())
 
 
+def test_new_key_converts_at_once(kb, reference):
+    for cmd in (("HSET", "a", "f", "v" * 65), ("HSETNX", "b", "f" * 65, "v"),
+                ("HINCRBY", "c", "f" * 65, 3), ("HINCRBYFLOAT", "d", "f" * 65, "0.5")):
+        same(kb, reference, *cmd)
+        same(kb, reference, "OBJECT", "ENCODING", cmd[1])
+        same(kb, reference, "HGETALL", cmd[1])
+    same(kb, reference, "CONFIG", "SET", "hash-max-listpack-entries", 0)
+    same(kb, reference, "HSET", "e", "f", "v")
+    same(kb, reference, "OBJECT", "ENCODING", "e")
+
+
 def test_config_set_value_limit_and_aliases(kb, reference):
     same(kb, reference, "CONFIG", "SET", "hash-max-ziplist-value", 10)
     assert kb.config_get("hash-max-*") == reference.config_get("hash-max-*")
