@@ -298,6 +298,10 @@ int hash_del(kv_hash *h, str field)
     memmove(h->lp + at, h->lp + tail, h->used - tail);
     h->used = (uint32_t)(h->used - (tail - at));
     h->n--;
+    /* give back room left by big deletions (an emptied hash is freed
+     * with its key) */
+    if (h->used && malloc_usable_size(h->lp) > 2 * (size_t)h->used + 64)
+        h->lp = kv_realloc(h->lp, h->used);
     return 1;
 }
 

@@ -292,3 +292,15 @@ def test_hostile_counts_on_small_hash(kb, reference):
         else:
             assert len(a) == len(b), cmd
     assert kb.ping()
+
+
+def test_mass_delete_then_refill_keeps_order(kb, reference):
+    for c in (kb, reference):
+        p = c.pipeline(transaction=False)
+        for i in range(500):
+            p.hset("h", f"f{i * 37 % 500}", "v" * (i % 64))
+        p.execute()
+        c.hdel("h", *[f"f{i}" for i in range(0, 500, 3)])
+        c.hdel("h", *[f"f{i}" for i in range(1, 500, 3)])
+        c.hset("h", mapping={f"f{i}": "x" * (i % 7) for i in range(0, 500, 9)})
+    order_views(kb, reference, "h")
