@@ -250,7 +250,7 @@ static struct {
     uint64_t at_cmd;
     int valid;
     int compression, list_fill;
-    long long hash_entries, hash_value, zset_entries, zset_value, intset_entries;
+    long long zset_entries, zset_value, intset_entries;
 } cfg;
 
 static void cfg_refresh(void)
@@ -259,8 +259,6 @@ static void cfg_refresh(void)
         return;
     cfg.compression = cfg_bool("rdbcompression", 1);
     cfg.list_fill = (int)cfg_ll("list-max-listpack-size", -2);
-    cfg.hash_entries = cfg_ll("hash-max-listpack-entries", 512);
-    cfg.hash_value = cfg_ll("hash-max-listpack-value", 64);
     cfg.zset_entries = cfg_ll("zset-max-listpack-entries", 128);
     cfg.zset_value = cfg_ll("zset-max-listpack-value", 64);
     cfg.intset_entries = cfg_ll("set-max-intset-entries", 512);
