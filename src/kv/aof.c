@@ -525,22 +525,20 @@ static void rw_entry(rw_out *o, kv_entry *e)
         break;
     }
     case KV_HASH: {
-        dict *h = entry_obj(e);
         argv[0] = STR("HSET");
         argv[1] = key;
         n = 2;
-        dict_iter it;
-        dict_iter_init(&it, h);
-        for (dict_node *dn; (dn = dict_iter_next(&it));) {
-            kv_hfield *f = (kv_hfield *)(void *)dn;
-            argv[n++] = hfield_name(f);
-            argv[n++] = hfield_value(f);
+        hash_iter it;
+        hash_iter_init(&it, entry_obj(e));
+        for (str f, v; hash_iter_next(&it, &f, &v);) {
+            argv[n++] = f;
+            argv[n++] = v;
             if (n >= 2 + 2 * (RW_BATCH - 1)) {
                 rw_cmd(o, n, argv);
                 n = 2;
             }
         }
-        dict_iter_end(&it);
+        hash_iter_end(&it);
         if (n > 2)
             rw_cmd(o, n, argv);
         break;

@@ -102,6 +102,29 @@ static struct {
     { "key-load-delay", "0" }, /* hidden: CONFIG GET shows it only by its name */
 };
 
+/* Pairs of names for one option (Redis 7.0 renamed ziplist to listpack):
+ * setting either shows in both, and the code reads the newer name. */
+static const char *const aliases[][2] = {
+    { "lua-time-limit", "busy-reply-threshold" },
+    { "hash-max-ziplist-entries", "hash-max-listpack-entries" },
+    { "hash-max-ziplist-value", "hash-max-listpack-value" },
+    { "zset-max-ziplist-entries", "zset-max-listpack-entries" },
+    { "zset-max-ziplist-value", "zset-max-listpack-value" },
+    { "list-max-ziplist-size", "list-max-listpack-size" },
+};
+
+static void set_alias(const char *name, const char *value)
+{
+    for (size_t a = 0; a < ARRAY_LEN(aliases); a++) {
+        const char *other = strcasecmp(name, aliases[a][0]) == 0   ? aliases[a][1]
+                            : strcasecmp(name, aliases[a][1]) == 0 ? aliases[a][0]
+                                                                   : NULL;
+        for (size_t k = 0; other && k < ARRAY_LEN(noops); k++)
+            if (strcasecmp(noops[k].name, other) == 0)
+                snprintf(noops[k].value, sizeof noops[k].value, "%s", value);
+    }
+}
+
 long long kv_busy_reply_ms = 5000;
 long long kv_min_replicas_to_write = 0;
 
@@ -385,14 +408,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
                 if (strcasecmp(name, "min-replicas-to-write") == 0)
                     kv_min_replicas_to_write = strtoll(argv[0], NULL, 10);
                 if (strcasecmp(name, "lua-time-limit") == 0 ||
-                    strcasecmp(name, "busy-reply-threshold") == 0) {
-                    /* Aliases: both names show the value scripts use. */
+                    strcasecmp(name, "busy-reply-threshold") == 0)
                     kv_busy_reply_ms = strtoll(argv[0], NULL, 10);
-                    for (size_t k = 0; k < ARRAY_LEN(noops); k++)
-                        if (strcasecmp(noops[k].name, "lua-time-limit") == 0 ||
-                            strcasecmp(noops[k].name, "busy-reply-threshold") == 0)
-                            snprintf(noops[k].value, sizeof noops[k].value, "%s", argv[0]);
-                }
+                set_alias(name, argv[0]);
                 return 0;
             }
         }

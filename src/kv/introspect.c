@@ -2027,8 +2027,10 @@ static size_t value_bytes(kv_entry *e, long long samples)
             part += sizeof(kv_lelem) + list_at(l, i)->len + 8;
         break;
     }
-    case KV_SET:
-    case KV_HASH: {
+    case KV_HASH:
+        total += hash_mem_bytes(entry_obj(e), samples);
+        break;
+    case KV_SET: {
         dict *d = entry_obj(e);
         total += sizeof *d + dict_buckets(d) * sizeof(void *);
         count = dict_size(d);
@@ -2036,10 +2038,7 @@ static size_t value_bytes(kv_entry *e, long long samples)
         dict_iter_init(&it, d);
         for (dict_node *dn; (!samples || seen < (size_t)samples) && (dn = dict_iter_next(&it));
              seen++) {
-            if (e->type == KV_SET)
-                part += sizeof(kv_smember) + dn->aux + 8;
-            else
-                part += sizeof(kv_hfield) + dn->aux + ((kv_hfield *)(void *)dn)->vcap + 8;
+            part += sizeof(kv_smember) + dn->aux + 8;
         }
         dict_iter_end(&it);
         break;

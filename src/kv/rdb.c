@@ -250,7 +250,7 @@ static struct {
     uint64_t at_cmd;
     int valid;
     int compression, list_fill;
-    long long hash_entries, hash_value, zset_entries, zset_value, intset_entries;
+    long long zset_entries, zset_value, intset_entries;
 } cfg;
 
 static void cfg_refresh(void)
@@ -259,8 +259,6 @@ static void cfg_refresh(void)
         return;
     cfg.compression = cfg_bool("rdbcompression", 1);
     cfg.list_fill = (int)cfg_ll("list-max-listpack-size", -2);
-    cfg.hash_entries = cfg_ll("hash-max-listpack-entries", 512);
-    cfg.hash_value = cfg_ll("hash-max-listpack-value", 64);
     cfg.zset_entries = cfg_ll("zset-max-listpack-entries", 128);
     cfg.zset_value = cfg_ll("zset-max-listpack-value", 64);
     cfg.intset_entries = cfg_ll("set-max-intset-entries", 512);
@@ -498,24 +496,6 @@ static int list_quicklist_fill(void)
     return cfg.list_fill;
 }
 
-static int hash_is_listpack(dict *h)
-{
-    cfg_refresh();
-    long long max_entries = cfg.hash_entries, max_value = cfg.hash_value;
-    if ((long long)dict_size(h) > max_entries)
-        return 0;
-    dict_iter it;
-    dict_iter_init(&it, h);
-    int ok = 1;
-    for (dict_node *dn; ok && (dn = dict_iter_next(&it));) {
-        kv_hfield *f = (kv_hfield *)(void *)dn;
-        ok = (long long)hfield_name(f).len <= max_value &&
-             (long long)hfield_value(f).len <= max_value;
-    }
-    dict_iter_end(&it);
-    return ok;
-}
-
 static int zset_is_listpack(zset *z)
 {
     cfg_refresh();
@@ -569,7 +549,7 @@ const char *rdb_encoding_name(kv_entry *e)
         return set_is_intset(entry_obj(e), &w) ? "intset" : "hashtable";
     }
     case KV_HASH:
-        return hash_is_listpack(entry_obj(e)) ? "listpack" : "hashtable";
+        return hash_is_small(entry_obj(e)) ? "listpack" : "hashtable";
     case KV_ZSET:
         return zset_is_listpack(entry_obj(e)) ? "listpack" : "skiplist";
     case KV_STREAM:
@@ -585,7 +565,7 @@ int rdb_object_type(kv_entry *e)
     case KV_STRING: return RDB_TYPE_STRING;
     case KV_LIST: return RDB_TYPE_LIST_QUICKLIST_2;
     case KV_SET: return set_is_intset(entry_obj(e), &w) ? RDB_TYPE_SET_INTSET : RDB_TYPE_SET;
-    case KV_HASH: return hash_is_listpack(entry_obj(e)) ? RDB_TYPE_HASH_LISTPACK : RDB_TYPE_HASH;
+    case KV_HASH: return hash_is_small(entry_obj(e)) ? RDB_TYPE_HASH_LISTPACK : RDB_TYPE_HASH;
     case KV_ZSET: return zset_is_listpack(entry_obj(e)) ? RDB_TYPE_ZSET_LISTPACK : RDB_TYPE_ZSET_2;
     case KV_STREAM: return RDB_TYPE_STREAM_LISTPACKS_2;
     }
@@ -749,19 +729,17 @@ static void save_set(buf *b, dict *s)
     dict_iter_end(&it);
 }
 
-static void save_hash(buf *b, dict *h)
+static void save_hash(buf *b, kv_hash *h)
 {
-    int lp = hash_is_listpack(h);
+    int lp = hash_is_small(h);
     buf l = { 0 };
     if (lp)
         lp_begin(&l);
     else
-        rdb_save_len(b, dict_size(h));
-    dict_iter it;
-    dict_iter_init(&it, h);
-    for (dict_node *dn; (dn = dict_iter_next(&it));) {
-        kv_hfield *f = (kv_hfield *)(void *)dn;
-        str k = hfield_name(f), v = hfield_value(f);
+        rdb_save_len(b, hash_size(h));
+    hash_iter it;
+    hash_iter_init(&it, h);
+    for (str k, v; hash_iter_next(&it, &k, &v);) {
         if (lp) {
             lp_append(&l, k.p, k.len);
             lp_append(&l, v.p, v.len);
@@ -770,9 +748,9 @@ static void save_hash(buf *b, dict *h)
             rdb_save_string(b, v.p, v.len);
         }
     }
-    dict_iter_end(&it);
+    hash_iter_end(&it);
     if (lp) {
-        lp_end(&l, 2 * dict_size(h));
+        lp_end(&l, 2 * hash_size(h));
         rdb_save_string(b, l.data, l.len);
         buf_free(&l);
     }
@@ -1164,10 +1142,7 @@ static int pair_elem(void *ud, const char *p, size_t n)
     str k = { a->pend, a->pend_len };
     int rc = 0;
     if (a->type == KV_HASH) {
-        if (hash_get(a->obj, k))
-            rc = -1;
-        else
-            hash_set(a->obj, k, (str){ p, n });
+        rc = hash_set(a->obj, k, (str){ p, n }) ? 0 : -1; /* -1: a duplicate */
     } else {
         /* Redis reads packed scores with strtod on up to 127 bytes and does
          * not check them: junk reads as 0. NaN is refused (it would break
@@ -1214,8 +1189,8 @@ static size_t obj_len(int type, void *o)
 {
     switch (type) {
     case KV_LIST: return ((kv_list *)o)->len;
-    case KV_SET:
-    case KV_HASH: return dict_size(o);
+    case KV_SET: return dict_size(o);
+    case KV_HASH: return hash_size(o);
     case KV_ZSET: return ((zset *)o)->length;
     }
     return 0;
@@ -1328,10 +1303,7 @@ static int load_zipmap(rdb_reader *r, rdb_value *v)
             p += len + free_b;
         }
         if (rc == 0) {
-            if (hash_get(v->obj, kv[0]))
-                rc = -1;
-            else
-                hash_set(v->obj, kv[0], kv[1]);
+            rc = hash_set(v->obj, kv[0], kv[1]) ? 0 : -1; /* -1: a duplicate */
         }
     }
     kv_free(s);
@@ -1412,10 +1384,8 @@ static int load_plain(rdb_reader *r, rdb_value *v, int rdbtype)
         case RDB_TYPE_SET: rc = set_add(v->obj, k) ? 0 : -1; break;
         case RDB_TYPE_HASH:
             rc = rdb_load_string(r, &b, &bn);
-            if (rc == 0 && hash_get(v->obj, k))
-                rc = -1;
-            if (rc == 0)
-                hash_set(v->obj, k, (str){ b, bn });
+            if (rc == 0 && !hash_set(v->obj, k, (str){ b, bn }))
+                rc = -1; /* a duplicate */
             break;
         default: { /* zsets */
             double d;

@@ -79,17 +79,15 @@ static void value_digest(kv_entry *e, unsigned char d[20])
         break;
     }
     case KV_HASH: {
-        dict_iter it;
-        dict_iter_init(&it, entry_obj(e));
-        for (dict_node *dn; (dn = dict_iter_next(&it));) {
-            kv_hfield *f = (kv_hfield *)dn;
-            str k = hfield_name(f), v = hfield_value(f);
+        hash_iter it;
+        hash_iter_init(&it, entry_obj(e));
+        for (str k, v; hash_iter_next(&it, &k, &v);) {
             memset(el, 0, sizeof el);
             mix(el, k.p, k.len);
             mix(el, v.p, v.len);
             xor_in(d, el, 20);
         }
-        dict_iter_end(&it);
+        hash_iter_end(&it);
         break;
     }
     default:

@@ -66,11 +66,7 @@ static int pattern_value(kv_db *db, str pat, str elem, buf *scratch, str *out)
     if (field.p) {
         if (e->type != KV_HASH)
             return 0;
-        kv_hfield *f = hash_get(entry_obj(e), field);
-        if (!f)
-            return 0;
-        *out = hfield_value(f);
-        return 1;
+        return hash_get(entry_obj(e), field, out);
     }
     if (e->type != KV_STRING)
         return 0;

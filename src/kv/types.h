@@ -28,7 +28,10 @@ static inline void list_set_at(kv_list *l, size_t i, kv_lelem *e) { l->ring[(l->
 void list_remove_at(kv_list *l, size_t i); /* frees the element */
 void list_insert_at(kv_list *l, size_t i, kv_lelem *e);
 
-/* ---- hash: dict of fields (field and value in one allocation) */
+/* ---- hash: small hashes (within hash-max-listpack-entries/-value) keep
+ * their fields and values in one buffer in insertion order, as Redis 7.0's
+ * listpack; past a limit they move to a dict of fields (field and value in
+ * one allocation) for good, in no particular order. */
 typedef struct kv_hfield {
     dict_node node; /* aux = field length */
     uint32_t vlen, vcap;
@@ -38,13 +41,41 @@ typedef struct kv_hfield {
 static inline str hfield_name(kv_hfield *f) { return (str){ f->data, f->node.aux }; }
 static inline str hfield_value(kv_hfield *f) { return (str){ f->data + f->node.aux, f->vlen }; }
 
-dict *hash_new(void);
-void hash_free(dict *h);
-dict *hash_dup(dict *h);
-kv_hfield *hash_get(dict *h, str field);
-/* Returns 1 when the field is new, 0 when updated. */
-int hash_set(dict *h, str field, str value);
-int hash_del(dict *h, str field);
+typedef struct kv_hash {
+    dict *d;       /* the hashtable encoding; NULL while small */
+    char *lp;      /* small: entries (tag, len, field, len, value) in order */
+    uint32_t n;    /* small: number of fields */
+    uint32_t used; /* small: bytes of lp in use */
+} kv_hash;
+
+kv_hash *hash_new(void);
+void hash_free(kv_hash *h);
+kv_hash *hash_dup(kv_hash *h); /* same encoding, same order */
+static inline size_t hash_size(const kv_hash *h) { return h->d ? dict_size(h->d) : h->n; }
+/* Whether Redis would hold it as a listpack (OBJECT ENCODING, DUMP). */
+static inline int hash_is_small(const kv_hash *h) { return h->d == NULL; }
+/* The dict of a hashtable-encoded hash, NULL while small. */
+static inline dict *hash_dict(kv_hash *h) { return h->d; }
+/* 1 and the value (valid until the hash changes; value may be NULL) when
+ * the field is present, else 0. */
+int hash_get(kv_hash *h, str field, str *value);
+/* Returns 1 when the field is new, 0 when updated. May convert the hash
+ * to a hashtable (limits read from the config at that moment). */
+int hash_set(kv_hash *h, str field, str value);
+int hash_del(kv_hash *h, str field);
+/* Bytes the hash holds (MEMORY USAGE), sampling samples fields (0: all). */
+size_t hash_mem_bytes(kv_hash *h, long long samples);
+
+/* Visits every field in order (insertion order while small). The hash
+ * must not change during the walk. */
+typedef struct {
+    kv_hash *h;
+    const char *p, *end;
+    dict_iter di;
+} hash_iter;
+void hash_iter_init(hash_iter *it, kv_hash *h);
+int hash_iter_next(hash_iter *it, str *field, str *value);
+void hash_iter_end(hash_iter *it);
 
 /* ---- set: dict of members */
 typedef struct kv_smember {
