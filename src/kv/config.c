@@ -99,7 +99,6 @@ static struct {
     { "min-replicas-max-lag", "10" },
     { "tracking-table-max-keys", "1000000" }, /* read by tracking.c */
     { "maxmemory-clients", "0" },
-    { "key-load-delay", "0" }, /* hidden: CONFIG GET shows it only by its name */
 };
 
 /* Pairs of names for one option (Redis 7.0 renamed ziplist to listpack):
@@ -683,9 +682,7 @@ void kv_config_get(const kv_config *cfg, str pattern,
     for (size_t i = 0; i < ARRAY_LEN(noops); i++) {
         const char *name = noops[i].name;
         size_t nl = strlen(name);
-        int hidden = strcmp(name, "key-load-delay") == 0;
-        if (hidden ? pattern.len == nl && strncasecmp(pattern.p, name, nl) == 0
-                   : kv_glob_match(pattern.p, pattern.len, name, nl, 1))
+        if (kv_glob_match(pattern.p, pattern.len, name, nl, 1))
             fn(ud, name, noops[i].value);
     }
     kv_acl_config_get(pattern, fn, ud);

@@ -2268,9 +2268,17 @@ void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const c
                      void *ud)
 {
     char val[512];
+    /* Redis's hidden options: CONFIG GET shows them by their exact name only. */
+    static const char *hidden[] = { "rdb-key-save-delay", "key-load-delay",
+                                    "loading-process-events-interval-bytes", "watchdog-period" };
     for (size_t i = 0; i < ARRAY_LEN(ropts); i++) {
         const repl_opt *o = &ropts[i];
-        if (!kv_glob_match(pattern.p, pattern.len, o->name, strlen(o->name), 1))
+        size_t nl = strlen(o->name);
+        int is_hidden = 0;
+        for (size_t h = 0; h < ARRAY_LEN(hidden); h++)
+            is_hidden |= strcmp(o->name, hidden[h]) == 0;
+        if (is_hidden ? !(pattern.len == nl && strncasecmp(pattern.p, o->name, nl) == 0)
+                      : !kv_glob_match(pattern.p, pattern.len, o->name, nl, 1))
             continue;
         switch (o->kind) {
         case C_BOOL:
