@@ -88,7 +88,7 @@ build_lib brisk_kvproto $KV_SRC
 build_lib brisk_kv $KV_ALL_SRC
 
 INIH_LIBS=$(pkg-config --libs inih 2>/dev/null || echo -linih)
-# src/http's config and connections reach core's TLS layer (OpenSSL 3).
+# src/http's and brisk-kv's connections reach core's TLS layer (OpenSSL 3).
 SSL_LIBS=$(pkg-config --libs openssl 2>/dev/null || echo -lssl -lcrypto)
 
 # target -> libraries (and extra link flags)
@@ -98,9 +98,9 @@ link_target() {
         fuzz_resp) libs=("$OUT/libbrisk_kvproto.a" -lm) ;;
         fuzz_kv_aof) # reads are cut into pieces chosen by the input: see fuzz_kv_aof.c
                    libs=(-Wl,--wrap=read "$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS
-                         $LUA_LIBS -lpthread -lm) ;;
-        fuzz_kv_*) libs=("$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS $LUA_LIBS -lpthread
-                         -lm) ;;
+                         $LUA_LIBS $SSL_LIBS -lpthread -lm) ;;
+        fuzz_kv_*) libs=("$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS $LUA_LIBS $SSL_LIBS
+                         -lpthread -lm) ;;
         fuzz_conf) # keep the fuzzer from creating log files or reading
                    # arbitrary MIME files: see fuzz_conf.c
                    libs=(-Wl,--wrap=log_open_append -Wl,--wrap=mime_load

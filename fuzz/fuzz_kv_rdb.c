@@ -29,8 +29,8 @@ static void check_invariants(kv_entry *e)
 {
     switch (e->type) {
     case KV_LIST: CHECK(((kv_list *)entry_obj(e))->len > 0); break;
-    case KV_SET:
-    case KV_HASH: CHECK(dict_size(entry_obj(e)) > 0); break;
+    case KV_SET: CHECK(dict_size(entry_obj(e)) > 0); break;
+    case KV_HASH: CHECK(hash_size(entry_obj(e)) > 0); break;
     case KV_ZSET: {
         zset *z = entry_obj(e);
         CHECK(z->length > 0 && zset_check(z) == 0);
@@ -67,15 +67,13 @@ static void check_equal(kv_entry *a, kv_entry *b)
         break;
     }
     case KV_HASH: {
-        dict *x = entry_obj(a), *y = entry_obj(b);
-        CHECK(dict_size(x) == dict_size(y));
-        dict_iter it;
-        dict_iter_init(&it, x);
-        for (dict_node *n; (n = dict_iter_next(&it));) {
-            kv_hfield *f = (kv_hfield *)(void *)n, *g = hash_get(y, hfield_name(f));
-            CHECK(g && str_eq(hfield_value(f), hfield_value(g)));
-        }
-        dict_iter_end(&it);
+        kv_hash *x = entry_obj(a), *y = entry_obj(b);
+        CHECK(hash_size(x) == hash_size(y) && hash_is_small(x) == hash_is_small(y));
+        hash_iter it;
+        hash_iter_init(&it, x);
+        for (str f, v, w; hash_iter_next(&it, &f, &v);)
+            CHECK(hash_get(y, f, &w) == 1 && str_eq(v, w));
+        hash_iter_end(&it);
         break;
     }
     case KV_ZSET: {
