@@ -104,6 +104,7 @@ static loop_io listen_io[MAX_TLS_LISTEN];
 static int nlisten;
 static int started; /* kv_tls_start ran: option changes apply at once */
 static kv_tls_hs *handshakes, *hs_to_free;
+static unsigned long long nhandshakes;
 static struct kv_tls_client *pending_reads;
 static timer later; /* after the batch: pending reads, freeing handshakes */
 
@@ -266,6 +267,7 @@ static void hs_unlink(kv_tls_hs *h)
         handshakes = h->next;
     if (h->next)
         h->next->prev = h->prev;
+    nhandshakes--;
     /* Its loop_io may still be in this batch: freed after it. */
     h->next_free = hs_to_free;
     hs_to_free = h;
@@ -325,6 +327,14 @@ static void tls_accept_cb(loop *l, loop_io *io, unsigned events)
                 log_warn("accept: %s", strerror(errno));
             return;
         }
+        /* maxclients only sees connections whose handshake is done: without
+         * this bound, silent peers could hold any number of descriptors and
+         * TLS sessions for the whole handshake deadline. */
+        if (nhandshakes >= (unsigned long long)srv.cfg.maxclients) {
+            srv.stat_rejected_conns++;
+            close(fd);
+            continue;
+        }
         tls_conn *conn = ctx ? tls_conn_new(ctx, fd) : NULL;
         if (!conn) {
             close(fd);
@@ -342,6 +352,7 @@ static void tls_accept_cb(loop *l, loop_io *io, unsigned events)
             continue;
         }
         timer_start(l, &h->deadline, HANDSHAKE_MS);
+        nhandshakes++;
         h->next = handshakes;
         if (handshakes)
             handshakes->prev = h;
