@@ -11,6 +11,7 @@ import os
 import socket
 import ssl
 import struct
+import subprocess
 import time
 
 import pytest
@@ -382,3 +383,25 @@ def test_config_set_tls_while_handshakes_are_in_flight(tls_kv, certs):
     assert served(certs, s)
     r.close()
     assert wait_fds(pid, base + 1) <= base + 1  # (+1: the plain client above, now closed)
+
+
+@pytest.mark.parametrize("on_tls", [True, False])
+def test_out_of_descriptors_no_busy_accept(tls_kv, certs, on_tls):
+    """accept() failing with EMFILE leaves the connection in the backlog:
+    the listener stays readable, and a loop that returns at once spins."""
+    s = tls_kv("no")
+    pid = s.proc.pid
+    limit = fds(pid) + 10
+    subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={limit}:{limit}"], check=True)
+    port = s.tls_port if on_tls else s.port
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]
+    time.sleep(0.5)
+    c0 = cpu(pid)
+    time.sleep(1.5)
+    spent = cpu(pid) - c0
+    for k in socks:
+        k.close()
+    assert spent < 0.3, f"{spent:.2f} s of CPU in 1.5 s out of descriptors: a busy accept loop"
+    time.sleep(0.5)
+    assert served(certs, s)
+    assert s.client().ping()
