@@ -11,6 +11,7 @@ import signal
 import socket
 import ssl
 import struct
+import subprocess
 import time
 
 import pytest
@@ -354,3 +355,20 @@ def test_sighup_while_handshakes_are_in_flight(tls, certs):
         m.close()
     assert served(tls)
     assert wait_fds(pid, base) <= base
+
+
+def test_out_of_descriptors_no_busy_accept(start_tls):
+    t = start_tls("client_header_timeout = 3s\n")
+    pid = t.srv.proc.pid
+    limit = fds(pid) + 10
+    subprocess.run(["prlimit", f"--pid={pid}", f"--nofile={limit}:{limit}"], check=True)
+    socks = [socket.create_connection(("127.0.0.1", t.tport)) for _ in range(30)]
+    time.sleep(0.5)
+    c0 = cpu(pid)
+    time.sleep(1.5)
+    spent = cpu(pid) - c0
+    for s in socks:
+        s.close()
+    assert spent < 0.3, f"{spent:.2f} s of CPU in 1.5 s out of descriptors: a busy accept loop"
+    time.sleep(1.5)  # (accepts resume within a second)
+    assert served(t)
