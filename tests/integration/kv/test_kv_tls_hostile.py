@@ -405,3 +405,42 @@ def test_out_of_descriptors_no_busy_accept(tls_kv, certs, on_tls):
     time.sleep(0.5)
     assert served(certs, s)
     assert s.client().ping()
+
+
+def s_client(d, port, *args, stdin=b""):
+    p = subprocess.run([OPENSSL, "s_client", "-connect", f"127.0.0.1:{port}", "-CAfile",
+                        str(d / "ca.crt"), *args], input=stdin, capture_output=True, timeout=20)
+    return p.returncode, (p.stdout + p.stderr).decode(errors="replace")
+
+
+def test_renegotiation_old_protocols_weak_ciphers_refused(tls_kv, certs):
+    s = tls_kv("no")
+    rc, out = s_client(certs, s.tls_port, "-tls1_2", stdin=b"R\n")
+    assert "RENEGOTIATING" in out and "no renegotiation" in out, out
+    for args in (("-tls1", "-cipher", "DEFAULT:@SECLEVEL=0"),
+                 ("-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0"),
+                 ("-tls1_2", "-cipher", "AES128-SHA:AES256-SHA256:AES128-GCM-SHA256"),  # no FS
+                 ("-tls1_2", "-cipher", "ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES256-SHA384")):  # CBC
+        rc, out = s_client(certs, s.tls_port, *args)
+        assert rc != 0 and "Cipher is (NONE)" in out or "no protocols available" in out \
+            or "alert" in out, (args, out)
+        assert "+PONG" not in out
+    assert served(certs, s)
+
+
+def test_key_updates_and_ping(tls_kv, certs):
+    """TLS 1.3 KeyUpdate from the client (K: asking the server to update
+    its keys too, a read that must write), then the session goes on."""
+    s = tls_kv("no")
+    # (s_client takes its command letters only without -ign_eof: feed slowly)
+    p = subprocess.Popen([OPENSSL, "s_client", "-connect", f"127.0.0.1:{s.tls_port}", "-CAfile",
+                          str(certs / "ca.crt"), "-tls1_3"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for line in (b"K\n", b"PING\r\n", b"k\n", b"PING\r\n", b"K\n", b"PING\r\n"):
+        time.sleep(0.3)
+        p.stdin.write(line)
+        p.stdin.flush()
+    time.sleep(0.5)
+    out = p.communicate(timeout=10)[0].decode(errors="replace")
+    assert out.count("+PONG") == 3 and out.count("KEYUPDATE") == 3, out[-2000:]
+    assert served(certs, s)
