@@ -372,3 +372,19 @@ def test_out_of_descriptors_no_busy_accept(start_tls):
     assert spent < 0.3, f"{spent:.2f} s of CPU in 1.5 s out of descriptors: a busy accept loop"
     time.sleep(1.5)  # (accepts resume within a second)
     assert served(t)
+
+
+def test_key_updates_mid_keep_alive(tls):
+    """TLS 1.3 KeyUpdate from the client between requests (K: the server
+    must answer with its own, a read that writes), then requests go on."""
+    p = subprocess.Popen([OPENSSL, "s_client", "-connect", f"127.0.0.1:{tls.tport}", "-tls1_3"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    get_line = b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+    for line in (b"K\n", get_line, b"k\n", get_line, b"K\n", get_line):
+        time.sleep(0.3)
+        p.stdin.write(line)
+        p.stdin.flush()
+    time.sleep(0.5)
+    out = p.communicate(timeout=10)[0].decode(errors="replace")
+    assert out.count("Hello, brisk!") == 3 and out.count("KEYUPDATE") == 3, out[-2000:]
+    assert served(tls)
