@@ -400,3 +400,26 @@ def test_key_updates_mid_keep_alive(tls):
     out = p.communicate(timeout=10)[0].decode(errors="replace")
     assert out.count("Hello, brisk!") == 3 and out.count("KEYUPDATE") == 3, out[-2000:]
     assert served(tls)
+
+
+def test_shutdown_with_handshakes_and_a_response_in_flight(start_tls):
+    """SIGTERM while peers hold half-done handshakes and an unread response:
+    the handshakes close at once, the response gets shutdown_timeout, then
+    brisk exits cleanly (LeakSanitizer on the ASan build)."""
+    tls = start_tls("shutdown_timeout = 1s\n")
+    (tls.srv.root / "big.bin").write_bytes(os.urandom(4 * 1024 * 1024))
+    hello = client_hello()
+    held = []
+    for i in range(10):
+        s = socket.create_connection(("127.0.0.1", tls.tport))
+        s.sendall(hello[: 10 * i])
+        held.append(s)
+    c = tls_conn(tls.tport, rcvbuf=4096)
+    c.send(req("GET", "/big.bin"))
+    c.read_head()
+    held.append(c.sock)
+    time.sleep(0.3)
+    rc = tls.srv.stop()
+    assert rc == 0 and not tls.srv.problems(), (rc, tls.srv.problems(), tls.srv.stderr()[-3000:])
+    for s in held:
+        s.close()
