@@ -526,8 +526,7 @@ static void accept_cb(loop *l, loop_io *io, unsigned events)
         socklen_t sl = sizeof ss;
         int fd = accept4(io->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                log_warn("accept: %s", strerror(errno));
+            kv_accept_failed(io); /* EMFILE: pauses, not a busy loop */
             return;
         }
         kv_client_accept(fd, &ss, NULL);

@@ -585,6 +585,9 @@ void kv_tls_refuse(struct kv_tls_client *t, const char *msg, size_t n);
 kv_client *kv_client_accept(int fd, const struct sockaddr_storage *ss, struct kv_tls_client *t);
 int kv_open_listeners(int port, char *const *bind, int nbind, int *fds, char *err,
                       size_t errlen);
+/* tls_kv.c: after a failed accept (errno): logs, and on EMFILE/ENFILE pauses
+ * every listener for 100 ms instead of spinning on a readable one. */
+void kv_accept_failed(loop_io *io);
 /* -- end tls -- */
 /* -- declarations: blocking -- */
 /* Runs the commands a client sent while it was blocked (server.c). */

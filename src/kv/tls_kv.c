@@ -104,8 +104,10 @@ static loop_io listen_io[MAX_TLS_LISTEN];
 static int nlisten;
 static int started; /* kv_tls_start ran: option changes apply at once */
 static kv_tls_hs *handshakes, *hs_to_free;
+static unsigned long long nhandshakes;
 static struct kv_tls_client *pending_reads;
 static timer later; /* after the batch: pending reads, freeing handshakes */
+static timer accept_resume; /* listeners paused by EMFILE listen again */
 
 static const char *nz(const char *s)
 {
@@ -266,6 +268,7 @@ static void hs_unlink(kv_tls_hs *h)
         handshakes = h->next;
     if (h->next)
         h->next->prev = h->prev;
+    nhandshakes--;
     /* Its loop_io may still be in this batch: freed after it. */
     h->next_free = hs_to_free;
     hs_to_free = h;
@@ -314,6 +317,41 @@ static void hs_timeout_cb(loop *l, timer *tm)
     hs_fail(tm->udata, "timed out");
 }
 
+static void accept_resume_cb(loop *l, timer *t)
+{
+    for (int i = 0; i < srv.nlisten; i++)
+        if (srv.listen_io[i].fd >= 0)
+            loop_io_set(l, &srv.listen_io[i], LOOP_READ);
+    for (int i = 0; i < nlisten; i++)
+        if (listen_io[i].fd >= 0)
+            loop_io_set(l, &listen_io[i], LOOP_READ);
+}
+
+/* accept() failed with errno. Out of descriptors, the connection stays in
+ * the backlog and the listener readable: returning at once would spin the
+ * loop at 100% CPU until a descriptor frees. So every listener (plain and
+ * TLS: they share the limit) stops for 100 ms, then tries again. */
+void kv_accept_failed(loop_io *io)
+{
+    if (errno != EMFILE && errno != ENFILE) {
+        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+            log_warn("accept: %s", strerror(errno));
+        return;
+    }
+    if (timer_active(&accept_resume))
+        return; /* paused already */
+    log_warn("accept: %s; pausing accepts for 100 ms", strerror(errno));
+    for (int i = 0; i < srv.nlisten; i++)
+        if (srv.listen_io[i].fd >= 0)
+            loop_io_set(&srv.loop, &srv.listen_io[i], 0);
+    for (int i = 0; i < nlisten; i++)
+        if (listen_io[i].fd >= 0)
+            loop_io_set(&srv.loop, &listen_io[i], 0);
+    (void)io;
+    timer_init(&accept_resume, accept_resume_cb, NULL); /* (not active: see above) */
+    timer_start(&srv.loop, &accept_resume, 100);
+}
+
 static void tls_accept_cb(loop *l, loop_io *io, unsigned events)
 {
     for (int i = 0; i < 64; i++) {
@@ -321,9 +359,16 @@ static void tls_accept_cb(loop *l, loop_io *io, unsigned events)
         socklen_t sl = sizeof ss;
         int fd = accept4(io->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                log_warn("accept: %s", strerror(errno));
+            kv_accept_failed(io);
             return;
+        }
+        /* maxclients only sees connections whose handshake is done: without
+         * this bound, silent peers could hold any number of descriptors and
+         * TLS sessions for the whole handshake deadline. */
+        if (nhandshakes >= (unsigned long long)srv.cfg.maxclients) {
+            srv.stat_rejected_conns++;
+            close(fd);
+            continue;
         }
         tls_conn *conn = ctx ? tls_conn_new(ctx, fd) : NULL;
         if (!conn) {
@@ -342,6 +387,7 @@ static void tls_accept_cb(loop *l, loop_io *io, unsigned events)
             continue;
         }
         timer_start(l, &h->deadline, HANDSHAKE_MS);
+        nhandshakes++;
         h->next = handshakes;
         if (handshakes)
             handshakes->prev = h;
@@ -451,6 +497,8 @@ void kv_tls_stop(void)
     }
     if (timer_active(&later))
         timer_stop(&srv.loop, &later);
+    if (timer_active(&accept_resume))
+        timer_stop(&srv.loop, &accept_resume);
     while (hs_to_free) {
         kv_tls_hs *h = hs_to_free;
         hs_to_free = h->next_free;
