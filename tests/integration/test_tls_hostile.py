@@ -16,32 +16,12 @@ import time
 
 import pytest
 
+import tls_probe
 from brisk_testlib import RawConn, req
 from test_tls import OPENSSL, CURL, certs, client_ctx, get, start_tls, tls, tls_conn  # noqa: F401
+from tls_probe import cpu, fds, rss_kib, wait_fds
 
 pytestmark = pytest.mark.skipif(not OPENSSL or not CURL, reason="needs openssl and curl")
-
-HZ = os.sysconf("SC_CLK_TCK")
-
-
-def fds(pid) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def cpu(pid) -> float:
-    """User + system CPU seconds of the process (all threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / HZ
-
-
-def rss_kib(pid) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
 
 def fd_names(pid) -> list[str]:
     out = []
@@ -53,59 +33,15 @@ def fd_names(pid) -> list[str]:
     return sorted(out)
 
 
-def wait_fds(pid, target, timeout=10.0) -> int:
-    deadline = time.monotonic() + timeout
-    n = fds(pid)
-    while n > target and time.monotonic() < deadline:
-        time.sleep(0.1)
-        n = fds(pid)
-    return n
-
-
 def client_hello() -> bytes:
-    """A real ClientHello (TLS 1.2 and 1.3 offered), as bytes."""
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = client_ctx().wrap_bio(inc, out, server_hostname="localhost")
-    with pytest.raises(ssl.SSLWantReadError):
-        obj.do_handshake()
-    return out.read()
+    return tls_probe.client_hello(client_ctx())
 
 
-class Manual:
-    """A TLS client driven by hand over a blocking socket (ssl.SSLObject),
-    so that a test can stop and go on at any byte of the handshake."""
+class Manual(tls_probe.Manual):
+    """tls_probe's hand-driven client, trusting the test certificate."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.obj = client_ctx().wrap_bio(self.inc, self.out, server_hostname="localhost")
-
-    def first_flight(self) -> bytes:
-        try:
-            self.obj.do_handshake()
-        except ssl.SSLWantReadError:
-            pass
-        return self.out.read()
-
-    def finish(self):
-        while True:
-            try:
-                self.obj.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                data = self.out.read()
-                if data:
-                    self.sock.sendall(data)
-                got = self.sock.recv(65536)
-                if not got:
-                    raise ConnectionError("closed during the handshake")
-                self.inc.write(got)
-        data = self.out.read()
-        if data:
-            self.sock.sendall(data)
-
-    def close(self):
-        self.sock.close()
+        super().__init__(client_ctx(), port)
 
 
 def served(t) -> bool:

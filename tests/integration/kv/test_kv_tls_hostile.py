@@ -16,40 +16,14 @@ import time
 
 import pytest
 
+import tls_probe
 from test_kv_tls import OPENSSL, REDIS_CLI, certs, tls_client, tls_kv  # noqa: F401
+from tls_probe import cpu, fds, rss_kib, wait_fds
 
 pytestmark = pytest.mark.skipif(not (REDIS_CLI and OPENSSL), reason="needs redis-cli and openssl")
 
-HZ = os.sysconf("SC_CLK_TCK")
 ASAN = "asan" in os.environ.get("BRISK_BIN_DIR", "")
 PING = b"*1\r\n$4\r\nPING\r\n"
-
-
-def fds(pid) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def cpu(pid) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / HZ
-
-
-def rss_kib(pid) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def wait_fds(pid, target, timeout=10.0) -> int:
-    deadline = time.monotonic() + timeout
-    n = fds(pid)
-    while n > target and time.monotonic() < deadline:
-        time.sleep(0.1)
-        n = fds(pid)
-    return n
 
 
 def ctx(d) -> ssl.SSLContext:
@@ -60,49 +34,14 @@ def ctx(d) -> ssl.SSLContext:
 
 
 def client_hello(d) -> bytes:
-    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
-    obj = ctx(d).wrap_bio(inc, out, server_hostname="localhost")
-    with pytest.raises(ssl.SSLWantReadError):
-        obj.do_handshake()
-    return out.read()
+    return tls_probe.client_hello(ctx(d))
 
 
-class Manual:
-    """A TLS client driven by hand (ssl.SSLObject over a blocking socket):
-    a test can stop at any byte of the handshake and go on later."""
+class Manual(tls_probe.Manual):
+    """tls_probe's hand-driven client, trusting the test CA."""
 
     def __init__(self, d, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
-        self.obj = ctx(d).wrap_bio(self.inc, self.out, server_hostname="localhost")
-
-    def first_flight(self) -> bytes:
-        try:
-            self.obj.do_handshake()
-        except ssl.SSLWantReadError:
-            pass
-        return self.out.read()
-
-    def finish(self):
-        while True:
-            try:
-                self.obj.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                data = self.out.read()
-                if data:
-                    self.sock.sendall(data)
-                got = self.sock.recv(65536)
-                if not got:
-                    raise ConnectionError("closed during the handshake")
-                self.inc.write(got)
-        data = self.out.read()
-        if data:
-            self.sock.sendall(data)
-
-    def send(self, data: bytes):
-        self.obj.write(data)
-        self.sock.sendall(self.out.read())
+        super().__init__(ctx(d), port)
 
     def recv_until(self, n: int) -> bytes:
         got = b""
