@@ -354,3 +354,9 @@ def test_subscribed_context_names_the_subcommand(kv, reference):
                  "UNSUBSCRIBE a", "CLIENT REPLY ON", "PING"]):
         for hello3 in (False, True):
             _same_stream(kv, reference, _cmds(*seq), hello3, settle=0.2)
+
+
+def test_cluster_reset_refused_in_scripts_other_subcommands_not(pair):
+    # RESET is a noscript subcommand of CLUSTER in Redis; the container is not
+    same(pair, "EVAL", "return redis.pcall('cluster', 'reset', 'hard')", "0")
+    same(pair, "EVAL", "return redis.pcall('cluster', 'info')", "0")
