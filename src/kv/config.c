@@ -333,26 +333,34 @@ static int same_listen_value(const kv_config *cfg, const opt *o, int argc, char 
     return 1;
 }
 
+/* bind: 1 to KV_MAX_BIND addresses, stored (the listeners are the caller's). */
+static int set_bind(kv_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    if (argc < 1 || argc > KV_MAX_BIND) {
+        snprintf(err, errlen, "wrong number of arguments");
+        return -1;
+    }
+    for (int i = 0; i < cfg->nbind; i++)
+        kv_free(cfg->bind[i]);
+    for (int i = 0; i < argc; i++)
+        cfg->bind[i] = xstrdup(argv[i]);
+    cfg->nbind = argc;
+    return 0;
+}
+
 /* CONFIG SET port or bind to a new value: the listeners move first; the
  * option changes only when that worked (Redis's errors otherwise). */
 static int relisten(kv_config *cfg, const opt *o, int argc, char **argv, char *err,
                     size_t errlen)
 {
     if (o->kind == O_BIND) {
-        if (argc < 1 || argc > KV_MAX_BIND) {
-            snprintf(err, errlen, "wrong number of arguments");
-            return -1;
-        }
+        if (argc < 1 || argc > KV_MAX_BIND)
+            return set_bind(cfg, argc, argv, err, errlen); /* its error */
         if (kv_relisten(cfg->port, argv, argc) < 0) {
             snprintf(err, errlen, "Failed to bind to specified addresses.");
             return -1;
         }
-        for (int i = 0; i < cfg->nbind; i++)
-            kv_free(cfg->bind[i]);
-        for (int i = 0; i < argc; i++)
-            cfg->bind[i] = xstrdup(argv[i]);
-        cfg->nbind = argc;
-        return 0;
+        return set_bind(cfg, argc, argv, err, errlen);
     }
     long long v;
     if (argc != 1 || kv_parse_ll(argv[0], strlen(argv[0]), &v) < 0) {
@@ -423,18 +431,8 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         snprintf(err, errlen, "can't set immutable config");
         return -1;
     }
-    if (o->kind == O_BIND) {
-        if (argc < 1 || argc > KV_MAX_BIND) {
-            snprintf(err, errlen, "wrong number of arguments");
-            return -1;
-        }
-        for (int i = 0; i < cfg->nbind; i++)
-            kv_free(cfg->bind[i]);
-        for (int i = 0; i < argc; i++)
-            cfg->bind[i] = xstrdup(argv[i]);
-        cfg->nbind = argc;
-        return 0;
-    }
+    if (o->kind == O_BIND)
+        return set_bind(cfg, argc, argv, err, errlen);
     if (o->kind == O_STR && o->off == OFF(save))
         return set_save(cfg, argc, argv, err, errlen);
     if (argc != 1) {

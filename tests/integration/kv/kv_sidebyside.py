@@ -56,6 +56,10 @@ class Raw:
             a = a if isinstance(a, bytes) else str(a).encode()
             out.append(b"$%d\r\n%s\r\n" % (len(a), a))
         self.s.sendall(b"".join(out))
+        return self.read_reply()
+
+    def read_reply(self) -> bytes:
+        """The next whole reply (or push) on the connection, as raw bytes."""
         while True:
             end = _resp_end(self.buf, 0)
             if end is not None:

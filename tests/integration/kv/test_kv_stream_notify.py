@@ -65,25 +65,12 @@ def _events(sub: Raw) -> list[bytes]:
     sub.s.sendall(b"*2\r\n$4\r\nPING\r\n$4\r\nmark\r\n")
     out = []
     while True:
-        m = sub.call_read()
+        m = sub.read_reply()
         if b"mark" in m and m.startswith(b"*2\r\n$4\r\npong"):
             return out
         out.append(m)
 
 
-def _read_one(self):
-    from kv_sidebyside import _resp_end
-    while True:
-        end = _resp_end(self.buf, 0)
-        if end is not None:
-            reply, self.buf = self.buf[:end], self.buf[end:]
-            return reply
-        chunk = self.s.recv(1 << 16)
-        assert chunk, "connection closed"
-        self.buf += chunk
-
-
-Raw.call_read = _read_one  # type: ignore[attr-defined]
 
 
 def _send(c: Raw, *args: str) -> None:
@@ -134,14 +121,14 @@ def test_blocked_xreadgroup_served_creates_consumer_event(pair):
             assert time.time() < deadline
             time.sleep(0.01)
         cmd.call("XADD", "q", "1-1", "f", "v")
-        first = waiter.call_read()
+        first = waiter.read_reply()
         # a second waiter: alice exists now, no event
         _send(waiter, "XREADGROUP", "GROUP", "g", "alice", "BLOCK", "0", "STREAMS", "q", ">")
         while b"blocked_clients:1" not in cmd.call("INFO", "clients"):
             assert time.time() < deadline
             time.sleep(0.01)
         cmd.call("XADD", "q", "2-1", "f", "v")
-        second = waiter.call_read()
+        second = waiter.read_reply()
         results.append((first, second, _events(sub)))
         for c in (cmd, sub, waiter):
             c.close()

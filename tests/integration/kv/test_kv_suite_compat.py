@@ -131,24 +131,13 @@ def test_read_command_evicts_and_invalidates_before_its_reply(kv, reference):
 
 # ---- unit/introspection ----
 
-def _read_one(c: Raw) -> bytes:
-    while True:
-        end = _resp_end(c.buf, 0)
-        if end is not None:
-            reply, c.buf = c.buf[:end], c.buf[end:]
-            return reply
-        chunk = c.s.recv(1 << 16)
-        assert chunk, "connection closed"
-        c.buf += chunk
-
-
 def _monitor_lines(port: int, cmds) -> list[bytes]:
     m = Raw(port)
     assert m.call("MONITOR") == b"+OK\r\n"
     c = Raw(port)
     for cmd in cmds:
         c.call(*cmd)
-    lines = [_read_one(m) for _ in range(len(cmds))]
+    lines = [m.read_reply() for _ in range(len(cmds))]
     m.close()
     c.close()
     # drop the timestamp and the client address (differs between servers)
