@@ -31,8 +31,8 @@ int brisk_listen(brisk_server *s, const char *addr)
         return -1;
     net_addr a;
     char err[128];
-    int tls;
-    if (http_listen_parse(addr, &a, &tls, err, sizeof err) < 0)
+    int tls, h2c;
+    if (http_listen_parse(addr, &a, &tls, &h2c, err, sizeof err) < 0)
         return -1;
     s->cli.listen[s->cli.nlisten++] = addr;
     s->listen_set = 1;

@@ -64,6 +64,8 @@ static const struct key {
     { "ssl_protocols", K_STR, OFF(ssl_protocols), FSZ(ssl_protocols), 0 },
     { "ssl_ciphers", K_STR, OFF(ssl_ciphers), FSZ(ssl_ciphers), 0 },
     { "ssl_session_tickets", K_BOOL, OFF(ssl_session_tickets), 0, 0 },
+    { "http2", K_BOOL, OFF(http2), 0, 0 },
+    { "http2_max_concurrent_streams", K_UINT, OFF(http2_max_streams), 4, 1000 },
 };
 
 static void set_defaults(http_conf *c)
@@ -96,6 +98,8 @@ static void set_defaults(http_conf *c)
     c->cgi_max_processes = 64;
     c->busy_poll_us = 0; /* off: see the README (it costs brisk static throughput) */
     c->ssl_session_tickets = 1;
+    c->http2 = 1;
+    c->http2_max_streams = 128; /* nginx's default */
     c->root_fd = -1;
     c->access_fd = -1;
     for (int i = 0; i < HTTP_MAX_CGI; i++)
@@ -125,9 +129,10 @@ static int resolve_path(const char *dir, const char *s, char *dst, size_t cap, c
     return 0;
 }
 
-int http_listen_parse(const char *v, net_addr *a, int *tls, char *err, size_t errlen)
+int http_listen_parse(const char *v, net_addr *a, int *tls, int *h2c, char *err, size_t errlen)
 {
-    /* "ADDR:PORT", then optional parameters: "ssl" is the only one */
+    /* "ADDR:PORT", then optional parameters: "ssl", or "h2c" (HTTP/2 with
+     * prior knowledge only: anything else is closed) */
     char addr[128];
     size_t n = strcspn(v, " \t");
     if (n >= sizeof addr) {
@@ -136,17 +141,25 @@ int http_listen_parse(const char *v, net_addr *a, int *tls, char *err, size_t er
     }
     memcpy(addr, v, n);
     addr[n] = '\0';
-    *tls = 0;
+    *tls = *h2c = 0;
     for (const char *p = v + n; *p;) {
         p += strspn(p, " \t");
         size_t w = strcspn(p, " \t");
         if (w == 3 && memcmp(p, "ssl", 3) == 0) {
             *tls = 1;
+        } else if (w == 3 && memcmp(p, "h2c", 3) == 0) {
+            *h2c = 1;
         } else if (w) {
-            snprintf(err, errlen, "unknown listen parameter \"%.*s\" (ssl is known)", (int)w, p);
+            snprintf(err, errlen, "unknown listen parameter \"%.*s\" (ssl and h2c are known)",
+                     (int)w, p);
             return -1;
         }
         p += w;
+    }
+    if (*tls && *h2c) {
+        snprintf(err, errlen, "listen \"%s\": h2c is for plain listeners (ssl ones offer h2 by ALPN)",
+                 v);
+        return -1;
     }
     return net_parse_addr(addr, a, err, errlen);
 }
@@ -158,15 +171,20 @@ static int add_listen(http_conf *c, const char *v, int force_tls, char *err, siz
         return -1;
     }
     net_addr a;
-    int tls;
-    if (http_listen_parse(v, &a, &tls, err, errlen) < 0)
+    int tls, h2c;
+    if (http_listen_parse(v, &a, &tls, &h2c, err, errlen) < 0)
         return -1;
+    if (h2c && force_tls) {
+        snprintf(err, errlen, "listen \"%s\": h2c is for plain listeners", v);
+        return -1;
+    }
     for (int i = 0; i < c->nlisten; i++)
         if (strcmp(c->listen[i].text, a.text) == 0) {
             snprintf(err, errlen, "duplicate listen %s", a.text);
             return -1;
         }
     c->listen_tls[c->nlisten] = (uint8_t)(tls || force_tls);
+    c->listen_h2c[c->nlisten] = (uint8_t)h2c;
     c->listen[c->nlisten++] = a;
     return 0;
 }
@@ -474,7 +492,7 @@ static int open_tls(http_conf *c, const http_conf *prev, char *err)
     tc.protocols = c->ssl_protocols[0] ? c->ssl_protocols : NULL;
     tc.ciphers = c->ssl_ciphers[0] ? c->ssl_ciphers : NULL;
     tc.session_tickets = c->ssl_session_tickets;
-    tc.alpn = "http/1.1";
+    tc.alpn = c->http2 ? "h2,http/1.1" : "http/1.1";
     char msg[CONF_ERR_MAX - 16];
     c->tls = tls_ctx_new(&tc, prev ? prev->tls : NULL, msg, sizeof msg);
     if (!c->tls) {

@@ -31,6 +31,7 @@ typedef struct http_conf {
 
     net_addr listen[HTTP_MAX_LISTEN];
     uint8_t listen_tls[HTTP_MAX_LISTEN]; /* 1: "listen = ADDR ssl" */
+    uint8_t listen_h2c[HTTP_MAX_LISTEN]; /* 1: "listen = ADDR h2c" (HTTP/2 only) */
     int nlisten;
     int workers; /* 0 = auto (one per CPU) */
     char user[64]; /* when started as root: run as this user ("" = stay) */
@@ -71,6 +72,11 @@ typedef struct http_conf {
     char ssl_ciphers[512];              /* TLS 1.2 list; "" = forward-secret AEAD only */
     int ssl_session_tickets;
 
+    /* HTTP/2: ALPN h2 on ssl listeners, prior knowledge and Upgrade: h2c on
+     * plain ones */
+    int http2;
+    uint32_t http2_max_streams;         /* SETTINGS_MAX_CONCURRENT_STREAMS */
+
     /* resources, opened by http_conf_load */
     int root_fd;
     int access_fd; /* -1 when off */
@@ -107,8 +113,8 @@ http_conf *http_conf_load(const http_cli *cli, char *err);
 /* The same for a reload: with prev (the running generation), the TLS
  * context keeps prev's session-ticket keys, so resumption survives. */
 http_conf *http_conf_reload(const http_cli *cli, const http_conf *prev, char *err);
-/* Parses a listen value, "ADDR:PORT" with an optional " ssl" word. */
-int http_listen_parse(const char *v, net_addr *a, int *tls, char *err, size_t errlen);
+/* Parses a listen value, "ADDR:PORT" with an optional " ssl" or " h2c" word. */
+int http_listen_parse(const char *v, net_addr *a, int *tls, int *h2c, char *err, size_t errlen);
 http_conf *http_conf_retain(http_conf *c);
 void http_conf_release(http_conf *c);
 

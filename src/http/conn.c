@@ -1,6 +1,7 @@
 #include "http/conn.h"
 
 #include "core/net.h"
+#include "http/h2.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -24,6 +25,9 @@ static void conn_close(http_conn *c);
 static void conn_tls_start(http_conn *c);
 static void conn_handshake(http_conn *c);
 static int conn_tls_more(const http_conn *c);
+static void conn_h2_after_batch(http_conn *c);
+static int conn_flush(http_conn *c);
+static void conn_arm(http_conn *c, uint64_t ms);
 
 /* ---- transport: every socket call of a connection, in one place ----
  * Plain TCP, or TLS when c->tls is set (a connection accepted on an ssl
@@ -189,6 +193,7 @@ static void busy_attach(http_conn *c)
         http_exchange_init(&b->x); /* pooled ones were reset by busy_detach */
     }
     b->c = c;
+    b->h2 = NULL;
     b->body.len = 0;
     b->out.len = 0;
     b->nsegs = b->seg_head = 0;
@@ -254,7 +259,7 @@ static void set_accepting(http_worker *hw, int on)
 }
 
 static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss, socklen_t sl,
-                     int tls)
+                     int tls, int h2c)
 {
     http_conn *c = hw->free_conns;
     if (c) {
@@ -265,6 +270,7 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
     }
     memset(c, 0, sizeof *c);
     c->hw = hw;
+    c->h2c_only = (uint8_t)h2c;
     hw->stats.accepted++;
     c->conf = http_conf_retain(hw->conf);
     memcpy(&c->peer, ss, MIN((size_t)sl, sizeof c->peer));
@@ -371,6 +377,8 @@ static void conn_close(http_conn *c)
     else
         loop_io_forget(&hw->w.loop, &c->io);
     close(fd);
+    if (UNLIKELY(c->state == CONN_H2))
+        http_h2_free(c); /* handlers at work see their exchanges aborted */
     if (c->state == CONN_HANDLER) {
         c->orphan = 1;
         conn_release_output(c);
@@ -440,6 +448,8 @@ void http_conn_census(http_worker *hw, http_census *out)
     for (http_conn *c = hw->conns; c; c = c->next) {
         if (c->orphan)
             out->active--; /* socket already closed, a handler still running */
+        else if (c->state == CONN_H2)
+            *(http_h2_idle(c) && !c->write_blocked ? &out->idle : &out->writing) += 1;
         else if (c->state == CONN_HANDLER || c->state == CONN_LINGER || c->write_blocked)
             out->writing++;
         else if (c->in_len > c->req_start || c->state == CONN_BODY ||
@@ -461,6 +471,13 @@ void http_conn_close_idle(http_worker *hw)
     http_conn *c = hw->conns, *next;
     for (; c; c = next) {
         next = c->next;
+        if (c->state == CONN_H2) { /* GOAWAY; closes once its streams are done */
+            if (http_h2_idle(c) && !c->write_blocked)
+                conn_close(c);
+            else
+                http_h2_shutdown(c);
+            continue;
+        }
         /* Busy ones answer "Connection: close" (hw->stopping) and close. */
         if (conn_is_idle(c) || c->state == CONN_LINGER || c->state == CONN_TLS_HANDSHAKE)
             conn_close(c);
@@ -496,7 +513,8 @@ void http_conn_accept(loop *l, loop_io *io, unsigned events)
             }
             return;
         }
-        conn_new(hw, fd, &ss, sl, (int)(hw->listen_tls >> (io - hw->listen_io)) & 1);
+        int k = (int)(io - hw->listen_io);
+        conn_new(hw, fd, &ss, sl, (int)(hw->listen_tls >> k) & 1, (int)(hw->listen_h2c >> k) & 1);
     }
 }
 
@@ -612,7 +630,8 @@ static void conn_timeout(loop *l, timer *t)
     log_debug("closing connection: %s timeout",
               c->state == CONN_LINGER ? "lingering" : c->write_blocked ? "send"
               : c->state == CONN_BODY ? "body"
-              : c->state == CONN_TLS_HANDSHAKE ? "TLS handshake" : "header/keep-alive");
+              : c->state == CONN_TLS_HANDSHAKE ? "TLS handshake"
+              : c->state == CONN_H2 ? "HTTP/2 idle or stalled" : "header/keep-alive");
     conn_close(c);
 }
 
@@ -656,37 +675,20 @@ static void conn_linger_read(http_conn *c)
 
 /* ---- requests ---- */
 
-static void conn_build_request(http_conn *c)
-{
-    http_parser *p = &c->b->parser;
-    http_request *r = &c->b->x.req;
-    const char *head = c->in + c->req_start;
-    r->head = head;
-    r->parser = p;
-    r->method = (enum http_method)p->method;
-    r->version_minor = p->version_minor;
-    r->method_name = http_parser_slice(head, p->line_off, p->method_len);
-    r->target = http_parser_slice(head, p->target_off, p->target_len);
-    const char *q = memchr(r->target.p, '?', r->target.len);
-    if (q) {
-        r->path = (str){ r->target.p, (size_t)(q - r->target.p) };
-        r->query = (str){ q + 1, r->target.len - r->path.len - 1 };
-    } else {
-        r->path = r->target;
-        r->query = (str){ r->target.p + r->target.len, 0 };
-    }
-    /* absolute-form: keep only the path */
-    if (r->path.len && r->path.p[0] != '/' && r->path.p[0] != '*') {
-        const char *s = memchr(r->path.p, '/', r->path.len);
-        s = s ? memchr(s + 2, '/', r->path.len - (size_t)(s + 2 - r->path.p)) : NULL;
-        r->path = s ? (str){ s, r->path.len - (size_t)(s - r->path.p) } : STR("/");
-    }
-    r->body = (str){ c->b->body.data, c->b->body.len };
-}
-
 static void conn_dispatch(http_conn *c)
 {
-    conn_build_request(c);
+    /* Upgrade: h2c, asked with the first request of a plain connection. */
+    if (UNLIKELY(c->requests == 0 && c->b->parser.known[HH_CONNECTION]) && c->conf->http2 &&
+        !c->tls) {
+        int rc = http_h2_upgrade(c);
+        if (rc != 0) {
+            if (rc < 0)
+                conn_close(c);
+            return;
+        }
+    }
+    http_exchange_set_request(&c->b->x, c->in + c->req_start, &c->b->parser,
+                              (str){ c->b->body.data, c->b->body.len });
     c->state = CONN_HANDLER;
     c->head_only = c->b->x.req.method == HTTP_HEAD;
     c->requests++;
@@ -788,6 +790,22 @@ static void conn_process(http_conn *c)
             size_t avail = c->in_len - c->req_start;
             if (!avail)
                 return;
+            /* HTTP/2 with prior knowledge: the connection preface first. */
+            if (UNLIKELY(c->requests == 0) && !c->tls &&
+                ((c->in[c->req_start] == 'P' && c->conf->http2) || c->h2c_only)) {
+                size_t k = MIN(avail, (size_t)HTTP_H2_PREFACE_LEN);
+                if (memcmp(c->in + c->req_start, HTTP_H2_PREFACE, k) == 0) {
+                    if (k < HTTP_H2_PREFACE_LEN)
+                        return; /* the rest of it is on its way */
+                    if (http_h2_start(c) < 0)
+                        conn_close(c);
+                    return;
+                }
+                if (c->h2c_only || (k >= 16 && memcmp(c->in + c->req_start, HTTP_H2_PREFACE, 16) == 0)) {
+                    conn_close(c); /* not HTTP/2, or "PRI * HTTP/2.0" and a broken preface */
+                    return;
+                }
+            }
             int rc = http_parse_head(&c->b->parser, c->in + c->req_start, avail, &c->conf->limits);
             if (rc == 0)
                 return;
@@ -881,7 +899,10 @@ static void conn_read(http_conn *c)
         }
         c->in_len += (uint32_t)n;
         hw->stats.bytes_in += (uint64_t)n;
-        conn_process(c);
+        if (LIKELY(c->state != CONN_H2))
+            conn_process(c); /* (may turn the connection into HTTP/2) */
+        if (UNLIKELY(c->state == CONN_H2) && c->io.fd >= 0)
+            http_h2_input(c);
         if (c->io.fd >= 0)
             conn_after_batch(c);
         if (LIKELY(!c->tls) || !conn_tls_more(c))
@@ -895,6 +916,10 @@ static void conn_after_batch(http_conn *c)
     http_worker *hw = c->hw;
     if (!c->b)
         return; /* idle already (queued for a flush, then went idle) */
+    if (UNLIKELY(c->state == CONN_H2)) {
+        conn_h2_after_batch(c);
+        return;
+    }
     for (;;) {
         int rc = conn_flush(c);
         if (rc < 0) {
@@ -1016,8 +1041,17 @@ static void conn_tls_start(http_conn *c)
 static void conn_handshake(http_conn *c)
 {
     if (tls_handshake(c->tls) == 1) {
-        /* ALPN offers http/1.1 alone, so there is nothing to choose yet. */
         c->state = CONN_HEAD;
+        size_t alen = 0;
+        const char *alpn = tls_alpn(c->tls, &alen);
+        if (alpn && alen == 2 && memcmp(alpn, "h2", 2) == 0) {
+            if (!c->b)
+                busy_attach(c);
+            if (http_h2_start(c) < 0) {
+                conn_close(c);
+                return;
+            }
+        }
         conn_read(c); /* the request may have come with the client's Finished */
         return;
     }
@@ -1038,6 +1072,66 @@ static void conn_handshake(http_conn *c)
  * once (also after a response ended outside a read batch). */
 static int conn_tls_more(const http_conn *c)
 {
-    return c->io.fd >= 0 && (c->state == CONN_HEAD || c->state == CONN_BODY) &&
+    return c->io.fd >= 0 &&
+           (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_H2) &&
            !c->write_blocked && !c->closing && !c->must_close && tls_pending(c->tls) > 0;
+}
+
+/* ---- HTTP/2 connections: the transport's side ---- */
+
+/* After a batch: serialize and flush until done or the socket is full,
+ * then close a finished session, or set the timer: none while a handler
+ * works, the keep-alive timeout when no stream is open, else the send
+ * timeout, renewed only by progress (request frames in, body bytes out:
+ * not PINGs or window updates, so a peer that keeps a window at zero or
+ * stops reading is let go). */
+static void conn_h2_after_batch(http_conn *c)
+{
+    http_worker *hw = c->hw;
+    for (;;) {
+        int more = http_h2_output(c);
+        int rc = conn_flush(c);
+        if (rc < 0) {
+            conn_close(c);
+            return;
+        }
+        if (rc == 0) {
+            unsigned want = sock_want(c, LOOP_WRITE);
+            if (!c->write_blocked || UNLIKELY(c->io.mask != want)) {
+                c->write_blocked = 1;
+                loop_io_set(&hw->w.loop, &c->io, want);
+            }
+            conn_arm(c, c->conf->send_timeout);
+            return;
+        }
+        if (c->write_blocked) {
+            c->write_blocked = 0;
+            loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
+        }
+        if (!more)
+            break;
+    }
+    if (http_h2_done(c)) {
+        conn_close(c);
+        return;
+    }
+    if (c->io.registered && c->io.mask != LOOP_READ)
+        loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
+    if (c->in && c->in_len == c->req_start) { /* nghttp2 keeps what it needs */
+        inbuf_put(hw, c->in);
+        c->in = NULL;
+        c->in_len = c->req_start = 0;
+    }
+    int progress = http_h2_progress(c);
+    if (http_h2_handlers(c))
+        timer_stop(&hw->w.loop, &c->tm);
+    else if (progress || !timer_active(&c->tm))
+        conn_arm(c, http_h2_idle(c) ? c->conf->keepalive_timeout : c->conf->send_timeout);
+}
+
+void http_conn_conf_changed(http_worker *hw)
+{
+    for (http_conn *c = hw->conns; c; c = c->next)
+        if (c->state == CONN_H2 && c->io.fd >= 0)
+            http_h2_shutdown(c); /* clients reconnect to the new configuration */
 }

@@ -40,6 +40,7 @@ enum conn_state {
     CONN_HANDLER,   /* a handler owns the request (async) */
     CONN_LINGER,    /* response sent; draining input before close */
     CONN_TLS_HANDSHAKE, /* accepted on an ssl listener, handshake under way */
+    CONN_H2,        /* HTTP/2 (h2.c): streams, not a request at a time */
 };
 
 /* What a busy connection needs while one request/response is under way:
@@ -64,6 +65,7 @@ struct http_conn_busy {
     uint8_t chunked_out;           /* ... sent with chunked framing */
 
     http_exchange x;               /* the request and response, for the handler */
+    struct h2_session *h2;         /* HTTP/2 connections: the session (kept while open) */
 };
 
 struct http_conn {
@@ -98,6 +100,7 @@ struct http_conn {
     uint8_t in_dispatch;           /* inside conn_process: the batch flush follows */
     uint8_t flush_queued;          /* on the worker's flush list */
     uint8_t orphan;                /* socket closed while a handler owns the request */
+    uint8_t h2c_only;              /* accepted on an h2c listener: the preface or nothing */
     uint32_t requests;             /* served on this connection */
     int status;                    /* of the current response */
     uint64_t resp_body_len;        /* for the access log */
@@ -118,6 +121,8 @@ void http_conn_accept(loop *l, loop_io *io, unsigned events);
  * response (graceful stop). */
 void http_conn_close_idle(http_worker *hw);
 void http_conn_close_all(http_worker *hw);
+/* A new configuration: HTTP/2 connections get a GOAWAY. */
+void http_conn_conf_changed(http_worker *hw);
 /* Flushes connections written to from callbacks, then frees zombies;
  * called at the end of each loop iteration. */
 void http_conn_reap(http_worker *hw);
@@ -137,6 +142,9 @@ void http_conn_out_commit(http_conn *c, size_t n);
 void http_conn_out_seg(http_conn *c, out_seg s);
 /* The response has been written: the next request may start. */
 void http_conn_finish_request(http_conn *c);
+/* One access-log line (nginx's "combined" format). */
+void http_access_log(http_worker *hw, const struct sockaddr *peer, str line, int status,
+                     uint64_t bytes, str ref, str ua);
 /* Output was added outside a read batch: flush at the end of the loop
  * iteration. */
 void http_conn_queue_flush(http_conn *c);

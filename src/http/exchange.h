@@ -115,6 +115,9 @@ void http_exchange_init(http_exchange *x);
 /* After a response: ready for the next request; all = 1 frees everything
  * (the storage is going away), else one arena chunk is kept. */
 void http_exchange_reset(http_exchange *x, int all);
+/* Fills x->req from a parsed head (offsets relative to head) and a body. */
+void http_exchange_set_request(http_exchange *x, const char *head, const http_parser *p,
+                               str body);
 /* The client has gone while a handler owns x: output is dropped from now
  * on and the handler's abort callback (if any) runs. */
 void http_exchange_abort(http_exchange *x);

@@ -190,31 +190,35 @@ static char *put_escaped(char *p, str s, size_t max)
 
 #define LOG_FIELD_MAX 2048
 
-static void access_log_write(http_conn *c)
+void http_access_log(http_worker *hw, const struct sockaddr *peer, str line, int status,
+                     uint64_t bytes, str ref, str ua)
 {
-    http_worker *hw = c->hw;
-    const http_parser *ps = &c->b->parser;
-    const char *head = c->b->x.req.head;
-    str line = ps->line_len && head ? http_parser_slice(head, ps->line_off, ps->line_len) : STR_NULL;
-    str ref = head ? http_parser_known(ps, head, HH_REFERER) : STR_NULL;
-    str ua = head ? http_parser_known(ps, head, HH_USER_AGENT) : STR_NULL;
-
     char *start = logbuf_reserve(&hw->access, 128 + CLOCK_LOG_TIME_LEN + 3 * 4 * LOG_FIELD_MAX);
     if (!start)
         return;
     char *p = start;
     char ip[64];
-    p = put(p, ip, net_format_ip((const struct sockaddr *)&c->peer, ip, sizeof ip));
+    p = put(p, ip, net_format_ip(peer, ip, sizeof ip));
     p = PUT_LIT(p, " - - [");
     p = put(p, hw->w.clock.log_time, CLOCK_LOG_TIME_LEN);
     p = PUT_LIT(p, "] \"");
     p = put_escaped(p, line, LOG_FIELD_MAX);
-    p += snprintf(p, 32, "\" %d %llu \"", c->status, (unsigned long long)c->resp_body_len);
+    p += snprintf(p, 32, "\" %d %llu \"", status, (unsigned long long)bytes);
     p = put_escaped(p, ref, LOG_FIELD_MAX);
     p = PUT_LIT(p, "\" \"");
     p = put_escaped(p, ua, LOG_FIELD_MAX);
     p = PUT_LIT(p, "\"\n");
     logbuf_commit(&hw->access, (size_t)(p - start));
+}
+
+static void access_log_write(http_conn *c)
+{
+    const http_parser *ps = &c->b->parser;
+    const char *head = c->b->x.req.head;
+    str line = ps->line_len && head ? http_parser_slice(head, ps->line_off, ps->line_len) : STR_NULL;
+    str ref = head ? http_parser_known(ps, head, HH_REFERER) : STR_NULL;
+    str ua = head ? http_parser_known(ps, head, HH_USER_AGENT) : STR_NULL;
+    http_access_log(c->hw, &c->peer.sa, line, c->status, c->resp_body_len, ref, ua);
 }
 
 static void h1_finish(http_exchange *x, int cut)

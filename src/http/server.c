@@ -93,8 +93,10 @@ static void use_conf(http_worker *hw, http_conf *conf)
 {
     if (hw->access_on)
         logbuf_flush(&hw->access);
-    if (hw->conf && hw->conf != conf)
+    if (hw->conf && hw->conf != conf) {
         http_conf_release(hw->conf); /* the first call passes the reference it already has */
+        http_conn_conf_changed(hw);  /* (a reload) */
+    }
     hw->conf = conf;
     loop_set_busy_poll(&hw->w.loop, conf->busy_poll_us);
     if (hw->files)
@@ -202,7 +204,7 @@ static int same_listen(const http_conf *a, const http_conf *b)
         return 0;
     for (int i = 0; i < a->nlisten; i++)
         if (strcmp(a->listen[i].text, b->listen[i].text) != 0 ||
-            a->listen_tls[i] != b->listen_tls[i])
+            a->listen_tls[i] != b->listen_tls[i] || a->listen_h2c[i] != b->listen_h2c[i])
             return 0;
     return 1;
 }
@@ -365,6 +367,8 @@ int http_server_run(const http_cli *cli, const http_app *app)
             hw->listen_io[k].fd = -1;
             if (conf->listen_tls[k])
                 hw->listen_tls |= 1u << k;
+            if (conf->listen_h2c[k])
+                hw->listen_h2c |= 1u << k;
             hw->listen_fd[k] = net_listen(&conf->listen[k], 4096, NET_REUSEPORT | NET_DEFER_ACCEPT);
             if (hw->listen_fd[k] < 0) {
                 log_error("listen %s: %s", conf->listen[k].text, strerror(-hw->listen_fd[k]));
@@ -392,7 +396,7 @@ int http_server_run(const http_cli *cli, const http_app *app)
         for (int k = 0; k < conf->nlisten; k++) {
             strcat(addrs, k ? " " : "");
             strcat(addrs, conf->listen[k].text);
-            strcat(addrs, conf->listen_tls[k] ? " (ssl)" : "");
+            strcat(addrs, conf->listen_tls[k] ? " (ssl)" : conf->listen_h2c[k] ? " (h2c)" : "");
         }
         log_info("%s %s started: %d worker%s, listening on %s%s%s%s%s",
                  cli->prog ? cli->prog : "brisk", BRISK_VERSION, n, n == 1 ? "" : "s", addrs,

@@ -45,6 +45,7 @@ struct http_worker {
     loop_io listen_io[HTTP_MAX_LISTEN];
     int nlisten;
     uint32_t listen_tls;           /* bit k: listen_fd[k] speaks TLS */
+    uint32_t listen_h2c;           /* bit k: listen_fd[k] speaks HTTP/2 only (prior knowledge) */
     int accepting;
 
     /* the protocol's (conn.c): connections, their pools */

@@ -1,0 +1,990 @@
+/* HTTP/2 streams onto exchanges; see h2.h. */
+#include "http/h2.h"
+
+#include <errno.h>
+#include <nghttp2/nghttp2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define SERVER_NAME "brisk/" BRISK_VERSION
+#define OUT_HIGH_WATER (256 * 1024) /* stop serializing frames above this */
+#define LOG_LINE_MAX 2048
+
+typedef struct h2_session h2_session;
+typedef struct h2_stream h2_stream;
+typedef struct h2_piece h2_piece;
+
+enum { P_COPY, P_REF, P_FD };
+
+/* A piece of a response body, waiting for the peer's flow-control window. */
+struct h2_piece {
+    h2_piece *next;
+    uint8_t kind;
+    int fd;               /* P_FD */
+    const char *mem;      /* P_REF */
+    uint64_t off, len;    /* P_COPY: offset in data; P_FD: file offset */
+    http_release_fn release;
+    void *arg;
+    char data[];          /* P_COPY */
+};
+
+struct h2_stream {
+    void *deferred_next;  /* first: the worker's deferred-free list */
+    h2_session *s;        /* NULL once detached (reset, or the connection gone) */
+    h2_stream *prev, *next;
+    int32_t id;
+    uint8_t in_handler;   /* a handler owns x */
+    uint8_t dispatched;   /* the request went to a handler (or was refused) */
+    uint8_t head_only;    /* HEAD: no body */
+    uint8_t too_big;      /* header block over max_header_size */
+    uint8_t has_host;
+    uint8_t expect100;
+    uint8_t provider;     /* the response has a body to stream */
+    uint8_t deferred;     /* the body's reader waits for data */
+    uint8_t eof;          /* the response has ended */
+    uint8_t body_over;    /* request body over max_body_size: refused, the rest dropped */
+    uint8_t counting;     /* body of unknown length: resp_bytes counts what is written */
+    uint32_t hdr_bytes;
+    int status;
+    uint64_t resp_bytes;  /* for the access log, as HTTP/1.1 logs it */
+    str method, path, authority; /* offsets into pseudo, fixed up at the end */
+    buf pseudo;           /* :method, :path, :authority values */
+    buf lines;            /* the other header fields, "name: value\r\n" */
+    buf cookie;           /* cookie fields joined with "; " (RFC 9113 8.2.3) */
+    buf head;             /* the request head as HTTP/1.1 text, for the parser */
+    buf body;
+    h2_piece *out, **out_tail;
+    uint64_t out_len;
+    union {               /* the client, copied: the stream may outlive the connection */
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } peer;
+    http_parser parser;
+    http_exchange x;
+};
+
+struct h2_session {
+    nghttp2_session *ng;
+    http_conn *c;
+    h2_stream *streams;   /* attached ones */
+    uint32_t nstreams;
+    uint32_t handlers;    /* attached streams whose handler is at work */
+    uint8_t goaway;       /* GOAWAY queued: no new streams */
+    uint8_t progress;     /* request frames in or body bytes out since last asked */
+    uint8_t in_input;     /* inside nghttp2_session_mem_recv */
+    uint8_t dead;         /* the session failed: close */
+    h2_stream *upgraded;  /* Upgrade: h2c: stream 1, until the client's preface */
+    int32_t max_id;       /* highest stream the client has opened */
+};
+
+static const http_proto_ops h2_ops;
+
+static inline h2_session *sess(const http_conn *c)
+{
+    return c->b ? c->b->h2 : NULL;
+}
+
+static inline h2_stream *stream_of(const http_exchange *x)
+{
+    return CONTAINER_OF(x, h2_stream, x);
+}
+
+/* ---- streams ---- */
+
+static h2_stream *stream_new(h2_session *s, int32_t id)
+{
+    h2_stream *st = calloc(1, sizeof *st);
+    if (!st)
+        return NULL;
+    http_conn *c = s->c;
+    st->s = s;
+    st->id = id;
+    st->out_tail = &st->out;
+    http_parser_reset(&st->parser);
+    http_exchange_init(&st->x);
+    st->x.proto = &h2_ops;
+    st->x.hw = c->hw;
+    st->x.conf = http_conf_retain(c->conf); /* a detached stream outlives c */
+    memcpy(&st->peer, &c->peer, MIN(sizeof st->peer, sizeof c->peer));
+    st->x.peer = &st->peer.sa;
+    st->next = s->streams;
+    if (s->streams)
+        s->streams->prev = st;
+    s->streams = st;
+    s->nstreams++;
+    return st;
+}
+
+static void pieces_release(h2_stream *st)
+{
+    while (st->out) {
+        h2_piece *p = st->out;
+        st->out = p->next;
+        if (p->release)
+            p->release(p->arg);
+        free(p);
+    }
+    st->out_tail = &st->out;
+    st->out_len = 0;
+}
+
+/* Frees st's buffers; the struct itself at the end of the loop iteration
+ * (a handler may still be returning through it). */
+static void stream_free(h2_stream *st)
+{
+    pieces_release(st);
+    buf_free(&st->pseudo);
+    buf_free(&st->lines);
+    buf_free(&st->cookie);
+    buf_free(&st->head);
+    buf_free(&st->body);
+    http_exchange_reset(&st->x, 1);
+    http_conf_release(st->x.conf);
+    st->x.conf = NULL;
+    http_worker *hw = st->x.hw;
+    st->deferred_next = hw->deferred;
+    hw->deferred = st;
+}
+
+/* Takes st off its session: the client will not see more of it. */
+static void stream_detach(h2_stream *st)
+{
+    h2_session *s = st->s;
+    if (!s)
+        return;
+    if (s->upgraded == st)
+        s->upgraded = NULL;
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        s->streams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    s->nstreams--;
+    if (st->in_handler)
+        s->handlers--;
+    nghttp2_session_set_stream_user_data(s->ng, st->id, NULL);
+    st->s = NULL;
+}
+
+/* The stream is over for the client; its handler may still be at work. */
+static void stream_gone(h2_stream *st)
+{
+    stream_detach(st);
+    pieces_release(st);
+    if (st->in_handler)
+        http_exchange_abort(&st->x); /* its handler ends it, maybe right now */
+    else
+        stream_free(st);
+}
+
+/* ---- response: the protocol's side of the exchange ---- */
+
+static void resume(h2_stream *st)
+{
+    if (st->deferred && st->s) {
+        st->deferred = 0;
+        nghttp2_session_resume_data(st->s->ng, st->id);
+    }
+    if (st->s && !st->s->in_input)
+        http_conn_queue_flush(st->s->c);
+}
+
+static h2_piece *piece_add(h2_stream *st, uint8_t kind, size_t copy)
+{
+    h2_piece *p = malloc(sizeof *p + copy);
+    if (!p) {
+        log_error("out of memory for an HTTP/2 response");
+        abort();
+    }
+    memset(p, 0, sizeof *p);
+    p->kind = kind;
+    *st->out_tail = p;
+    st->out_tail = &p->next;
+    return p;
+}
+
+static void body_copy(h2_stream *st, const void *data, size_t n)
+{
+    h2_piece *p = piece_add(st, P_COPY, n);
+    memcpy(p->data, data, n);
+    p->len = n;
+    st->out_len += n;
+}
+
+/* Header fields an HTTP/2 message must not carry (RFC 9113 8.2.2). */
+static int connection_specific(const char *n, size_t len)
+{
+    static const struct { const char *name; size_t len; } names[] = {
+        { "connection", 10 }, { "keep-alive", 10 }, { "proxy-connection", 16 },
+        { "transfer-encoding", 17 }, { "upgrade", 7 },
+    };
+    for (size_t i = 0; i < ARRAY_LEN(names); i++)
+        if (names[i].len == len && memcmp(names[i].name, n, len) == 0)
+            return 1;
+    return 0;
+}
+
+static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *b, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud);
+
+static void h2_send_head(http_exchange *x, int status, const str *lines, size_t nlines,
+                         uint64_t length, const void *body, size_t body_len)
+{
+    h2_stream *st = stream_of(x);
+    h2_session *s = st->s;
+    st->status = status;
+    if (!s)
+        return;
+    /* The parts into one writable copy: names are lowered in place. */
+    size_t total = 0;
+    for (size_t i = 0; i < nlines; i++)
+        total += lines[i].len;
+    char *t = http_exchange_alloc(x, total + 1);
+    size_t nmax = 4;
+    if (t) {
+        size_t o = 0;
+        for (size_t i = 0; i < nlines; i++)
+            if (lines[i].len) {
+                memcpy(t + o, lines[i].p, lines[i].len);
+                o += lines[i].len;
+            }
+        for (size_t i = 0; i < total; i++)
+            nmax += t[i] == '\n';
+    }
+    nghttp2_nv *nv = http_exchange_alloc(x, nmax * sizeof *nv);
+    if (!nv) {
+        nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+        return;
+    }
+    char code[4] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
+                     (char)('0' + status % 10), 0 };
+    char clen[24];
+    size_t n = 0;
+#define NV(nm, nmlen, v, vlen) \
+    nv[n++] = (nghttp2_nv){ (uint8_t *)(nm), (uint8_t *)(v), (nmlen), (vlen), NGHTTP2_NV_FLAG_NONE }
+    NV(":status", 7, code, 3);
+    NV("server", 6, SERVER_NAME, sizeof SERVER_NAME - 1);
+    NV("date", 4, x->hw->w.clock.http_date, CLOCK_HTTP_DATE_LEN);
+    for (char *p = t, *end = t + total; p && p < end && n < nmax;) {
+        char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            break;
+        char *colon = memchr(p, ':', (size_t)(eol - p));
+        if (colon) {
+            size_t nl = (size_t)(colon - p);
+            for (size_t i = 0; i < nl; i++)
+                p[i] = (char)((p[i] >= 'A' && p[i] <= 'Z') ? p[i] + 32 : p[i]);
+            char *v = colon + 1, *ve = eol;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            if (nl && !connection_specific(p, nl))
+                NV(p, nl, v, (size_t)(ve - v));
+        }
+        p = eol + 1;
+    }
+    if (length != HTTP_LEN_NONE && length != HTTP_LEN_STREAM && n < nmax)
+        NV("content-length", 14, clen, (size_t)num_format_u64(clen, length));
+#undef NV
+    st->provider = !st->head_only && length != HTTP_LEN_NONE && length != 0;
+    st->resp_bytes = length == HTTP_LEN_NONE || length == HTTP_LEN_STREAM ? 0 : length;
+    st->counting = length == HTTP_LEN_STREAM;
+    if (st->provider && body_len)
+        body_copy(st, body, body_len);
+    nghttp2_data_provider prd = { .source.ptr = st, .read_callback = body_read };
+    int rc = nghttp2_submit_response(s->ng, st->id, nv, n, st->provider ? &prd : NULL);
+    if (rc != 0)
+        log_debug("HTTP/2: response on stream %d not submitted: %s", st->id,
+                  nghttp2_strerror(rc));
+    resume(st);
+}
+
+static void h2_send_body(http_exchange *x, const void *p, size_t n)
+{
+    h2_stream *st = stream_of(x);
+    if (!st->s || !st->provider || n == 0)
+        return;
+    if (st->counting)
+        st->resp_bytes += n;
+    body_copy(st, p, n);
+    resume(st);
+}
+
+static void h2_send_ref(http_exchange *x, const char *p, size_t n, http_release_fn release,
+                        void *arg)
+{
+    h2_stream *st = stream_of(x);
+    if (!st->s || !st->provider || n <= HTTP_COPY_MAX) {
+        if (st->s && st->provider && n)
+            body_copy(st, p, n);
+        if (release)
+            release(arg);
+        resume(st);
+        return;
+    }
+    h2_piece *pc = piece_add(st, P_REF, 0);
+    pc->mem = p;
+    pc->len = n;
+    pc->release = release;
+    pc->arg = arg;
+    st->out_len += n;
+    resume(st);
+}
+
+static void h2_send_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
+                       http_release_fn release, void *arg)
+{
+    h2_stream *st = stream_of(x);
+    if (!st->s || !st->provider || len == 0) {
+        if (release)
+            release(arg);
+        return;
+    }
+    h2_piece *pc = piece_add(st, P_FD, 0);
+    pc->fd = fd;
+    pc->off = off;
+    pc->len = len;
+    pc->release = release;
+    pc->arg = arg;
+    st->out_len += len;
+    resume(st);
+}
+
+static size_t h2_pending(const http_exchange *x)
+{
+    return (size_t)stream_of(x)->out_len;
+}
+
+static int h2_local_addr(const http_exchange *x, struct sockaddr_storage *ss, socklen_t *len)
+{
+    const h2_stream *st = stream_of(x);
+    if (!st->s || st->s->c->io.fd < 0)
+        return -1;
+    return getsockname(st->s->c->io.fd, (struct sockaddr *)ss, len) == 0 ? 0 : -1;
+}
+
+static void access_log(h2_stream *st)
+{
+    http_worker *hw = st->x.hw;
+    char line[LOG_LINE_MAX];
+    int n = snprintf(line, sizeof line, "%.*s %.*s HTTP/2.0", (int)MIN(st->method.len, 64),
+                     st->method.p ? st->method.p : "", (int)MIN(st->path.len, 1900),
+                     st->path.p ? st->path.p : "");
+    const http_parser *p = &st->parser;
+    const char *head = st->x.req.head;
+    str ref = head ? http_parser_known(p, head, HH_REFERER) : STR_NULL;
+    str ua = head ? http_parser_known(p, head, HH_USER_AGENT) : STR_NULL;
+    http_access_log(hw, st->x.peer, (str){ line, (size_t)MAX(n, 0) }, st->status,
+                    st->head_only ? 0 : st->resp_bytes, ref, ua);
+}
+
+static void h2_finish(http_exchange *x, int cut)
+{
+    h2_stream *st = stream_of(x);
+    h2_session *s = st->s;
+    if (st->in_handler) {
+        st->in_handler = 0;
+        if (s)
+            s->handlers--;
+    }
+    http_worker *hw = x->hw;
+    if (st->status >= 100 && st->status < 600)
+        hw->stats.responses[st->status / 100 - 1]++;
+    if (hw->access_on && s)
+        access_log(st);
+    if (!s) {
+        stream_free(st);
+        return;
+    }
+    if (cut) {
+        nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    } else if (!st->x.headers_sent) {
+        /* (never: every end sends a head) */
+        nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    }
+    st->eof = 1;
+    resume(st);
+}
+
+static const http_proto_ops h2_ops = {
+    .send_head = h2_send_head,
+    .send_body = h2_send_body,
+    .send_ref = h2_send_ref,
+    .send_fd = h2_send_fd,
+    .finish = h2_finish,
+    .pending = h2_pending,
+    .local_addr = h2_local_addr,
+};
+
+/* The body reader: says how much can go (no copy); body_send writes it. */
+static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *b, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)ng, (void)id, (void)b, (void)ud;
+    h2_stream *st = src->ptr;
+    if (st->out_len == 0) {
+        if (st->eof) {
+            *flags |= NGHTTP2_DATA_FLAG_EOF;
+            return 0;
+        }
+        st->deferred = 1;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    size_t n = (size_t)MIN((uint64_t)length, st->out_len);
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (st->eof && n == st->out_len)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+static int body_send(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
+                     size_t length, nghttp2_data_source *src, void *ud)
+{
+    (void)ng, (void)frame;
+    h2_session *s = ud;
+    http_conn *c = s->c;
+    h2_stream *st = src->ptr;
+    if (c->b->out.len > OUT_HIGH_WATER || c->b->nsegs + 2 > HTTP_OUT_SEGS)
+        return NGHTTP2_ERR_WOULDBLOCK;
+    char *out = http_conn_out_reserve(c, 9 + length);
+    memcpy(out, framehd, 9);
+    size_t done = 0;
+    while (done < length && st->out) {
+        h2_piece *p = st->out;
+        size_t take = (size_t)MIN(p->len, (uint64_t)(length - done));
+        char *dst = out + 9 + done;
+        if (p->kind == P_COPY) {
+            memcpy(dst, p->data + p->off, take);
+        } else if (p->kind == P_REF) {
+            memcpy(dst, p->mem + p->off, take);
+        } else {
+            for (size_t got = 0; got < take;) {
+                ssize_t r = pread(p->fd, dst + got, take - got, (off_t)(p->off + got));
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r <= 0) /* unreadable, or the file shrank: reset the stream */
+                    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+                got += (size_t)r;
+            }
+        }
+        p->off += take;
+        p->len -= take;
+        st->out_len -= take;
+        done += take;
+        if (p->len == 0) {
+            st->out = p->next;
+            if (!st->out)
+                st->out_tail = &st->out;
+            if (p->release)
+                p->release(p->arg);
+            free(p);
+        }
+    }
+    if (done < length)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* (never: body_read said so) */
+    http_conn_out_commit(c, 9 + length);
+    s->progress = 1;
+    return 0;
+}
+
+/* ---- requests ---- */
+
+static void stream_respond_error(h2_stream *st, int status)
+{
+    http_worker *hw = st->x.hw;
+    hw->stats.requests++;
+    st->dispatched = 1;
+    st->in_handler = 1;
+    st->s->handlers++;
+    st->x.req = (http_request){ .head = st->head.data ? st->head.data : "",
+                                .parser = &st->parser,
+                                .method_name = st->method,
+                                .version_minor = 1 };
+    http_parser_reset(&st->parser);
+    http_exchange_error(&st->x, status, NULL);
+}
+
+static int buf_add(buf *b, const void *p, size_t n)
+{
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    buf_put(b, p, n);
+    return 0;
+}
+
+/* The request head as HTTP/1.1 text, parsed by the HTTP/1.1 parser: the
+ * handlers and the exchange see one kind of request. 0, or the status to
+ * refuse it with. */
+static int stream_build_head(h2_stream *st)
+{
+    /* Offsets were stored in the p fields: rebase them, pseudo is final. */
+    const char *ps = st->pseudo.data;
+    str *slots[] = { &st->method, &st->path, &st->authority };
+    for (size_t i = 0; i < ARRAY_LEN(slots); i++)
+        *slots[i] = ps && slots[i]->len ? (str){ ps + (uintptr_t)slots[i]->p, slots[i]->len }
+                                        : STR_NULL;
+    if (st->too_big)
+        return 431;
+    if (!st->method.len || !st->path.len)
+        return 400; /* (CONNECT: no path) */
+    buf *h = &st->head;
+    if (buf_add(h, st->method.p, st->method.len) < 0 || buf_add(h, " ", 1) < 0 ||
+        buf_add(h, st->path.p, st->path.len) < 0 || buf_add(h, " HTTP/1.1\r\n", 11) < 0)
+        return 500;
+    if (!st->has_host && st->authority.len &&
+        (buf_add(h, "host: ", 6) < 0 || buf_add(h, st->authority.p, st->authority.len) < 0 ||
+         buf_add(h, "\r\n", 2) < 0))
+        return 500;
+    if (st->lines.len && buf_add(h, st->lines.data, st->lines.len) < 0)
+        return 500;
+    if (st->cookie.len && (buf_add(h, "cookie: ", 8) < 0 ||
+                           buf_add(h, st->cookie.data, st->cookie.len) < 0 ||
+                           buf_add(h, "\r\n", 2) < 0))
+        return 500;
+    if (buf_add(h, "\r\n", 2) < 0)
+        return 500;
+    buf_free(&st->lines);
+    buf_free(&st->cookie);
+    const http_limits *lim = &st->x.conf->limits;
+    if (h->len > lim->max_head_size)
+        return 431;
+    int rc = http_parse_head(&st->parser, h->data, h->len, lim);
+    if (rc <= 0)
+        return rc < 0 ? -rc : 400;
+    return 0;
+}
+
+static void stream_dispatch(h2_stream *st)
+{
+    if (st->dispatched)
+        return;
+    h2_session *s = st->s;
+    http_worker *hw = st->x.hw;
+    st->dispatched = 1;
+    http_exchange_set_request(&st->x, st->head.data, &st->parser,
+                              (str){ st->body.data, st->body.len });
+    st->head_only = st->x.req.method == HTTP_HEAD;
+    st->in_handler = 1;
+    s->handlers++;
+    hw->stats.requests++;
+    hw->handler(&st->x, hw->handler_udata);
+}
+
+/* HEADERS on a stream below the highest opened, which nghttp2 neither has
+ * open nor remembers closed, reuses an identifier that was skipped (so
+ * implicitly closed, RFC 9113 5.1.1) or long closed: a connection error.
+ * (nghttp2 ignores such frames, to spare clients that send trailers on a
+ * stream the server has just reset; those streams it still remembers.) */
+static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+{
+    h2_session *s = ud;
+    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+        return 0;
+    if (hd->stream_id > s->max_id)
+        s->max_id = hd->stream_id;
+    else if (hd->stream_id < s->max_id && !nghttp2_session_find_stream(ng, hd->stream_id))
+        nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
+    return 0;
+}
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    h2_session *s = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    if (s->goaway)
+        return 0;
+    h2_stream *st = stream_new(s, frame->hd.stream_id);
+    if (!st)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, st);
+    return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *ud)
+{
+    (void)flags, (void)ud;
+    h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST || st->too_big)
+        return 0; /* (trailers are dropped) */
+    st->hdr_bytes += (uint32_t)(namelen + valuelen + 4);
+    if (st->hdr_bytes > st->x.conf->limits.max_head_size) {
+        st->too_big = 1; /* decoded on, kept no more: 431 at the end */
+        return 0;
+    }
+    const char *n = (const char *)name, *v = (const char *)value;
+    int bad = 0;
+    if (namelen && n[0] == ':') {
+        str *slot = NULL;
+        if (namelen == 7 && memcmp(n, ":method", 7) == 0)
+            slot = &st->method;
+        else if (namelen == 5 && memcmp(n, ":path", 5) == 0)
+            slot = &st->path;
+        else if (namelen == 10 && memcmp(n, ":authority", 10) == 0)
+            slot = &st->authority;
+        if (slot) {
+            slot->p = (const char *)(uintptr_t)st->pseudo.len; /* rebased later */
+            slot->len = valuelen;
+            bad = buf_add(&st->pseudo, v, valuelen);
+        }
+    } else if (namelen == 6 && memcmp(n, "cookie", 6) == 0) {
+        if (st->cookie.len)
+            bad = buf_add(&st->cookie, "; ", 2);
+        bad |= buf_add(&st->cookie, v, valuelen);
+    } else {
+        if (namelen == 4 && memcmp(n, "host", 4) == 0)
+            st->has_host = 1;
+        else if (namelen == 6 && memcmp(n, "expect", 6) == 0 && valuelen == 12 &&
+                 strncasecmp(v, "100-continue", 12) == 0)
+            st->expect100 = 1;
+        bad = buf_add(&st->lines, n, namelen) | buf_add(&st->lines, ": ", 2) |
+              buf_add(&st->lines, v, valuelen) | buf_add(&st->lines, "\r\n", 2);
+    }
+    if (bad)
+        st->too_big = 1; /* out of memory: refused the same way */
+    return 0;
+}
+
+static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
+                   size_t len, void *ud)
+{
+    (void)flags;
+    h2_session *s = ud;
+    h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (!st || st->dispatched || st->body_over)
+        return 0;
+    s->progress = 1;
+    if (st->body.len + len > st->x.conf->max_body_size || buf_add(&st->body, data, len) < 0) {
+        st->body_over = 1;
+        buf_free(&st->body);
+        stream_respond_error(st, 413); /* at once; the rest of the body is dropped */
+    }
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    h2_session *s = ud;
+    h2_stream *st;
+    switch (frame->hd.type) {
+    case NGHTTP2_HEADERS:
+        st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        if (!st)
+            return 0;
+        s->progress = 1;
+        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+            int status = stream_build_head(st);
+            if (status) {
+                stream_respond_error(st, status);
+                return 0;
+            }
+            if (st->expect100 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+                nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)"100", 7, 3,
+                                  NGHTTP2_NV_FLAG_NONE };
+                nghttp2_submit_headers(ng, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL);
+            }
+        }
+        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+            stream_dispatch(st);
+        return 0;
+    case NGHTTP2_DATA:
+        st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        if (st && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            stream_dispatch(st);
+        return 0;
+    case NGHTTP2_SETTINGS:
+        if (s->upgraded && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+            st = s->upgraded; /* the client's preface: answer the upgraded request */
+            s->upgraded = NULL;
+            if (st->s)
+                stream_dispatch(st);
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *ud)
+{
+    (void)error_code, (void)ud;
+    h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (st)
+        stream_gone(st);
+    return 0;
+}
+
+/* ---- the session ---- */
+
+static nghttp2_session_callbacks *callbacks;
+static nghttp2_option *options;
+
+static int session_setup(void)
+{
+    if (callbacks)
+        return 0;
+    /* Once per process, from the first worker that needs it: workers start
+     * one after another (start_gate), so there is no race. */
+    nghttp2_session_callbacks *cb;
+    nghttp2_option *opt;
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        return -1;
+    if (nghttp2_option_new(&opt) != 0) {
+        nghttp2_session_callbacks_del(cb);
+        return -1;
+    }
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_send_data_callback(cb, body_send);
+    /* Acknowledgements (SETTINGS, PING) queued for a peer that does not
+     * read are capped; RST_STREAM floods (rapid reset) and CONTINUATION
+     * floods end the session: nghttp2's defaults. (Closed streams are
+     * remembered, a bounded number, so that frames on them get the
+     * STREAM_CLOSED error RFC 9113 5.1 asks for.) */
+    nghttp2_option_set_max_outbound_ack(opt, 1000);
+    nghttp2_option_set_max_settings(opt, 32);
+    callbacks = cb;
+    options = opt;
+    return 0;
+}
+
+static h2_session *session_new(http_conn *c)
+{
+    static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&setup_lock);
+    int ok = session_setup() == 0;
+    pthread_mutex_unlock(&setup_lock);
+    if (!ok)
+        return NULL;
+    h2_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->c = c;
+    if (nghttp2_session_server_new2(&s->ng, callbacks, s, options) != 0) {
+        free(s);
+        return NULL;
+    }
+    uint32_t streams = c->conf->http2_max_streams ? c->conf->http2_max_streams : 1;
+    nghttp2_settings_entry iv[] = {
+        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, streams },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, c->conf->limits.max_head_size },
+        { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+    };
+    nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, ARRAY_LEN(iv));
+    c->b->h2 = s;
+    return s;
+}
+
+int http_h2_start(http_conn *c)
+{
+    if (!session_new(c))
+        return -1;
+    c->state = CONN_H2;
+    return 0;
+}
+
+/* base64url without padding (RFC 9113 3.2 / RFC 7540 3.2.1), into out;
+ * -1 when not valid. */
+static ssize_t b64url_decode(str in, uint8_t *out, size_t cap)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < in.len; i++) {
+        unsigned char ch = (unsigned char)in.p[i];
+        int v = ch >= 'A' && ch <= 'Z'   ? ch - 'A'
+                : ch >= 'a' && ch <= 'z' ? ch - 'a' + 26
+                : ch >= '0' && ch <= '9' ? ch - '0' + 52
+                : ch == '-'              ? 62
+                : ch == '_'              ? 63
+                : ch == '='              ? -2
+                                         : -1;
+        if (v == -2)
+            break; /* padding: tolerated at the end */
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n == cap)
+                return -1;
+            out[n++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return (ssize_t)n;
+}
+
+static int has_token(str v, const char *tok)
+{
+    size_t tl = strlen(tok);
+    for (size_t i = 0; i < v.len;) {
+        while (i < v.len && (v.p[i] == ' ' || v.p[i] == '\t' || v.p[i] == ','))
+            i++;
+        size_t j = i;
+        while (j < v.len && v.p[j] != ',' && v.p[j] != ' ' && v.p[j] != '\t')
+            j++;
+        if (j - i == tl && strncasecmp(v.p + i, tok, tl) == 0)
+            return 1;
+        i = j;
+    }
+    return 0;
+}
+
+int http_h2_upgrade(http_conn *c)
+{
+    const http_parser *p = &c->b->parser;
+    const char *head = c->in + c->req_start;
+    if (!c->conf->http2 || c->tls || p->body_kind != HTTP_BODY_NONE || !p->version_minor)
+        return 0;
+    str up = http_parser_header(p, head, STR("upgrade"));
+    str conn = http_parser_known(p, head, HH_CONNECTION);
+    str set = http_parser_header(p, head, STR("http2-settings"));
+    if (!up.p || !set.p || !has_token(up, "h2c") || !has_token(conn, "upgrade") ||
+        !has_token(conn, "http2-settings"))
+        return 0;
+    uint8_t payload[256];
+    ssize_t plen = b64url_decode(set, payload, sizeof payload);
+    if (plen < 0 || plen % 6)
+        return 0; /* not settings: HTTP/1.1 it stays */
+    h2_session *s = session_new(c);
+    if (!s)
+        return -1;
+    int rc = nghttp2_session_upgrade2(s->ng, payload, (size_t)plen, p->method == HTTP_HEAD, NULL);
+    h2_stream *st = rc == 0 ? stream_new(s, 1) : NULL;
+    if (!st) {
+        nghttp2_session_del(s->ng);
+        free(s);
+        c->b->h2 = NULL;
+        return rc == 0 ? -1 : 0;
+    }
+    nghttp2_session_set_stream_user_data(s->ng, 1, st);
+    static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                             "Upgrade: h2c\r\n\r\n";
+    memcpy(http_conn_out_reserve(c, sizeof sw - 1), sw, sizeof sw - 1);
+    http_conn_out_commit(c, sizeof sw - 1);
+    /* The request moves to stream 1: its head is copied (the parser's
+     * offsets are relative to it), and leaves the input buffer. */
+    if (buf_add(&st->head, head, c->head_len) < 0)
+        return -1;
+    st->parser = *p;
+    c->req_start += c->head_len;
+    c->head_len = 0;
+    c->requests++;
+    c->state = CONN_H2;
+    http_exchange_set_request(&st->x, st->head.data, &st->parser, STR(""));
+    st->method = st->x.req.method_name;
+    st->path = st->x.req.target;
+    /* Answered once the client's preface has come: a response sent along
+     * with the 101 can overflow what a client keeps of the bytes after it
+     * (curl: "connection buffer size is too small"). */
+    s->upgraded = st;
+    return 1;
+}
+
+int http_h2_input(http_conn *c)
+{
+    h2_session *s = sess(c);
+    size_t avail = c->in_len - c->req_start;
+    if (!s || s->dead)
+        return -1;
+    if (avail) {
+        s->in_input = 1;
+        ssize_t n = nghttp2_session_mem_recv(s->ng, (const uint8_t *)c->in + c->req_start, avail);
+        s->in_input = 0;
+        if (n < 0) {
+            log_debug("HTTP/2: closing the connection: %s", nghttp2_strerror((int)n));
+            s->dead = 1;
+        }
+    }
+    c->in_len = c->req_start = 0;
+    return s->dead ? -1 : 0;
+}
+
+int http_h2_output(http_conn *c)
+{
+    h2_session *s = sess(c);
+    if (!s || s->dead)
+        return 0;
+    while (c->b->out.len <= OUT_HIGH_WATER && c->b->nsegs + 2 <= HTTP_OUT_SEGS) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(s->ng, &data);
+        if (n < 0) {
+            log_debug("HTTP/2: closing the connection: %s", nghttp2_strerror((int)n));
+            s->dead = 1;
+            return 0;
+        }
+        if (n == 0) /* done, or a DATA frame refused by body_send for lack of room */
+            return c->b->out.len > OUT_HIGH_WATER || c->b->nsegs + 2 > HTTP_OUT_SEGS;
+        memcpy(http_conn_out_reserve(c, (size_t)n), data, (size_t)n);
+        http_conn_out_commit(c, (size_t)n);
+    }
+    return 1; /* stopped at the high-water mark: more after a flush */
+}
+
+int http_h2_done(const http_conn *c)
+{
+    const h2_session *s = sess(c);
+    if (!s || s->dead)
+        return 1;
+    if (s->goaway && s->nstreams == 0)
+        return !nghttp2_session_want_write(s->ng);
+    return !nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng);
+}
+
+int http_h2_idle(const http_conn *c)
+{
+    const h2_session *s = sess(c);
+    return !s || s->nstreams == 0;
+}
+
+uint32_t http_h2_handlers(const http_conn *c)
+{
+    const h2_session *s = sess(c);
+    return s ? s->handlers : 0;
+}
+
+int http_h2_progress(http_conn *c)
+{
+    h2_session *s = sess(c);
+    if (!s)
+        return 0;
+    int p = s->progress;
+    s->progress = 0;
+    return p;
+}
+
+void http_h2_shutdown(http_conn *c)
+{
+    h2_session *s = sess(c);
+    if (!s || s->goaway)
+        return;
+    s->goaway = 1;
+    nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    http_conn_queue_flush(c);
+}
+
+void http_h2_free(http_conn *c)
+{
+    h2_session *s = sess(c);
+    if (!s)
+        return;
+    while (s->streams)
+        stream_gone(s->streams);
+    nghttp2_session_del(s->ng);
+    c->b->h2 = NULL;
+    free(s);
+}
