@@ -245,11 +245,13 @@ def test_client_renegotiation_refused_server_lives(tls):
         assert get(c, "/hello.txt").status == 200
 
 
-def test_alpn_selects_http_1_1(tls):
+def test_alpn_selects_h2_then_http_1_1(tls):
     rc, out = s_client(tls.tport, "-alpn", "h2,http/1.1")
+    assert "ALPN protocol: h2" in out, out  # (HTTP/2 itself: test_h2.py)
+    rc, out = s_client(tls.tport, "-alpn", "http/1.1")
     assert "ALPN protocol: http/1.1" in out, out
-    rc, out = s_client(tls.tport, "-alpn", "h2")
-    assert "No ALPN negotiated" in out, out  # h2 is not offered yet
+    rc, out = s_client(tls.tport, "-alpn", "spdy/3")
+    assert "No ALPN negotiated" in out, out
 
 
 @pytest.mark.parametrize("version", ["-tls1_2", "-tls1_3"])
