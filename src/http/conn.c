@@ -472,10 +472,7 @@ void http_conn_close_idle(http_worker *hw)
     for (; c; c = next) {
         next = c->next;
         if (c->state == CONN_H2) { /* GOAWAY; closes once its streams are done */
-            if (http_h2_idle(c) && !c->write_blocked)
-                conn_close(c);
-            else
-                http_h2_shutdown(c);
+            http_h2_shutdown(c);
             continue;
         }
         /* Busy ones answer "Connection: close" (hw->stopping) and close. */

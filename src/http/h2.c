@@ -12,6 +12,8 @@
 #define SERVER_NAME "brisk/" BRISK_VERSION
 #define OUT_HIGH_WATER (256 * 1024) /* stop serializing frames above this */
 #define LOG_LINE_MAX 2048
+/* Request bodies one connection may hold at once (its streams together). */
+#define BODIES_MAX(max_body) ((max_body) < (1u << 20) ? (4u << 20) : 4 * (max_body))
 
 typedef struct h2_session h2_session;
 typedef struct h2_stream h2_stream;
@@ -77,6 +79,7 @@ struct h2_session {
     uint8_t progress;     /* request frames in or body bytes out since last asked */
     uint8_t in_input;     /* inside nghttp2_session_mem_recv */
     uint8_t dead;         /* the session failed: close */
+    uint64_t body_bytes;  /* request bodies held by this connection's streams */
     h2_stream *upgraded;  /* Upgrade: h2c: stream 1, until the client's preface */
     int32_t max_id;       /* highest stream the client has opened */
 };
@@ -174,6 +177,8 @@ static void stream_detach(h2_stream *st)
 /* The stream is over for the client; its handler may still be at work. */
 static void stream_gone(h2_stream *st)
 {
+    if (st->s)
+        st->s->body_bytes -= st->body.len;
     stream_detach(st);
     pieces_release(st);
     if (st->in_handler)
@@ -598,8 +603,11 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     h2_session *s = ud;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    if (s->goaway)
+    if (s->goaway) { /* (GOAWAY queued, not sent yet) */
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
         return 0;
+    }
     h2_stream *st = stream_new(s, frame->hd.stream_id);
     if (!st)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -662,11 +670,24 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
     if (!st || st->dispatched || st->body_over)
         return 0;
     s->progress = 1;
-    if (st->body.len + len > st->x.conf->max_body_size || buf_add(&st->body, data, len) < 0) {
+    uint64_t max = st->x.conf->max_body_size;
+    if (s->body_bytes + len > BODIES_MAX(max)) {
+        /* Many streams uploading at once: one connection holds no more
+         * than a few bodies' worth; the client may try this one again. */
         st->body_over = 1;
+        s->body_bytes -= st->body.len;
+        buf_free(&st->body);
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+        return 0;
+    }
+    if (st->body.len + len > max || buf_add(&st->body, data, len) < 0) {
+        st->body_over = 1;
+        s->body_bytes -= st->body.len;
         buf_free(&st->body);
         stream_respond_error(st, 413); /* at once; the rest of the body is dropped */
+        return 0;
     }
+    s->body_bytes += len;
     return 0;
 }
 
@@ -863,13 +884,16 @@ int http_h2_upgrade(http_conn *c)
     if (!s)
         return -1;
     int rc = nghttp2_session_upgrade2(s->ng, payload, (size_t)plen, p->method == HTTP_HEAD, NULL);
-    h2_stream *st = rc == 0 ? stream_new(s, 1) : NULL;
-    if (!st) {
+    if (rc != 0) { /* settings nghttp2 refuses: HTTP/1.1 it stays */
         nghttp2_session_del(s->ng);
         free(s);
         c->b->h2 = NULL;
-        return rc == 0 ? -1 : 0;
+        return 0;
     }
+    c->state = CONN_H2; /* from here on, closing c frees the session */
+    h2_stream *st = stream_new(s, 1);
+    if (!st)
+        return -1;
     nghttp2_session_set_stream_user_data(s->ng, 1, st);
     static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
                              "Upgrade: h2c\r\n\r\n";
@@ -883,7 +907,6 @@ int http_h2_upgrade(http_conn *c)
     c->req_start += c->head_len;
     c->head_len = 0;
     c->requests++;
-    c->state = CONN_H2;
     http_exchange_set_request(&st->x, st->head.data, &st->parser, STR(""));
     st->method = st->x.req.method_name;
     st->path = st->x.req.target;
