@@ -593,3 +593,19 @@ def test_chromium_loads_the_front_page_over_h2(start_brisk, cert, tmp_path):
     assert any('"GET / HTTP/2.0" 200 ' in ln for ln in lines), lines
     pngs = [ln for ln in lines if ".png HTTP/2.0\" 200 " in ln]
     assert pngs, lines  # the charts came over the same h2 connection
+
+
+def test_foods_serves_h2(apps, cert, tmp_path):
+    tport = free_port()
+    p = AppProc("brisk-foods", tmp_path,
+                args=["--db", f"sqlite:{tmp_path}/foods.db", "--listen", f"127.0.0.1:{tport}",
+                      "ssl", "--ssl-cert", cert[0], "--ssl-key", cert[1]])
+    apps.append(p)
+    p.start(wait_for=[("127.0.0.1", tport)])
+    r = curl("--http2", "-w", "\n%{http_version}", "-H", "Content-Type: application/json",
+             "--data-binary", '{"name": "h2 apple", "category_id": 1, "kcal": 52, '
+             '"protein": 0.3, "carbs": 14, "fat": 0.2}', f"https://127.0.0.1:{tport}/api/foods")
+    assert r.returncode == 0 and b"h2 apple" in r.stdout and r.stdout.endswith(b"\n2"), r
+    r = curl("--http2-prior-knowledge", "-w", "\n%{http_version}",
+             f"http://127.0.0.1:{p.port}/api/foods?q=h2")
+    assert b"h2 apple" in r.stdout and r.stdout.endswith(b"\n2"), r.stdout
