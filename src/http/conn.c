@@ -1,3 +1,7 @@
+/* The transport under the HTTP protocols: accepting, reading, writing
+ * (plain TCP or TLS, sendfile), the output queue, timers, closing
+ * (lingering included), the pools of buffers and request blocks. The
+ * protocols on top: HTTP/1.1 (h1.c, respond.c) and HTTP/2 (h2.c). */
 #include "http/conn.h"
 
 #include "core/net.h"
@@ -12,22 +16,15 @@
 #include <unistd.h>
 
 #define ACCEPT_BATCH 64
-#define OUT_HIGH_WATER (256 * 1024) /* stop reading pipelined requests above this */
-#define BODY_KEEP_MAX (64 * 1024)   /* larger body buffers are freed after use */
 #define FREE_CONNS_MAX 1024
 
 static void conn_io(loop *l, loop_io *io, unsigned events);
 static void conn_timeout(loop *l, timer *t);
-static void conn_process(http_conn *c);
 static void conn_after_batch(http_conn *c);
 static void conn_read(http_conn *c);
-static void conn_close(http_conn *c);
 static void conn_tls_start(http_conn *c);
 static void conn_handshake(http_conn *c);
 static int conn_tls_more(const http_conn *c);
-static void conn_h2_after_batch(http_conn *c);
-static int conn_flush(http_conn *c);
-static void conn_arm(http_conn *c, uint64_t ms);
 
 /* ---- transport: every socket call of a connection, in one place ----
  * Plain TCP, or TLS when c->tls is set (a connection accepted on an ssl
@@ -299,7 +296,7 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
     c->in_dispatch = 0;
     if (c->io.fd >= 0 && !c->io.registered &&
         loop_io_set(&hw->w.loop, &c->io, c->write_blocked ? LOOP_WRITE : LOOP_READ) < 0)
-        conn_close(c);
+        http_conn_close(c);
 }
 
 static void seg_release(out_seg *s)
@@ -353,7 +350,7 @@ static void conn_free(http_conn *c)
 
 /* Closes the socket. While a handler owns the request, the struct lives on
  * as an orphan until the handler ends the response. */
-static void conn_close(http_conn *c)
+void http_conn_close(http_conn *c)
 {
     http_worker *hw = c->hw;
     if (c->io.fd < 0)
@@ -477,7 +474,7 @@ void http_conn_close_idle(http_worker *hw)
         }
         /* Busy ones answer "Connection: close" (hw->stopping) and close. */
         if (conn_is_idle(c) || c->state == CONN_LINGER || c->state == CONN_TLS_HANDSHAKE)
-            conn_close(c);
+            http_conn_close(c);
     }
 }
 
@@ -486,7 +483,7 @@ void http_conn_close_all(http_worker *hw)
     http_conn *c = hw->conns, *next;
     for (; c; c = next) {
         next = c->next;
-        conn_close(c); /* orphans stay listed until their handler ends */
+        http_conn_close(c); /* orphans stay listed until their handler ends */
     }
 }
 
@@ -520,7 +517,7 @@ void http_conn_accept(loop *l, loop_io *io, unsigned events)
 /* Returns 1 when everything was sent, 0 when the socket is full, -1 on
  * error. A short write is taken as "full": the next attempt would only
  * return EAGAIN. */
-static int conn_flush(http_conn *c)
+int http_conn_flush(http_conn *c)
 {
     while (c->b->seg_head < c->b->nsegs) {
         out_seg *s = &c->b->segs[c->b->seg_head];
@@ -612,7 +609,7 @@ void http_conn_out_commit(http_conn *c, size_t n)
 void http_conn_out_seg(http_conn *c, out_seg s)
 {
     if (c->b->nsegs == HTTP_OUT_SEGS) {
-        /* Callers leave room (see conn_process); reaching here is a bug. */
+        /* Callers leave room (see http_h1_process, http_h2_output); reaching here is a bug. */
         log_error("output segment queue overflow");
         abort();
     }
@@ -629,10 +626,10 @@ static void conn_timeout(loop *l, timer *t)
               : c->state == CONN_BODY ? "body"
               : c->state == CONN_TLS_HANDSHAKE ? "TLS handshake"
               : c->state == CONN_H2 ? "HTTP/2 idle or stalled" : "header/keep-alive");
-    conn_close(c);
+    http_conn_close(c);
 }
 
-static void conn_arm(http_conn *c, uint64_t ms)
+void http_conn_arm(http_conn *c, uint64_t ms)
 {
     timer_start(&c->hw->w.loop, &c->tm, ms);
 }
@@ -643,10 +640,10 @@ static void conn_arm(http_conn *c, uint64_t ms)
  * (an error cut the request short), the write side is shut first and the
  * input drained for a while, so the kernel does not answer the unread
  * bytes with a reset that could destroy the response in flight. */
-static void conn_close_after_response(http_conn *c)
+void http_conn_close_after_response(http_conn *c)
 {
     if (!c->must_close || c->state == CONN_LINGER) {
-        conn_close(c);
+        http_conn_close(c);
         return;
     }
     sock_shutdown_write(c);
@@ -657,7 +654,7 @@ static void conn_close_after_response(http_conn *c)
     }
     c->in_len = c->req_start = 0;
     loop_io_set(&c->hw->w.loop, &c->io, LOOP_READ);
-    conn_arm(c, c->conf->linger_timeout);
+    http_conn_arm(c, c->conf->linger_timeout);
 }
 
 static void conn_linger_read(http_conn *c)
@@ -667,196 +664,10 @@ static void conn_linger_read(http_conn *c)
     char sink[4096];
     ssize_t n = read(c->io.fd, sink, sizeof sink);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-        conn_close(c);
+        http_conn_close(c);
 }
 
-/* ---- requests ---- */
-
-static void conn_dispatch(http_conn *c)
-{
-    /* Upgrade: h2c, asked with the first request of a plain connection. */
-    if (UNLIKELY(c->requests == 0 && c->b->parser.known[HH_CONNECTION]) && c->conf->http2 &&
-        !c->tls) {
-        int rc = http_h2_upgrade(c);
-        if (rc != 0) {
-            if (rc < 0)
-                conn_close(c);
-            return;
-        }
-    }
-    http_exchange_set_request(&c->b->x, c->in + c->req_start, &c->b->parser,
-                              (str){ c->b->body.data, c->b->body.len });
-    c->state = CONN_HANDLER;
-    c->head_only = c->b->x.req.method == HTTP_HEAD;
-    c->requests++;
-    c->hw->stats.requests++;
-    c->hw->handler(&c->b->x, c->hw->handler_udata);
-    /* Only a handler still at work must not be timed out. One that has
-     * answered leaves the timer as it was (no timer runs before this
-     * returns), and conn_after_batch sets the next deadline (keep-alive,
-     * header, body or send): one lazy re-arm instead of a stop and a
-     * fresh insertion per request. */
-    if (c->state == CONN_HANDLER)
-        timer_stop(&c->hw->w.loop, &c->tm);
-}
-
-/* Answers a request that cannot be parsed or framed, then closes. */
-static void conn_reject(http_conn *c, int status)
-{
-    c->hw->stats.requests++;
-    c->must_close = 1;
-    c->state = CONN_HANDLER;
-    c->head_only = 0;
-    c->b->x.req = (http_request){ .head = c->in + c->req_start, .parser = &c->b->parser };
-    http_exchange_error(&c->b->x, status, NULL);
-}
-
-static void conn_start_body(http_conn *c)
-{
-    http_parser *p = &c->b->parser;
-    c->b->body.len = 0;
-    if (p->body_kind == HTTP_BODY_LENGTH) {
-        if (p->content_length > c->conf->max_body_size) {
-            conn_reject(c, 413);
-            return;
-        }
-        c->b->body_left = p->content_length;
-    } else {
-        http_chunked_reset(&c->b->chunked);
-    }
-    c->state = CONN_BODY;
-    if (p->expect_continue && c->in_len == c->req_start + c->head_len && p->version_minor) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        memcpy(http_conn_out_reserve(c, sizeof cont - 1), cont, sizeof cont - 1);
-        http_conn_out_commit(c, sizeof cont - 1);
-    }
-    conn_arm(c, c->conf->body_timeout);
-}
-
-/* Moves body bytes from the input buffer into c->b->body. Returns 1 when the
- * body is complete, 0 when more is needed, -1 after rejecting it. */
-static int conn_read_body(http_conn *c)
-{
-    uint32_t start = c->req_start + c->head_len;
-    char *p = c->in + start;
-    size_t avail = c->in_len - start, consumed, data;
-    int done;
-    if (c->b->parser.body_kind == HTTP_BODY_LENGTH) {
-        data = consumed = (size_t)MIN((uint64_t)avail, c->b->body_left);
-        c->b->body_left -= consumed;
-        done = c->b->body_left == 0;
-    } else {
-        ssize_t used = http_chunked_decode(&c->b->chunked, p, avail, &data, &done);
-        if (used < 0) {
-            conn_reject(c, 400);
-            return -1;
-        }
-        consumed = (size_t)used;
-        if (c->b->body.len + data > c->conf->max_body_size) {
-            conn_reject(c, 413);
-            return -1;
-        }
-    }
-    if (data && buf_append(&c->b->body, p, data) < 0) {
-        conn_reject(c, 500);
-        return -1;
-    }
-    memmove(p, p + consumed, avail - consumed);
-    c->in_len -= (uint32_t)consumed;
-    if (!done) {
-        conn_arm(c, c->conf->body_timeout);
-        return 0;
-    }
-    return 1;
-}
-
-/* Handles every complete request in the input buffer, in order. */
-static void conn_process(http_conn *c)
-{
-    while (c->io.fd >= 0 && !c->closing && !c->write_blocked && !c->must_close) {
-        if (c->b->nsegs + 4 > HTTP_OUT_SEGS || c->b->out.len > OUT_HIGH_WATER) {
-            int rc = conn_flush(c);
-            if (rc < 0) {
-                conn_close(c);
-                return;
-            }
-            if (rc == 0)
-                return; /* conn_after_batch waits for the socket */
-        }
-        if (c->state == CONN_HEAD) {
-            size_t avail = c->in_len - c->req_start;
-            if (!avail)
-                return;
-            /* HTTP/2 with prior knowledge: the connection preface first. */
-            if (UNLIKELY(c->requests == 0) && !c->tls &&
-                ((c->in[c->req_start] == 'P' && c->conf->http2) || c->h2c_only)) {
-                size_t k = MIN(avail, (size_t)HTTP_H2_PREFACE_LEN);
-                if (memcmp(c->in + c->req_start, HTTP_H2_PREFACE, k) == 0) {
-                    if (k < HTTP_H2_PREFACE_LEN)
-                        return; /* the rest of it is on its way */
-                    if (http_h2_start(c) < 0)
-                        conn_close(c);
-                    return;
-                }
-                if (c->h2c_only || (k >= 16 && memcmp(c->in + c->req_start, HTTP_H2_PREFACE, 16) == 0)) {
-                    conn_close(c); /* not HTTP/2, or "PRI * HTTP/2.0" and a broken preface */
-                    return;
-                }
-            }
-            int rc = http_parse_head(&c->b->parser, c->in + c->req_start, avail, &c->conf->limits);
-            if (rc == 0)
-                return;
-            if (rc < 0) {
-                conn_reject(c, -rc);
-                return;
-            }
-            c->head_len = (uint32_t)rc;
-            if (c->b->parser.body_kind != HTTP_BODY_NONE) {
-                conn_start_body(c);
-                continue;
-            }
-            conn_dispatch(c);
-        } else if (c->state == CONN_BODY) {
-            int rc = conn_read_body(c);
-            if (rc <= 0)
-                return;
-            conn_dispatch(c);
-        } else {
-            return; /* a handler or lingering owns the connection */
-        }
-    }
-}
-
-/* Called when a response is complete: the request is over, the next may start. */
-void http_conn_finish_request(http_conn *c)
-{
-    c->req_start += c->head_len;
-    c->head_len = 0;
-    c->resp_open = 0;
-    c->state = CONN_HEAD;
-    http_parser_reset(&c->b->parser);
-    c->b->streaming = c->b->chunked_out = 0;
-    if (c->b->body.cap > BODY_KEEP_MAX)
-        buf_free(&c->b->body);
-    c->b->body.len = 0;
-    if (!c->keep_alive) {
-        c->closing = 1;
-    } else if (c->in_len > c->req_start && c->io.fd >= 0) {
-        /* A pipelined request is under way. Inside a read batch the next
-         * one is usually complete and answered at once, so the header
-         * timer is not armed per request: conn_after_batch arms it if the
-         * batch ends on a partial head. */
-        if (c->in_dispatch)
-            c->b->header_timer_due = 1;
-        else
-            conn_arm(c, c->conf->header_timeout);
-    }
-    http_exchange_reset(&c->b->x, 0);
-    if (!c->in_dispatch)
-        http_conn_queue_flush(c); /* ended from a callback: flush and go on */
-}
-
-static void conn_compact(http_conn *c)
+void http_conn_compact(http_conn *c)
 {
     if (c->req_start == 0)
         return;
@@ -878,26 +689,26 @@ static void conn_read(http_conn *c)
             c->in_cap = hw->buf_size;
             c->in_len = c->req_start = 0;
             if (c->state == CONN_HEAD && c->requests) /* a keep-alive request starts */
-                conn_arm(c, c->conf->header_timeout);
+                http_conn_arm(c, c->conf->header_timeout);
         }
         if (c->in_len == c->in_cap)
-            conn_compact(c);
+            http_conn_compact(c);
         ssize_t n = sock_read(c, c->in + c->in_len, c->in_cap - c->in_len);
         if (n <= 0) {
             if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
                 /* TLS: a read may need the socket writable first */
                 if (UNLIKELY(c->tls) &&
                     loop_io_set(&hw->w.loop, &c->io, sock_want(c, LOOP_READ)) < 0)
-                    conn_close(c);
+                    http_conn_close(c);
                 return;
             }
-            conn_close(c); /* EOF or reset: nothing more will come */
+            http_conn_close(c); /* EOF or reset: nothing more will come */
             return;
         }
         c->in_len += (uint32_t)n;
         hw->stats.bytes_in += (uint64_t)n;
         if (LIKELY(c->state != CONN_H2))
-            conn_process(c); /* (may turn the connection into HTTP/2) */
+            http_h1_process(c); /* (may turn the connection into HTTP/2) */
         if (UNLIKELY(c->state == CONN_H2) && c->io.fd >= 0)
             http_h2_input(c);
         if (c->io.fd >= 0)
@@ -907,77 +718,47 @@ static void conn_read(http_conn *c)
     }
 }
 
-/* After a batch of requests: flush once, then decide what to wait for. */
+/* After a batch of input (or output added from a callback): the
+ * protocol flushes and decides what to wait for. */
 static void conn_after_batch(http_conn *c)
 {
-    http_worker *hw = c->hw;
     if (!c->b)
         return; /* idle already (queued for a flush, then went idle) */
-    if (UNLIKELY(c->state == CONN_H2)) {
-        conn_h2_after_batch(c);
-        return;
+    if (UNLIKELY(c->state == CONN_H2))
+        http_h2_after_batch(c);
+    else
+        http_h1_after_batch(c);
+}
+
+void http_conn_wait_writable(http_conn *c)
+{
+    /* TLS may need the socket readable to go on writing */
+    unsigned want = sock_want(c, LOOP_WRITE);
+    if (!c->write_blocked || UNLIKELY(c->io.mask != want)) {
+        c->write_blocked = 1;
+        loop_io_set(&c->hw->w.loop, &c->io, want);
     }
-    for (;;) {
-        int rc = conn_flush(c);
-        if (rc < 0) {
-            conn_close(c);
-            return;
-        }
-        if (rc == 0) {
-            /* TLS may need the socket readable to go on writing */
-            unsigned want = sock_want(c, LOOP_WRITE);
-            if (!c->write_blocked || UNLIKELY(c->io.mask != want)) {
-                c->write_blocked = 1;
-                loop_io_set(&hw->w.loop, &c->io, want);
-            }
-            conn_arm(c, c->conf->send_timeout);
-            return;
-        }
-        if (c->write_blocked) {
-            c->write_blocked = 0;
-            loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
-        }
-        if (c->closing || (c->must_close && c->state != CONN_HANDLER)) {
-            conn_close_after_response(c);
-            return;
-        }
-        if (c->state != CONN_HEAD || c->in_len == c->req_start)
-            break;
-        /* Requests left unparsed by the output limit, or one half read. */
-        size_t before = c->in_len - c->req_start;
-        conn_process(c);
-        if (c->io.fd < 0)
-            return;
-        if (c->b->nsegs == c->b->seg_head && c->in_len - c->req_start == before)
-            break; /* nothing new: need more input */
-    }
-    if (c->state != CONN_HANDLER && c->io.registered && c->io.mask != LOOP_READ)
-        loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
-    if (c->b->header_timer_due) {
-        c->b->header_timer_due = 0;
-        if (c->state == CONN_HEAD && c->in_len > c->req_start)
-            conn_arm(c, c->conf->header_timeout);
-    }
-    if (c->state == CONN_HEAD) {
-        if (c->in_len == c->req_start && hw->stopping) {
-            conn_close(c);
-        } else if (c->in_len == c->req_start) {
-            /* Idle: give the buffer back (if a call before this one has not:
-             * a response ended from a callback while the socket was full
-             * gets here from the flush list and from the writable event)
-             * and wait with the keep-alive timer. */
-            if (c->in)
-                inbuf_put(hw, c->in);
-            c->in = NULL;
-            c->in_len = c->req_start = 0;
-            busy_detach(c, 0);
-            conn_arm(c, c->conf->keepalive_timeout);
-        } else if (c->in_len == c->in_cap) {
-            conn_compact(c);
-        } else if (c->req_start > c->in_cap / 2) {
-            conn_compact(c);
-        }
-    }
+    http_conn_arm(c, c->conf->send_timeout);
+}
+
+void http_conn_writable_again(http_conn *c)
+{
+    c->write_blocked = 0;
+    loop_io_set(&c->hw->w.loop, &c->io, LOOP_READ);
+}
+
+void http_conn_release_input(http_conn *c)
+{
+    if (c->in)
+        inbuf_put(c->hw, c->in);
+    c->in = NULL;
+    c->in_len = c->req_start = 0;
+}
+
+void http_conn_release_idle(http_conn *c)
+{
+    http_conn_release_input(c);
+    busy_detach(c, 0);
 }
 
 static void conn_io(loop *l, loop_io *io, unsigned events)
@@ -999,13 +780,13 @@ static void conn_io(loop *l, loop_io *io, unsigned events)
          * waits; end of input means the client has gone. A full buffer
          * stops the reading until the response ends. */
         if (events & (LOOP_ERR | LOOP_HUP)) {
-            conn_close(c);
+            http_conn_close(c);
         } else if (c->in && c->in_len < c->in_cap) {
             ssize_t n = sock_read(c, c->in + c->in_len, c->in_cap - c->in_len);
             if (n > 0)
                 c->in_len += (uint32_t)n;
             else if (n == 0 || (errno != EAGAIN && errno != EINTR))
-                conn_close(c);
+                http_conn_close(c);
             else if (UNLIKELY(c->tls) && tls_want(c->tls) == TLS_WANT_WRITE)
                 loop_io_set(l, io, 0); /* resumes when the response ends */
         } else {
@@ -1028,7 +809,7 @@ static void conn_tls_start(http_conn *c)
     if (!c->tls) {
         log_warn("closing a connection on an ssl listener: %s",
                  ctx ? "out of memory for its TLS session" : "no TLS context");
-        conn_close(c);
+        http_conn_close(c);
         return;
     }
     c->state = CONN_TLS_HANDSHAKE;
@@ -1045,7 +826,7 @@ static void conn_handshake(http_conn *c)
             if (!c->b)
                 busy_attach(c);
             if (http_h2_start(c) < 0) {
-                conn_close(c);
+                http_conn_close(c);
                 return;
             }
         }
@@ -1056,11 +837,11 @@ static void conn_handshake(http_conn *c)
         char why[160];
         const char *e = tls_last_error(why, sizeof why);
         log_debug("TLS handshake failed: %s", e[0] ? e : strerror(errno));
-        conn_close(c);
+        http_conn_close(c);
         return;
     }
     if (loop_io_set(&c->hw->w.loop, &c->io, sock_want(c, LOOP_READ)) < 0)
-        conn_close(c);
+        http_conn_close(c);
 }
 
 /* Bytes can wait inside the TLS session while the socket stays quiet:
@@ -1072,58 +853,6 @@ static int conn_tls_more(const http_conn *c)
     return c->io.fd >= 0 &&
            (c->state == CONN_HEAD || c->state == CONN_BODY || c->state == CONN_H2) &&
            !c->write_blocked && !c->closing && !c->must_close && tls_pending(c->tls) > 0;
-}
-
-/* ---- HTTP/2 connections: the transport's side ---- */
-
-/* After a batch: serialize and flush until done or the socket is full,
- * then close a finished session, or set the timer: none while a handler
- * works, the keep-alive timeout when no stream is open, else the send
- * timeout, renewed only by progress (request frames in, body bytes out:
- * not PINGs or window updates, so a peer that keeps a window at zero or
- * stops reading is let go). */
-static void conn_h2_after_batch(http_conn *c)
-{
-    http_worker *hw = c->hw;
-    for (;;) {
-        int more = http_h2_output(c);
-        int rc = conn_flush(c);
-        if (rc < 0) {
-            conn_close(c);
-            return;
-        }
-        if (rc == 0) {
-            unsigned want = sock_want(c, LOOP_WRITE);
-            if (!c->write_blocked || UNLIKELY(c->io.mask != want)) {
-                c->write_blocked = 1;
-                loop_io_set(&hw->w.loop, &c->io, want);
-            }
-            conn_arm(c, c->conf->send_timeout);
-            return;
-        }
-        if (c->write_blocked) {
-            c->write_blocked = 0;
-            loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
-        }
-        if (!more)
-            break;
-    }
-    if (http_h2_done(c)) {
-        conn_close(c);
-        return;
-    }
-    if (c->io.registered && c->io.mask != LOOP_READ)
-        loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
-    if (c->in && c->in_len == c->req_start) { /* nghttp2 keeps what it needs */
-        inbuf_put(hw, c->in);
-        c->in = NULL;
-        c->in_len = c->req_start = 0;
-    }
-    int progress = http_h2_progress(c);
-    if (http_h2_handlers(c))
-        timer_stop(&hw->w.loop, &c->tm);
-    else if (progress || !timer_active(&c->tm))
-        conn_arm(c, http_h2_idle(c) ? c->conf->keepalive_timeout : c->conf->send_timeout);
 }
 
 void http_conn_conf_changed(http_worker *hw)

@@ -1,8 +1,9 @@
-/* The HTTP/1.1 protocol on a TCP connection: reading, framing, keep-alive
- * and pipelining; one exchange (exchange.h) per request handed to the
- * worker's handler; responses queued by the exchange through http_h1_ops
- * (respond.c) and flushed once per read batch. Knows no handler.
- * Everything here runs on the connection's worker thread. */
+/* An HTTP connection: the transport (conn.c: TCP or TLS, reading,
+ * flushing, timers, closing) and the protocol on it, HTTP/1.1 (h1.c,
+ * respond.c: framing, keep-alive, pipelining; one exchange per request) or
+ * HTTP/2 (h2.c). Responses are queued by the exchanges through the
+ * protocol's http_proto_ops and flushed once per read batch. Knows no
+ * handler. Everything here runs on the connection's worker thread. */
 #ifndef BRISK_HTTP_CONN_H
 #define BRISK_HTTP_CONN_H
 
@@ -133,15 +134,44 @@ void http_conn_tick(http_worker *hw);
 /* Counts the worker's connections by state (status endpoint). */
 void http_conn_census(http_worker *hw, http_census *out);
 
-/* HTTP/1.1's side of the exchange (respond.c): the conn's output. */
-extern const http_proto_ops http_h1_ops;
+/* ---- the transport (conn.c), for the protocols ---- */
 
-/* Internal to the protocol (conn.c, respond.c). */
+#define BODY_KEEP_MAX (64 * 1024) /* larger body buffers are freed after use */
+
+/* The output queue: bytes copied into it, or segments (memory, file). */
 char *http_conn_out_reserve(http_conn *c, size_t n);
 void http_conn_out_commit(http_conn *c, size_t n);
 void http_conn_out_seg(http_conn *c, out_seg s);
+/* Writes the queue: 1 when all is sent, 0 when the socket is full, -1 on
+ * error (close). */
+int http_conn_flush(http_conn *c);
+/* The socket is full: wait until it can take more (send_timeout). */
+void http_conn_wait_writable(http_conn *c);
+/* ... and it can again: back to waiting for input. */
+void http_conn_writable_again(http_conn *c);
+/* Closes the socket (a handler still at work keeps the struct). */
+void http_conn_close(http_conn *c);
+/* After the last response: close, lingering when the client may still
+ * be sending. */
+void http_conn_close_after_response(http_conn *c);
+void http_conn_arm(http_conn *c, uint64_t ms);
+/* Moves the unparsed input to the start of the buffer. */
+void http_conn_compact(http_conn *c);
+/* Gives the input buffer back (nothing unparsed in it). */
+void http_conn_release_input(http_conn *c);
+/* Idle between requests: the input buffer and the request block go back. */
+void http_conn_release_idle(http_conn *c);
+
+/* ---- HTTP/1.1 (h1.c, respond.c) ---- */
+
+/* Handles every complete request in the input buffer, in order. */
+void http_h1_process(http_conn *c);
+/* After a batch: flush, then decide what to wait for. */
+void http_h1_after_batch(http_conn *c);
 /* The response has been written: the next request may start. */
-void http_conn_finish_request(http_conn *c);
+void http_h1_finish_request(http_conn *c);
+/* HTTP/1.1's side of the exchange (respond.c). */
+extern const http_proto_ops http_h1_ops;
 /* One access-log line (nginx's "combined" format). */
 void http_access_log(http_worker *hw, const struct sockaddr *peer, str line, int status,
                      uint64_t bytes, str ref, str ua);

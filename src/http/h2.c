@@ -1011,3 +1011,46 @@ void http_h2_free(http_conn *c)
     c->b->h2 = NULL;
     free(s);
 }
+
+/* ---- after a read batch ---- */
+
+/* After a batch: serialize and flush until done or the socket is full,
+ * then close a finished session, or set the timer: none while a handler
+ * works, the keep-alive timeout when no stream is open, else the send
+ * timeout, renewed only by progress (request frames in, body bytes out:
+ * not PINGs or window updates, so a peer that keeps a window at zero or
+ * stops reading is let go). */
+void http_h2_after_batch(http_conn *c)
+{
+    http_worker *hw = c->hw;
+    for (;;) {
+        int more = http_h2_output(c);
+        int rc = http_conn_flush(c);
+        if (rc < 0) {
+            http_conn_close(c);
+            return;
+        }
+        if (rc == 0) {
+            http_conn_wait_writable(c);
+            return;
+        }
+        if (c->write_blocked)
+            http_conn_writable_again(c);
+        if (!more)
+            break;
+    }
+    if (http_h2_done(c)) {
+        http_conn_close(c);
+        return;
+    }
+    if (c->io.registered && c->io.mask != LOOP_READ)
+        loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
+    if (c->in && c->in_len == c->req_start)
+        http_conn_release_input(c); /* nghttp2 keeps what it needs */
+    int progress = http_h2_progress(c);
+    if (http_h2_handlers(c))
+        timer_stop(&hw->w.loop, &c->tm);
+    else if (progress || !timer_active(&c->tm))
+        http_conn_arm(c, http_h2_idle(c) ? c->conf->keepalive_timeout : c->conf->send_timeout);
+}
+

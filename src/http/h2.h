@@ -54,6 +54,9 @@ void http_h2_shutdown(http_conn *c);
 /* The socket is gone: handlers still at work see their exchanges aborted;
  * the session is freed. */
 void http_h2_free(http_conn *c);
+/* After a read batch (or output added from a callback): serialize, flush,
+ * close a finished session or set the timer. */
+void http_h2_after_batch(http_conn *c);
 /* Progress since the last call (frames with data in, or bytes out):
  * for the stall timer. */
 int http_h2_progress(http_conn *c);

@@ -237,7 +237,7 @@ static void h1_finish(http_exchange *x, int cut)
         c->hw->stats.responses[c->status / 100 - 1]++;
     if (c->hw->access_on)
         access_log_write(c);
-    http_conn_finish_request(c);
+    http_h1_finish_request(c);
 }
 
 const http_proto_ops http_h1_ops = {
