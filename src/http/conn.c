@@ -241,6 +241,7 @@ void http_conn_release_pools(http_worker *hw)
     hw->nxpool = 0;
     while (hw->nbufpool)
         free(hw->bufpool[--hw->nbufpool]);
+    http_h2_release_pools();
 }
 
 /* ---- lifecycle ---- */

@@ -115,9 +115,34 @@ void http_exchange_init(http_exchange *x);
 /* After a response: ready for the next request; all = 1 frees everything
  * (the storage is going away), else one arena chunk is kept. */
 void http_exchange_reset(http_exchange *x, int all);
-/* Fills x->req from a parsed head (offsets relative to head) and a body. */
-void http_exchange_set_request(http_exchange *x, const char *head, const http_parser *p,
-                               str body);
+/* Fills x->req from a parsed head (offsets relative to head) and a body.
+ * (Inline: it is on every request's path.) */
+static inline void http_exchange_set_request(http_exchange *x, const char *head,
+                                             const http_parser *p, str body)
+{
+    http_request *r = &x->req;
+    r->head = head;
+    r->parser = p;
+    r->method = (enum http_method)p->method;
+    r->version_minor = p->version_minor;
+    r->method_name = http_parser_slice(head, p->line_off, p->method_len);
+    r->target = http_parser_slice(head, p->target_off, p->target_len);
+    const char *q = memchr(r->target.p, '?', r->target.len);
+    if (q) {
+        r->path = (str){ r->target.p, (size_t)(q - r->target.p) };
+        r->query = (str){ q + 1, r->target.len - r->path.len - 1 };
+    } else {
+        r->path = r->target;
+        r->query = (str){ r->target.p + r->target.len, 0 };
+    }
+    /* absolute-form: keep only the path */
+    if (r->path.len && r->path.p[0] != '/' && r->path.p[0] != '*') {
+        const char *s = memchr(r->path.p, '/', r->path.len);
+        s = s ? memchr(s + 2, '/', r->path.len - (size_t)(s + 2 - r->path.p)) : NULL;
+        r->path = s ? (str){ s, r->path.len - (size_t)(s - r->path.p) } : STR("/");
+    }
+    r->body = body;
+}
 /* The client has gone while a handler owns x: output is dropped from now
  * on and the handler's abort callback (if any) runs. */
 void http_exchange_abort(http_exchange *x);

@@ -53,11 +53,6 @@ struct h2_stream {
     int status;
     uint64_t resp_bytes;  /* for the access log, as HTTP/1.1 logs it */
     str method, path, authority; /* offsets into pseudo, fixed up at the end */
-    buf pseudo;           /* :method, :path, :authority values */
-    buf lines;            /* the other header fields, "name: value\r\n" */
-    buf cookie;           /* cookie fields joined with "; " (RFC 9113 8.2.3) */
-    buf head;             /* the request head as HTTP/1.1 text, for the parser */
-    buf body;
     h2_piece *out, **out_tail;
     uint64_t out_len;
     union {               /* the client, copied: the stream may outlive the connection */
@@ -65,9 +60,22 @@ struct h2_stream {
         struct sockaddr_in in4;
         struct sockaddr_in6 in6;
     } peer;
+    /* Kept by the worker's pool of streams, their memory with them: */
+    buf pseudo;           /* :method, :path, :authority values */
+    buf lines;            /* the other header fields, "name: value\r\n" */
+    buf cookie;           /* cookie fields joined with "; " (RFC 9113 8.2.3) */
+    buf head;             /* the request head as HTTP/1.1 text, for the parser */
+    buf body;
     http_parser parser;
-    http_exchange x;
+    http_exchange x;      /* reset (one arena chunk kept) */
 };
+
+/* Spare streams of this thread (a worker): a request costs no allocation
+ * once the pool has warmed up. */
+#define STREAM_POOL_MAX 256
+#define STREAM_BUF_KEEP 16384
+static _Thread_local h2_stream *stream_pool;
+static _Thread_local uint32_t stream_pool_n;
 
 struct h2_session {
     nghttp2_session *ng;
@@ -100,15 +108,22 @@ static inline h2_stream *stream_of(const http_exchange *x)
 
 static h2_stream *stream_new(h2_session *s, int32_t id)
 {
-    h2_stream *st = calloc(1, sizeof *st);
-    if (!st)
-        return NULL;
+    h2_stream *st = stream_pool;
+    if (st) {
+        stream_pool = st->deferred_next;
+        stream_pool_n--;
+        memset(st, 0, offsetof(h2_stream, pseudo)); /* the rest was reset for reuse */
+    } else {
+        st = calloc(1, sizeof *st);
+        if (!st)
+            return NULL;
+        http_exchange_init(&st->x);
+    }
     http_conn *c = s->c;
     st->s = s;
     st->id = id;
     st->out_tail = &st->out;
     http_parser_reset(&st->parser);
-    http_exchange_init(&st->x);
     st->x.proto = &h2_ops;
     st->x.hw = c->hw;
     st->x.conf = http_conf_retain(c->conf); /* a detached stream outlives c */
@@ -135,22 +150,45 @@ static void pieces_release(h2_stream *st)
     st->out_len = 0;
 }
 
-/* Frees st's buffers; the struct itself at the end of the loop iteration
- * (a handler may still be returning through it). */
+/* Back to the pool (its buffers emptied, large ones freed), or freed at
+ * the end of the loop iteration. Either way the memory stays valid while
+ * a handler returns through its exchange. */
 static void stream_free(h2_stream *st)
 {
     pieces_release(st);
-    buf_free(&st->pseudo);
-    buf_free(&st->lines);
-    buf_free(&st->cookie);
-    buf_free(&st->head);
-    buf_free(&st->body);
-    http_exchange_reset(&st->x, 1);
     http_conf_release(st->x.conf);
     st->x.conf = NULL;
+    int keep = stream_pool_n < STREAM_POOL_MAX;
+    buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
+    for (size_t i = 0; i < ARRAY_LEN(bufs); i++) {
+        if (!keep || bufs[i]->cap > STREAM_BUF_KEEP)
+            buf_free(bufs[i]);
+        bufs[i]->len = 0;
+    }
+    http_exchange_reset(&st->x, !keep);
+    if (keep) {
+        st->deferred_next = stream_pool;
+        stream_pool = st;
+        stream_pool_n++;
+        return;
+    }
     http_worker *hw = st->x.hw;
     st->deferred_next = hw->deferred;
     hw->deferred = st;
+}
+
+void http_h2_release_pools(void)
+{
+    while (stream_pool) {
+        h2_stream *st = stream_pool;
+        stream_pool = st->deferred_next;
+        buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
+        for (size_t i = 0; i < ARRAY_LEN(bufs); i++)
+            buf_free(bufs[i]);
+        http_exchange_reset(&st->x, 1);
+        free(st);
+    }
+    stream_pool_n = 0;
 }
 
 /* Takes st off its session: the client will not see more of it. */
@@ -249,7 +287,9 @@ static void h2_send_head(http_exchange *x, int status, const str *lines, size_t 
     size_t total = 0;
     for (size_t i = 0; i < nlines; i++)
         total += lines[i].len;
-    char *t = http_exchange_alloc(x, total + 1);
+    char tbuf[1024];
+    nghttp2_nv nvbuf[24];
+    char *t = total < sizeof tbuf ? tbuf : http_exchange_alloc(x, total + 1);
     size_t nmax = 4;
     if (t) {
         size_t o = 0;
@@ -261,7 +301,7 @@ static void h2_send_head(http_exchange *x, int status, const str *lines, size_t 
         for (size_t i = 0; i < total; i++)
             nmax += t[i] == '\n';
     }
-    nghttp2_nv *nv = http_exchange_alloc(x, nmax * sizeof *nv);
+    nghttp2_nv *nv = nmax <= ARRAY_LEN(nvbuf) ? nvbuf : http_exchange_alloc(x, nmax * sizeof *nv);
     if (!nv) {
         nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
         return;
@@ -1039,8 +1079,19 @@ void http_h2_after_batch(http_conn *c)
         if (!more)
             break;
     }
-    if (http_h2_done(c)) {
+    if (sess(c) && sess(c)->dead) { /* flooded, or out of memory: no courtesy */
         http_conn_close(c);
+        return;
+    }
+    if (http_h2_done(c)) {
+        /* Everything is sent (a GOAWAY too): shut the write side and drain
+         * what the peer still sends for a while, so that unread input does
+         * not turn the close into a reset that could destroy the last
+         * frames in flight. */
+        http_h2_free(c);
+        c->state = CONN_HEAD;
+        c->must_close = 1;
+        http_conn_close_after_response(c);
         return;
     }
     if (c->io.registered && c->io.mask != LOOP_READ)

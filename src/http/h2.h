@@ -57,6 +57,8 @@ void http_h2_free(http_conn *c);
 /* After a read batch (or output added from a callback): serialize, flush,
  * close a finished session or set the timer. */
 void http_h2_after_batch(http_conn *c);
+/* Frees this thread's spare streams (a worker at exit). */
+void http_h2_release_pools(void);
 /* Progress since the last call (frames with data in, or bytes out):
  * for the stall timer. */
 int http_h2_progress(http_conn *c);
