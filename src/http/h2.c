@@ -259,6 +259,12 @@ static void body_copy(h2_stream *st, const void *data, size_t n)
     st->out_len += n;
 }
 
+/* ASCII lower case, for header names (HTTP/2 sends them lowered). */
+static inline char lower(char c)
+{
+    return (unsigned char)(c - 'A') < 26 ? (char)(c + 32) : c;
+}
+
 /* Header fields an HTTP/2 message must not carry (RFC 9113 8.2.2). */
 static int connection_specific(const char *n, size_t len)
 {
@@ -283,13 +289,13 @@ static void h2_send_head(http_exchange *x, int status, const str *lines, size_t 
     st->status = status;
     if (!s)
         return;
-    /* The parts into one writable copy: names are lowered in place. */
+    /* The parts into one copy in the exchange's arena, names lowered in
+     * place: nghttp2 takes the fields without copying them again (they
+     * live until the stream is over, which is after its HEADERS went). */
     size_t total = 0;
     for (size_t i = 0; i < nlines; i++)
         total += lines[i].len;
-    char tbuf[1024];
-    nghttp2_nv nvbuf[24];
-    char *t = total < sizeof tbuf ? tbuf : http_exchange_alloc(x, total + 1);
+    char *t = http_exchange_alloc(x, total + 32);
     size_t nmax = 4;
     if (t) {
         size_t o = 0;
@@ -298,38 +304,43 @@ static void h2_send_head(http_exchange *x, int status, const str *lines, size_t 
                 memcpy(t + o, lines[i].p, lines[i].len);
                 o += lines[i].len;
             }
-        for (size_t i = 0; i < total; i++)
-            nmax += t[i] == '\n';
+        for (const char *p = t, *end = t + total; (p = memchr(p, '\n', (size_t)(end - p)));)
+            nmax++, p++;
     }
-    nghttp2_nv *nv = nmax <= ARRAY_LEN(nvbuf) ? nvbuf : http_exchange_alloc(x, nmax * sizeof *nv);
+    nghttp2_nv *nv = t ? http_exchange_alloc(x, nmax * sizeof *nv) : NULL;
     if (!nv) {
         nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
         return;
     }
-    char code[4] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
-                     (char)('0' + status % 10), 0 };
-    char clen[24];
+    char *code = t + total, *clen = t + total + 4;
+    code[0] = (char)('0' + status / 100 % 10);
+    code[1] = (char)('0' + status / 10 % 10);
+    code[2] = (char)('0' + status % 10);
     size_t n = 0;
-#define NV(nm, nmlen, v, vlen) \
-    nv[n++] = (nghttp2_nv){ (uint8_t *)(nm), (uint8_t *)(v), (nmlen), (vlen), NGHTTP2_NV_FLAG_NONE }
+#define NV(nm, nmlen, v, vlen)                                                   \
+    nv[n++] = (nghttp2_nv){ (uint8_t *)(nm), (uint8_t *)(v), (nmlen), (vlen),   \
+                            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE }
     NV(":status", 7, code, 3);
     NV("server", 6, SERVER_NAME, sizeof SERVER_NAME - 1);
+    /* (the worker's clock string: rewritten in place once a second, same length) */
     NV("date", 4, x->hw->w.clock.http_date, CLOCK_HTTP_DATE_LEN);
-    for (char *p = t, *end = t + total; p && p < end && n < nmax;) {
-        char *eol = memchr(p, '\n', (size_t)(end - p));
+    for (char *p = t, *end = t + total; p < end && n < nmax;) {
+        char *q = p;
+        while (q < end && *q != ':' && *q != '\n') {
+            *q = lower(*q);
+            q++;
+        }
+        char *eol = q < end && *q == ':' ? memchr(q, '\n', (size_t)(end - q)) : q;
         if (!eol)
             break;
-        char *colon = memchr(p, ':', (size_t)(eol - p));
-        if (colon) {
-            size_t nl = (size_t)(colon - p);
-            for (size_t i = 0; i < nl; i++)
-                p[i] = (char)((p[i] >= 'A' && p[i] <= 'Z') ? p[i] + 32 : p[i]);
-            char *v = colon + 1, *ve = eol;
+        if (*q == ':' && q > p) {
+            size_t nl = (size_t)(q - p);
+            char *v = q + 1, *ve = eol;
             while (v < ve && (*v == ' ' || *v == '\t'))
                 v++;
             while (ve > v && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
                 ve--;
-            if (nl && !connection_specific(p, nl))
+            if (!connection_specific(p, nl))
                 NV(p, nl, v, (size_t)(ve - v));
         }
         p = eol + 1;
