@@ -265,6 +265,16 @@ static inline char lower(char c)
     return (unsigned char)(c - 'A') < 26 ? (char)(c + 32) : c;
 }
 
+/* 0x20 in each byte of w that is 'A'..'Z', 0 elsewhere: w | upper8(w) is
+ * w in lower case. */
+static inline uint64_t upper8(uint64_t w)
+{
+    uint64_t low7 = w & (BYTES8_ONES * 0x7f);
+    uint64_t ge_a = low7 + BYTES8_ONES * (0x80 - 'A');     /* high bit: >= 'A' */
+    uint64_t gt_z = low7 + BYTES8_ONES * (0x80 - 'Z' - 1); /* high bit: > 'Z' */
+    return (ge_a & ~gt_z & ~w & (BYTES8_ONES * 0x80)) >> 2;
+}
+
 /* Header fields an HTTP/2 message must not carry (RFC 9113 8.2.2). */
 static int connection_specific(const char *n, size_t len)
 {
@@ -326,6 +336,13 @@ static void h2_send_head(http_exchange *x, int status, const str *lines, size_t 
     NV("date", 4, x->hw->w.clock.http_date, CLOCK_HTTP_DATE_LEN);
     for (char *p = t, *end = t + total; p < end && n < nmax;) {
         char *q = p;
+        for (uint64_t w; q + 8 <= end; q += 8) { /* eight bytes at a time */
+            memcpy(&w, q, 8);
+            if (bytes8_has(w, ':') | bytes8_has(w, '\n'))
+                break;
+            w |= upper8(w);
+            memcpy(q, &w, 8);
+        }
         while (q < end && *q != ':' && *q != '\n') {
             *q = lower(*q);
             q++;
