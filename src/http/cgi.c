@@ -463,7 +463,9 @@ static void build_env(envb *e, http_exchange *x, const http_request *r, const ht
     }
     snprintf(num, sizeof num, "%d", port);
     env_adds(e, "SERVER_PORT", num);
-    env_adds(e, "SERVER_PROTOCOL", r->version_minor ? "HTTP/1.1" : "HTTP/1.0");
+    env_adds(e, "SERVER_PROTOCOL", r->version_major == 2 ? "HTTP/2.0"
+                                   : r->version_minor  ? "HTTP/1.1"
+                                                       : "HTTP/1.0");
     env_add(e, "REQUEST_METHOD", r->method_name.p, r->method_name.len);
     env_add(e, "REQUEST_URI", r->target.p, r->target.len);
 

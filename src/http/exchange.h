@@ -26,6 +26,8 @@
 typedef struct {
     enum http_method method;
     int version_minor;
+    int version_major;  /* 1, or 2 for HTTP/2 (whose version_minor is 1 for handlers
+                           that ask "1.1 or 1.0?") */
     str method_name;
     str target;   /* as sent */
     str path;     /* target up to '?', still percent-encoded */
@@ -125,6 +127,7 @@ static inline void http_exchange_set_request(http_exchange *x, const char *head,
     r->parser = p;
     r->method = (enum http_method)p->method;
     r->version_minor = p->version_minor;
+    r->version_major = 1;
     r->method_name = http_parser_slice(head, p->line_off, p->method_len);
     r->target = http_parser_slice(head, p->target_off, p->target_len);
     const char *q = memchr(r->target.p, '?', r->target.len);

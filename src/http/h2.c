@@ -642,6 +642,7 @@ static void stream_dispatch(h2_stream *st)
     st->dispatched = 1;
     http_exchange_set_request(&st->x, st->head.data, &st->parser,
                               (str){ st->body.data, st->body.len });
+    st->x.req.version_major = 2;
     st->head_only = st->x.req.method == HTTP_HEAD;
     st->in_handler = 1;
     s->handlers++;
@@ -976,6 +977,7 @@ int http_h2_upgrade(http_conn *c)
     c->head_len = 0;
     c->requests++;
     http_exchange_set_request(&st->x, st->head.data, &st->parser, STR(""));
+    st->x.req.version_major = 2;
     st->method = st->x.req.method_name;
     st->path = st->x.req.target;
     /* Answered once the client's preface has come: a response sent along

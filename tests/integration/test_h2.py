@@ -609,3 +609,32 @@ def test_foods_serves_h2(apps, cert, tmp_path):
     r = curl("--http2-prior-knowledge", "-w", "\n%{http_version}",
              f"http://127.0.0.1:{p.port}/api/foods?q=h2")
     assert b"h2 apple" in r.stdout and r.stdout.endswith(b"\n2"), r.stdout
+
+
+def test_cgi_over_h2(start_brisk, cert, tmp_path):
+    """CGI scripts answer over h2 unchanged: SERVER_PROTOCOL says HTTP/2.0, a
+    POST body reaches stdin, 5 MiB of output streams through flow control."""
+    cgi = tmp_path / "cgi"
+    cgi.mkdir()
+    (cgi / "env.sh").write_text("#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
+                                "echo \"$SERVER_PROTOCOL $REQUEST_METHOD $CONTENT_LENGTH\"\n"
+                                "cat | sha256sum | cut -c1-16\n")
+    (cgi / "big.sh").write_text("#!/bin/sh\nprintf 'Content-Type: application/octet-stream\\r\\n\\r\\n'\n"
+                                "head -c 5242880 /dev/zero\n")
+    for f in ("env.sh", "big.sh"):
+        os.chmod(cgi / f, 0o755)
+    port = free_port()
+    srv = start_brisk(config=f"listen = 127.0.0.1:{port}\nroot = {{root}}\nworkers = 1\n"
+                             f"access_log = off\ncgi = /cgi-bin/ {cgi}\n",
+                      listens=[("127.0.0.1", port)])
+    body = os.urandom(200_000)
+    with Client(port) as c:
+        st, h, out = c.response(c.request("/cgi-bin/env.sh", method="POST", body=body,
+                                          headers=[("content-length", str(len(body)))]))
+        assert st == 200, (st, out)
+        line, digest = out.decode().split("\n")[:2]
+        assert line == f"HTTP/2.0 POST {len(body)}"
+        assert digest == hashlib.sha256(body).hexdigest()[:16]
+        st, h, out = c.response(c.request("/cgi-bin/big.sh"), timeout=30)
+        assert st == 200 and len(out) == 5242880 and out.count(0) == 5242880
+    srv.stop()
