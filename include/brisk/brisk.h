@@ -146,7 +146,8 @@ brisk_str brisk_req_method(const brisk_req *req);  /* "GET" */
 brisk_str brisk_req_target(const brisk_req *req);  /* "/a%20b?x=1" as sent */
 brisk_str brisk_req_path(const brisk_req *req);    /* "/a%20b", still encoded */
 brisk_str brisk_req_query(const brisk_req *req);   /* "x=1", without '?' */
-int brisk_req_http_minor(const brisk_req *req);    /* 0 for HTTP/1.0, 1 for 1.1 */
+int brisk_req_http_minor(const brisk_req *req);    /* 0 for HTTP/1.0, 1 for 1.1 (and HTTP/2) */
+int brisk_req_http_major(const brisk_req *req);    /* 1, or 2 for HTTP/2 */
 
 /* The first value of a header, case-insensitive name; ptr NULL if absent. */
 brisk_str brisk_req_header(const brisk_req *req, const char *name);

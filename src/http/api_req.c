@@ -15,6 +15,7 @@ brisk_str brisk_req_path(const brisk_req *req) { return BSTR(REQ(req)->req.path)
 brisk_str brisk_req_query(const brisk_req *req) { return BSTR(REQ(req)->req.query); }
 brisk_str brisk_req_body(const brisk_req *req) { return BSTR(REQ(req)->req.body); }
 int brisk_req_http_minor(const brisk_req *req) { return REQ(req)->req.version_minor; }
+int brisk_req_http_major(const brisk_req *req) { return REQ(req)->req.version_major; }
 
 brisk_str brisk_req_header(const brisk_req *req, const char *name)
 {

@@ -186,8 +186,8 @@ static void h_info(brisk_req *req, brisk_res *res, void *udata)
     out_json(&o, brisk_req_path(req));
     out_s(&o, ", \"query\": ");
     out_json(&o, brisk_req_query(req));
-    out_fmt(&o, ", \"minor\": %d, \"version\": \"%s\"}", brisk_req_http_minor(req),
-            BRISK_VERSION_STRING);
+    out_fmt(&o, ", \"major\": %d, \"minor\": %d, \"version\": \"%s\"}",
+            brisk_req_http_major(req), brisk_req_http_minor(req), BRISK_VERSION_STRING);
     end_json(res, &o);
 }
 

@@ -203,7 +203,7 @@ def test_request_line_accessors(app, version, minor):
     d = app.json("/info?x=1&y=%20", version=version)
     assert d.pop("version") == "0.1.0"           # BRISK_VERSION_STRING
     assert d == {"method": "GET", "target": "/info?x=1&y=%20", "path": "/info",
-                 "query": "x=1&y=%20", "minor": minor}
+                 "query": "x=1&y=%20", "major": 1, "minor": minor}
     d = app.json("/info")
     assert d["query"] == "" and d["target"] == "/info"
 

@@ -373,6 +373,9 @@ def test_apps_serve_h2_unchanged(apps, cert, tmp_path):
         assert st == 200 and got == body
         st, _, got = c.get("/delay?ms=50")
         assert st == 200
+        st, _, got = c.get("/info?x=1")
+        d = __import__("json").loads(got)
+        assert (d["major"], d["minor"], d["path"], d["query"]) == (2, 1, "/info", "x=1")
         # a client that resets its stream while the handler waits: aborted, and served on
         s0 = p.stats()
         sid = c.request("/delay?ms=300")
