@@ -25,6 +25,7 @@ enum { P_COPY, P_REF, P_FD };
 struct h2_piece {
     h2_piece *next;
     uint8_t kind;
+    uint8_t in_arena;     /* freed with the exchange, not by free() */
     int fd;               /* P_FD */
     const char *mem;      /* P_REF */
     uint64_t off, len;    /* P_COPY: offset in data; P_FD: file offset */
@@ -144,7 +145,8 @@ static void pieces_release(h2_stream *st)
         st->out = p->next;
         if (p->release)
             p->release(p->arg);
-        free(p);
+        if (!p->in_arena)
+            free(p);
     }
     st->out_tail = &st->out;
     st->out_len = 0;
@@ -237,14 +239,23 @@ static void resume(h2_stream *st)
         http_conn_queue_flush(st->s->c);
 }
 
+/* A response of known length takes its pieces from the exchange's arena
+ * (no malloc; bounded by the response); a streamed one from malloc, each
+ * freed once sent, so a long stream does not grow the arena. */
 static h2_piece *piece_add(h2_stream *st, uint8_t kind, size_t copy)
 {
-    h2_piece *p = malloc(sizeof *p + copy);
+    h2_piece *p = NULL;
+    if (!st->counting && copy <= 4096)
+        p = http_exchange_alloc(&st->x, sizeof *p + copy);
+    int in_arena = p != NULL;
+    if (!p)
+        p = malloc(sizeof *p + copy);
     if (!p) {
         log_error("out of memory for an HTTP/2 response");
         abort();
     }
     memset(p, 0, sizeof *p);
+    p->in_arena = (uint8_t)in_arena;
     p->kind = kind;
     *st->out_tail = p;
     st->out_tail = &p->next;
@@ -556,7 +567,8 @@ static int body_send(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
                 st->out_tail = &st->out;
             if (p->release)
                 p->release(p->arg);
-            free(p);
+            if (!p->in_arena)
+                free(p);
         }
     }
     if (done < length)
@@ -722,8 +734,13 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
         else if (namelen == 6 && memcmp(n, "expect", 6) == 0 && valuelen == 12 &&
                  strncasecmp(v, "100-continue", 12) == 0)
             st->expect100 = 1;
-        bad = buf_add(&st->lines, n, namelen) | buf_add(&st->lines, ": ", 2) |
-              buf_add(&st->lines, v, valuelen) | buf_add(&st->lines, "\r\n", 2);
+        bad = buf_reserve(&st->lines, namelen + valuelen + 4);
+        if (!bad) {
+            buf_put(&st->lines, n, namelen);
+            buf_put(&st->lines, ": ", 2);
+            buf_put(&st->lines, v, valuelen);
+            buf_put(&st->lines, "\r\n", 2);
+        }
     }
     if (bad)
         st->too_big = 1; /* out of memory: refused the same way */
