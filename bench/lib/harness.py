@@ -267,8 +267,8 @@ def run_tls_conns(prefix, tool, port, path, duration, resume, conns=50, expect_l
     if expect_len is not None:
         argv += ["--expect-len", str(expect_len)]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
-    m = re.search(r"connections (\d+) resumed (\d+) errors (\d+) seconds ([\d.]+) rate ([\d.]+) "
-                  r"cipher (\S+) group (\S+)", p.stdout)
+    m = re.search(r"connections (\d+) resumed (\d+) later (\d+) errors (\d+) seconds ([\d.]+) "
+                  r"rate ([\d.]+) cipher (\S+) group (\S+)", p.stdout)
     why = []
     if p.returncode != 0:
         why.append(f"tls_conns exit {p.returncode}: {first_line(p.stderr)}")
@@ -276,12 +276,14 @@ def run_tls_conns(prefix, tool, port, path, duration, resume, conns=50, expect_l
         why.append("no summary line from tls_conns")
     elif not int(m.group(1)):
         why.append("no connection completed")
-    out = {"value": float(m.group(5)) if m else None, "failed": "; ".join(why), "p50": None,
-           "p99": None, "errors": (f"{m.group(3)} failed" if m and int(m.group(3)) else ""),
+    out = {"value": float(m.group(6)) if m else None, "failed": "; ".join(why), "p50": None,
+           "p99": None, "errors": (f"{m.group(4)} failed" if m and int(m.group(4)) else ""),
            "raw": (p.stdout + p.stderr)[-2000:] if why else ""}
     if m:
-        out.update(connections=int(m.group(1)), resumed=int(m.group(2)), cipher=m.group(6),
-                   key=m.group(7))
+        out.update(connections=int(m.group(1)), resumed=int(m.group(2)), later=int(m.group(3)),
+                   cipher=m.group(7), key=m.group(8))
+        if resume:
+            log(f"    resumed {out['resumed']:,} of {out['later']:,} connections after each slot's first")
     return out
 
 

@@ -1186,6 +1186,44 @@ def check_https(name, srv, root, tmp):
         f"succeeded, 200 2xx, {r['tls']} {r['cipher']}, {r['key']})")
 
 
+def tree_cpu_seconds(pid):
+    """User + system CPU time of a process and all its descendants (nginx's
+    worker, h2o's threads), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                stats[int(d.name)] = (int(f[1]), int(f[11]) + int(f[12]))
+            except (OSError, ValueError, IndexError):
+                continue
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, (0, 0))[1]
+        todo += [c for c, (pp, _) in stats.items() if pp == p]
+    return total / tick
+
+
+def with_server_cpu(fn, key, cpu_key):
+    """Wraps a run: also the server's CPU time during it (cpu_key: CPU
+    microseconds per connection, from the client's count)."""
+    def run(name, srv, duration, warm):
+        c0 = tree_cpu_seconds(srv.proc.pid)
+        res = fn(name, srv, duration, warm)
+        cpu = tree_cpu_seconds(srv.proc.pid) - c0
+        r = res[key]
+        n = r.get("connections")
+        if r.get("failed") or not n:
+            res[cpu_key] = {"value": None, "failed": r.get("failed") or "no connections"}
+        else:
+            res[cpu_key] = {"value": cpu * 1e6 / n, "failed": "", "p50": None, "p99": None,
+                            "errors": "", "server_cpu_s": round(cpu, 2)}
+        return res
+    return run
+
+
 def build_tls_conns(tmp):
     out = tmp / "tls_conns"
     if not out.exists():
@@ -1244,11 +1282,12 @@ def race_https(ctx):
         "allows 1.3 only), one `GET /index.html` with `Connection: close`, the reply read "
         "(status 200, 117 bytes), close_notify and close, then the next: value = connections "
         "per second. Full handshakes: no session offered. Resumption: each of the 50 slots offers "
-        "the last session ticket the server sent it (TLS 1.3 PSK with (EC)DHE, as OpenSSL clients "
-        "and browsers do); the run fails when fewer than 90% of the connections after each "
-        "slot's first are resumed, and when any connection fails. wrk cannot resume sessions "
-        "and `openssl s_time` makes one connection at a time, so one client does both, with "
-        "and without tickets.",
+        "the last session ticket the server sent it (TLS 1.3 PSK with (EC)DHE), once: a ticket "
+        "is used for one connection only (RFC 8446 C.4; OpenSSL's client and browsers do the "
+        "same), so a server that issues no new ticket on a resumed connection makes the slot's "
+        "next handshake a full one. A run fails when any connection fails, or when none is "
+        "resumed. wrk cannot resume sessions and `openssl s_time` makes one connection at a "
+        "time, so one client does both, with and without tickets.",
     ]
 
     def h2_run(key, path):
@@ -1267,7 +1306,7 @@ def race_https(ctx):
         def fn(name, srv, duration, warm):
             return {key: run_tls_conns(cli_pin, tool, srv.port, small, duration, resume,
                                        conns=HTTPS_CONNS, expect_len=sb.SMALL_SIZE)}
-        return fn
+        return with_server_cpu(fn, key, key + "-cpu")
 
     d = s.duration
     cases = [
@@ -1276,11 +1315,11 @@ def race_https(ctx):
          "req/s", 1.3),
         ("h1-small", "HTTPS/1.1, 117 B, wrk keep-alive", f"wrk -t1 -c{HTTPS_CONNS} -d{d}s, `{small}`",
          wrk_run("h1-small", small), "req/s", 1.0),
-        ("conn-full", "new TLS 1.3 connections, full handshake",
+        ("conn-full", "new TLS 1.3 connections, resumption off",
          f"tls_conns {HTTPS_CONNS} at once, {d} s, `{small}`, no session offered",
          conn_run("conn-full", False), "conn/s", 1.0),
-        ("conn-resume", "new TLS 1.3 connections, resumed",
-         f"tls_conns {HTTPS_CONNS} at once, {d} s, `{small}`, session tickets offered",
+        ("conn-resume", "new TLS 1.3 connections, resumption on",
+         f"tls_conns {HTTPS_CONNS} at once, {d} s, `{small}`, each ticket offered once",
          conn_run("conn-resume", True), "conn/s", 1.0),
         ("h1-big", "HTTPS/1.1, 1 MiB, wrk keep-alive", f"wrk -t1 -c{HTTPS_CONNS} -d{d}s, `{big}`",
          wrk_run("h1-big", big), "req/s", 1.0),
@@ -1300,8 +1339,19 @@ def race_https(ctx):
             refs = {"h2o": h2o_target} if "h2o" in names else {}
             case = new_case(key, cname, load, names, metric=metric, target=1.0, headline=True,
                             ref_targets=refs)
-            run_alternating(s, servers, [case], fn, f"https: {cname}")
-            race["cases"].append(finish_case(case))
+            both = [case]
+            if key.startswith("conn-"):
+                # the client can be the limit here: the server's CPU time per
+                # connection says what each handshake costs the server
+                both.append(new_case(key + "-cpu", cname.replace("connections", "connections: "
+                                                                 "server CPU per connection"),
+                                     "the same runs: server CPU time (/proc, user + system, all "
+                                     "threads and processes) / connections", names, metric="µs/conn",
+                                     target=1.0, better="lower", headline=True,
+                                     ref_targets={n: 1.0 for n in refs}))
+            run_alternating(s, servers, both, fn, f"https: {cname}")
+            for c in both:
+                race["cases"].append(finish_case(c))
     finally:
         for _, srv in servers:
             srv.stop()
@@ -1320,13 +1370,17 @@ def race_https(ctx):
             tot = {}
             for rnd in c["rounds"]:
                 for n, r in rnd.items():
-                    if r.get("connections"):
+                    if r.get("later"):
                         t = tot.setdefault(n, [0, 0])
                         t[0] += r["resumed"]
-                        t[1] += r["connections"]
+                        t[1] += r["later"]
             if tot:
-                race["notes"].append("Resumed connections (the first of each slot cannot be): " +
-                                     "; ".join(f"{n} {a:,} of {b:,}" for n, (a, b) in tot.items()) + ".")
+                race["notes"].append(
+                    "Resumption on: connections resumed, of those after each slot's first (one "
+                    "ticket per connection: a server must send a new ticket on a resumed "
+                    "connection for the next one to resume too): " +
+                    "; ".join(f"{n} {a:,} of {b:,} ({100 * a / b:.0f}%)" for n, (a, b) in tot.items())
+                    + ".")
     race["notes"].append("Targets from the HTTPS issue (#16): ahead of nginx and h2o in every case "
                          "(>= 1.0x both), and >= 1.3x h2o on h2 with the small file.")
     race["notes"].append("A new-connection case costs both ends a key exchange and the client a "
