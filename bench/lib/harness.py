@@ -655,6 +655,22 @@ def openat2_shim(tmp):
     return _SHIM
 
 
+def wait_group_gone(pgid, timeout=30):
+    """Waits until no process of the group (a server's session) is left;
+    then, or after timeout, kills what remains."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def callgrind_total(outdir):
     total = 0
     files = list(Path(outdir).glob("cg.*"))
@@ -689,6 +705,9 @@ def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=
             n = _client(server, spec, nrounds, 1, conns)
         finally:
             rc = server.stop(timeout=60)
+            # a forked child that outlives the server (h2o's neverbleed key
+            # process) writes its profile when it exits: wait for it
+            wait_group_gone(server.proc.pid)
         total, nfiles = callgrind_total(outdir)
         if not nfiles or not total:
             raise BenchError(f"callgrind wrote no totals for {server.name} (exit {rc})\n"
