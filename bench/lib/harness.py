@@ -601,7 +601,27 @@ def client_argv(spec, port, rounds, depth=1, conns=10):
     return argv
 
 
+def _h2_client(server, spec, rounds, depth, conns, prefix=()):
+    """The counting client over TLS h2: h2load, `conns` connections with
+    `depth` streams in flight each, rounds x conns x depth requests; every
+    one must succeed with a 2xx over h2."""
+    n = rounds * conns * depth
+    argv = list(prefix) + ["h2load", "-t1", f"-c{conns}", f"-m{depth}", f"-n{n}",
+                           f"https://127.0.0.1:{server.port}{spec['path']}"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    r = parse_h2load(p.stdout)
+    why = h2load_failed(p.returncode, r)
+    if not why and r["succeeded"] != n:
+        why = f"{r['succeeded']} succeeded of {n}"
+    if why:
+        raise BenchError(f"{server.name}: h2load (counting client) failed: {why}\n"
+                         f"{p.stdout[-800:]}{server.log_tail()}")
+    return r["succeeded"]
+
+
 def _client(server, spec, rounds, depth, conns, prefix=()):
+    if spec["proto"] == "h2":
+        return _h2_client(server, spec, rounds, depth, conns, prefix)
     p = subprocess.run(list(prefix) + client_argv(spec, server.port, rounds, depth, conns),
                        capture_output=True, text=True, timeout=900)
     if p.returncode != 0:
@@ -683,7 +703,7 @@ def callgrind_total(outdir):
 
 
 def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=None,
-                          warm_rounds=None):
+                          warm_rounds=None, depth=1):
     """User-space instructions per request: the server under
     `valgrind --tool=callgrind` (all its threads and forked children), both
     runs first take settings.cost_warm_rounds rounds of warm-up, then 1 round
@@ -701,8 +721,8 @@ def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=
         env = {"LD_PRELOAD": str(openat2_shim(tmp))} if shim else None
         server.start(port, prefix=pin, wrap=wrap, env=env, start_timeout=120)
         try:
-            _client(server, spec, warm_rounds, 1, conns)
-            n = _client(server, spec, nrounds, 1, conns)
+            _client(server, spec, warm_rounds, depth, conns)
+            n = _client(server, spec, nrounds, depth, conns)
         finally:
             rc = server.stop(timeout=60)
             # a forked child that outlives the server (h2o's neverbleed key
@@ -714,7 +734,8 @@ def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=
                              f"{server.log_tail()}")
         runs[tag] = (n, total)
     (n0, i0), (n1, i1) = runs["base"], runs["full"]
-    return {"requests": n1 - n0, "warmup": warm_rounds * conns, "per_req": (i1 - i0) / (n1 - n0)}
+    return {"requests": n1 - n0, "warmup": warm_rounds * conns * depth,
+            "per_req": (i1 - i0) / (n1 - n0)}
 
 
 def measure_costs(label, make, tmp, spec, settings, shim=False, what=("strace", "callgrind"),
@@ -736,6 +757,7 @@ def measure_costs(label, make, tmp, spec, settings, shim=False, what=("strace", 
         log(f"callgrind: {label}")
         try:
             row["callgrind"] = callgrind_per_request(make, tmp, spec, settings, shim=shim, pin=pin,
+                                                     depth=depth,
                                                      rounds=cg_rounds, warm_rounds=cg_warm_rounds)
             log(f"  {label}: {row['callgrind']['per_req']:,.0f} instructions/request")
         except Exception as e:  # noqa: BLE001 (recorded in the report)

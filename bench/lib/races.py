@@ -1392,12 +1392,20 @@ def race_https(ctx):
         what = ("strace",) if s.quick else ("strace", "callgrind")
         if s.quick:
             race["notes"].append("Quick mode counts syscalls only (no callgrind) in this race.")
-        spec = {"proto": "https", "path": small, "expect_len": sb.SMALL_SIZE}
-        for name in names:
-            row = measure_costs(name, mk[name], base, spec, s, shim=(name == "brisk"), what=what)
-            row["request"] = "`GET /index.html` over HTTPS/1.1 (117 B)"
-            row["short"] = "HTTPS 117 B"
-            race["costs"].append(row)
+        # h2 as the race loads it (h2load, 10 streams in flight per
+        # connection), HTTPS/1.1 as the other races count (1 in flight)
+        for proto, label, short, depth in (("h2", "over h2", "h2 117 B", HTTPS_STREAMS),
+                                           ("https", "over HTTPS/1.1", "HTTPS/1.1 117 B", 1)):
+            spec = {"proto": proto, "path": small, "expect_len": sb.SMALL_SIZE}
+            for name in names:
+                row = measure_costs(name, mk[name], base, spec, s, shim=(name == "brisk"),
+                                    what=what, depth=depth)
+                row["request"] = f"`GET /index.html` {label} (117 B)"
+                row["short"] = short
+                if proto == "h2":
+                    row["client"] = (f"h2load -c{s.cost_conns} -m{depth}: {s.cost_conns} "
+                                     f"connections, {depth} streams in flight each")
+                race["costs"].append(row)
     return race
 
 
