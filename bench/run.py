@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""`make bench` / `make bench-quick`: reruns brisk's five races side by side
+"""`make bench` / `make bench-quick`: reruns brisk's six races side by side
 and writes bench/results/latest.md, latest.json, headline.md and PNG charts.
 Run it through bench/run.sh, which installs the peers and tools first.
 
-Usage: bench/run.py [--quick] [--races hello,static,echo,kv,rest]
+Usage: bench/run.py [--quick] [--races hello,static,echo,kv,rest,https]
                     [--rounds N] [--duration S] [--no-costs] [--keep-tmp]
 Exit code: 0 when every race ran or is pending, 1 when one failed, 130 on
 Ctrl-C. Every server it starts is stopped on the way out, whatever happens.
@@ -70,6 +70,8 @@ def versions():
     tool("redis-server", ["redis-server", "--version"], "redis-server")
     tool("redis-benchmark", ["redis-benchmark", "--version"], "redis-tools")
     tool("wrk", ["wrk"], "wrk")
+    tool("h2load", ["h2load", "--version"], "nghttp2-client")
+    tool("openssl", ["openssl", "version"], "openssl")
     tool("hey", ["hey"], "hey")
     tool("httperf", ["httperf", "--version"], "httperf")
     tool("strace", ["strace", "-V"], "strace")

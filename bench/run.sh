@@ -4,7 +4,7 @@
 # apt-get, sudo when not root; matplotlib into bench/.venv), builds brisk when
 # it is not built, then runs bench/run.py with the arguments given.
 #
-# Usage: bench/run.sh [--quick] [--races hello,static,echo,kv,rest] [--rounds N]
+# Usage: bench/run.sh [--quick] [--races hello,static,echo,kv,rest,https] [--rounds N]
 #                     [--duration S] [--no-costs] [--keep-tmp]
 # Environment: BENCH_NO_INSTALL=1 skips the installs (use what is there);
 # BENCH_BIN_DIR=DIR takes the brisk binaries from DIR instead of build/bin.
@@ -25,11 +25,12 @@ if [ "${BENCH_NO_INSTALL:-}" != 1 ]; then
   command -v redis-benchmark >/dev/null && command -v redis-cli >/dev/null || need+=(redis-tools)
   command -v node >/dev/null || need+=(nodejs)
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
-  for t in wrk httperf strace valgrind curl taskset:util-linux ps:procps cc:build-essential; do
+  for t in wrk httperf strace valgrind curl h2load:nghttp2-client openssl taskset:util-linux ps:procps cc:build-essential; do
     cmd=${t%%:*} pkg=${t#*:}
     command -v "$cmd" >/dev/null || need+=("$pkg")
   done
   python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+  have_pkg libssl-dev || need+=(libssl-dev)  # bench/lib/tls_conns.c (https race)
   want_hey=0
   command -v hey >/dev/null || want_hey=1
   if [ ${#need[@]} -gt 0 ] || [ $want_hey = 1 ]; then

@@ -195,6 +195,98 @@ def run_wrk(prefix, url, duration, threads=1, conns=50, pipeline=0):
             "raw": (p.stdout + p.stderr)[-2000:] if failed else ""}
 
 
+def parse_h2load(text):
+    """The figures of an h2load run: req/s, request counts, status classes,
+    the TLS protocol and the application protocol it negotiated."""
+    r = {"rps": None, "succeeded": 0, "failed": None, "errored": None, "timeout": None,
+         "2xx": 0, "non2xx": 0, "alpn": None, "tls": None, "cipher": None, "key": None,
+         "mean": None}
+    m = re.search(r"^finished in [\d.]+\w*, ([\d.]+) req/s", text, re.M)
+    if m:
+        r["rps"] = float(m.group(1))
+    m = re.search(r"^requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", text, re.M)
+    if m:
+        r["succeeded"], r["failed"], r["errored"], r["timeout"] = map(int, m.groups()[3:])
+    m = re.search(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text, re.M)
+    if m:
+        r["2xx"] = int(m.group(1))
+        r["non2xx"] = sum(int(x) for x in m.groups()[1:])
+    for key, pat in (("alpn", r"^Application protocol: (\S+)"), ("tls", r"^TLS Protocol: (\S+)"),
+                     ("cipher", r"^Cipher: (\S+)"), ("key", r"^Server Temp Key: (.+)$")):
+        m = re.search(pat, text, re.M)
+        if m:
+            r[key] = m.group(1).strip()
+    m = re.search(r"^time for request:\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
+    if m:
+        r["mean"] = m.group(3)
+    return r
+
+
+def h2load_failed(returncode, r, alpn="h2"):
+    """Why an h2load run (parse_h2load's r) does not count, or ""."""
+    why = []
+    if returncode != 0:
+        why.append(f"h2load exit {returncode}")
+    if r["rps"] is None:
+        why.append("no req/s in h2load output")
+    if not r["succeeded"]:
+        why.append("no succeeded requests")
+    for k in ("failed", "errored"):
+        if r[k]:
+            why.append(f"{r[k]} {k}")
+    if r["non2xx"]:
+        why.append(f"{r['non2xx']} non-2xx responses")
+    if r["2xx"] != r["succeeded"]:
+        why.append(f"{r['2xx']} 2xx of {r['succeeded']} succeeded")
+    if alpn and r["alpn"] != alpn:
+        why.append(f"application protocol {r['alpn'] or 'none'}, not {alpn}")
+    return "; ".join(why)
+
+
+def run_h2load(prefix, url, duration, conns=50, streams=10):
+    """h2load over TLS (ALPN h2), one thread, `-D duration` seconds; req/s as
+    h2load gives it (requests done / duration). A run with a failed or
+    errored request, a non-2xx status or another protocol than h2 fails."""
+    argv = list(prefix) + ["h2load", "-t1", f"-c{conns}", f"-m{streams}", "-D", str(duration), url]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
+    r = parse_h2load(p.stdout)
+    failed = h2load_failed(p.returncode, r)
+    return {"value": r["rps"], "failed": failed, "p50": None, "p99": None,
+            "mean": r["mean"], "errors": f"{r['timeout']} timeout" if r["timeout"] else "",
+            "tls": r["tls"], "cipher": r["cipher"], "key": r["key"], "alpn": r["alpn"],
+            "raw": (p.stdout + p.stderr)[-2000:] if failed else ""}
+
+
+def run_tls_conns(prefix, tool, port, path, duration, resume, conns=50, expect_len=None):
+    """bench/lib/tls_conns.c: one TLS 1.3 handshake and one request per
+    connection, `conns` at once; value = connections per second."""
+    argv = list(prefix) + [str(tool), str(port), path, str(conns), str(duration)]
+    if resume:
+        argv.append("--resume")
+    if expect_len is not None:
+        argv += ["--expect-len", str(expect_len)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
+    m = re.search(r"connections (\d+) resumed (\d+) later (\d+) errors (\d+) seconds ([\d.]+) "
+                  r"rate ([\d.]+) cipher (\S+) group (\S+)", p.stdout)
+    why = []
+    if p.returncode != 0:
+        why.append(f"tls_conns exit {p.returncode}: {first_line(p.stderr)}")
+    if not m:
+        why.append("no summary line from tls_conns")
+    elif not int(m.group(1)):
+        why.append("no connection completed")
+    out = {"value": float(m.group(6)) if m else None, "failed": "; ".join(why), "p50": None,
+           "p99": None, "errors": (f"{m.group(4)} failed" if m and int(m.group(4)) else ""),
+           "raw": (p.stdout + p.stderr)[-2000:] if why else ""}
+    if m:
+        out.update(connections=int(m.group(1)), resumed=int(m.group(2)), later=int(m.group(3)),
+                   cipher=m.group(7), key=m.group(8))
+        if resume:
+            log(f"    resumed {out['resumed']:,} of {out['later']:,} connections after each slot's first")
+    return out
+
+
 def parse_hey(text):
     r = {"rps": None, "ok": 0, "other": 0, "errors": 0, "p50": None, "p99": None}
     m = re.search(r"Requests/sec:\s+([\d.]+)", text)
@@ -450,12 +542,14 @@ def _one_round(settings, contenders, cases, run_fn, label, i):
 
 
 def new_case(key, name, load, contenders, metric="req/s", target=None, headline=False,
-             better="higher"):
+             better="higher", ref_targets=None):
     """A race case. contenders: names, brisk first, its peer second, then
     reference lines. target: minimum ratio brisk/peer (or maximum when
-    better == "lower")."""
+    better == "lower"); ref_targets: {reference line: its target}, when the
+    case must also beat those (met only when every target is)."""
     return {"key": key, "name": name, "load": load, "metric": metric, "contenders": list(contenders),
-            "target": target, "better": better, "headline": headline, "rounds": []}
+            "target": target, "ref_targets": dict(ref_targets or {}), "better": better,
+            "headline": headline, "rounds": []}
 
 
 def finish_case(case):
@@ -484,9 +578,13 @@ def finish_case(case):
                               if n in r and r[n].get("failed"))
     ratio = summ.get(f"ratio:{names[1]}") if len(names) > 1 else None
     if case["target"] is not None and ratio:
-        ok = ratio["median"] >= case["target"] if case["better"] == "higher" else \
-            ratio["median"] <= case["target"]
-        case["met"] = bool(ok)
+        def ok(r, target):
+            return r["median"] >= target if case["better"] == "higher" else r["median"] <= target
+        met = ok(ratio, case["target"])
+        for ref, target in (case.get("ref_targets") or {}).items():
+            r = summ.get(f"ratio:{ref}")
+            met = met and bool(r) and ok(r, target)
+        case["met"] = bool(met)
     else:
         case["met"] = None
     return case
@@ -503,7 +601,27 @@ def client_argv(spec, port, rounds, depth=1, conns=10):
     return argv
 
 
+def _h2_client(server, spec, rounds, depth, conns, prefix=()):
+    """The counting client over TLS h2: h2load, `conns` connections with
+    `depth` streams in flight each, rounds x conns x depth requests; every
+    one must succeed with a 2xx over h2."""
+    n = rounds * conns * depth
+    argv = list(prefix) + ["h2load", "-t1", f"-c{conns}", f"-m{depth}", f"-n{n}",
+                           f"https://127.0.0.1:{server.port}{spec['path']}"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    r = parse_h2load(p.stdout)
+    why = h2load_failed(p.returncode, r)
+    if not why and r["succeeded"] != n:
+        why = f"{r['succeeded']} succeeded of {n}"
+    if why:
+        raise BenchError(f"{server.name}: h2load (counting client) failed: {why}\n"
+                         f"{p.stdout[-800:]}{server.log_tail()}")
+    return r["succeeded"]
+
+
 def _client(server, spec, rounds, depth, conns, prefix=()):
+    if spec["proto"] == "h2":
+        return _h2_client(server, spec, rounds, depth, conns, prefix)
     p = subprocess.run(list(prefix) + client_argv(spec, server.port, rounds, depth, conns),
                        capture_output=True, text=True, timeout=900)
     if p.returncode != 0:
@@ -557,6 +675,22 @@ def openat2_shim(tmp):
     return _SHIM
 
 
+def wait_group_gone(pgid, timeout=30):
+    """Waits until no process of the group (a server's session) is left;
+    then, or after timeout, kills what remains."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def callgrind_total(outdir):
     total = 0
     files = list(Path(outdir).glob("cg.*"))
@@ -569,7 +703,7 @@ def callgrind_total(outdir):
 
 
 def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=None,
-                          warm_rounds=None):
+                          warm_rounds=None, depth=1):
     """User-space instructions per request: the server under
     `valgrind --tool=callgrind` (all its threads and forked children), both
     runs first take settings.cost_warm_rounds rounds of warm-up, then 1 round
@@ -587,17 +721,21 @@ def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=
         env = {"LD_PRELOAD": str(openat2_shim(tmp))} if shim else None
         server.start(port, prefix=pin, wrap=wrap, env=env, start_timeout=120)
         try:
-            _client(server, spec, warm_rounds, 1, conns)
-            n = _client(server, spec, nrounds, 1, conns)
+            _client(server, spec, warm_rounds, depth, conns)
+            n = _client(server, spec, nrounds, depth, conns)
         finally:
             rc = server.stop(timeout=60)
+            # a forked child that outlives the server (h2o's neverbleed key
+            # process) writes its profile when it exits: wait for it
+            wait_group_gone(server.proc.pid)
         total, nfiles = callgrind_total(outdir)
         if not nfiles or not total:
             raise BenchError(f"callgrind wrote no totals for {server.name} (exit {rc})\n"
                              f"{server.log_tail()}")
         runs[tag] = (n, total)
     (n0, i0), (n1, i1) = runs["base"], runs["full"]
-    return {"requests": n1 - n0, "warmup": warm_rounds * conns, "per_req": (i1 - i0) / (n1 - n0)}
+    return {"requests": n1 - n0, "warmup": warm_rounds * conns * depth,
+            "per_req": (i1 - i0) / (n1 - n0)}
 
 
 def measure_costs(label, make, tmp, spec, settings, shim=False, what=("strace", "callgrind"),
@@ -619,6 +757,7 @@ def measure_costs(label, make, tmp, spec, settings, shim=False, what=("strace", 
         log(f"callgrind: {label}")
         try:
             row["callgrind"] = callgrind_per_request(make, tmp, spec, settings, shim=shim, pin=pin,
+                                                     depth=depth,
                                                      rounds=cg_rounds, warm_rounds=cg_warm_rounds)
             log(f"  {label}: {row['callgrind']['per_req']:,.0f} instructions/request")
         except Exception as e:  # noqa: BLE001 (recorded in the report)

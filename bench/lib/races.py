@@ -1,4 +1,4 @@
-"""The five races of `make bench` (bench/run.py). Each function returns a
+"""The six races of `make bench` (bench/run.py). Each function returns a
 race dict (see new_race) and never raises for a failure of its own: a race
 that cannot run is "pending" (its program does not exist yet) or "failed"
 (with the reason), and the others still run.
@@ -18,8 +18,8 @@ from pathlib import Path
 import rest_load
 from harness import (BIN, LIB, PEERS, BenchError, Server, bun_server, fasthttp_server, finish_case,
                      first_line, free_port, log, measure_costs, new_case, peer_available,
-                     probe_server, run_alternating, run_hey, run_httperf, run_redis_benchmark,
-                     run_wrk, sb, simple_server, summarize)
+                     probe_server, run_alternating, run_h2load, run_hey, run_httperf,
+                     run_redis_benchmark, run_tls_conns, run_wrk, sb, simple_server, summarize)
 
 
 def with_available(race, names):
@@ -1104,5 +1104,310 @@ def race_rest(ctx):
     return race
 
 
+# ---------------------------------------------------------------- https
+
+HTTPS_CONNS = 50     # every case: 50 connections (h2load -c, wrk -c, tls_conns slots)
+HTTPS_STREAMS = 10   # h2load -m: streams in flight per connection
+
+
+def make_cert(dirpath):
+    """A self-signed ECDSA P-256 certificate for 127.0.0.1 / localhost, made
+    for this run and served by every contender."""
+    key, cert = dirpath / "key.pem", dirpath / "cert.pem"
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj",
+                        "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                        "-keyout", str(key), "-out", str(cert)],
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise BenchError(f"openssl could not make the certificate: {p.stderr.strip()}")
+    os.chmod(key, 0o644)  # read by every server, whatever user it runs as
+    return cert, key
+
+
+def https_server(name, tmp, root, cert, key):
+    """A factory port -> Server for brisk, nginx or h2o from
+    bench/peers/{name}-https.conf.in (rendered per port in the temp dir)."""
+    template = (PEERS / f"{name}-https.conf.in").read_text()
+
+    def make(port):
+        prefix = tmp / f"https-{name}-{port}"
+        prefix.mkdir()
+        root_user = os.geteuid() == 0
+        user = {"nginx": "user root;" if root_user else "",
+                "h2o": "user: root" if root_user else ""}.get(name, "")
+        conf = (template.replace("@USER_DIRECTIVE@", user).replace("@PREFIX@", str(prefix))
+                .replace("@PORT@", str(port)).replace("@ROOT@", str(root))
+                .replace("@CERT@", str(cert)).replace("@KEY@", str(key)))
+        conf_path = prefix / {"brisk": "brisk.conf", "nginx": "nginx.conf", "h2o": "h2o.conf"}[name]
+        conf_path.write_text(conf)
+        if name == "brisk":
+            argv = [str(BIN / "brisk"), "-c", str(conf_path), "--workers", "1",
+                    "--access-log", "off"]
+            return Server(name, argv, signal.SIGTERM, workdir=prefix)
+        if name == "nginx":
+            argv = [sb.NGINX, "-e", str(prefix / "error.log"), "-p", str(prefix), "-c", str(conf_path)]
+            return Server(name, argv, signal.SIGQUIT, pidfile=prefix / "nginx.pid", workdir=prefix)
+        return Server(name, [sb.H2O, "-c", str(conf_path)], signal.SIGTERM, workdir=prefix)
+    return make
+
+
+def check_https(name, srv, root, tmp):
+    """Before measuring: each file over HTTPS/1.1 and the small one over h2
+    (curl: status 200, protocol, the exact bytes), then h2load's own check
+    (-n 200 over 2 connections: 200 succeeded, 200 2xx, 0 failed, ALPN h2)."""
+    from harness import h2load_failed, parse_h2load
+    for f, proto in ((sb.SMALL, "2"), (sb.SMALL, "1.1"), (sb.BIG, "1.1")):
+        url = f"https://127.0.0.1:{srv.port}/{f}"
+        body = tmp / "https-verify.body"
+        p = subprocess.run(["curl", "-sSk", "--max-time", "10", "--http2" if proto == "2" else "--http1.1",
+                            "-o", str(body), "-w", "%{http_version} %{http_code}", url],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            raise BenchError(f"{name}: curl {url} failed: {p.stderr.strip()}\n{srv.log_tail()}")
+        got = p.stdout.split()
+        problems = []
+        if got != [proto, "200"]:
+            problems.append(f"HTTP/{got[0] if got else '?'} {got[1] if len(got) > 1 else '?'}, "
+                            f"want HTTP/{proto} 200")
+        if body.read_bytes() != (root / f).read_bytes():
+            problems.append(f"body differs ({body.stat().st_size} bytes)")
+        if problems:
+            raise BenchError(f"{name} serves /{f} over HTTP/{proto} wrong: " + "; ".join(problems))
+    p = subprocess.run(["h2load", "-n200", "-c2", "-m10", f"https://127.0.0.1:{srv.port}/{sb.SMALL}"],
+                       capture_output=True, text=True, timeout=60)
+    r = parse_h2load(p.stdout)
+    why = h2load_failed(p.returncode, r)
+    if not why and r["succeeded"] != 200:
+        why = f"{r['succeeded']} succeeded of 200"
+    if why:
+        raise BenchError(f"{name}: h2load -n200 -c2 -m10 over h2: {why}\n{p.stdout[-1500:]}")
+    log(f"https: {name} on :{srv.port} answers right over HTTP/2 and HTTP/1.1 (h2load: 200 "
+        f"succeeded, 200 2xx, {r['tls']} {r['cipher']}, {r['key']})")
+
+
+def tree_cpu_seconds(pid):
+    """User + system CPU time of a process and all its descendants (nginx's
+    worker, h2o's threads), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                stats[int(d.name)] = (int(f[1]), int(f[11]) + int(f[12]))
+            except (OSError, ValueError, IndexError):
+                continue
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, (0, 0))[1]
+        todo += [c for c, (pp, _) in stats.items() if pp == p]
+    return total / tick
+
+
+def with_server_cpu(fn, key, cpu_key):
+    """Wraps a run: also the server's CPU time during it (cpu_key: CPU
+    microseconds per connection, from the client's count)."""
+    def run(name, srv, duration, warm):
+        c0 = tree_cpu_seconds(srv.proc.pid)
+        res = fn(name, srv, duration, warm)
+        cpu = tree_cpu_seconds(srv.proc.pid) - c0
+        r = res[key]
+        n = r.get("connections")
+        if r.get("failed") or not n:
+            res[cpu_key] = {"value": None, "failed": r.get("failed") or "no connections"}
+        else:
+            res[cpu_key] = {"value": cpu * 1e6 / n, "failed": "", "p50": None, "p99": None,
+                            "errors": "", "server_cpu_s": round(cpu, 2)}
+        return res
+    return run
+
+
+def build_tls_conns(tmp):
+    out = tmp / "tls_conns"
+    if not out.exists():
+        p = subprocess.run(["cc", "-O2", "-Wall", "-o", str(out), str(LIB / "tls_conns.c"),
+                            "-lssl", "-lcrypto"], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise BenchError(f"cannot build bench/lib/tls_conns.c (libssl-dev): {p.stderr.strip()}")
+    return out
+
+
+@guarded
+def race_https(ctx):
+    race = ctx["race"] = new_race("https", "HTTPS (TLS 1.3, HTTP/2 and HTTP/1.1): brisk vs nginx and h2o",
+                                  "nginx")
+    s, tmp = ctx["settings"], ctx["tmp"]
+    if not (BIN / "brisk").exists():
+        race.update(status="pending", reason="build/bin/brisk is not built")
+        return race
+    for tool, pkg in (("h2load", "nghttp2-client"), ("wrk", "wrk"), ("openssl", "openssl"),
+                      ("curl", "curl"), ("cc", "build-essential")):
+        if not shutil.which(tool):
+            raise BenchError(f"{tool} is not installed (bench/run.sh installs {pkg})")
+    srv_pin, cli_pin = pins(ctx)
+    base = tmp / "https"
+    base.mkdir()
+    root = base / "www"
+    sb.make_docroot(root)
+    cert, key = make_cert(base)
+    tool = build_tls_conns(base)
+    names = with_available(race, ["brisk", "nginx", "h2o"])
+    mk = {n: https_server(n, base, root, cert, key) for n in names}
+    small, big = f"/{sb.SMALL}", f"/{sb.BIG}"
+    race["method"] = [
+        "The files of the static race (117-byte `index.html`, 1 MiB `1m.bin`) over TLS from "
+        "three servers, one worker each, configured side by side: brisk "
+        "`build/bin/brisk -c brisk.conf --workers 1 --access-log off` "
+        "(bench/peers/brisk-https.conf.in: `listen = 127.0.0.1:PORT ssl`), nginx "
+        "(bench/peers/nginx-https.conf.in: `worker_processes 1`, `listen ... ssl http2`, "
+        "access_log off), h2o (bench/peers/h2o-https.conf.in: `num-threads: 1`, no access log). "
+        "All three: TLS 1.2 and 1.3, session tickets on, HTTP/2 by ALPN, and the same "
+        "certificate, a self-signed ECDSA P-256 one made for the run (`openssl req -x509 "
+        "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1`).",
+        "Before the cases each server is checked: curl over h2 and HTTP/1.1 (status, protocol, "
+        "exact bytes of both files) and `h2load -n200 -c2 -m10` (200 succeeded, 200 2xx, ALPN h2); "
+        "every h2load run of the race fails unless its failed and errored counts are 0, its "
+        "statuses all 2xx and its protocol h2.",
+        f"Servers `{shlex.join(srv_pin) or 'unpinned'}`, load `{shlex.join(cli_pin) or 'unpinned'}`; "
+        f"warm-up {s.warmup} s each, then {s.rounds} round(s) brisk, nginx, h2o; ratios round by "
+        "round.",
+        f"h2: `h2load -t1 -c{HTTPS_CONNS} -m{HTTPS_STREAMS} -D {s.duration}` (TLS 1.3, ALPN h2), "
+        "req/s as h2load reports it.",
+        f"HTTPS/1.1: `wrk -t1 -c{HTTPS_CONNS} -d{s.duration}s` keep-alive (wrk offers no ALPN: "
+        "HTTP/1.1; TLS 1.3).",
+        f"New connections: bench/lib/tls_conns.c (built at run time; one thread, epoll, "
+        f"{HTTPS_CONNS} connections at once), each connection one TLS 1.3 handshake (the client "
+        "allows 1.3 only), one `GET /index.html` with `Connection: close`, the reply read "
+        "(status 200, 117 bytes), close_notify and close, then the next: value = connections "
+        "per second. Full handshakes: no session offered. Resumption: each of the 50 slots offers "
+        "the last session ticket the server sent it (TLS 1.3 PSK with (EC)DHE), once: a ticket "
+        "is used for one connection only (RFC 8446 C.4; OpenSSL's client and browsers do the "
+        "same), so a server that issues no new ticket on a resumed connection makes the slot's "
+        "next handshake a full one. A run fails when any connection fails, or when none is "
+        "resumed. wrk cannot resume sessions and `openssl s_time` makes one connection at a "
+        "time, so one client does both, with and without tickets.",
+    ]
+
+    def h2_run(key, path):
+        def fn(name, srv, duration, warm):
+            return {key: run_h2load(cli_pin, f"https://127.0.0.1:{srv.port}{path}", duration,
+                                    conns=HTTPS_CONNS, streams=HTTPS_STREAMS)}
+        return fn
+
+    def wrk_run(key, path):
+        def fn(name, srv, duration, warm):
+            return {key: run_wrk(cli_pin, f"https://127.0.0.1:{srv.port}{path}", duration,
+                                 conns=HTTPS_CONNS)}
+        return fn
+
+    def conn_run(key, resume):
+        def fn(name, srv, duration, warm):
+            return {key: run_tls_conns(cli_pin, tool, srv.port, small, duration, resume,
+                                       conns=HTTPS_CONNS, expect_len=sb.SMALL_SIZE)}
+        return with_server_cpu(fn, key, key + "-cpu")
+
+    d = s.duration
+    cases = [
+        ("h2-small", "h2, 117 B, h2load -c50 -m10",
+         f"h2load -t1 -c{HTTPS_CONNS} -m{HTTPS_STREAMS} -D {d}, `{small}`", h2_run("h2-small", small),
+         "req/s", 1.3),
+        ("h1-small", "HTTPS/1.1, 117 B, wrk keep-alive", f"wrk -t1 -c{HTTPS_CONNS} -d{d}s, `{small}`",
+         wrk_run("h1-small", small), "req/s", 1.0),
+        ("conn-full", "new TLS 1.3 connections, resumption off",
+         f"tls_conns {HTTPS_CONNS} at once, {d} s, `{small}`, no session offered",
+         conn_run("conn-full", False), "conn/s", 1.0),
+        ("conn-resume", "new TLS 1.3 connections, resumption on",
+         f"tls_conns {HTTPS_CONNS} at once, {d} s, `{small}`, each ticket offered once",
+         conn_run("conn-resume", True), "conn/s", 1.0),
+        ("h1-big", "HTTPS/1.1, 1 MiB, wrk keep-alive", f"wrk -t1 -c{HTTPS_CONNS} -d{d}s, `{big}`",
+         wrk_run("h1-big", big), "req/s", 1.0),
+    ]
+    servers = []
+    try:
+        for name in names:
+            srv = start(mk[name], srv_pin)
+            servers.append((name, srv))
+            log(f"https: {name}: {shlex.join(srv.argv)} on :{srv.port}")
+        for name, srv in servers:
+            check_https(name, srv, root, base)
+        for key, cname, load, fn, metric, h2o_target in cases:
+            for name, srv in servers:
+                if srv.proc.poll() is not None:
+                    raise BenchError(f"{name} has exited ({srv.proc.returncode})\n{srv.log_tail()}")
+            refs = {"h2o": h2o_target} if "h2o" in names else {}
+            case = new_case(key, cname, load, names, metric=metric, target=1.0, headline=True,
+                            ref_targets=refs)
+            both = [case]
+            if key.startswith("conn-"):
+                # the client can be the limit here: the server's CPU time per
+                # connection says what each handshake costs the server
+                both.append(new_case(key + "-cpu", cname.replace("connections", "connections: "
+                                                                 "server CPU per connection"),
+                                     "the same runs: server CPU time (/proc, user + system, all "
+                                     "threads and processes) / connections", names, metric="µs/conn",
+                                     target=1.0, better="lower", headline=True,
+                                     ref_targets={n: 1.0 for n in refs}))
+            run_alternating(s, servers, both, fn, f"https: {cname}")
+            for c in both:
+                race["cases"].append(finish_case(c))
+    finally:
+        for _, srv in servers:
+            srv.stop()
+    seen = {}
+    for c in race["cases"]:
+        for rnd in c["rounds"]:
+            for n, r in rnd.items():
+                if r.get("cipher"):
+                    tls = r.get("tls") or "TLSv1.3"
+                    seen.setdefault(n, set()).add(f"{tls} {r['cipher']} {r.get('key') or ''}".strip())
+    if seen:
+        race["notes"].append("Negotiated (h2load's and tls_conns' reports): " + "; ".join(
+            f"{n}: {', '.join(sorted(v))}" for n, v in seen.items()) + ".")
+    for c in race["cases"]:
+        if c["key"] == "conn-resume":
+            tot = {}
+            for rnd in c["rounds"]:
+                for n, r in rnd.items():
+                    if r.get("later"):
+                        t = tot.setdefault(n, [0, 0])
+                        t[0] += r["resumed"]
+                        t[1] += r["later"]
+            if tot:
+                race["notes"].append(
+                    "Resumption on: connections resumed, of those after each slot's first (one "
+                    "ticket per connection: a server must send a new ticket on a resumed "
+                    "connection for the next one to resume too): " +
+                    "; ".join(f"{n} {a:,} of {b:,} ({100 * a / b:.0f}%)" for n, (a, b) in tot.items())
+                    + ".")
+    race["notes"].append("Targets from the HTTPS issue (#16): ahead of nginx and h2o in every case "
+                         "(>= 1.0x both), and >= 1.3x h2o on h2 with the small file.")
+    race["notes"].append("A new-connection case costs both ends a key exchange and the client a "
+                         "signature check per connection: with one client thread the client can be "
+                         "the limit (see client idle in the rounds), and then the ratios are floors.")
+    race["notes"].append("This kernel's kernel TLS (the `tls` ULP) decides whether brisk sends the "
+                         "1 MiB file with SSL_sendfile; without it every server encrypts in user space.")
+    if ctx["costs"]:
+        what = ("strace",) if s.quick else ("strace", "callgrind")
+        if s.quick:
+            race["notes"].append("Quick mode counts syscalls only (no callgrind) in this race.")
+        # h2 as the race loads it (h2load, 10 streams in flight per
+        # connection), HTTPS/1.1 as the other races count (1 in flight)
+        for proto, label, short, depth in (("h2", "over h2", "h2 117 B", HTTPS_STREAMS),
+                                           ("https", "over HTTPS/1.1", "HTTPS/1.1 117 B", 1)):
+            spec = {"proto": proto, "path": small, "expect_len": sb.SMALL_SIZE}
+            for name in names:
+                row = measure_costs(name, mk[name], base, spec, s, shim=(name == "brisk"),
+                                    what=what, depth=depth)
+                row["request"] = f"`GET /index.html` {label} (117 B)"
+                row["short"] = short
+                if proto == "h2":
+                    row["client"] = (f"h2load -c{s.cost_conns} -m{depth}: {s.cost_conns} "
+                                     f"connections, {depth} streams in flight each")
+                race["costs"].append(row)
+    return race
+
+
 RACES = {"hello": race_hello, "static": race_static, "echo": race_echo, "kv": race_kv,
-         "rest": race_rest}
+         "rest": race_rest, "https": race_https}

@@ -62,7 +62,13 @@ def fratio(s, bold=False):
 def ftarget(case):
     if case["target"] is None:
         return "—"
-    return (">= " if case["better"] == "higher" else "<= ") + f"{case['target']:g}x"
+    op = ">= " if case["better"] == "higher" else "<= "
+    refs = case.get("ref_targets") or {}
+    if not refs:
+        return op + f"{case['target']:g}x"
+    peer = case["contenders"][1]
+    return ", ".join(f"{op}{t:g}x {PEER_LABEL.get(n, n)}"
+                     for n, t in [(peer, case["target"])] + list(refs.items()))
 
 
 def fmet(case):
@@ -498,7 +504,7 @@ def headline_md(run):
             if not c["headline"]:
                 continue
             unit = {"req/s": " req/s", "ops/s": " ops/s", "replies/s": " replies/s",
-                    "entries/s": " entries/s", "bytes/key": " B/key", "s": " s",
+                    "entries/s": " entries/s", "conn/s": " conn/s", "µs/conn": " µs/conn", "bytes/key": " B/key", "s": " s",
                     "MiB": " MiB"}.get(c["metric"], "")
             sb_, sp = c["summary"].get("brisk"), c["summary"].get(peer)
             b = (fshort(sb_["median"]) if c["metric"] != "bytes/key" else f"{sb_['median']:.0f}") + unit \

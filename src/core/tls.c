@@ -150,8 +150,12 @@ static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPH
         else if (EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) != 1 ||
                  set_mac(hctx, k.hmac) != 1)
             rc = -1;
-        else
-            rc = i == 0 ? 1 : 2; /* 2: valid, but issue a ticket under the new key */
+        else if (i != 0 || SSL_version(s) == TLS1_3_VERSION)
+            /* 2: valid, and issue a new ticket: under the new key, or in TLS
+             * 1.3, where clients use a ticket once (RFC 8446 C.4; OpenSSL's
+             * client and browsers do): without a new one their next
+             * connection would be a full handshake */
+            rc = 2;
     }
     OPENSSL_cleanse(&k, sizeof k);
     return rc;

@@ -267,6 +267,39 @@ static int resumes(tls_ctx *t, SSL_CTX *cc, tls_ctx *t2)
     return r;
 }
 
+/* TLS 1.3 clients use a ticket once: a resumed connection must bring a new
+ * one, so that a third connection resumes too. */
+static void test_resumed_connection_gets_a_new_ticket(void **state)
+{
+    SSL_CTX *cc = client_ctx(0);
+    tls_ctx *t = server_ctx(NULL, 1);
+    SSL_SESSION *sess = NULL;
+    for (int i = 0; i < 3; i++) {
+        pair p;
+        pair_open(&p, t, cc);
+        if (sess)
+            SSL_set_session(p.c, sess);
+        assert_int_equal(handshake(&p), 1);
+        assert_int_equal(SSL_session_reused(p.c), i > 0);
+        assert_int_equal(SSL_version(p.c), TLS1_3_VERSION);
+        assert_int_equal(tls_write(p.s, "x", 1), 1);
+        char b;
+        assert_int_equal(SSL_read(p.c, &b, 1), 1);
+        SSL_SESSION *next = SSL_get1_session(p.c);
+        /* OpenSSL's client marks an offered TLS 1.3 session not resumable */
+        assert_int_equal(SSL_SESSION_is_resumable(next), 1);
+        if (sess)
+            assert_ptr_not_equal(next, sess);
+        SSL_SESSION_free(sess);
+        sess = next;
+        SSL_shutdown(p.c);
+        pair_close(&p);
+    }
+    SSL_SESSION_free(sess);
+    tls_ctx_unref(t);
+    SSL_CTX_free(cc);
+}
+
 static void test_resumption_by_tickets(void **state)
 {
     SSL_CTX *cc = client_ctx(0);
@@ -350,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_no_common_alpn_goes_on_without),
         cmocka_unit_test(test_old_protocols_refused),
         cmocka_unit_test(test_resumption_by_tickets),
+        cmocka_unit_test(test_resumed_connection_gets_a_new_ticket),
         cmocka_unit_test(test_ocsp_stapled),
         cmocka_unit_test(test_bad_configs_refused_clearly),
     };
