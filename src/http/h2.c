@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <nghttp2/nghttp2.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -179,6 +181,8 @@ static void stream_free(h2_stream *st)
     hw->deferred = st;
 }
 
+static void mem_release_spares(void);
+
 void http_h2_release_pools(void)
 {
     while (stream_pool) {
@@ -191,6 +195,7 @@ void http_h2_release_pools(void)
         free(st);
     }
     stream_pool_n = 0;
+    mem_release_spares();
 }
 
 /* Takes st off its session: the client will not see more of it. */
@@ -834,6 +839,119 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code,
 static nghttp2_session_callbacks *callbacks;
 static nghttp2_option *options;
 
+/* ---- nghttp2's memory: per-thread free lists by size class ----
+ * nghttp2 allocates and frees a few dozen small blocks per request (frames,
+ * header fields, stream state); a session lives on one worker thread, so
+ * each thread keeps its own spare blocks: no lock, and a pop instead of
+ * malloc's bookkeeping. Blocks carry their class in a 16-byte header
+ * (alignment kept); larger ones go to malloc, marked as such. Each list
+ * keeps at most a bounded number of spares. */
+
+#define MEM_CLASSES 7 /* 64 B .. 4 KiB */
+#define MEM_SPARE_MAX 512
+#define MEM_BIG 0xff
+
+typedef union mem_hdr {
+    struct {
+        union mem_hdr *next; /* on a free list */
+        size_t size;         /* MEM_BIG blocks: the size asked */
+        uint8_t cls;
+    };
+    max_align_t align;
+} mem_hdr;
+
+static _Thread_local mem_hdr *mem_free[MEM_CLASSES];
+static _Thread_local uint32_t mem_nfree[MEM_CLASSES];
+
+static inline int mem_class(size_t n)
+{
+    if (n > ((size_t)64 << (MEM_CLASSES - 1)))
+        return MEM_BIG;
+    int c = 0;
+    while (((size_t)64 << c) < n)
+        c++;
+    return c;
+}
+
+static inline size_t mem_usable(const mem_hdr *h)
+{
+    return h->cls == MEM_BIG ? h->size : (size_t)64 << h->cls;
+}
+
+static void *mem_alloc(size_t n, void *ud)
+{
+    (void)ud;
+    int c = mem_class(n);
+    mem_hdr *h;
+    if (c != MEM_BIG && (h = mem_free[c])) {
+        mem_free[c] = h->next;
+        mem_nfree[c]--;
+        return h + 1;
+    }
+    h = malloc(sizeof *h + (c == MEM_BIG ? n : (size_t)64 << c));
+    if (!h)
+        return NULL;
+    h->cls = (uint8_t)c;
+    h->size = n;
+    return h + 1;
+}
+
+static void mem_release(void *p, void *ud)
+{
+    (void)ud;
+    if (!p)
+        return;
+    mem_hdr *h = (mem_hdr *)p - 1;
+    int c = h->cls;
+    if (c == MEM_BIG || mem_nfree[c] >= MEM_SPARE_MAX) {
+        free(h);
+        return;
+    }
+    h->next = mem_free[c];
+    mem_free[c] = h;
+    mem_nfree[c]++;
+}
+
+static void *mem_calloc(size_t nmemb, size_t size, void *ud)
+{
+    if (size && nmemb > SIZE_MAX / size)
+        return NULL;
+    void *p = mem_alloc(nmemb * size, ud);
+    if (p)
+        memset(p, 0, nmemb * size);
+    return p;
+}
+
+static void *mem_realloc(void *p, size_t n, void *ud)
+{
+    if (!p)
+        return mem_alloc(n, ud);
+    mem_hdr *h = (mem_hdr *)p - 1;
+    size_t have = mem_usable(h);
+    if (h->cls != MEM_BIG && n <= have)
+        return p;
+    void *q = mem_alloc(n, ud);
+    if (!q)
+        return NULL;
+    memcpy(q, p, have < n ? have : n);
+    mem_release(p, ud);
+    return q;
+}
+
+static nghttp2_mem mem_funcs = { NULL, mem_alloc, mem_release, mem_calloc, mem_realloc };
+
+static void mem_release_spares(void)
+{
+    for (int c = 0; c < MEM_CLASSES; c++) {
+        while (mem_free[c]) {
+            mem_hdr *h = mem_free[c];
+            mem_free[c] = h->next;
+            free(h);
+        }
+        mem_nfree[c] = 0;
+    }
+}
+
 static int session_setup(void)
 {
     if (callbacks)
@@ -879,7 +997,7 @@ static h2_session *session_new(http_conn *c)
     if (!s)
         return NULL;
     s->c = c;
-    if (nghttp2_session_server_new2(&s->ng, callbacks, s, options) != 0) {
+    if (nghttp2_session_server_new3(&s->ng, callbacks, s, options, &mem_funcs) != 0) {
         free(s);
         return NULL;
     }
