@@ -434,6 +434,10 @@ def latest_md(run):
            f"Written by `bench/run.sh{' --quick' if s['quick'] else ''}` "
            f"(`make bench{'-quick' if s['quick'] else ''}`) on {run['date']}, in {run['elapsed_s']:.0f} s.",
            ""]
+    if run.get("rerun"):
+        rr = run["rerun"]
+        out += [f"Races {', '.join(rr['races'])} were run again on {rr['date']} "
+                "(`bench/run.py --races ...`) and merged into this report.", ""]
     if s["quick"]:
         out += [f"**Quick mode**: {plural(s['rounds'], 'round')} per race, {s['duration']} s per run: "
                 "indicative only; `make bench` runs 3 rounds of 5 s.", ""]
@@ -485,6 +489,8 @@ def headline_md(run):
            f"{m['cores']} cores, Linux {m['kernel']}, {run['date'][:10]}"
            + (f" (quick mode: {plural(s['rounds'], 'round')}, indicative)" if s["quick"] else
               f" ({s['rounds']} rounds, medians)") +
+           (f"; {', '.join(run['rerun']['races'])} rerun {run['rerun']['date'][:16]}"
+            if run.get("rerun") else "") +
            ". Ratios are brisk / peer, median (min-max) of round-by-round ratios. "
            "Full tables: [bench/results/latest.md](bench/results/latest.md).", "",
            "| race | case | brisk | peer | brisk / peer |", "|---|---|--:|--:|--:|"]
