@@ -1890,6 +1890,11 @@ int repl_is_replica(void)
     return R.host != NULL;
 }
 
+int repl_ignores_maxmemory(void)
+{
+    return R.host != NULL && R.ignore_maxmemory;
+}
+
 int repl_from_master(void)
 {
     return R.master != NULL && srv.cl_running == R.master;

@@ -780,6 +780,9 @@ int repl_from_master(void); /* the running command came from our master */
 /* We replicate a master: a deadline already past keeps the key (its DEL
  * comes from the master), as Redis's checkAlreadyExpired. */
 int repl_is_replica(void);
+/* A replica with replica-ignore-maxmemory (the default): it neither evicts
+ * nor refuses writes for maxmemory; its master's DELs keep it in bounds. */
+int repl_ignores_maxmemory(void);
 /* Why writes are refused now (MISCONF after a failed BGSAVE with
  * stop-writes-on-bgsave-error, NOREPLICAS below min-replicas-to-write):
  * the error reply, or NULL. Scripts ask it too. */

@@ -4,7 +4,10 @@ rule forms, redis.acl_check_cmd arity, DEBUG DIGEST, CONFIG REWRITE and the
 log level of failed TLS handshakes."""
 from __future__ import annotations
 
+import time
+
 import pytest
+import redis
 
 from kv_sidebyside import pair, same, both  # noqa: F401  (fixture)
 
@@ -54,3 +57,67 @@ def test_scan_cursor_wraps_on_big_collections(pair):
             for conn in (b2, r2):
                 rep = conn.call(*cmd, cur)
                 assert rep.startswith(b"*2\r\n$"), rep[:80]
+
+
+# ---- 2. replica-ignore-maxmemory ----
+
+def _wait(pred, timeout=20.0, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_replica_ignores_maxmemory_by_default(kv_factory):
+    master = kv_factory()
+    m = master.client(decode_responses=True)
+    replica = kv_factory("--maxmemory-policy", "allkeys-random")
+    rc = replica.client(decode_responses=True)
+    assert rc.config_get("replica-ignore-maxmemory") == {"replica-ignore-maxmemory": "yes"}
+    assert rc.config_get("slave-ignore-maxmemory") == {"slave-ignore-maxmemory": "yes"}
+    rc.replicaof("127.0.0.1", master.port)
+    _wait(lambda: rc.info("replication").get("master_link_status") == "up", what="link up")
+    used = int(rc.info("memory")["used_memory"])
+    rc.config_set("maxmemory", used + 512 * 1024)
+    # ~4 MB of values: far past the replica's maxmemory.
+    pipe = m.pipeline(transaction=False)
+    for i in range(2000):
+        pipe.set(f"k{i}", "x" * 2000)
+    pipe.execute()
+    _wait(lambda: rc.dbsize() == 2000, what="replica holds every key")
+    assert int(rc.info("stats")["evicted_keys"]) == 0
+    assert int(rc.info("memory")["used_memory"]) > int(rc.config_get("maxmemory")["maxmemory"])
+    # Reads and a read-only script still work; nothing is evicted by them.
+    assert rc.get("k1") == "x" * 2000
+    assert rc.eval("return redis.call('get', KEYS[1])", 1, "k5") == "x" * 2000
+    assert rc.dbsize() == 2000
+
+    # The master's DEL frees the replica, as Redis relies on.
+    m.delete(*[f"k{i}" for i in range(1000)])
+    _wait(lambda: rc.dbsize() == 1000, what="DELs replicated")
+
+    # With the option off the replica evicts on its own (and counts it).
+    rc.config_set("replica-ignore-maxmemory", "no")
+    assert rc.config_get("replica-ignore-maxmemory") == {"replica-ignore-maxmemory": "no"}
+    rc.ping()
+    _wait(lambda: rc.dbsize() < 1000, what="replica evicts")
+    assert int(rc.info("stats")["evicted_keys"]) > 0
+    assert m.dbsize() == 1000  # the master is not affected
+
+
+def test_replica_ignore_maxmemory_config_forms(kv_factory, reference, tmp_path):
+    kv = kv_factory()
+    for c in (kv.client(), reference):
+        with pytest.raises(redis.ResponseError) as e:
+            c.config_set("replica-ignore-maxmemory", "maybe")
+        assert "argument must be 'yes' or 'no'" in str(e.value)
+        c.config_set("slave-ignore-maxmemory", "no")
+        assert c.config_get("replica-ignore-maxmemory") in (
+            {"replica-ignore-maxmemory": "no"}, {b"replica-ignore-maxmemory": b"no"})
+    conf = tmp_path / "ignore.conf"
+    conf.write_text("replica-ignore-maxmemory no\n")
+    s = kv_factory(str(conf))
+    assert s.client(decode_responses=True).config_get("replica-ignore-maxmemory") == {
+        "replica-ignore-maxmemory": "no"}
