@@ -489,6 +489,10 @@ static int op_is(const char *op, size_t n, const char *lit)
 /* Applies one selector rule (Redis's ACLSetSelector). */
 static int sel_apply(acl_sel *s, const char *op, size_t n)
 {
+    /* Redis reads command rules as C strings: a NUL ends the rule
+     * ("+select|\0b" has an empty first arg, "-get\0x" is -get). */
+    if (n && (op[0] == '+' || op[0] == '-'))
+        n = strnlen(op, n);
     if (op_is(op, n, "allkeys") || op_is(op, n, "~*")) {
         s->flags |= SEL_ALLKEYS;
         plist_clear(&s->keys);
@@ -572,8 +576,7 @@ static int sel_apply(acl_sel *s, const char *op, size_t n)
         if (A.cmds[id].parent >= 0)
             return E_FIRSTARG_SUB;
         size_t subl = nl - base - 1;
-        /* a space would split the first arg when ACL LIST is read back */
-        if (subl == 0 || str_has_space(bar + 1, subl))
+        if (subl == 0)
             return E_SYNTAX;
         if (A.cmds[id].nsub) {
             int sub = find_command(name, nl);
@@ -697,14 +700,8 @@ static int user_add_selector(acl_user *u, const char *op, size_t n)
         return E_SYNTAX;
     acl_sel *s = sel_new(0);
     int rc = E_OK;
-    for (int i = 0; i < argc && rc == E_OK; i++) {
-        size_t len = strlen(argv[i]);
-        /* ACL LIST prints the selector's rules as words between "(" and
-         * ")": a rule ending in ')' (a pattern or first arg; Redis 7.0
-         * takes them) would end the selector early when that line is read
-         * back by SETUSER or ACL LOAD, moving the rest to the root. */
-        rc = len && argv[i][len - 1] == ')' ? E_SYNTAX : sel_apply(s, argv[i], len);
-    }
+    for (int i = 0; i < argc && rc == E_OK; i++)
+        rc = sel_apply(s, argv[i], strlen(argv[i]));
     kv_free_argv(argc, argv);
     if (rc != E_OK) {
         sel_free(s);
