@@ -1365,6 +1365,17 @@ int kv_acl_script_check(const kv_client *caller, const kv_cmd *cmd, int argc, co
     const acl_user *u = (const acl_user *)caller->user;
     if (!u || u->pub.open)
         return 1;
+    /* A command whose keys depend on its arguments (Redis's getkeys
+     * functions: SET, BITFIELD, SORT, GEORADIUS, MIGRATE) without its first
+     * key, for a user whose keys are checked: Redis 7.0.15 reads the key
+     * past the end of argv (SET and MIGRATE crash it, the others answer at
+     * random). Like the fix Redis made later (the arity checked first),
+     * this is an error; every other wrong arity keeps 7.0.15's answer. */
+    const acl_cmd *ac = &A.cmds[id];
+    if (ac->var != VAR_NONE && argc <= ac->first_key)
+        for (int i = 0; i < u->nsel; i++)
+            if (!(u->sel[i]->flags & SEL_ALLKEYS))
+                return -2;
     int idx = 0;
     return user_check(u, command_id(cmd, argc, argv), argc, argv, &idx) == ACL_OK;
 }

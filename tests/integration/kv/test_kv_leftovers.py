@@ -184,3 +184,42 @@ def _pings(c):
         return c.ping()
     except redis.ConnectionError:
         return False
+
+
+# ---- 4. redis.acl_check_cmd with too few arguments ----
+
+def _as_user(port, user):
+    c = redis.Redis(port=port, username=user, password="x")
+    return c
+
+
+def test_acl_check_cmd_too_few_args(kv, reference):
+    ports = (kv.port, reference.connection_pool.connection_kwargs["port"])
+    for p in ports:
+        c = redis.Redis(port=p)
+        c.execute_command("ACL", "SETUSER", "kr", "on", "nopass", "~foo*", "&ch*", "+@all")
+        c.execute_command("ACL", "SETUSER", "ak", "on", "nopass", "~*", "-@all", "+set", "+eval")
+    # What Redis 7.0.15 answers the same way every time: both servers agree.
+    defined = ["'get'", "'set','foo'", "'set','bar'", "'set','foo','x'", "'config'", "'eval'",
+               "'eval','x'", "'zunionstore'", "'xread'", "'publish'", "'object'", "'lmpop'",
+               "'ping','a','b'", "'get','foo','x'"]
+    for args in defined:
+        got = []
+        for p in ports:
+            try:
+                got.append(_as_user(p, "kr").eval(f"return redis.acl_check_cmd({args})", 0))
+            except redis.ResponseError as e:
+                got.append(str(e).split(" script:")[0])
+        assert got[0] == got[1], (args, got)
+    # A user with every key: no key is looked for, SET alone is allowed (7.0.15: 1).
+    for p in ports:
+        assert _as_user(p, "ak").eval("return redis.acl_check_cmd('set')", 0) == 1
+    # SET, SORT, BITFIELD, GEORADIUS, MIGRATE without their first key: 7.0.15
+    # reads past argv (SET and MIGRATE crash it); brisk answers as the fixed
+    # Redis does, with an error, and stays up.
+    c = _as_user(kv.port, "kr")
+    for args in ("'set'", "'sort'", "'bitfield'", "'georadius'", "'migrate','h','1'"):
+        with pytest.raises(redis.ResponseError) as e:
+            c.eval(f"return redis.acl_check_cmd({args})", 0)
+        assert str(e.value).startswith("Wrong number of args for redis.acl_check_cmd() script:")
+    assert c.eval("return redis.pcall('ping')", 0) == b"PONG"
