@@ -223,3 +223,72 @@ def test_acl_check_cmd_too_few_args(kv, reference):
             c.eval(f"return redis.acl_check_cmd({args})", 0)
         assert str(e.value).startswith("Wrong number of args for redis.acl_check_cmd() script:")
     assert c.eval("return redis.pcall('ping')", 0) == b"PONG"
+
+
+# ---- 5. DEBUG DIGEST / DIGEST-VALUE: Redis 7.0.15's hex ----
+
+@pytest.fixture
+def ref_debug(tmp_path):
+    """A real redis-server with DEBUG enabled (the plain reference has it off)."""
+    import subprocess
+    from kvlib import free_port
+    port = free_port()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path),
+                             "--enable-debug-command", "yes"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    c = redis.Redis(port=port)
+    _wait(lambda: _pings(c), what="redis-server up")
+    yield port
+    c.close()
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_debug_digest_like_redis(kv, ref_debug):
+    from kv_sidebyside import Raw
+    conns = [Raw(kv.port), Raw(ref_debug)]
+
+    def same_all(*cmd):
+        want = conns[1].call(*cmd)
+        got = conns[0].call(*cmd)
+        assert got == want, f"{cmd}: redis {want[:200]!r} brisk {got[:200]!r}"
+        return want
+
+    assert same_all("DEBUG", "DIGEST") == b"+" + b"0" * 40 + b"\r\n"
+    same_all("DEBUG", "DIGEST-VALUE", "nokey", "other")
+    same_all("DEBUG", "DIGEST-VALUE")
+    writes = [
+        ("SET", "s:int", "12345"), ("SET", "s:neg", "-7"), ("SET", "s:bin", b"\x00\xff\r\n"),
+        ("SET", "s:big", "x" * 5000), ("SET", "s:ttl", "v", "EX", "1000"),
+        ("RPUSH", "l", "a", "1", "", "bb"), ("RPUSH", "l:big", *[f"e{i}" for i in range(300)]),
+        ("SADD", "set:int", "3", "1", "-2"), ("SADD", "set:str", "a", "b", "1"),
+        ("SADD", "set:big", *[str(i) for i in range(600)]),
+        ("HSET", "h", "f", "v", "n", "1"), ("HSET", "h:big", *[f"x{i % 2}{i}" for i in range(400)]),
+        ("ZADD", "z", "1.5", "m", "3", "n", "0.1", "o", "-inf", "lo", "1e300", "hi"),
+        ("ZADD", "z:big", *[x for i in range(200) for x in (str(i / 7), f"m{i}")]),
+        ("XADD", "x", "1-1", "f", "v", "g", "w"), ("XADD", "x", "5-0", "a", "b"),
+        ("XADD", "x", "6-0", "f", "v2", "g", "w2"), ("XDEL", "x", "5-0"),
+        ("XGROUP", "CREATE", "x", "grp", "0"),
+        ("PEXPIRE", "h", "500000"), ("EXPIRE", "z:big", "1000"),
+        ("SELECT", "3"), ("SET", "k3", "v"), ("LPUSH", "l3", "x"),
+        ("SELECT", "15"), ("HSET", "h15", "a", "b"), ("SELECT", "0"),
+    ]
+    for w in writes:
+        same_all(*w)
+        same_all("DEBUG", "DIGEST")
+    keys = ["s:int", "s:neg", "s:bin", "s:big", "s:ttl", "l", "l:big", "set:int", "set:str",
+            "set:big", "h", "h:big", "z", "z:big", "x", "nokey"]
+    same_all("DEBUG", "DIGEST-VALUE", *keys)
+    for k in keys:
+        same_all("DEBUG", "DIGEST-VALUE", k)
+    # Same data in another db: another digest; the value digest ignores the key name.
+    same_all("SELECT", "3")
+    same_all("DEBUG", "DIGEST-VALUE", "k3", "l3", "s:int")
+    same_all("PERSIST", "k3")
+    same_all("DEBUG", "DIGEST")
+    same_all("SELECT", "0")
+    same_all("FLUSHDB")
+    same_all("DEBUG", "DIGEST")
+    same_all("FLUSHALL")
+    assert same_all("DEBUG", "DIGEST") == b"+" + b"0" * 40 + b"\r\n"
