@@ -1,6 +1,7 @@
 #include "kv/config.h"
 
 #include "core/common.h"
+#include "core/log.h"
 #include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/mem.h"
@@ -532,6 +533,8 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         /* warning -> LOG_WARN, notice -> LOG_INFO, verbose/debug -> LOG_DEBUG */
         static const int map[] = { 1, 2, 3, 3 };
         cfg->loglevel = map[k];
+        if (at_runtime)
+            log_set_level((enum log_level)cfg->loglevel); /* CONFIG SET takes effect now */
         return 0;
     }
     default:
