@@ -2204,6 +2204,17 @@ static void acl_list(kv_client *c, int names_only)
     buf_free(&b);
 }
 
+void kv_acl_user_lines(void (*fn)(void *ud, const char *line, size_t n), void *ud)
+{
+    buf b = { 0 };
+    for (int i = 0; i < A.nusers; i++) {
+        b.len = 0;
+        describe_user_line(A.users[i], &b);
+        fn(ud, b.data, b.len);
+    }
+    buf_free(&b);
+}
+
 static void acl_cat(kv_client *c)
 {
     if (c->argc == 2) {

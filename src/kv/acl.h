@@ -79,6 +79,8 @@ void kv_acl_config_get(str pattern, void (*fn)(void *ud, const char *name, const
                        void *ud);
 /* requirepass changed: the default user gets that password (or nopass). */
 void kv_acl_requirepass_changed(const char *pw, size_t len);
+/* fn(ud, "user NAME RULES") for every user, as ACL LIST (CONFIG REWRITE). */
+void kv_acl_user_lines(void (*fn)(void *ud, const char *line, size_t n), void *ud);
 
 void acl_command(kv_client *c);
 

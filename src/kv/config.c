@@ -96,8 +96,7 @@ static struct {
     { "enable-module-command", "no" },      { "unixsocket", "" },
     { "unixsocketperm", "0" },              { "cluster-enabled", "no" },
     { "oom-score-adj", "no" },              { "disable-thp", "yes" },
-    { "replica-lazy-flush", "no" },         { "min-replicas-to-write", "0" },
-    { "min-replicas-max-lag", "10" },
+    { "replica-lazy-flush", "no" },
     { "tracking-table-max-keys", "1000000" }, /* read by tracking.c */
     { "maxmemory-clients", "0" },
 };
@@ -126,7 +125,6 @@ static void set_alias(const char *name, const char *value)
 }
 
 long long kv_busy_reply_ms = 5000;
-long long kv_min_replicas_to_write = 0;
 
 static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",
                                       "allkeys-random", "volatile-random", "volatile-ttl" };
@@ -413,8 +411,6 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
                     return check_maxmemory_clients(argv[0], noops[i].value,
                                                    sizeof noops[i].value, err, errlen);
                 snprintf(noops[i].value, sizeof noops[i].value, "%s", argv[0]);
-                if (strcasecmp(name, "min-replicas-to-write") == 0)
-                    kv_min_replicas_to_write = strtoll(argv[0], NULL, 10);
                 if (strcasecmp(name, "lua-time-limit") == 0 ||
                     strcasecmp(name, "busy-reply-threshold") == 0)
                     kv_busy_reply_ms = strtoll(argv[0], NULL, 10);

@@ -11,7 +11,6 @@ void kv_config_defaults(kv_config *cfg);
 extern long long kv_busy_reply_ms;
 /* min-replicas-to-write: brisk-kv has no replicas, so any value > 0
  * refuses scripts' writes (NOREPLICAS), as Redis without enough replicas. */
-extern long long kv_min_replicas_to_write;
 void kv_config_free(kv_config *cfg);
 /* Applies "name arg..." (from a file line, the command line or CONFIG
  * SET). Returns 0, or -1 with a message in err. at_runtime refuses
@@ -27,6 +26,11 @@ const char *kv_policy_name(enum kv_policy p);
 const char *kv_fsync_name(enum kv_fsync f);
 /* Splits a line like redis.conf does (quotes, escapes). Returns argc or
  * -1 on unbalanced quotes; the strings are malloc'd into argv. */
+/* config_rewrite.c: CONFIG GET * of the built-in defaults, taken once at
+ * start-up before any option is read; CONFIG REWRITE of srv.config_file
+ * (Redis's rules: lines rewritten in place, non-defaults appended). */
+void kv_config_snapshot_defaults(void);
+int kv_config_rewrite(char *err, size_t errlen);
 int kv_split_line(const char *line, char ***argv);
 void kv_free_argv(int argc, char **argv);
 

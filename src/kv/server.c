@@ -1136,6 +1136,7 @@ int kv_server_main(int argc, char **argv)
     }
     srv.executable = argv[0];
     kv_config_defaults(&srv.cfg);
+    kv_config_snapshot_defaults(); /* what CONFIG REWRITE leaves out */
     if (parse_cli(argc, argv) < 0)
         return 2;
     if (srv.cfg.logfile && srv.cfg.logfile[0] && log_open(srv.cfg.logfile) < 0) {

@@ -794,8 +794,6 @@ int repl_config_set(const char *name, int argc, char **argv, int at_runtime, cha
                     size_t errlen);
 void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
                      void *ud);
-/* CONFIG REWRITE. Returns 0 or -1 with a message in err. */
-int repl_config_rewrite(char *err, size_t errlen);
 void repl_info(buf *b);       /* the # Replication section */
 void repl_info_stats(buf *b); /* sync_full / sync_partial_ok / sync_partial_err lines */
 void repl_sync_counts(unsigned long long out[3]); /* the same three counters */

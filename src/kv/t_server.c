@@ -517,7 +517,7 @@ void config_command(kv_client *c)
         reply_ok(c);
     } else if (arg_is(sub, "rewrite") && c->argc == 2) {
         char err[256];
-        if (repl_config_rewrite(err, sizeof err) < 0)
+        if (kv_config_rewrite(err, sizeof err) < 0)
             reply_error(c, err);
         else
             reply_ok(c);

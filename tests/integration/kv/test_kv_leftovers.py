@@ -292,3 +292,120 @@ def test_debug_digest_like_redis(kv, ref_debug):
     same_all("DEBUG", "DIGEST")
     same_all("FLUSHALL")
     assert same_all("DEBUG", "DIGEST") == b"+" + b"0" * 40 + b"\r\n"
+
+
+# ---- 6. CONFIG REWRITE: the lines Redis 7.0.15 writes ----
+
+REWRITE_BASE = """# operator's comment
+bind 127.0.0.1
+save 900 1
+save 300 10
+save 60 10000
+appendonly no
+maxmemory 100mb
+slaveof 127.0.0.1 9
+slave-priority 10
+rename-command FLUSHALL ""
+loglevel notice
+hz 15
+timeout 0
+hash-max-ziplist-entries 100
+masterauth "old"
+"""
+
+REWRITE_SETS = [
+    ("save", "120 5"), ("hz", "10"), ("masterauth", "x y"), ("masteruser", "sentinel-user"),
+    ("replica-priority", "100"), ("maxmemory", "0"), ("hash-max-listpack-entries", "128"),
+    ("notify-keyspace-events", "Ex"), ("appendfsync", "no"), ("maxmemory-policy", "allkeys-lru"),
+    ("replica-announce-ip", '10.0.0.1 "q"'), ("replica-announce-port", "6390"),
+    ("min-replicas-to-write", "1"), ("min-replicas-max-lag", "5"), ("requirepass", "s3cret"),
+    ("repl-backlog-size", "10mb"), ("client-query-buffer-limit", "2097153"),
+    ("slowlog-max-len", "64"), ("replica-read-only", "no"), ("maxclients", "5000"),
+    ("client-output-buffer-limit", "replica 512mb 128mb 60 pubsub 32mb 8mb 60"),
+    ("loglevel", "warning"), ("busy-reply-threshold", "6000"), ("tcp-keepalive", "60"),
+]
+
+
+def _option_lines(path, port):
+    lines = [l for l in path.read_text().splitlines() if l.strip() and not l.startswith("#")]
+    return sorted(l for l in lines if l != f"port {port}")
+
+
+def test_config_rewrite_like_redis(kv_factory, tmp_path):
+    import subprocess
+    from kvlib import free_port
+    rdir, bdir = tmp_path / "redis", tmp_path / "brisk"
+    rdir.mkdir()
+    bdir.mkdir()
+    rconf, bconf = rdir / "r.conf", bdir / "b.conf"
+    rport = free_port()
+    rconf.write_text(f"port {rport}\n" + REWRITE_BASE)
+    bconf.write_text(REWRITE_BASE)
+    proc = subprocess.Popen(["redis-server", str(rconf), "--dir", str(rdir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        ref = redis.Redis(port=rport, decode_responses=True)
+        _wait(lambda: _pings(ref), what="redis-server up")
+        kv = kv_factory(str(bconf), workdir=bdir)
+        b = kv.client(decode_responses=True)
+        for c in (ref, b):
+            c.replicaof("no", "one")
+            for name, value in REWRITE_SETS:
+                assert c.config_set(name, value)
+            c.execute_command("ACL", "SETUSER", "ops", "on", ">pw", "~app:*", "+@read")
+            c.execute_command("CONFIG", "REWRITE")
+        def compare(bport):
+            rl = [l.replace(str(rdir), "DIR") for l in _option_lines(rconf, rport)]
+            bl = [l.replace(str(bdir), "DIR") for l in _option_lines(bconf, bport)]
+            # brisk-kv's own default for normal clients is 512mb 128mb 60 (Redis: 0 0 0).
+            rl = [l for l in rl if not l.startswith("client-output-buffer-limit normal")]
+            bl = [l for l in bl if not l.startswith("client-output-buffer-limit normal")]
+            assert bl == rl, "\n".join(["redis:", *rl, "brisk:", *bl])
+        compare(kv.port)
+        text = bconf.read_text()
+        assert text.startswith("# operator's comment\n") and 'rename-command FLUSHALL ""' in text
+        assert "slaveof" not in text and "replicaof" not in text and "save 300 10" not in text
+        # Read back by brisk-kv: the same configuration, and a second rewrite changes nothing.
+        want = b.config_get("*")
+        kv.stop()
+        kv2 = kv_factory(str(bconf), workdir=bdir)
+        b2 = kv2.client(decode_responses=True, password="s3cret")
+        got = b2.config_get("*")
+        assert {k: v for k, v in got.items() if k != "port"} == \
+            {k: v for k, v in want.items() if k != "port"}
+        assert b2.execute_command("ACL", "GETUSER", "ops")
+        # Both restarted from their files and rewritten again (the files now
+        # hold every option, default or not, in place): still the same lines.
+        proc.terminate()
+        proc.wait(10)
+        proc = subprocess.Popen(["redis-server", str(rconf), "--dir", str(rdir)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ref = redis.Redis(port=rport, decode_responses=True, password="s3cret")
+        _wait(lambda: _pings(ref), what="redis-server up again")
+        b2.execute_command("CONFIG", "REWRITE")
+        ref.execute_command("CONFIG", "REWRITE")
+        compare(kv2.port)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_config_rewrite_replicaof_for_sentinel(kv_factory, tmp_path):
+    """What Sentinel relies on: REPLICAOF, masterauth and masteruser reach
+    the file, and a promoted replica loses its replicaof line."""
+    conf = tmp_path / "s.conf"
+    conf.write_text("replica-priority 20\n")
+    master = kv_factory()
+    kv = kv_factory(str(conf))
+    c = kv.client(decode_responses=True)
+    c.config_set("masterauth", "p w")
+    c.config_set("masteruser", "repl")
+    c.replicaof("127.0.0.1", master.port)
+    c.execute_command("CONFIG", "REWRITE")
+    lines = conf.read_text().splitlines()
+    assert f"replicaof 127.0.0.1 {master.port}" in lines
+    assert 'masterauth "p w"' in lines and 'masteruser "repl"' in lines
+    assert lines[0] == "replica-priority 20"
+    c.replicaof("no", "one")
+    c.execute_command("CONFIG", "REWRITE")
+    assert not any(l.startswith("replicaof") for l in conf.read_text().splitlines())
