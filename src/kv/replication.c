@@ -1890,6 +1890,11 @@ int repl_is_replica(void)
     return R.host != NULL;
 }
 
+long long repl_loading_events_interval(void)
+{
+    return R.noop_load_events;
+}
+
 int repl_ignores_maxmemory(void)
 {
     return R.host != NULL && R.ignore_maxmemory;
@@ -2145,8 +2150,9 @@ static const repl_opt ropts[] = {
     /* Redis's test knobs: microseconds per key saving / loading an RDB */
     { "rdb-key-save-delay", C_INT, &rdb_key_save_delay, INT_MIN, INT_MAX },
     { "key-load-delay", C_INT, &rdb_key_load_delay, INT_MIN, INT_MAX },
-    /* accepted, no effect */
+    /* how often a start-up load serves clients (kv_loading_progress) */
     { "loading-process-events-interval-bytes", C_INT, &R.noop_load_events, 1024, INT_MAX },
+    /* accepted, no effect */
     { "watchdog-period", C_INT, &R.noop_watchdog, 0, INT_MAX },
     { "propagation-error-behavior", C_STR, &R.noop_prop_err, 0, 0 },
     { "slave-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },

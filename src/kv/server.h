@@ -15,6 +15,17 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* srv.script_timedout while the start-up load serves clients. */
+#define KV_BUSY_LOADING 2
+/* Set while the dataset loads at start-up: the loaders call
+ * kv_loading_progress(bytes read) per key or command, and every
+ * loading-process-events-interval-bytes the clients are served (PING,
+ * INFO, ... answer; the rest get LOADING), as Redis. */
+extern int kv_loading_serve;
+void kv_loading_progress(size_t done);
+/* The size of what a start-up load reads; INFO's loading_* lines. */
+void kv_loading_begin(size_t total);
+void kv_loading_info(buf *b);
 #define KV_VERSION "7.2.0"
 #define KV_MAX_BIND 16
 #define KV_DEFAULT_DBS 16
@@ -509,7 +520,9 @@ typedef struct kv_server {
     /* -- end stream -- */
     /* -- server fields: script -- */
     kv_client *script_caller; /* the client whose script is running */
-    int script_timedout;      /* past busy-reply-threshold: others get BUSY */
+    int script_timedout;      /* past busy-reply-threshold: others get BUSY;
+                               * KV_BUSY_LOADING while a start-up load serves
+                               * clients (others get LOADING) */
     /* -- end script -- */
 /* -- declarations: repl -- */
 /* -- end repl -- */
@@ -783,6 +796,8 @@ int repl_is_replica(void);
 /* A replica with replica-ignore-maxmemory (the default): it neither evicts
  * nor refuses writes for maxmemory; its master's DELs keep it in bounds. */
 int repl_ignores_maxmemory(void);
+/* loading-process-events-interval-bytes */
+long long repl_loading_events_interval(void);
 /* Why writes are refused now (MISCONF after a failed BGSAVE with
  * stop-writes-on-bgsave-error, NOREPLICAS below min-replicas-to-write):
  * the error reply, or NULL. Scripts ask it too. */

@@ -409,3 +409,99 @@ def test_config_rewrite_replicaof_for_sentinel(kv_factory, tmp_path):
     c.replicaof("no", "one")
     c.execute_command("CONFIG", "REWRITE")
     assert not any(l.startswith("replicaof") for l in conf.read_text().splitlines())
+
+
+# ---- LOADING: clients served while a big RDB loads at start-up ----
+
+LOADING_PROBES = [
+    ("PING",), ("PING", "x"), ("ECHO", "x"), ("GET", "key:1"), ("SET", "a", "b"), ("DBSIZE",),
+    ("FLUSHALL",), ("SAVE",), ("SCRIPT", "FLUSH"), ("FUNCTION", "LIST"), ("MEMORY", "USAGE", "x"),
+    ("CLIENT", "SETNAME", "x"), ("SELECT", "1"), ("MULTI",), ("EXEC",), ("LASTSAVE",),
+    ("PUBLISH", "c", "m"), ("SUBSCRIBE", "c"), ("UNSUBSCRIBE", "c"), ("LATENCY", "LATEST"),
+    ("SLOWLOG", "LEN"), ("CONFIG", "GET", "maxmemory"), ("TIME",), ("ROLE",),
+]
+
+
+def _start_loading(argv, port):
+    import subprocess
+    from kv_sidebyside import Raw
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 10
+    while True:
+        try:
+            return proc, Raw(port)
+        except OSError:
+            assert time.time() < deadline, "no listener"
+            time.sleep(0.01)
+
+
+def test_loading_replies_like_redis(kv_factory, ref_debug, tmp_path):
+    import shutil
+    from kvlib import KV_BIN, free_port
+    ref = redis.Redis(port=ref_debug)
+    ref.execute_command("DEBUG", "POPULATE", "100000", "key", "100")
+    ref.save()
+    dump = tmp_path / "dump.rdb"
+    assert dump.exists()
+    servers = []
+    for name, binary in (("redis", "redis-server"), ("brisk", KV_BIN)):
+        d = tmp_path / name
+        d.mkdir()
+        shutil.copy(dump, d / "dump.rdb")
+        port = free_port()
+        servers.append(_start_loading(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d), "--save", "",
+             "--key-load-delay", "40", "--loading-process-events-interval-bytes", "1024"], port))
+    (rproc, rc), (bproc, bc) = servers
+    try:
+        time.sleep(0.2)
+        for cmd in LOADING_PROBES:
+            want, got = rc.call(*cmd), bc.call(*cmd)
+            if cmd[0] in ("LASTSAVE", "TIME", "CONFIG"):
+                assert got[:1] == want[:1], (cmd, want, got)
+            else:
+                assert got == want, (cmd, want, got)
+        for c in (rc, bc):
+            info = c.call("INFO", "persistence").decode()
+            assert "loading:1" in info and "loading_total_bytes:" in info, info
+            assert "loading_loaded_perc:" in info and "loading_eta_seconds:" in info
+        # Once loaded: everything there, every command served.
+        for c in (rc, bc):
+            deadline = time.time() + 60
+            while c.call("PING") != b"+PONG\r\n":
+                assert time.time() < deadline, "still loading"
+                time.sleep(0.05)
+            assert c.call("SELECT", "0") == b"+OK\r\n"
+            assert c.call("DBSIZE") == b":100000\r\n"
+            assert "loading:0" in c.call("INFO", "persistence").decode()
+    finally:
+        for p in (rproc, bproc):
+            p.terminate()
+            assert p.wait(10) == 0
+
+
+def test_shutdown_while_loading_keeps_the_dump(tmp_path, ref_debug):
+    import os
+    import signal
+    from kvlib import KV_BIN, free_port
+    ref = redis.Redis(port=ref_debug)
+    ref.execute_command("DEBUG", "POPULATE", "50000", "key", "100")
+    ref.save()
+    size = (tmp_path / "dump.rdb").stat().st_size
+    for how in ("SHUTDOWN", "SHUTDOWN SAVE", "SIGTERM"):
+        port = free_port()
+        proc, c = _start_loading([KV_BIN, "--port", str(port), "--dir", str(tmp_path),
+                                  "--save", "60 1", "--key-load-delay", "40",
+                                  "--loading-process-events-interval-bytes", "1024"], port)
+        time.sleep(0.2)
+        assert c.call("GET", "key:1").startswith(b"-LOADING")
+        if how == "SIGTERM":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            try:
+                c.call(*how.split())
+            except (AssertionError, OSError):
+                pass  # closed without a reply, as Redis
+        assert proc.wait(10) == 0
+        assert (tmp_path / "dump.rdb").stat().st_size == size, how
+        assert not any(n.startswith("temp-") for n in os.listdir(tmp_path))
