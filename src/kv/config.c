@@ -292,6 +292,19 @@ static int set_save(kv_config *cfg, int argc, char **argv, char *err, size_t err
     return 0;
 }
 
+/* Table-only options that are memory values in Redis. */
+static int noop_is_memory(const char *name)
+{
+    static const char *const mem[] = { "client-query-buffer-limit", "stream-node-max-bytes",
+                                       "hash-max-listpack-value", "zset-max-listpack-value",
+                                       "set-max-listpack-value", "hash-max-ziplist-value",
+                                       "zset-max-ziplist-value" };
+    for (size_t i = 0; i < ARRAY_LEN(mem); i++)
+        if (strcasecmp(name, mem[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* maxmemory-clients: a memory value, or a percentage of maxmemory ("5%"). */
 static int check_maxmemory_clients(const char *v, char *out, size_t outlen, char *err,
                                    size_t errlen)
@@ -410,6 +423,19 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
                 if (strcasecmp(name, "maxmemory-clients") == 0)
                     return check_maxmemory_clients(argv[0], noops[i].value,
                                                    sizeof noops[i].value, err, errlen);
+                if (noop_is_memory(name)) {
+                    /* "4kb" is 4096, as Redis stores and shows it (readers
+                     * of these values take a plain number) */
+                    uint64_t bytes;
+                    if (parse_memory(argv[0], &bytes) < 0 || bytes > LLONG_MAX) {
+                        snprintf(err, errlen, "argument must be a memory value");
+                        return -1;
+                    }
+                    snprintf(noops[i].value, sizeof noops[i].value, "%llu",
+                             (unsigned long long)bytes);
+                    set_alias(name, noops[i].value);
+                    return 0;
+                }
                 snprintf(noops[i].value, sizeof noops[i].value, "%s", argv[0]);
                 if (strcasecmp(name, "lua-time-limit") == 0 ||
                     strcasecmp(name, "busy-reply-threshold") == 0)

@@ -28,9 +28,10 @@ const char *kv_fsync_name(enum kv_fsync f);
  * -1 on unbalanced quotes; the strings are malloc'd into argv. */
 /* config_rewrite.c: CONFIG GET * of the built-in defaults, taken once at
  * start-up before any option is read; CONFIG REWRITE of srv.config_file
- * (Redis's rules: lines rewritten in place, non-defaults appended). */
+ * (Redis's rules: lines rewritten in place, non-defaults appended; with
+ * force_all, every option). */
 void kv_config_snapshot_defaults(void);
-int kv_config_rewrite(char *err, size_t errlen);
+int kv_config_rewrite(int force_all, char *err, size_t errlen);
 int kv_split_line(const char *line, char ***argv);
 void kv_free_argv(int argc, char **argv);
 

@@ -18,7 +18,9 @@
  * as Ngb/Nmb/Nkb when they divide evenly, one 'save' line per point and one
  * client-output-buffer-limit line per class that differs, 'replicaof' only
  * on a replica, 'dir' and 'save' always, and the users as 'user' lines when
- * there is no aclfile. The file is replaced with rename (fsynced first). */
+ * there is no aclfile. The file is replaced with rename (fsynced first).
+ * DEBUG CONFIG-REWRITE-FORCE-ALL writes the defaults too (Redis's test of
+ * a file that names every option). */
 #include "kv/acl.h"
 #include "kv/config.h"
 #include "kv/mem.h"
@@ -217,6 +219,7 @@ typedef struct {
     unsigned char *used;
     size_t n, cap;
     int has_tail;
+    int force_all; /* DEBUG CONFIG-REWRITE-FORCE-ALL: defaults written too */
     char **done; /* options rewritten */
     size_t ndone, done_cap;
 } rw_state;
@@ -306,7 +309,7 @@ static void rewrite_line(rw_state *st, const char *name, char *line, int force)
             return;
         }
     }
-    if (!force) {
+    if (!force && !st->force_all) {
         kv_free(line);
         return;
     }
@@ -334,8 +337,8 @@ static void rewrite_simple(rw_state *st, const char *name, const char *v, const 
     }
     buf b = { 0 };
     addf(&b, "%s ", name);
-    if (in_set(name, string_opts, ARRAY_LEN(string_opts)))
-        add_quoted(&b, v);
+    if (!*v || in_set(name, string_opts, ARRAY_LEN(string_opts)))
+        add_quoted(&b, v); /* an empty value must stay one word: "" */
     else if (in_set(name, memory_opts, ARRAY_LEN(memory_opts)))
         add_memory(&b, v);
     else
@@ -429,13 +432,13 @@ static void build(rw_state *st, const opt_list *cur)
     mark_done(st, "user");
 }
 
-int kv_config_rewrite(char *err, size_t errlen)
+int kv_config_rewrite(int force_all, char *err, size_t errlen)
 {
     if (!srv.config_file) {
         snprintf(err, errlen, "ERR The server is running without a config file");
         return -1;
     }
-    rw_state st = { 0 };
+    rw_state st = { .force_all = force_all };
     opt_list cur = { 0 };
     buf out = { 0 };
     int rc = -1;

@@ -2303,7 +2303,9 @@ void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const c
             break;
         case C_STR: {
             char *s = *(char **)o->p;
-            snprintf(val, sizeof val, "%s", s ? s : "");
+            /* propagation-error-behavior is an enum in Redis, "ignore" by default */
+            const char *def = o->p == &R.noop_prop_err ? "ignore" : "";
+            snprintf(val, sizeof val, "%s", s ? s : def);
             break;
         }
         default:

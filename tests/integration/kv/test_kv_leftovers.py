@@ -505,3 +505,41 @@ def test_shutdown_while_loading_keeps_the_dump(tmp_path, ref_debug):
         assert proc.wait(10) == 0
         assert (tmp_path / "dump.rdb").stat().st_size == size, how
         assert not any(n.startswith("temp-") for n in os.listdir(tmp_path))
+
+
+def test_config_rewrite_force_all_reads_back(kv_factory, tmp_path):
+    """DEBUG CONFIG-REWRITE-FORCE-ALL (Redis's 'CONFIG REWRITE sanity'): a
+    file naming every option starts a server with the same CONFIG GET *."""
+    conf = tmp_path / "all.conf"
+    conf.write_text("")
+    kv = kv_factory(str(conf), "--enable-debug-command", "yes")
+    c = kv.client(decode_responses=True)
+    c.config_set("stream-node-max-bytes", "4kb")
+    c.config_set("hash-max-ziplist-value", "1kb")
+    assert c.execute_command("DEBUG", "CONFIG-REWRITE-FORCE-ALL") == "OK"
+    want = c.config_get("*")
+    assert want["stream-node-max-bytes"] == "4096"
+    assert want["hash-max-listpack-value"] == want["hash-max-ziplist-value"] == "1024"
+    assert want["propagation-error-behavior"] == "ignore"
+    kv.stop()
+    kv2 = kv_factory(str(conf))
+    got = kv2.client(decode_responses=True).config_get("*")
+    assert {k: v for k, v in got.items() if k != "port"} == \
+        {k: v for k, v in want.items() if k != "port"}
+
+
+def test_memory_options_like_redis(r, reference):
+    for name, value in (("stream-node-max-bytes", "4kb"), ("client-query-buffer-limit", "2gb"),
+                        ("zset-max-listpack-value", "1kb"), ("stream-node-max-bytes", "abc")):
+        errs = []
+        for c in (r, reference):
+            try:
+                c.config_set(name, value)
+                errs.append(None)
+            except redis.ResponseError as e:
+                errs.append(str(e))
+        assert errs[0] == errs[1], (name, value, errs)
+        got = r.config_get(name)[name]
+        want = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+                for k, v in reference.config_get(name).items()}[name]
+        assert got == want, (name, got, want)
