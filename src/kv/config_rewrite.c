@@ -464,7 +464,8 @@ int kv_config_rewrite(int force_all, char *err, size_t errlen)
         was_empty = empty;
         if (empty && i + 1 == st.n)
             break; /* the piece after the final newline */
-        buf_append(&out, st.lines[i], strlen(st.lines[i]));
+        if (!empty)
+            buf_append(&out, st.lines[i], strlen(st.lines[i]));
         buf_append(&out, "\n", 1);
     }
     char tmp[PATH_MAX];
