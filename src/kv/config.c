@@ -10,6 +10,7 @@
 #include "kv/util.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -292,6 +293,65 @@ static int set_save(kv_config *cfg, int argc, char **argv, char *err, size_t err
     return 0;
 }
 
+/* shutdown-on-sigterm / shutdown-on-sigint: Redis's SHUTDOWN flags for a
+ * signal ("default", or save|nosave, now, force). brisk-kv never waits for
+ * replicas, so only save/nosave change what happens (dump_at_exit). */
+static const char *const shutdown_flag_names[] = { "save", "nosave", "now", "force" };
+static int shutdown_on[2]; /* [0] SIGTERM, [1] SIGINT: KV_SHUTDOWN_* bits */
+
+int kv_shutdown_flags(int sig)
+{
+    return shutdown_on[sig == SIGINT];
+}
+
+static int set_shutdown_on(int *out, int argc, char **argv, char *err, size_t errlen)
+{
+    int flags = 0, words = 0, bad = 0;
+    for (int i = 0; i < argc && !bad; i++) {
+        char **w = NULL;
+        int n = kv_split_line(argv[i], &w); /* CONFIG SET gives "nosave now" as one */
+        if (n < 0) {
+            bad = 1;
+            break;
+        }
+        for (int k = 0; k < n && !bad; k++, words++) {
+            int bit = -1;
+            for (int f = 0; f < (int)ARRAY_LEN(shutdown_flag_names); f++)
+                if (strcasecmp(w[k], shutdown_flag_names[f]) == 0)
+                    bit = f;
+            if (bit >= 0)
+                flags |= 1 << bit;
+            else if (strcasecmp(w[k], "default") != 0)
+                bad = 1;
+        }
+        kv_free_argv(n, w);
+    }
+    if (bad)
+        words = 0;
+    if (words == 0) {
+        snprintf(err, errlen, "argument(s) must be one of the following: default, save, nosave, "
+                              "now, force");
+        return -1;
+    }
+    if ((flags & KV_SHUTDOWN_SAVE) && (flags & KV_SHUTDOWN_NOSAVE)) {
+        snprintf(err, errlen, "shutdown options SAVE and NOSAVE can't be used simultaneously");
+        return -1;
+    }
+    *out = flags;
+    return 0;
+}
+
+static void fmt_shutdown_on(int flags, char *out, size_t n)
+{
+    size_t k = 0;
+    out[0] = '\0';
+    for (int f = 0; f < (int)ARRAY_LEN(shutdown_flag_names); f++)
+        if (flags & (1 << f))
+            k += (size_t)snprintf(out + k, n - k, "%s%s", k ? " " : "", shutdown_flag_names[f]);
+    if (!k)
+        snprintf(out, n, "default");
+}
+
 /* Table-only options that are memory values in Redis. */
 static int noop_is_memory(const char *name)
 {
@@ -400,6 +460,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         return acl_rc;
     /* notify-keyspace-events, slowlog-*, latency-monitor-threshold and
      * client-output-buffer-limit live in srv with the code that uses them */
+    if (strcasecmp(name, "shutdown-on-sigterm") == 0 || strcasecmp(name, "shutdown-on-sigint") == 0)
+        return set_shutdown_on(&shutdown_on[strcasecmp(name, "shutdown-on-sigint") == 0], argc,
+                               argv, err, errlen);
     int ext = kv_notify_config_set(name, argc, argv, err, errlen);
     if (ext != 1)
         return ext;
@@ -695,6 +758,13 @@ void kv_config_get(const kv_config *cfg, str pattern,
 {
     char val[PATH_MAX + 64];
     kv_notify_config_get(pattern, fn, ud);
+    static const char *const sig_opts[] = { "shutdown-on-sigterm", "shutdown-on-sigint" };
+    for (int i = 0; i < 2; i++) {
+        if (!kv_glob_match(pattern.p, pattern.len, sig_opts[i], strlen(sig_opts[i]), 1))
+            continue;
+        fmt_shutdown_on(shutdown_on[i], val, sizeof val);
+        fn(ud, sig_opts[i], val);
+    }
     for (size_t i = 0; i < ARRAY_LEN(opts); i++) {
         const char *name = opts[i].name;
         if (!kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))

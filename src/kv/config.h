@@ -31,6 +31,9 @@ const char *kv_fsync_name(enum kv_fsync f);
  * (Redis's rules: lines rewritten in place, non-defaults appended; with
  * force_all, every option). */
 void kv_config_snapshot_defaults(void);
+/* shutdown-on-sigterm / shutdown-on-sigint flags for sig (SIGTERM or SIGINT). */
+enum { KV_SHUTDOWN_SAVE = 1, KV_SHUTDOWN_NOSAVE = 2, KV_SHUTDOWN_NOW = 4, KV_SHUTDOWN_FORCE = 8 };
+int kv_shutdown_flags(int sig);
 int kv_config_rewrite(int force_all, char *err, size_t errlen);
 int kv_split_line(const char *line, char ***argv);
 void kv_free_argv(int argc, char **argv);

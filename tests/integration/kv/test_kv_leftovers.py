@@ -543,3 +543,36 @@ def test_memory_options_like_redis(r, reference):
         want = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
                 for k, v in reference.config_get(name).items()}[name]
         assert got == want, (name, got, want)
+
+
+def test_shutdown_on_signal_options(kv_factory, reference, tmp_path):
+    """shutdown-on-sigterm / shutdown-on-sigint (Redis 7.0): parsed and shown
+    as Redis does; save / nosave decide the final dump on that signal."""
+    kv = kv_factory()
+    for value in ("nosave now", "save", "default", "bogus", "save nosave", "now force",
+                  "NOSAVE", "", "default save", "now bogus"):
+        errs, shown = [], []
+        for c in (kv.client(), reference):
+            try:
+                c.config_set("shutdown-on-sigint", value)
+                errs.append(None)
+            except redis.ResponseError as e:
+                errs.append(str(e))
+            v = list(c.config_get("shutdown-on-sigint").values())[0]
+            shown.append(v.decode() if isinstance(v, bytes) else v)
+        assert errs[0] == errs[1] and shown[0] == shown[1], (value, errs, shown)
+    import signal
+    for opt, sig, save, want_dump in (("shutdown-on-sigterm", signal.SIGTERM, "60 1", False),
+                                      ("shutdown-on-sigint", signal.SIGINT, "", True),
+                                      ("shutdown-on-sigterm", signal.SIGTERM, "", False)):
+        d = tmp_path / f"{opt}-{save or 'none'}"
+        d.mkdir()
+        s = kv_factory("--save", save, workdir=d)
+        c = s.client()
+        c.set("k", "v")
+        c.config_set(opt, "nosave" if save else "save")
+        if not want_dump and not save:
+            c.config_set(opt, "default")  # no save points, no SAVE flag: nothing written
+        s.proc.send_signal(sig)
+        assert s.proc.wait(10) == 0
+        assert (d / "dump.rdb").exists() == want_dump, (opt, save)
