@@ -257,7 +257,13 @@ static void set_int(kv_config *cfg, const opt *o, long long v)
 /* save "secs changes ..." (or "" / no argument: none): pairs of a number
  * of seconds >= 1 and of changes >= 0, given as one argument or several
  * (the command line), kept as one space-joined string. */
-static int set_save(kv_config *cfg, int argc, char **argv, char *err, size_t errlen)
+/* At start-up the first save directive (config file, then command line)
+ * replaces the default and the next ones add their points, as Redis reads
+ * them (CONFIG REWRITE writes one 'save' line per point); save "" clears. */
+static int save_seen;
+
+static int set_save(kv_config *cfg, int argc, char **argv, int at_runtime, char *err,
+                    size_t errlen)
 {
     size_t len = 1;
     for (int i = 0; i < argc; i++)
@@ -288,6 +294,17 @@ static int set_save(kv_config *cfg, int argc, char **argv, char *err, size_t err
         snprintf(err, errlen, "Invalid save parameters");
         return -1;
     }
+    if (!at_runtime && save_seen && ntok && cfg->save && cfg->save[0]) {
+        size_t a = strlen(cfg->save), b = strlen(joined);
+        char *both = kv_malloc(a + 1 + b + 1);
+        memcpy(both, cfg->save, a);
+        both[a] = ' ';
+        memcpy(both + a + 1, joined, b + 1);
+        kv_free(joined);
+        joined = both;
+    }
+    if (!at_runtime)
+        save_seen = 1;
     kv_free(cfg->save);
     cfg->save = joined;
     return 0;
@@ -520,7 +537,7 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     if (o->kind == O_BIND)
         return set_bind(cfg, argc, argv, err, errlen);
     if (o->kind == O_STR && o->off == OFF(save))
-        return set_save(cfg, argc, argv, err, errlen);
+        return set_save(cfg, argc, argv, at_runtime, err, errlen);
     if (argc != 1) {
         snprintf(err, errlen, "wrong number of arguments");
         return -1;

@@ -576,3 +576,23 @@ def test_shutdown_on_signal_options(kv_factory, reference, tmp_path):
         s.proc.send_signal(sig)
         assert s.proc.wait(10) == 0
         assert (d / "dump.rdb").exists() == want_dump, (opt, save)
+
+
+def test_save_lines_add_up_at_start(kv_factory, tmp_path):
+    """As Redis reads them: the first save directive replaces the default, the
+    next ones (file, then command line) add points, save "" clears; so the
+    one-line-per-point file CONFIG REWRITE writes reads back whole."""
+    conf = tmp_path / "s.conf"
+    conf.write_text("save 900 1\nsave 300 10\n")
+    for args, want in (((), "900 1 300 10"), (("--save", "100 100"), "900 1 300 10 100 100"),
+                       (("--save", ""), "")):
+        s = kv_factory(str(conf), *args)
+        assert s.client(decode_responses=True).config_get("save") == {"save": want}
+        s.stop()
+    s = kv_factory(str(conf))
+    c = s.client(decode_responses=True)
+    c.config_set("save", "3600 1 300 100 60 10000")
+    c.execute_command("CONFIG", "REWRITE")
+    s.stop()
+    s = kv_factory(str(conf))
+    assert s.client(decode_responses=True).config_get("save") == {"save": "3600 1 300 100 60 10000"}
