@@ -74,6 +74,38 @@ static str user_rules(const buf *list, const char *name)
     return (str){ NULL, 0 };
 }
 
+/* Whether the input holds a rule Redis 7.0.15 accepts but cannot read back
+ * from its own ACL LIST line (brisk lists it the same way), so the round
+ * trip is not checked; the rest still is. Over-approximated on the raw
+ * input:
+ *   - a ')' that does not end a word: inside a selector, a pattern or first
+ *     arg ending in ')' seems to end the selector ("(+get ~a*) ~b)");
+ *   - a quote: inside a selector the rules are split as a command line, so
+ *     quotes can carry a space into a first arg ("(+select|'a b')");
+ *   - SETUSER only: an argument outside a selector with a space after a
+ *     '|' (the first arg "+select|a b"; a trailing one too). */
+static int input_ambiguous(const uint8_t *d, size_t n, int mode)
+{
+    int in_sel = 0, bar = 0;
+    for (size_t i = 0; i < n; i++) {
+        int end_of_word = i + 1 == n || d[i + 1] == '\n' || (mode == 1 && d[i + 1] == ' ');
+        if ((d[i] == ')' && !end_of_word) || d[i] == '"' || d[i] == '\'')
+            return 1;
+        if (mode == 0) {
+            int start = i == 0 || d[i - 1] == '\n';
+            if (start)
+                in_sel = d[i] == '(' || in_sel, bar = 0;
+            if (d[i] == '|')
+                bar = 1;
+            if (d[i] == ' ' && bar && !in_sel)
+                return 1;
+            if (d[i] == ')' && end_of_word)
+                in_sel = 0;
+        }
+    }
+    return 0;
+}
+
 static void restore_default(void)
 {
     static const char def[] = "user default on nopass ~* &* +@all\n";
@@ -152,16 +184,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     s = i + 1;
                 }
             r = kvf_run(ac, av);
-            if (!is_ok(r))
+            int ambiguous = input_ambiguous(data, size, 0);
+            if (!is_ok(r) && !ambiguous)
                 fprintf(stderr, "re-parse of \"%.*s\": %.*s\n", (int)rules.len, rules.p,
                         (int)r.len, r.p);
-            CHECK(is_ok(r));
+            CHECK(is_ok(r) || ambiguous);
             acl_list(&again);
             str rules2 = user_rules(&again, "fz2");
-            if (!rules2.p || rules2.len != rules.len || memcmp(rules2.p, rules.p, rules.len))
+            int same = rules2.p && rules2.len == rules.len && memcmp(rules2.p, rules.p, rules.len) == 0;
+            if (!same && !ambiguous)
                 fprintf(stderr, "listed:   %.*s\nre-listed: %.*s\n", (int)rules.len, rules.p,
                         (int)rules2.len, rules2.p);
-            CHECK(rules2.p && rules2.len == rules.len && memcmp(rules2.p, rules.p, rules.len) == 0);
+            CHECK(same || ambiguous);
             dryrun_all(&again);
         }
     } else {
@@ -173,17 +207,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(refused);
             CHECK(after.len == before.len && memcmp(after.data, before.data, before.len) == 0);
         } else {
+            int ambiguous = input_ambiguous(data, size, 1);
             set_file(after.data, after.len);
             r = kvf_cmd("ACL", "LOAD", NULL);
-            if (!is_ok(r))
+            if (!is_ok(r) && !ambiguous)
                 fprintf(stderr, "reload of:\n%.*s: %.*s\n", (int)after.len, after.data,
                         (int)r.len, r.p);
-            CHECK(is_ok(r));
+            CHECK(is_ok(r) || ambiguous);
             acl_list(&again);
-            if (again.len != after.len || memcmp(again.data, after.data, after.len))
+            int same = again.len == after.len && memcmp(again.data, after.data, after.len) == 0;
+            if (!same && !ambiguous)
                 fprintf(stderr, "listed:\n%.*sre-listed:\n%.*s", (int)after.len, after.data,
                         (int)again.len, again.data);
-            CHECK(again.len == after.len && memcmp(again.data, after.data, after.len) == 0);
+            CHECK(same || ambiguous);
             dryrun_all(&again);
         }
     }

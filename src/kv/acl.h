@@ -47,7 +47,9 @@ int kv_acl_exec_deny(kv_client *c, const kv_cmd *cmd);
  * Redis's error text is returned (static, without a code). */
 const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, const str *argv);
 /* redis.acl_check_cmd: 1 when the caller's user may run cmd with argv, 0
- * when not (nothing logged), -1 when argv[1] is no subcommand of cmd. */
+ * when not (nothing logged), -1 when argv[1] is no subcommand of cmd, -2
+ * when a key-checked user asks for SET (or another command with variable
+ * keys) without its first key. */
 int kv_acl_script_check(const kv_client *caller, const kv_cmd *cmd, int argc, const str *argv);
 /* SORT BY/GET patterns: whether c's user may run cmd and read any key (a
  * selector allowing the command has allkeys or a read pattern "*"). */
@@ -77,6 +79,8 @@ void kv_acl_config_get(str pattern, void (*fn)(void *ud, const char *name, const
                        void *ud);
 /* requirepass changed: the default user gets that password (or nopass). */
 void kv_acl_requirepass_changed(const char *pw, size_t len);
+/* fn(ud, "user NAME RULES") for every user, as ACL LIST (CONFIG REWRITE). */
+void kv_acl_user_lines(void (*fn)(void *ud, const char *line, size_t n), void *ud);
 
 void acl_command(kv_client *c);
 

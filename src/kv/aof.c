@@ -357,6 +357,12 @@ static void load_command(void *ud, int argc, str *argv)
     c->argc = argc;
     kv_call(c);
     c->wbuf.len = 0;
+    if (UNLIKELY(kv_loading_serve)) {
+        static size_t bytes; /* about the bytes read: what the progress needs */
+        for (int i = 0; i < argc; i++)
+            bytes += argv[i].len + 8; /* "$len\r\n" and "\r\n" */
+        kv_loading_progress(bytes);
+    }
 }
 
 int aof_load(const char *path)
@@ -370,6 +376,8 @@ int aof_load(const char *path)
     }
     kv_client *c = kv_client_new_fake();
     srv.loading = 1;
+    struct stat st;
+    kv_loading_begin(fstat(fd, &st) == 0 ? (size_t)st.st_size : 0);
     aof_read_result res;
     aof_read(fd, load_command, c, &res);
     close(fd);

@@ -1,6 +1,7 @@
 #include "kv/config.h"
 
 #include "core/common.h"
+#include "core/log.h"
 #include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/mem.h"
@@ -9,6 +10,7 @@
 #include "kv/util.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +97,7 @@ static struct {
     { "enable-module-command", "no" },      { "unixsocket", "" },
     { "unixsocketperm", "0" },              { "cluster-enabled", "no" },
     { "oom-score-adj", "no" },              { "disable-thp", "yes" },
-    { "replica-lazy-flush", "no" },         { "min-replicas-to-write", "0" },
-    { "min-replicas-max-lag", "10" },
+    { "replica-lazy-flush", "no" },
     { "tracking-table-max-keys", "1000000" }, /* read by tracking.c */
     { "maxmemory-clients", "0" },
 };
@@ -125,7 +126,6 @@ static void set_alias(const char *name, const char *value)
 }
 
 long long kv_busy_reply_ms = 5000;
-long long kv_min_replicas_to_write = 0;
 
 static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",
                                       "allkeys-random", "volatile-random", "volatile-ttl" };
@@ -257,7 +257,13 @@ static void set_int(kv_config *cfg, const opt *o, long long v)
 /* save "secs changes ..." (or "" / no argument: none): pairs of a number
  * of seconds >= 1 and of changes >= 0, given as one argument or several
  * (the command line), kept as one space-joined string. */
-static int set_save(kv_config *cfg, int argc, char **argv, char *err, size_t errlen)
+/* At start-up the first save directive (config file, then command line)
+ * replaces the default and the next ones add their points, as Redis reads
+ * them (CONFIG REWRITE writes one 'save' line per point); save "" clears. */
+static int save_seen;
+
+static int set_save(kv_config *cfg, int argc, char **argv, int at_runtime, char *err,
+                    size_t errlen)
 {
     size_t len = 1;
     for (int i = 0; i < argc; i++)
@@ -288,8 +294,91 @@ static int set_save(kv_config *cfg, int argc, char **argv, char *err, size_t err
         snprintf(err, errlen, "Invalid save parameters");
         return -1;
     }
+    if (!at_runtime && save_seen && ntok && cfg->save && cfg->save[0]) {
+        size_t a = strlen(cfg->save), b = strlen(joined);
+        char *both = kv_malloc(a + 1 + b + 1);
+        memcpy(both, cfg->save, a);
+        both[a] = ' ';
+        memcpy(both + a + 1, joined, b + 1);
+        kv_free(joined);
+        joined = both;
+    }
+    if (!at_runtime)
+        save_seen = 1;
     kv_free(cfg->save);
     cfg->save = joined;
+    return 0;
+}
+
+/* shutdown-on-sigterm / shutdown-on-sigint: Redis's SHUTDOWN flags for a
+ * signal ("default", or save|nosave, now, force). brisk-kv never waits for
+ * replicas, so only save/nosave change what happens (dump_at_exit). */
+static const char *const shutdown_flag_names[] = { "save", "nosave", "now", "force" };
+static int shutdown_on[2]; /* [0] SIGTERM, [1] SIGINT: KV_SHUTDOWN_* bits */
+
+int kv_shutdown_flags(int sig)
+{
+    return shutdown_on[sig == SIGINT];
+}
+
+static int set_shutdown_on(int *out, int argc, char **argv, char *err, size_t errlen)
+{
+    int flags = 0, words = 0, bad = 0;
+    for (int i = 0; i < argc && !bad; i++) {
+        char **w = NULL;
+        int n = kv_split_line(argv[i], &w); /* CONFIG SET gives "nosave now" as one */
+        if (n < 0) {
+            bad = 1;
+            break;
+        }
+        for (int k = 0; k < n && !bad; k++, words++) {
+            int bit = -1;
+            for (int f = 0; f < (int)ARRAY_LEN(shutdown_flag_names); f++)
+                if (strcasecmp(w[k], shutdown_flag_names[f]) == 0)
+                    bit = f;
+            if (bit >= 0)
+                flags |= 1 << bit;
+            else if (strcasecmp(w[k], "default") != 0)
+                bad = 1;
+        }
+        kv_free_argv(n, w);
+    }
+    if (bad)
+        words = 0;
+    if (words == 0) {
+        snprintf(err, errlen, "argument(s) must be one of the following: default, save, nosave, "
+                              "now, force");
+        return -1;
+    }
+    if ((flags & KV_SHUTDOWN_SAVE) && (flags & KV_SHUTDOWN_NOSAVE)) {
+        snprintf(err, errlen, "shutdown options SAVE and NOSAVE can't be used simultaneously");
+        return -1;
+    }
+    *out = flags;
+    return 0;
+}
+
+static void fmt_shutdown_on(int flags, char *out, size_t n)
+{
+    size_t k = 0;
+    out[0] = '\0';
+    for (int f = 0; f < (int)ARRAY_LEN(shutdown_flag_names); f++)
+        if (flags & (1 << f))
+            k += (size_t)snprintf(out + k, n - k, "%s%s", k ? " " : "", shutdown_flag_names[f]);
+    if (!k)
+        snprintf(out, n, "default");
+}
+
+/* Table-only options that are memory values in Redis. */
+static int noop_is_memory(const char *name)
+{
+    static const char *const mem[] = { "client-query-buffer-limit", "stream-node-max-bytes",
+                                       "hash-max-listpack-value", "zset-max-listpack-value",
+                                       "set-max-listpack-value", "hash-max-ziplist-value",
+                                       "zset-max-ziplist-value" };
+    for (size_t i = 0; i < ARRAY_LEN(mem); i++)
+        if (strcasecmp(name, mem[i]) == 0)
+            return 1;
     return 0;
 }
 
@@ -388,6 +477,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         return acl_rc;
     /* notify-keyspace-events, slowlog-*, latency-monitor-threshold and
      * client-output-buffer-limit live in srv with the code that uses them */
+    if (strcasecmp(name, "shutdown-on-sigterm") == 0 || strcasecmp(name, "shutdown-on-sigint") == 0)
+        return set_shutdown_on(&shutdown_on[strcasecmp(name, "shutdown-on-sigint") == 0], argc,
+                               argv, err, errlen);
     int ext = kv_notify_config_set(name, argc, argv, err, errlen);
     if (ext != 1)
         return ext;
@@ -411,9 +503,20 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
                 if (strcasecmp(name, "maxmemory-clients") == 0)
                     return check_maxmemory_clients(argv[0], noops[i].value,
                                                    sizeof noops[i].value, err, errlen);
+                if (noop_is_memory(name)) {
+                    /* "4kb" is 4096, as Redis stores and shows it (readers
+                     * of these values take a plain number) */
+                    uint64_t bytes;
+                    if (parse_memory(argv[0], &bytes) < 0 || bytes > LLONG_MAX) {
+                        snprintf(err, errlen, "argument must be a memory value");
+                        return -1;
+                    }
+                    snprintf(noops[i].value, sizeof noops[i].value, "%llu",
+                             (unsigned long long)bytes);
+                    set_alias(name, noops[i].value);
+                    return 0;
+                }
                 snprintf(noops[i].value, sizeof noops[i].value, "%s", argv[0]);
-                if (strcasecmp(name, "min-replicas-to-write") == 0)
-                    kv_min_replicas_to_write = strtoll(argv[0], NULL, 10);
                 if (strcasecmp(name, "lua-time-limit") == 0 ||
                     strcasecmp(name, "busy-reply-threshold") == 0)
                     kv_busy_reply_ms = strtoll(argv[0], NULL, 10);
@@ -434,7 +537,7 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     if (o->kind == O_BIND)
         return set_bind(cfg, argc, argv, err, errlen);
     if (o->kind == O_STR && o->off == OFF(save))
-        return set_save(cfg, argc, argv, err, errlen);
+        return set_save(cfg, argc, argv, at_runtime, err, errlen);
     if (argc != 1) {
         snprintf(err, errlen, "wrong number of arguments");
         return -1;
@@ -532,6 +635,8 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         /* warning -> LOG_WARN, notice -> LOG_INFO, verbose/debug -> LOG_DEBUG */
         static const int map[] = { 1, 2, 3, 3 };
         cfg->loglevel = map[k];
+        if (at_runtime)
+            log_set_level((enum log_level)cfg->loglevel); /* CONFIG SET takes effect now */
         return 0;
     }
     default:
@@ -670,6 +775,13 @@ void kv_config_get(const kv_config *cfg, str pattern,
 {
     char val[PATH_MAX + 64];
     kv_notify_config_get(pattern, fn, ud);
+    static const char *const sig_opts[] = { "shutdown-on-sigterm", "shutdown-on-sigint" };
+    for (int i = 0; i < 2; i++) {
+        if (!kv_glob_match(pattern.p, pattern.len, sig_opts[i], strlen(sig_opts[i]), 1))
+            continue;
+        fmt_shutdown_on(shutdown_on[i], val, sizeof val);
+        fn(ud, sig_opts[i], val);
+    }
     for (size_t i = 0; i < ARRAY_LEN(opts); i++) {
         const char *name = opts[i].name;
         if (!kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))

@@ -11,7 +11,6 @@ void kv_config_defaults(kv_config *cfg);
 extern long long kv_busy_reply_ms;
 /* min-replicas-to-write: brisk-kv has no replicas, so any value > 0
  * refuses scripts' writes (NOREPLICAS), as Redis without enough replicas. */
-extern long long kv_min_replicas_to_write;
 void kv_config_free(kv_config *cfg);
 /* Applies "name arg..." (from a file line, the command line or CONFIG
  * SET). Returns 0, or -1 with a message in err. at_runtime refuses
@@ -27,6 +26,15 @@ const char *kv_policy_name(enum kv_policy p);
 const char *kv_fsync_name(enum kv_fsync f);
 /* Splits a line like redis.conf does (quotes, escapes). Returns argc or
  * -1 on unbalanced quotes; the strings are malloc'd into argv. */
+/* config_rewrite.c: CONFIG GET * of the built-in defaults, taken once at
+ * start-up before any option is read; CONFIG REWRITE of srv.config_file
+ * (Redis's rules: lines rewritten in place, non-defaults appended; with
+ * force_all, every option). */
+void kv_config_snapshot_defaults(void);
+/* shutdown-on-sigterm / shutdown-on-sigint flags for sig (SIGTERM or SIGINT). */
+enum { KV_SHUTDOWN_SAVE = 1, KV_SHUTDOWN_NOSAVE = 2, KV_SHUTDOWN_NOW = 4, KV_SHUTDOWN_FORCE = 8 };
+int kv_shutdown_flags(int sig);
+int kv_config_rewrite(int force_all, char *err, size_t errlen);
 int kv_split_line(const char *line, char ***argv);
 void kv_free_argv(int argc, char **argv);
 

@@ -552,7 +552,7 @@ static kv_entry *pick_victim(kv_db **vdb)
 
 int kv_evict_if_needed(void)
 {
-    if (!srv.cfg.maxmemory || srv.loading)
+    if (!srv.cfg.maxmemory || srv.loading || repl_ignores_maxmemory())
         return 0;
     if (kv_memory_used() <= srv.cfg.maxmemory)
         return 0;

@@ -1783,6 +1783,7 @@ static void info_persistence(buf *b)
                 "aof_buffer_length:%zu\r\naof_pending_bio_fsync:0\r\naof_delayed_fsync:0\r\n",
              (unsigned long long)srv.aof_current_size, (unsigned long long)srv.aof_base_size,
              srv.aof_buf.len);
+    kv_loading_info(b); /* while a start-up load serves clients */
 }
 
 static void info_stats(buf *b)

@@ -364,6 +364,8 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
         expire = -1;
         if (UNLIKELY(rdb_key_load_delay))
             key_delay(rdb_key_load_delay);
+        if (UNLIKELY(kv_loading_serve))
+            kv_loading_progress((size_t)(r.p - img));
     }
 eof:
     if (ver >= 5) {
@@ -425,6 +427,7 @@ int rdb_load_file(const char *path, int merge, char *err, size_t errlen)
         snprintf(err, errlen, "Short read loading DB");
     } else {
         srv.loading = 1;
+        kv_loading_begin(size);
         rc = rdb_load_image(img, size, merge, err, errlen);
         srv.loading = 0;
         if (rc < 0 && !merge)

@@ -1,13 +1,27 @@
 /* DEBUG DIGEST, DIGEST-VALUE and POPULATE: what Redis's replication
  * tests use to compare a master and its replicas and to fill a dataset.
- * The digest follows Redis's construction (SHA-1 chains: ordered content
- * mixed, unordered members XORed, a TTL marked) so equal datasets give
- * equal digests whatever their iteration order, and an empty one gives 40
+ *
+ * The digest is Redis 7.0's, bit for bit, so a brisk-kv replica and a
+ * Redis master (or the other way round) can be compared:
+ *   - two SHA-1 steps: xor_in (d ^= SHA1(p)) for what has no order, mix
+ *     (d ^= SHA1(p), then d = SHA1(d)) for what does;
+ *   - a key: mix its name, then its type code (Redis's OBJ_* number, as 4
+ *     big-endian bytes), then the value: a string mixed; list elements
+ *     mixed head to tail; set members xor_in; for a hash field or a zset
+ *     member, its own digest (from zero: mix field then value, or member
+ *     then score as %.17g) xor_in; a stream's entries mixed in order
+ *     ("ms.seq", then each field and value, groups left out); then
+ *     "!!expire!!" xor_in when it has a TTL;
+ *   - the dataset: for each non-empty db in order, mix its number (4
+ *     big-endian bytes) into the result, then xor_in each key's digest;
+ *     logically expired keys not yet removed count, as in Redis.
+ * Both answer status replies; an empty dataset or a missing key gives 40
  * zeros. */
 #include "core/common.h"
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/reply.h"
+#include "kv/stream.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -17,18 +31,7 @@
 #include <stdio.h>
 #include <string.h>
 
-
-/* digest = SHA1(digest || p) */
-static void mix(unsigned char d[20], const void *p, size_t n)
-{
-    sha1_ctx s;
-    sha1_init(&s);
-    sha1_update(&s, d, 20);
-    sha1_update(&s, p, n);
-    sha1_final(&s, d);
-}
-
-/* digest ^= SHA1(p) */
+/* d ^= SHA1(p) */
 static void xor_in(unsigned char d[20], const void *p, size_t n)
 {
     unsigned char h[20];
@@ -40,9 +43,31 @@ static void xor_in(unsigned char d[20], const void *p, size_t n)
         d[i] ^= h[i];
 }
 
+/* d ^= SHA1(p); d = SHA1(d) */
+static void mix(unsigned char d[20], const void *p, size_t n)
+{
+    xor_in(d, p, n);
+    sha1_ctx s;
+    sha1_init(&s);
+    sha1_update(&s, d, 20);
+    sha1_final(&s, d);
+}
+
+static void mix_u32(unsigned char d[20], uint32_t v)
+{
+    uint32_t be = htonl(v);
+    mix(d, &be, sizeof be);
+}
+
+/* Redis's OBJ_* numbers (OBJ_MODULE, 5, has no brisk-kv type). */
+static const uint32_t redis_type_code[] = {
+    [KV_STRING] = 0, [KV_LIST] = 1, [KV_SET] = 2, [KV_ZSET] = 3, [KV_HASH] = 4, [KV_STREAM] = 6,
+};
+
 static void value_digest(kv_entry *e, unsigned char d[20])
 {
     unsigned char el[20];
+    mix_u32(d, redis_type_code[e->type]);
     switch (e->type) {
     case KV_STRING:
         mix(d, entry_val(e), entry_vlen(e));
@@ -90,17 +115,27 @@ static void value_digest(kv_entry *e, unsigned char d[20])
         hash_iter_end(&it);
         break;
     }
+    case KV_STREAM: {
+        st_iter it;
+        st_iter_start(&it, entry_obj(e), ST_ID_MIN, ST_ID_MAX, 0);
+        while (st_iter_next(&it)) {
+            char id[ST_ID_STR_MAX];
+            int k = snprintf(id, sizeof id, "%llu.%llu", (unsigned long long)it.id.ms,
+                             (unsigned long long)it.id.seq);
+            mix(d, id, (size_t)k);
+            for (size_t f = 0; f < it.nfields; f++) {
+                str fk, fv;
+                st_iter_field(&it, &fk, &fv);
+                mix(d, fk.p, fk.len);
+                mix(d, fv.p, fv.len);
+            }
+        }
+        st_iter_stop(&it);
+        break;
+    }
     default:
         break;
     }
-}
-
-static void key_digest(kv_entry *e, unsigned char d[20])
-{
-    memset(d, 0, 20);
-    str k = entry_key_str(e);
-    mix(d, k.p, k.len);
-    value_digest(e, d);
     if (e->flags & ENTRY_EXPIRES)
         xor_in(d, "!!expire!!", 10);
 }
@@ -110,7 +145,7 @@ static void reply_hex(kv_client *c, const unsigned char d[20])
     char hex[41];
     for (int i = 0; i < 20; i++)
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    reply_bulk(c, hex, 40);
+    reply_simple(c, hex);
 }
 
 void repl_debug_digest(kv_client *c)
@@ -120,12 +155,14 @@ void repl_debug_digest(kv_client *c)
         kv_db *db = &srv.dbs[i];
         if (db_size(db) == 0)
             continue;
-        uint32_t aux = htonl((uint32_t)i);
-        mix(final, &aux, sizeof aux);
+        mix_u32(final, (uint32_t)i);
         keytab_iter it;
         keytab_iter_init(&it, &db->keys);
         for (kv_entry *e; (e = keytab_iter_next(&it));) {
-            key_digest(e, d);
+            memset(d, 0, sizeof d);
+            str k = entry_key_str(e);
+            mix(d, k.p, k.len);
+            value_digest(e, d);
             xor_in(final, d, 20);
         }
         keytab_iter_end(&it);
@@ -138,7 +175,7 @@ void repl_debug_digest_value(kv_client *c)
     reply_array(c, c->argc - 2);
     for (int i = 2; i < c->argc; i++) {
         unsigned char d[20] = { 0 };
-        kv_entry *e = db_find(c->db, c->argv[i]);
+        kv_entry *e = db_find(c->db, c->argv[i]); /* expired or not, as Redis */
         if (e)
             value_digest(e, d);
         reply_hex(c, d);

@@ -1890,6 +1890,16 @@ int repl_is_replica(void)
     return R.host != NULL;
 }
 
+long long repl_loading_events_interval(void)
+{
+    return R.noop_load_events;
+}
+
+int repl_ignores_maxmemory(void)
+{
+    return R.host != NULL && R.ignore_maxmemory;
+}
+
 int repl_from_master(void)
 {
     return R.master != NULL && srv.cl_running == R.master;
@@ -2140,8 +2150,9 @@ static const repl_opt ropts[] = {
     /* Redis's test knobs: microseconds per key saving / loading an RDB */
     { "rdb-key-save-delay", C_INT, &rdb_key_save_delay, INT_MIN, INT_MAX },
     { "key-load-delay", C_INT, &rdb_key_load_delay, INT_MIN, INT_MAX },
-    /* accepted, no effect */
+    /* how often a start-up load serves clients (kv_loading_progress) */
     { "loading-process-events-interval-bytes", C_INT, &R.noop_load_events, 1024, INT_MAX },
+    /* accepted, no effect */
     { "watchdog-period", C_INT, &R.noop_watchdog, 0, INT_MAX },
     { "propagation-error-behavior", C_STR, &R.noop_prop_err, 0, 0 },
     { "slave-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
@@ -2292,7 +2303,9 @@ void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const c
             break;
         case C_STR: {
             char *s = *(char **)o->p;
-            snprintf(val, sizeof val, "%s", s ? s : "");
+            /* propagation-error-behavior is an enum in Redis, "ignore" by default */
+            const char *def = o->p == &R.noop_prop_err ? "ignore" : "";
+            snprintf(val, sizeof val, "%s", s ? s : def);
             break;
         }
         default:
@@ -2313,57 +2326,3 @@ void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const c
     }
 }
 
-/* CONFIG REWRITE: the file keeps its lines except the ones for options
- * this module owns, which are written with their current values. */
-int repl_config_rewrite(char *err, size_t errlen)
-{
-    if (!srv.config_file) {
-        snprintf(err, errlen, "ERR The server is running without a config file");
-        return -1;
-    }
-    buf out = { 0 };
-    FILE *f = fopen(srv.config_file, "r");
-    if (f) {
-        char line[4096];
-        while (fgets(line, sizeof line, f)) {
-            char word[64];
-            if (sscanf(line, " %63s", word) == 1 && word[0] != '#') {
-                int owned = strcasecmp(word, "replicaof") == 0 || strcasecmp(word, "slaveof") == 0;
-                for (size_t i = 0; i < ARRAY_LEN(ropts) && !owned; i++)
-                    owned = strcasecmp(word, ropts[i].name) == 0;
-                if (owned)
-                    continue;
-            }
-            buf_append(&out, line, strlen(line));
-            if (out.len && out.data[out.len - 1] != '\n')
-                buf_append(&out, "\n", 1);
-        }
-        fclose(f);
-    }
-    if (R.host)
-        addf(&out, "replicaof %s %d\n", R.host, R.port);
-    if (R.masterauth)
-        addf(&out, "masterauth %s\n", R.masterauth);
-    if (R.masteruser)
-        addf(&out, "masteruser %s\n", R.masteruser);
-    if (!R.read_only)
-        addf(&out, "replica-read-only no\n");
-    if (R.priority != 100)
-        addf(&out, "replica-priority %d\n", R.priority);
-    if (R.min_to_write)
-        addf(&out, "min-replicas-to-write %d\n", R.min_to_write);
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%d", srv.config_file, (int)getpid());
-    int fd = open(tmp, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-    int rc = fd < 0 || write_fully(fd, out.data ? out.data : "", out.len) < 0 || fsync(fd) < 0;
-    if (fd >= 0)
-        close(fd);
-    if (!rc && rename(tmp, srv.config_file) < 0)
-        rc = 1;
-    if (rc) {
-        snprintf(err, errlen, "ERR Rewriting config file: %s", strerror(errno));
-        unlink(tmp);
-    }
-    buf_free(&out);
-    return rc ? -1 : 0;
-}

@@ -972,6 +972,8 @@ static int l_acl_check_cmd(lua_State *L)
     }
     const kv_cmd *cmd = kv_cmd_lookup(call_argv[0]);
     int ok = cmd ? kv_acl_script_check(run->caller, cmd, argc, call_argv) : -1;
+    if (ok == -2)
+        return api_error(L, "Wrong number of args for redis.acl_check_cmd()");
     if (ok < 0)
         return api_error(L, "Invalid command passed to redis.acl_check_cmd()");
     lua_pushboolean(L, ok);

@@ -699,6 +699,83 @@ static void queue_multi(kv_client *c, const kv_cmd *cmd)
     reply_raw(c, "+QUEUED\r\n", 9);
 }
 
+/* A client served while the dataset loads: only the commands Redis flags
+ * "loading" run (PING, INFO, CONFIG, ...). */
+static int busy_refuses(kv_client *c, const kv_cmd *cmd)
+{
+    if (srv.script_timedout != KV_BUSY_LOADING)
+        return script_busy_refuses(c, cmd);
+    if (cmd->flags & CMD_LOADING)
+        return 0;
+    /* Redis flags these subcommands, not their containers: every LATENCY
+     * and SLOWLOG one, and the HELP of any container. */
+    if (c->argc >= 2 && (cmd->proc == latency_command || cmd->proc == slowlog_command))
+        return 0;
+    int arity = 0, has_subs = 0;
+    if (c->argc >= 2 && STR_IEQ(c->argv[1], "help") &&
+        kv_acl_subcommand(cmd, c->argv[1], &arity, &has_subs))
+        return 0;
+    srv.cmd_stats[cmd - kv_commands].rejected++;
+    reply_error(c, "LOADING Redis is loading the dataset in memory");
+    return 1;
+}
+
+int kv_loading_serve;
+static struct {
+    int64_t start; /* unix seconds */
+    size_t total, loaded;
+} ld;
+
+static void update_time(void);
+
+void kv_loading_begin(size_t total)
+{
+    ld.start = kv_unix_ms() / 1000;
+    ld.total = total;
+    ld.loaded = 0;
+}
+
+void kv_loading_info(buf *b)
+{
+    if (!srv.loading || !kv_loading_serve)
+        return;
+    int64_t elapsed = kv_unix_ms() / 1000 - ld.start;
+    size_t left = ld.total > ld.loaded ? ld.total - ld.loaded : 0;
+    long long eta = elapsed == 0 ? 1 : (long long)((double)elapsed * (double)left /
+                                                   (double)(ld.loaded + 1));
+    char t[512];
+    int n = snprintf(t, sizeof t,
+                     "loading_start_time:%lld\r\nloading_total_bytes:%zu\r\n"
+                     "loading_rdb_used_mem:0\r\nloading_loaded_bytes:%zu\r\n"
+                     "loading_loaded_perc:%.2f\r\nloading_eta_seconds:%lld\r\n",
+                     (long long)ld.start, ld.total, ld.loaded,
+                     ld.total ? (double)ld.loaded * 100 / (double)ld.total : 0.0, eta);
+    buf_append(b, t, (size_t)n);
+}
+
+void kv_loading_progress(size_t done)
+{
+    static size_t next;
+    ld.loaded = ld.total && done > ld.total ? ld.total : done; /* the AOF's is an estimate */
+    if (done < next && next - done <= (size_t)repl_loading_events_interval())
+        return;
+    next = done + (size_t)repl_loading_events_interval();
+    int saved = srv.script_timedout;
+    srv.script_timedout = KV_BUSY_LOADING;
+    update_time();
+    loop_poll_io(&srv.loop, 0);
+    kv_flush_clients();
+    srv.script_timedout = saved;
+    if (srv.shutdown_asap) {
+        /* SHUTDOWN or SIGTERM while loading: Redis exits at once, without
+         * saving the half-loaded dataset; nothing else is open yet. */
+        log_info("%s while loading the dataset: exiting without saving",
+                 srv.shutdown_asap > 0 ? strsignal(srv.shutdown_asap) : "SHUTDOWN");
+        log_info("brisk-kv is now ready to exit, bye bye...");
+        _exit(0);
+    }
+}
+
 void kv_call(kv_client *c)
 {
     const kv_cmd *cmd = kv_cmd_lookup(c->argv[0]);
@@ -738,7 +815,7 @@ void kv_call(kv_client *c)
         subscribed_refuse(c, cmd);
         return;
     }
-    if (UNLIKELY(srv.script_timedout) && script_busy_refuses(c, cmd)) {
+    if (UNLIKELY(srv.script_timedout) && busy_refuses(c, cmd)) {
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
@@ -1136,6 +1213,7 @@ int kv_server_main(int argc, char **argv)
     }
     srv.executable = argv[0];
     kv_config_defaults(&srv.cfg);
+    kv_config_snapshot_defaults(); /* what CONFIG REWRITE leaves out */
     if (parse_cli(argc, argv) < 0)
         return 2;
     if (srv.cfg.logfile && srv.cfg.logfile[0] && log_open(srv.cfg.logfile) < 0) {
@@ -1209,6 +1287,7 @@ int kv_server_main(int argc, char **argv)
 
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);
+    kv_loading_serve = 1;
     if (srv.cfg.appendonly) {
         int64_t t0 = kv_unix_ms();
         if (aof_load(srv.aof_path) < 0)
@@ -1221,6 +1300,7 @@ int kv_server_main(int argc, char **argv)
     } else if (dump_load_at_start() < 0) {
         return 1;
     }
+    kv_loading_serve = 0;
     log_info("Ready to accept connections"); /* Redis's words: tools wait for them */
     timer_init(&srv.cron, cron_cb, NULL);
     timer_start(&srv.loop, &srv.cron, (uint64_t)(1000 / srv.cfg.hz));

@@ -15,6 +15,17 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* srv.script_timedout while the start-up load serves clients. */
+#define KV_BUSY_LOADING 2
+/* Set while the dataset loads at start-up: the loaders call
+ * kv_loading_progress(bytes read) per key or command, and every
+ * loading-process-events-interval-bytes the clients are served (PING,
+ * INFO, ... answer; the rest get LOADING), as Redis. */
+extern int kv_loading_serve;
+void kv_loading_progress(size_t done);
+/* The size of what a start-up load reads; INFO's loading_* lines. */
+void kv_loading_begin(size_t total);
+void kv_loading_info(buf *b);
 #define KV_VERSION "7.2.0"
 #define KV_MAX_BIND 16
 #define KV_DEFAULT_DBS 16
@@ -509,7 +520,9 @@ typedef struct kv_server {
     /* -- end stream -- */
     /* -- server fields: script -- */
     kv_client *script_caller; /* the client whose script is running */
-    int script_timedout;      /* past busy-reply-threshold: others get BUSY */
+    int script_timedout;      /* past busy-reply-threshold: others get BUSY;
+                               * KV_BUSY_LOADING while a start-up load serves
+                               * clients (others get LOADING) */
     /* -- end script -- */
 /* -- declarations: repl -- */
 /* -- end repl -- */
@@ -780,6 +793,11 @@ int repl_from_master(void); /* the running command came from our master */
 /* We replicate a master: a deadline already past keeps the key (its DEL
  * comes from the master), as Redis's checkAlreadyExpired. */
 int repl_is_replica(void);
+/* A replica with replica-ignore-maxmemory (the default): it neither evicts
+ * nor refuses writes for maxmemory; its master's DELs keep it in bounds. */
+int repl_ignores_maxmemory(void);
+/* loading-process-events-interval-bytes */
+long long repl_loading_events_interval(void);
 /* Why writes are refused now (MISCONF after a failed BGSAVE with
  * stop-writes-on-bgsave-error, NOREPLICAS below min-replicas-to-write):
  * the error reply, or NULL. Scripts ask it too. */
@@ -791,8 +809,6 @@ int repl_config_set(const char *name, int argc, char **argv, int at_runtime, cha
                     size_t errlen);
 void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
                      void *ud);
-/* CONFIG REWRITE. Returns 0 or -1 with a message in err. */
-int repl_config_rewrite(char *err, size_t errlen);
 void repl_info(buf *b);       /* the # Replication section */
 void repl_info_stats(buf *b); /* sync_full / sync_partial_ok / sync_partial_err lines */
 void repl_sync_counts(unsigned long long out[3]); /* the same three counters */

@@ -698,7 +698,11 @@ static void bgsave_kill_child(void)
 void dump_at_exit(void)
 {
     bgsave_kill_child();
-    if (srv.shutdown_asap > 0 && srv.cfg.save && srv.cfg.save[0])
+    if (srv.shutdown_asap <= 0)
+        return;
+    int flags = kv_shutdown_flags(srv.shutdown_asap); /* shutdown-on-sigterm/sigint */
+    if (!(flags & KV_SHUTDOWN_NOSAVE) &&
+        ((flags & KV_SHUTDOWN_SAVE) || (srv.cfg.save && srv.cfg.save[0])))
         dump_shutdown_save();
 }
 

@@ -654,10 +654,8 @@ static void hscan_small(kv_client *c, kv_hash *h)
 void hscan_command(kv_client *c)
 {
     uint64_t cur; /* checked before the key, as Redis */
-    if (num_parse_u64(c->argv[2].p, c->argv[2].len, UINT64_MAX, &cur) < 0) {
-        reply_error(c, "ERR invalid cursor");
+    if (scan_parse_cursor(c, c->argv[2], &cur) < 0)
         return;
-    }
     int err;
     kv_hash *h = get_hash(c, c->argv[1], 0, 0, &err);
     if (err)

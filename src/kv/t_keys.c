@@ -10,6 +10,7 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 
 int arg_ll(kv_client *c, str s, long long *v)
 {
@@ -255,15 +256,49 @@ void reply_scan_cursor_kv(kv_client *c, size_t cursor)
     reply_bulk(c, b, (size_t)snprintf(b, sizeof b, "%zu", cursor));
 }
 
+/* A SCAN-family cursor, read as Redis reads it: C strtoul in base 10 up to
+ * the first NUL, refused only for a leading space, trailing junk or a value
+ * past 2^64-1. So "" and "+5" are accepted, and "-N" wraps to 2^64-N (HSCAN
+ * k -1 is legal). Replies "ERR invalid cursor" and returns -1 otherwise. */
+int scan_parse_cursor(kv_client *c, str s, uint64_t *out)
+{
+    const char *p = s.p, *e = s.p + s.len;
+    const char *nul = memchr(p, '\0', s.len);
+    if (nul)
+        e = nul;
+    *out = 0;
+    if (p == e)
+        return 0; /* strtoul("") is 0 with nothing left over */
+    if (strchr(" \t\n\v\f\r", *p))
+        goto bad;
+    int neg = *p == '-';
+    if (*p == '-' || *p == '+')
+        p++;
+    if (p == e)
+        goto bad; /* a lone sign: no digits, strtoul consumes nothing */
+    uint64_t v = 0;
+    for (; p < e; p++) {
+        if (*p < '0' || *p > '9')
+            goto bad;
+        unsigned dgt = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - dgt) / 10)
+            goto bad; /* ERANGE */
+        v = v * 10 + dgt;
+    }
+    *out = neg ? 0 - v : v;
+    return 0;
+bad:
+    reply_error(c, "ERR invalid cursor");
+    return -1;
+}
+
 /* kind: 0 keys (of c->db; d is NULL), 1 set members, 2 hash fields+values,
  * 3 zset members+scores */
 void scan_generic(kv_client *c, dict *d, int cur, int kind)
 {
     uint64_t cursor;
-    if (num_parse_u64(c->argv[cur].p, c->argv[cur].len, UINT64_MAX, &cursor) < 0) {
-        reply_error(c, "ERR invalid cursor");
+    if (scan_parse_cursor(c, c->argv[cur], &cursor) < 0)
         return;
-    }
     long long count = 10;
     str pat = STR_NULL;
     int use_pat = 0, type = -1, novalues = 0;
@@ -302,7 +337,9 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
             v = keytab_scan(&c->db->keys, v, scan_collect, &acc);
         } while (v && maxiter-- && (long long)acc.n < count);
     } else if (dict_buckets(d) <= 8) {
-        /* Small collections: one pass (Redis answers them in full). */
+        /* Small collections: one pass from the start, whatever the cursor
+         * (Redis answers an intset or listpack in full with cursor 0). */
+        v = 0;
         do {
             v = dict_scan(d, (size_t)v, scan_collect_node, &acc);
         } while (v);

@@ -208,6 +208,8 @@ void shutdown_command(kv_client *c)
         }
     }
     log_info("User requested shutdown...");
+    if (srv.loading)
+        save = 0, nosave = 1; /* a half-loaded dataset is never saved (Redis neither) */
     if ((save || (!nosave && srv.cfg.save && srv.cfg.save[0])) && dump_shutdown_save() < 0 &&
         !force) {
         reply_error(c, "ERR Errors trying to SHUTDOWN. Check logs.");
@@ -517,7 +519,7 @@ void config_command(kv_client *c)
         reply_ok(c);
     } else if (arg_is(sub, "rewrite") && c->argc == 2) {
         char err[256];
-        if (repl_config_rewrite(err, sizeof err) < 0)
+        if (kv_config_rewrite(0, err, sizeof err) < 0)
             reply_error(c, err);
         else
             reply_ok(c);
@@ -552,6 +554,13 @@ void debug_command(kv_client *c)
         dump_debug_reload(c);
     } else if (arg_is(sub, "object") && c->argc == 3) {
         dump_debug_object(c);
+    } else if (arg_is(sub, "config-rewrite-force-all") && c->argc == 2) {
+        char err[256];
+        if (kv_config_rewrite(1, err, sizeof err) < 0)
+            reply_errorf(c, "ERR CONFIG-REWRITE-FORCE-ALL failed: %s",
+                         err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
+        else
+            reply_ok(c);
     } else if (arg_is(sub, "digest") && c->argc == 2) {
         repl_debug_digest(c);
     } else if (arg_is(sub, "digest-value") && c->argc >= 2) {

@@ -713,16 +713,14 @@ void zrandmember_command(kv_client *c)
 
 void zscan_command(kv_client *c)
 {
+    uint64_t cur; /* checked before the key, as Redis */
+    if (scan_parse_cursor(c, c->argv[2], &cur) < 0)
+        return;
     int err;
     zset *z = get_zset(c, c->argv[1], 0, &err);
     if (err)
         return;
     if (!z) {
-        uint64_t cur;
-        if (num_parse_u64(c->argv[2].p, c->argv[2].len, UINT64_MAX, &cur) < 0) {
-            reply_error(c, "ERR invalid cursor");
-            return;
-        }
         reply_array(c, 2);
         reply_bulk(c, "0", 1);
         reply_empty_array(c);

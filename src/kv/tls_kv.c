@@ -280,7 +280,9 @@ static void hs_fail(kv_tls_hs *h, const char *why)
 {
     char ip[64];
     net_format_ip((struct sockaddr *)&h->ss, ip, sizeof ip);
-    log_info("TLS handshake with %s:%d failed: %s", ip, net_port((struct sockaddr *)&h->ss), why);
+    /* Verbose, as Redis logs a failed accept: at the default level a flood
+     * of garbage connections must not fill the log. */
+    log_debug("TLS handshake with %s:%d failed: %s", ip, net_port((struct sockaddr *)&h->ss), why);
     srv.stat_rejected_conns++;
     hs_unlink(h);
     tls_conn_free(h->conn);

@@ -208,6 +208,7 @@ int arg_double(kv_client *c, str s, double *v);          /* replies on error */
 kv_entry *lookup_typed(kv_client *c, str key, int type, int write);
 /* Generic SCAN over a dict with MATCH/COUNT/(TYPE), cursor at argv[cur]. */
 void scan_generic(kv_client *c, dict *d, int cur, int kind);
+int scan_parse_cursor(kv_client *c, str s, uint64_t *out);
 void reply_scan_cursor_kv(kv_client *c, size_t cursor);
 /* The value of the key as a string, for STRING entries. */
 static inline str entry_str(kv_entry *e) { return (str){ entry_val(e), entry_vlen(e) }; }

@@ -39,7 +39,10 @@ class KvServer:
 
     def start(self, wait: bool = True) -> "KvServer":
         self.dir.mkdir(parents=True, exist_ok=True)
-        cmd = [KV_BIN, "--port", str(self.port), "--dir", str(self.dir), *self.args]
+        # A config file (a first argument not starting with --) goes first.
+        conf = self.args[:1] if self.args and not self.args[0].startswith("--") else []
+        cmd = [KV_BIN, *conf, "--port", str(self.port), "--dir", str(self.dir),
+               *self.args[len(conf):]]
         self.log = open(self.log_path, "ab")
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)

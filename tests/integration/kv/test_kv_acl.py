@@ -423,7 +423,8 @@ def test_aclfile_long_lines(kv_factory, tmp_path):
     keys = r.execute_command("ACL", "GETUSER", "many")[7]
     assert keys.split(" ")[-1] == "~k2999" and len(keys.split(" ")) == 3000
     (tmp_path / "u.acl").write_text("user default on nopass ~* &* +@all\x00\n")
-    assert "Unknown command" in str(reply(r, "ACL", "LOAD"))
+    # Redis reads a command rule as a C string: "+@all\0" is +@all (7.0.15 loads it).
+    assert str(reply(r, "ACL", "LOAD")) == "OK"
 
 
 def test_user_lines_in_config(kv_factory, tmp_path):

@@ -135,7 +135,12 @@ def test_client_certs_required(tls_kv, certs):
     rc, out, err = cli(certs, s.tls_port, "PING", cert="stranger")
     assert out != "PONG"
     assert s.client().ping()
-    assert "TLS handshake with 127.0.0.1" in s.output()
+    # Failed handshakes are logged at verbose, as Redis logs them.
+    assert "TLS handshake with 127.0.0.1" not in s.output()
+    s.client().config_set("loglevel", "verbose")
+    cli(certs, s.tls_port, "PING", cert="stranger")
+    _wait_log(s, "TLS handshake with 127.0.0.1")
+    s.client().config_set("loglevel", "notice")
     # optional: a certificate is checked when given, not required
     assert s.client().config_set("tls-auth-clients", "optional")
     assert cli(certs, s.tls_port, "PING")[1] == "PONG"
@@ -209,6 +214,40 @@ def test_wrong_protocol_on_each_port(tls_kv, certs):
     with socket.create_connection(("127.0.0.1", s.tls_port), timeout=5) as sk:
         sk.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
     assert s.client().ping()
+    assert cli(certs, s.tls_port, "PING")[1] == "PONG"
+
+
+def _wait_log(s, text, timeout=10.0):
+    deadline = time.time() + timeout
+    while text not in s.output():
+        assert time.time() < deadline, f"{text!r} not logged"
+        time.sleep(0.05)
+
+
+def _garbage(port, n):
+    for i in range(n):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sk:
+            sk.sendall(b"GET / HTTP/1.0\r\n\r\n" if i % 2 else b"\x16\x03\x01\x00\x05hello")
+            try:
+                sk.recv(100)
+            except OSError:
+                pass
+
+
+def test_failed_handshakes_logged_at_verbose_only(tls_kv, certs):
+    """A flood of garbage on the TLS port leaves no line at the default level
+    (notice), one line per connection at verbose, as Redis's 'Error accepting
+    a client connection' (LL_VERBOSE)."""
+    s = tls_kv("no")
+    before = s.output().count("\n")
+    _garbage(s.tls_port, 200)
+    assert s.client().ping()
+    assert "TLS handshake" not in s.output()
+    assert s.output().count("\n") - before < 5, s.output()[-2000:]
+    assert s.client().info("stats")["rejected_connections"] >= 200
+    s.client().config_set("loglevel", "verbose")
+    _garbage(s.tls_port, 3)
+    _wait_log(s, "TLS handshake with 127.0.0.1")
     assert cli(certs, s.tls_port, "PING")[1] == "PONG"
 
 
