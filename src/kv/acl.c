@@ -238,8 +238,8 @@ static const char *const rule_errors[] = {
                              "is not valid and does not have any effect. Try 'resetchannels' to "
                              "start with an empty list of channels",
     [E_NO_SUCH_PASS] = "The password you are trying to remove from the user does not exist",
-    [E_BAD_HASH] = "The password hash must be exactly 64 characters and contain only lowercase "
-                   "hexadecimal characters",
+    [E_BAD_HASH] = ("The password hash must be exactly 64 characters and contain only "
+                    "lowercase hexadecimal characters"),
     [E_DUPLICATE] = "Duplicate user found. A user can only be defined once in config files",
     [E_FIRSTARG_SUB] = "Allowing first-arg of a subcommand is not supported",
 };
