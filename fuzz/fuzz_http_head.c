@@ -92,11 +92,11 @@ static void check_head(const http_parser *p, const char *buf, size_t len, int rc
             continue;
         CHECK(p->known[id] <= p->nheaders);
         const http_hdr_off *h = &p->hdr[p->known[id] - 1];
-        str name = { buf + h->name_off, h->name_len };
+        bk_str name = { buf + h->name_off, h->name_len };
         CHECK(str_ieq_lit(name, known_names[id], strlen(known_names[id])));
-        str v = http_parser_known(p, buf, (enum http_hdr_id)id);
+        bk_str v = http_parser_known(p, buf, (enum http_hdr_id)id);
         CHECK(v.p == buf + h->val_off && v.len == h->val_len);
-        str first = http_parser_header(p, buf, (str){ known_names[id], strlen(known_names[id]) });
+        bk_str first = http_parser_header(p, buf, (bk_str){ known_names[id], strlen(known_names[id]) });
         CHECK(first.p == v.p && first.len == v.len);
     }
     /* framing: exactly one way to find the end of the body */

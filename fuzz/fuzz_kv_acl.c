@@ -34,13 +34,13 @@ static void set_file(const void *p, size_t n)
     }
 }
 
-static int is_ok(str r) { return r.len == 5 && memcmp(r.p, "+OK\r\n", 5) == 0; }
+static int is_ok(bk_str r) { return r.len == 5 && memcmp(r.p, "+OK\r\n", 5) == 0; }
 
 /* The ACL LIST lines, copied into one buffer joined by '\n'. */
-static void acl_list(buf *out)
+static void acl_list(bk_buf *out)
 {
     out->len = 0;
-    str r = kvf_cmd("ACL", "LIST", NULL);
+    bk_str r = kvf_cmd("ACL", "LIST", NULL);
     CHECK(r.len > 0 && r.p[0] == '*');
     const char *p = r.p, *end = r.p + r.len;
     char *e;
@@ -59,7 +59,7 @@ static void acl_list(buf *out)
 }
 
 /* The rules of user name in the listing (without "user NAME "). */
-static str user_rules(const buf *list, const char *name)
+static bk_str user_rules(const bk_buf *list, const char *name)
 {
     char head[64];
     size_t hl = (size_t)snprintf(head, sizeof head, "user %s ", name);
@@ -68,10 +68,10 @@ static str user_rules(const buf *list, const char *name)
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         CHECK(nl);
         if ((size_t)(nl - p) >= hl && memcmp(p, head, hl) == 0)
-            return (str){ p + hl, (size_t)(nl - p) - hl };
+            return (bk_str){ p + hl, (size_t)(nl - p) - hl };
         p = nl + 1;
     }
-    return (str){ NULL, 0 };
+    return (bk_str){ NULL, 0 };
 }
 
 /* Whether the input holds a rule Redis 7.0.15 accepts but cannot read back
@@ -113,23 +113,23 @@ static void restore_default(void)
     CHECK(is_ok(kvf_cmd("ACL", "LOAD", NULL)));
 }
 
-static void dryrun_all(const buf *list)
+static void dryrun_all(const bk_buf *list)
 {
     const char *p = list->data, *end = list->data + list->len;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *name = p + 5, *sp = memchr(name, ' ', (size_t)(nl - name));
-        str u = { name, (size_t)((sp ? sp : nl) - name) };
+        bk_str u = { name, (size_t)((sp ? sp : nl) - name) };
         static const char *const cmds[][4] = {
             { "GET", "k", NULL }, { "SET", "k", "v", NULL }, { "PUBLISH", "ch", "m", NULL },
             { "CLIENT", "KILL", "x", NULL }, { "SORT", "k", NULL },
         };
         for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-            str argv[8] = { STR("ACL"), STR("DRYRUN"), u };
+            bk_str argv[8] = { BK_STR("ACL"), BK_STR("DRYRUN"), u };
             int argc = 3;
             for (int j = 0; cmds[i][j]; j++)
-                argv[argc++] = (str){ cmds[i][j], strlen(cmds[i][j]) };
-            str r = kvf_run(argc, argv);
+                argv[argc++] = (bk_str){ cmds[i][j], strlen(cmds[i][j]) };
+            bk_str r = kvf_run(argc, argv);
             CHECK(r.len > 0);
         }
         p = nl + 1;
@@ -152,35 +152,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int mode = data[0] & 1;
     data++;
     size--;
-    buf before = { 0 }, after = { 0 }, again = { 0 };
+    bk_buf before = { 0 }, after = { 0 }, again = { 0 };
     acl_list(&before);
 
     if (mode == 0) {
-        str argv[3 + 64] = { STR("ACL"), STR("SETUSER"), STR("fz") };
+        bk_str argv[3 + 64] = { BK_STR("ACL"), BK_STR("SETUSER"), BK_STR("fz") };
         int argc = 3;
         for (size_t s = 0, i = 0; i <= size && argc < 3 + 64; i++)
             if (i == size || data[i] == '\n') {
-                argv[argc++] = (str){ (const char *)data + s, i - s };
+                argv[argc++] = (bk_str){ (const char *)data + s, i - s };
                 s = i + 1;
             }
-        str r = kvf_run(argc, argv);
+        bk_str r = kvf_run(argc, argv);
         int ok = is_ok(r), refused = r.len > 0 && r.p[0] == '-';
         acl_list(&after); /* r is gone */
         if (!ok) {
             CHECK(refused);
             CHECK(after.len == before.len && memcmp(after.data, before.data, before.len) == 0);
         } else {
-            str rules = user_rules(&after, "fz");
+            bk_str rules = user_rules(&after, "fz");
             CHECK(rules.p);
             /* SETUSER fz2 <the rules, split on spaces>. Not after "reset":
              * that adds sanitize-payload, which a new user lacks (Redis
              * 7.0.15 too). */
-            str av[3 + 512] = { STR("ACL"), STR("SETUSER"), STR("fz2") };
+            bk_str av[3 + 512] = { BK_STR("ACL"), BK_STR("SETUSER"), BK_STR("fz2") };
             int ac = 3;
             for (size_t s = 0, i = 0; i <= rules.len; i++)
                 if (i == rules.len || rules.p[i] == ' ') {
                     CHECK(ac < (int)(sizeof av / sizeof av[0]));
-                    av[ac++] = (str){ rules.p + s, i - s };
+                    av[ac++] = (bk_str){ rules.p + s, i - s };
                     s = i + 1;
                 }
             r = kvf_run(ac, av);
@@ -190,7 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         (int)r.len, r.p);
             CHECK(is_ok(r) || ambiguous);
             acl_list(&again);
-            str rules2 = user_rules(&again, "fz2");
+            bk_str rules2 = user_rules(&again, "fz2");
             int same = rules2.p && rules2.len == rules.len && memcmp(rules2.p, rules.p, rules.len) == 0;
             if (!same && !ambiguous)
                 fprintf(stderr, "listed:   %.*s\nre-listed: %.*s\n", (int)rules.len, rules.p,
@@ -200,7 +200,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else {
         set_file(data, size);
-        str r = kvf_cmd("ACL", "LOAD", NULL);
+        bk_str r = kvf_cmd("ACL", "LOAD", NULL);
         int ok = is_ok(r), refused = r.len > 0 && r.p[0] == '-';
         acl_list(&after); /* r is gone */
         if (!ok) {

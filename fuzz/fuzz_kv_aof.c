@@ -52,11 +52,11 @@ ssize_t __wrap_read(int fd, void *p, size_t n)
 /* ---- the commands seen ---- */
 
 typedef struct {
-    buf b; /* per command: argc, then per arg: len, bytes */
+    bk_buf b; /* per command: argc, then per arg: len, bytes */
     long long n;
 } trace;
 
-static void record(void *ud, int argc, str *argv)
+static void record(void *ud, int argc, bk_str *argv)
 {
     trace *t = ud;
     CHECK(argc > 0);
@@ -68,7 +68,7 @@ static void record(void *ud, int argc, str *argv)
     t->n++;
 }
 
-static int same_bytes(const buf *a, const buf *b, int prefix)
+static int same_bytes(const bk_buf *a, const bk_buf *b, int prefix)
 {
     if (prefix ? a->len > b->len : a->len != b->len)
         return 0;
@@ -111,7 +111,7 @@ static void same_result(const aof_read_result *a, const aof_read_result *b)
     CHECK(strcmp(a->why, b->why) == 0);
 }
 
-static void canonical(const trace *t, buf *out)
+static void canonical(const trace *t, bk_buf *out)
 {
     if (t->b.len == 0)
         return;
@@ -185,7 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     /* The commands, written canonically, read back the same. */
-    buf c = { 0 };
+    bk_buf c = { 0 };
     canonical(&t1, &c);
     int cfd = make_file(c.data, c.len);
     aof_read_result cr;

@@ -22,7 +22,7 @@
 #define HDR 16
 #define DENSE_BYTES (HDR + REGS * 6 / 8)
 
-static int reply_int(str r, long long *v)
+static int reply_int(bk_str r, long long *v)
 {
     if (r.len < 3 || r.p[0] != ':')
         return -1;
@@ -30,26 +30,26 @@ static int reply_int(str r, long long *v)
     return 0;
 }
 
-static int is_corrupt(str r) { return r.len > 11 && memcmp(r.p, "-INVALIDOBJ", 11) == 0; }
+static int is_corrupt(bk_str r) { return r.len > 11 && memcmp(r.p, "-INVALIDOBJ", 11) == 0; }
 
 static void set_value(const char *key, const char *p, size_t n)
 {
-    str argv[3] = { STR("SET"), { key, strlen(key) }, { p, n } };
-    str r = kvf_run(3, argv);
+    bk_str argv[3] = { BK_STR("SET"), { key, strlen(key) }, { p, n } };
+    bk_str r = kvf_run(3, argv);
     CHECK(r.len == 5 && memcmp(r.p, "+OK\r\n", 5) == 0);
 }
 
-static str get_value(const char *key, char **copy)
+static bk_str get_value(const char *key, char **copy)
 {
-    str argv[2] = { STR("GET"), { key, strlen(key) } };
-    str r = kvf_run(2, argv);
+    bk_str argv[2] = { BK_STR("GET"), { key, strlen(key) } };
+    bk_str r = kvf_run(2, argv);
     CHECK(r.len >= 4 && r.p[0] == '$');
     char *e;
     long n = strtol(r.p + 1, &e, 10);
     CHECK(n >= 0 && e + 2 + n + 2 == r.p + r.len);
     *copy = malloc((size_t)n + 1);
     memcpy(*copy, e + 2, (size_t)n);
-    return (str){ *copy, (size_t)n };
+    return (bk_str){ *copy, (size_t)n };
 }
 
 /* The registers of key, after PFDEBUG TODENSE (GETREG's conversion without
@@ -83,11 +83,11 @@ static NO_COV int max_of(const uint8_t *before, const uint8_t *elems, const uint
 
 static int getreg(const char *key, uint8_t *regs)
 {
-    str r = kvf_cmd("PFDEBUG", "TODENSE", key, NULL);
+    bk_str r = kvf_cmd("PFDEBUG", "TODENSE", key, NULL);
     if (r.len == 0 || r.p[0] != ':')
         return -1;
     char *copy;
-    str v = get_value(key, &copy);
+    bk_str v = get_value(key, &copy);
     CHECK(v.len == DENSE_BYTES && memcmp(v.p, "HYLL", 4) == 0 && v.p[4] == 0);
     unpack((const unsigned char *)v.p + HDR, regs);
     free(copy);
@@ -111,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         v = calloc(1, n);
         memcpy(v, "HYLL", 4);
         v[4] = (mode & 2) ? 0 : 1;
-        memcpy(v + HDR, data, MIN(size, n - HDR));
+        memcpy(v + HDR, data, BK_MIN(size, n - HDR));
     } else {
         v = malloc(n ? n : 1);
         memcpy(v, data, n);
@@ -121,11 +121,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The elements. */
     int nel = (int)((mode >> 2) & 15);
     char names[16][24];
-    str add[2 + 16] = { STR("PFADD"), STR("h") }, fresh[2 + 16] = { STR("PFADD"), STR("f") };
+    bk_str add[2 + 16] = { BK_STR("PFADD"), BK_STR("h") }, fresh[2 + 16] = { BK_STR("PFADD"), BK_STR("f") };
     for (int i = 0; i < nel; i++) {
         size_t k = (size_t)snprintf(names[i], sizeof names[i], "e%d-%u", i,
                                     size > (size_t)i ? data[size - 1 - (size_t)i] : 0u);
-        add[2 + i] = fresh[2 + i] = (str){ names[i], k };
+        add[2 + i] = fresh[2 + i] = (bk_str){ names[i], k };
     }
 
     /* PFCOUNT answers a fresh cached estimate without decoding: the
@@ -137,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (n >= HDR)
         stale[15] |= (char)0x80;
     set_value("s", stale, n);
-    str r = kvf_cmd("PFCOUNT", "s", NULL);
+    bk_str r = kvf_cmd("PFCOUNT", "s", NULL);
     int valid = reply_int(r, &c1) == 0;
     if (!valid)
         CHECK(r.len > 0 && r.p[0] == '-');
@@ -165,7 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(r.len > 0 && (r.p[0] == '-' || r.p[0] == ':'));
     if (valid) {
         char *copy;
-        str cur = get_value("h", &copy);
+        bk_str cur = get_value("h", &copy);
         int sparse = cur.len > 4 && cur.p[4] == 1;
         if (sparse) {
             CHECK(cur.len <= (size_t)srv.cfg.hll_sparse_max_bytes);

@@ -71,7 +71,7 @@ static void check_equal(kv_entry *a, kv_entry *b)
         CHECK(hash_size(x) == hash_size(y) && hash_is_small(x) == hash_is_small(y));
         hash_iter it;
         hash_iter_init(&it, x);
-        for (str f, v, w; hash_iter_next(&it, &f, &v);)
+        for (bk_str f, v, w; hash_iter_next(&it, &f, &v);)
             CHECK(hash_get(y, f, &w) == 1 && str_eq(v, w));
         hash_iter_end(&it);
         break;
@@ -96,13 +96,13 @@ static void check_equal(kv_entry *a, kv_entry *b)
 static void check_entry(kv_entry *e)
 {
     check_invariants(e);
-    buf d1 = { 0 }, d2 = { 0 };
+    bk_buf d1 = { 0 }, d2 = { 0 };
     rdb_dump_payload(&d1, e);
     CHECK(d1.len >= 11 && rdb_verify_payload(d1.data, d1.len) == 0);
     CHECK((unsigned char)d1.data[0] == (unsigned)rdb_object_type(e));
     rdb_value v;
     CHECK(rdb_load_payload(d1.data, d1.len, &v) == 0);
-    kv_entry *e2 = rdb_value_store(&scratch, STR("copy"), &v);
+    kv_entry *e2 = rdb_value_store(&scratch, BK_STR("copy"), &v);
     check_invariants(e2);
     check_equal(e, e2);
     rdb_dump_payload(&d2, e2);
@@ -110,7 +110,7 @@ static void check_entry(kv_entry *e)
         CHECK(d1.len == d2.len && memcmp(d1.data, d2.data, d1.len) == 0);
     else
         CHECK((unsigned char)d2.data[0] == (unsigned char)d1.data[0]);
-    db_delete(&scratch, STR("copy"));
+    db_delete(&scratch, BK_STR("copy"));
     buf_free(&d1);
     buf_free(&d2);
 }
@@ -137,9 +137,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(p, data, size);
     rdb_value v;
     if (rdb_load_payload(p, size, &v) == 0) {
-        kv_entry *e = rdb_value_store(&srv.dbs[0], STR("k"), &v);
+        kv_entry *e = rdb_value_store(&srv.dbs[0], BK_STR("k"), &v);
         check_entry(e);
-        db_delete(&srv.dbs[0], STR("k"));
+        db_delete(&srv.dbs[0], BK_STR("k"));
     }
     free(p);
     return 0;

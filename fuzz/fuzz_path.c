@@ -138,7 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         size_t cap = caps[k];
         char *out = malloc(cap);
         int dir = -1;
-        int n = static_normalize_path((str){ path, len }, out, cap, &dir);
+        int n = static_normalize_path((bk_str){ path, len }, out, cap, &dir);
         if (n == -414) {
             /* the output (or an intermediate state of it) did not fit:
              * each input byte yields at most one output byte */
@@ -165,7 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
             }
             char *out2 = malloc(STATIC_PATH_MAX);
             int d2;
-            int n2 = static_normalize_path((str){ again, elen }, out2, STATIC_PATH_MAX, &d2);
+            int n2 = static_normalize_path((bk_str){ again, elen }, out2, STATIC_PATH_MAX, &d2);
             if (n2 != -414) {
                 CHECK(n2 == n);
                 CHECK(memcmp(out2, out, (size_t)n) == 0);

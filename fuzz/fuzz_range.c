@@ -35,7 +35,7 @@ static int parse(const char *v, size_t len, uint64_t size, uint64_t *first, uint
     memcpy(copy, v, len);
     const uint64_t poison = 0xdeadbeefcafef00dull;
     *first = *last = poison;
-    int rc = static_parse_range((str){ copy, len }, size, first, last);
+    int rc = static_parse_range((bk_str){ copy, len }, size, first, last);
     CHECK(rc == 1 || rc == 0 || rc == -416);
     if (rc == 1) {
         CHECK(size > 0);

@@ -53,7 +53,7 @@ static void kvf_init(void)
 }
 
 /* Runs one command; returns the reply (valid until the next call). */
-static str kvf_run(int argc, const str *argv)
+static bk_str kvf_run(int argc, const bk_str *argv)
 {
     kv_client *c = kvf_client;
     if ((size_t)argc > c->argv_cap) {
@@ -65,23 +65,23 @@ static str kvf_run(int argc, const str *argv)
     c->argc = argc;
     c->wbuf.len = 0;
     kv_call(c);
-    return (str){ c->wbuf.data, c->wbuf.len };
+    return (bk_str){ c->wbuf.data, c->wbuf.len };
 }
 
 /* kvf_run of C strings, NULL-terminated. */
-static inline str kvf_cmd(const char *a0, ...)
+static inline bk_str kvf_cmd(const char *a0, ...)
 {
-    str argv[16];
+    bk_str argv[16];
     int argc = 0;
     va_list ap;
     va_start(ap, a0);
     for (const char *a = a0; a && argc < 16; a = va_arg(ap, const char *))
-        argv[argc++] = (str){ a, strlen(a) };
+        argv[argc++] = (bk_str){ a, strlen(a) };
     va_end(ap);
     return kvf_run(argc, argv);
 }
 
-static inline int kvf_is_error(str r) { return r.len > 0 && r.p[0] == '-'; }
+static inline int kvf_is_error(bk_str r) { return r.len > 0 && r.p[0] == '-'; }
 
 static inline void kvf_flushall(void)
 {

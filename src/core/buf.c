@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-int buf_reserve(buf *b, size_t extra)
+int buf_reserve(bk_buf *b, size_t extra)
 {
     if (b->cap - b->len >= extra)
         return 0;
@@ -23,7 +23,7 @@ int buf_reserve(buf *b, size_t extra)
     return 0;
 }
 
-int buf_append(buf *b, const void *p, size_t n)
+int buf_append(bk_buf *b, const void *p, size_t n)
 {
     if (buf_reserve(b, n) < 0)
         return -1;
@@ -31,7 +31,7 @@ int buf_append(buf *b, const void *p, size_t n)
     return 0;
 }
 
-void buf_free(buf *b)
+void buf_free(bk_buf *b)
 {
     free(b->data);
     b->data = NULL;

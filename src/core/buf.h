@@ -10,15 +10,15 @@ typedef struct {
     char *data;
     size_t len;
     size_t cap;
-} buf;
+} bk_buf;
 
 /* Makes room for extra more bytes. Returns 0, or -1 when out of memory. */
-int buf_reserve(buf *b, size_t extra);
-int buf_append(buf *b, const void *p, size_t n);
-void buf_free(buf *b);
+int buf_reserve(bk_buf *b, size_t extra);
+int buf_append(bk_buf *b, const void *p, size_t n);
+void buf_free(bk_buf *b);
 
 /* Appends without a capacity check: the caller reserved the room. */
-static inline void buf_put(buf *b, const void *p, size_t n)
+static inline void buf_put(bk_buf *b, const void *p, size_t n)
 {
     memcpy(b->data + b->len, p, n);
     b->len += n;

@@ -56,7 +56,7 @@ void clock_format_http_date(time_t t, char *out)
     memcpy(p, " GMT", 5);
 }
 
-int clock_cache_update(clock_cache *c)
+int clock_cache_update(bk_clock *c)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);

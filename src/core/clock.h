@@ -1,4 +1,4 @@
-/* Cached time. Each worker owns one clock_cache and refreshes it once per
+/* Cached time. Each worker owns one bk_clock and refreshes it once per
  * loop iteration; the formatted strings are rebuilt at most once a second. */
 #ifndef BRISK_CORE_CLOCK_H
 #define BRISK_CORE_CLOCK_H
@@ -13,7 +13,7 @@ typedef struct {
     time_t sec;                              /* wall clock, seconds */
     char http_date[CLOCK_HTTP_DATE_LEN + 1]; /* IMF-fixdate, for Date: */
     char log_time[CLOCK_LOG_TIME_LEN + 1];   /* local time, for access logs */
-} clock_cache;
+} bk_clock;
 
 /* Monotonic milliseconds (vDSO, no syscall). */
 uint64_t clock_mono_ms(void);
@@ -21,7 +21,7 @@ uint64_t clock_mono_ms(void);
 uint64_t clock_mono_us(void);
 
 /* Refreshes c; returns 1 when the second changed. */
-int clock_cache_update(clock_cache *c);
+int clock_cache_update(bk_clock *c);
 
 /* Formats t as an IMF-fixdate into out (CLOCK_HTTP_DATE_LEN bytes + NUL). */
 void clock_format_http_date(time_t t, char *out);

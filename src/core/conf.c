@@ -66,7 +66,7 @@ int conf_parse_bool(const char *s, int *out)
 {
     static const char *yes[] = { "on", "yes", "true", "1" };
     static const char *no[] = { "off", "no", "false", "0" };
-    for (size_t i = 0; i < ARRAY_LEN(yes); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(yes); i++) {
         if (strcasecmp(s, yes[i]) == 0) {
             *out = 1;
             return 0;
@@ -112,7 +112,7 @@ int conf_parse_size(const char *s, uint64_t *out)
         { "m", 1024 * 1024 }, { "mb", 1024 * 1024 },
         { "g", 1024ull * 1024 * 1024 }, { "gb", 1024ull * 1024 * 1024 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(units); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(units); i++)
         if (strcmp(unit, units[i].u) == 0) {
             if (n > UINT64_MAX / units[i].mul)
                 return -1;
@@ -131,7 +131,7 @@ int conf_parse_msec(const char *s, uint64_t *out)
     static const struct { const char *u; uint64_t mul; } units[] = {
         { "", 1000 }, { "s", 1000 }, { "ms", 1 }, { "m", 60000 }, { "h", 3600000 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(units); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(units); i++)
         if (strcmp(unit, units[i].u) == 0) {
             if (n > UINT64_MAX / units[i].mul)
                 return -1;

@@ -103,7 +103,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
     (void)w;
 }
 
-int logbuf_init(logbuf *lb, int fd, size_t cap)
+int logbuf_init(bk_logbuf *lb, int fd, size_t cap)
 {
     lb->fd = fd;
     lb->len = 0;
@@ -112,14 +112,14 @@ int logbuf_init(logbuf *lb, int fd, size_t cap)
     return lb->data ? 0 : -ENOMEM;
 }
 
-void logbuf_free(logbuf *lb)
+void logbuf_free(bk_logbuf *lb)
 {
     logbuf_flush(lb);
     free(lb->data);
     lb->data = NULL;
 }
 
-char *logbuf_reserve(logbuf *lb, size_t n)
+char *logbuf_reserve(bk_logbuf *lb, size_t n)
 {
     if (n > lb->cap)
         return NULL;
@@ -128,9 +128,9 @@ char *logbuf_reserve(logbuf *lb, size_t n)
     return lb->data + lb->len;
 }
 
-void logbuf_commit(logbuf *lb, size_t n) { lb->len += n; }
+void logbuf_commit(bk_logbuf *lb, size_t n) { lb->len += n; }
 
-void logbuf_flush(logbuf *lb)
+void logbuf_flush(bk_logbuf *lb)
 {
     size_t off = 0;
     while (off < lb->len) {

@@ -1,5 +1,5 @@
 /* Logging. The error log is written one line per event with one write().
- * Access-style logs use a logbuf per worker, flushed when full, once a
+ * Access-style logs use a bk_logbuf per worker, flushed when full, once a
  * second and at stop. Files are reopened in place (dup2 onto the same fd
  * number), so workers never see a changing descriptor. */
 #ifndef BRISK_CORE_LOG_H
@@ -33,13 +33,13 @@ typedef struct {
     int fd;
     char *data;
     size_t len, cap;
-} logbuf;
+} bk_logbuf;
 
-int logbuf_init(logbuf *lb, int fd, size_t cap);
-void logbuf_free(logbuf *lb);
+int logbuf_init(bk_logbuf *lb, int fd, size_t cap);
+void logbuf_free(bk_logbuf *lb);
 /* Room for n more bytes, flushing first if needed; NULL if n > cap. */
-char *logbuf_reserve(logbuf *lb, size_t n);
-void logbuf_commit(logbuf *lb, size_t n);
-void logbuf_flush(logbuf *lb);
+char *logbuf_reserve(bk_logbuf *lb, size_t n);
+void logbuf_commit(bk_logbuf *lb, size_t n);
+void logbuf_flush(bk_logbuf *lb);
 
 #endif

@@ -9,7 +9,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-static void wake_cb(loop *l, loop_io *io, unsigned events)
+static void wake_cb(bk_loop *l, bk_io *io, unsigned events)
 {
     uint64_t v;
     while (read(io->fd, &v, sizeof v) > 0) {
@@ -18,9 +18,9 @@ static void wake_cb(loop *l, loop_io *io, unsigned events)
         l->on_wake(l, l->udata);
 }
 
-int loop_init(loop *l, int max_events)
+int loop_init(bk_loop *l, int max_events)
 {
-    *l = (loop){ .backend_fd = -1, .wake_fd = -1, .max_events = max_events };
+    *l = (bk_loop){ .backend_fd = -1, .wake_fd = -1, .max_events = max_events };
     l->wake_io.fd = -1;
     int rc = backend_init(l);
     if (rc < 0)
@@ -41,7 +41,7 @@ int loop_init(loop *l, int max_events)
     return 0;
 }
 
-void loop_free(loop *l)
+void loop_free(bk_loop *l)
 {
     if (l->wake_fd >= 0)
         close(l->wake_fd);
@@ -51,12 +51,12 @@ void loop_free(loop *l)
     l->heap_len = l->heap_cap = 0;
 }
 
-void loop_io_init(loop_io *io, int fd, loop_io_cb cb, void *udata)
+void loop_io_init(bk_io *io, int fd, bk_io_cb cb, void *udata)
 {
-    *io = (loop_io){ .fd = fd, .cb = cb, .udata = udata };
+    *io = (bk_io){ .fd = fd, .cb = cb, .udata = udata };
 }
 
-int loop_io_start(loop *l, loop_io *io, int fd, unsigned mask, loop_io_cb cb, void *udata)
+int loop_io_start(bk_loop *l, bk_io *io, int fd, unsigned mask, bk_io_cb cb, void *udata)
 {
     loop_io_init(io, fd, cb, udata);
     int rc = backend_ctl(l, io, BACKEND_ADD, mask & (LOOP_READ | LOOP_WRITE));
@@ -69,7 +69,7 @@ int loop_io_start(loop *l, loop_io *io, int fd, unsigned mask, loop_io_cb cb, vo
     return 0;
 }
 
-int loop_io_set(loop *l, loop_io *io, unsigned mask)
+int loop_io_set(bk_loop *l, bk_io *io, unsigned mask)
 {
     mask &= LOOP_READ | LOOP_WRITE;
     if (io->registered && mask == io->mask)
@@ -84,7 +84,7 @@ int loop_io_set(loop *l, loop_io *io, unsigned mask)
     return rc;
 }
 
-void loop_io_stop(loop *l, loop_io *io)
+void loop_io_stop(bk_loop *l, bk_io *io)
 {
     if (io->fd < 0)
         return;
@@ -95,7 +95,7 @@ void loop_io_stop(loop *l, loop_io *io)
     io->fd = -1;
 }
 
-void loop_io_forget(loop *l, loop_io *io)
+void loop_io_forget(bk_loop *l, bk_io *io)
 {
     io->registered = 0;
     io->mask = 0;
@@ -104,16 +104,16 @@ void loop_io_forget(loop *l, loop_io *io)
 
 /* ---- timers: a binary min-heap on `when` ---- */
 
-static void heap_swap(loop *l, uint32_t a, uint32_t b)
+static void heap_swap(bk_loop *l, uint32_t a, uint32_t b)
 {
-    timer *t = l->heap[a];
+    bk_timer *t = l->heap[a];
     l->heap[a] = l->heap[b];
     l->heap[b] = t;
     l->heap[a]->idx = a + 1;
     l->heap[b]->idx = b + 1;
 }
 
-static void sift_up(loop *l, uint32_t i)
+static void sift_up(bk_loop *l, uint32_t i)
 {
     while (i > 0) {
         uint32_t p = (i - 1) / 2;
@@ -124,7 +124,7 @@ static void sift_up(loop *l, uint32_t i)
     }
 }
 
-static void sift_down(loop *l, uint32_t i)
+static void sift_down(bk_loop *l, uint32_t i)
 {
     for (;;) {
         uint32_t c = 2 * i + 1, m = i;
@@ -139,12 +139,12 @@ static void sift_down(loop *l, uint32_t i)
     }
 }
 
-void timer_init(timer *t, timer_cb cb, void *udata)
+void timer_init(bk_timer *t, bk_timer_cb cb, void *udata)
 {
-    *t = (timer){ .cb = cb, .udata = udata };
+    *t = (bk_timer){ .cb = cb, .udata = udata };
 }
 
-void timer_start(loop *l, timer *t, uint64_t after_ms)
+void timer_start(bk_loop *l, bk_timer *t, uint64_t after_ms)
 {
     uint64_t deadline = l->now_ms + after_ms;
     if (t->idx) {
@@ -157,7 +157,7 @@ void timer_start(loop *l, timer *t, uint64_t after_ms)
     }
     if (l->heap_len == l->heap_cap) {
         uint32_t cap = l->heap_cap ? l->heap_cap * 2 : 64;
-        timer **h = realloc(l->heap, cap * sizeof *h);
+        bk_timer **h = realloc(l->heap, cap * sizeof *h);
         if (!h)
             abort(); /* a server binary may stop on OOM */
         l->heap = h;
@@ -169,7 +169,7 @@ void timer_start(loop *l, timer *t, uint64_t after_ms)
     sift_up(l, l->heap_len - 1);
 }
 
-void timer_stop(loop *l, timer *t)
+void timer_stop(bk_loop *l, bk_timer *t)
 {
     if (!t->idx)
         return;
@@ -184,10 +184,10 @@ void timer_stop(loop *l, timer *t)
     t->idx = 0;
 }
 
-static void run_timers(loop *l)
+static void run_timers(bk_loop *l)
 {
     while (l->heap_len && l->heap[0]->when <= l->now_ms) {
-        timer *t = l->heap[0];
+        bk_timer *t = l->heap[0];
         if (t->deadline > l->now_ms) { /* extended lazily: re-key it */
             t->when = t->deadline;
             sift_down(l, 0);
@@ -198,7 +198,7 @@ static void run_timers(loop *l)
     }
 }
 
-static int next_timeout(loop *l)
+static int next_timeout(bk_loop *l)
 {
     if (!l->heap_len)
         return -1;
@@ -209,7 +209,7 @@ static int next_timeout(loop *l)
     return d > 60000 ? 60000 : (int)d;
 }
 
-void loop_set_busy_poll(loop *l, unsigned us)
+void loop_set_busy_poll(bk_loop *l, unsigned us)
 {
     l->busy_poll_us = us;
     l->busy = 0;
@@ -221,7 +221,7 @@ void loop_set_busy_poll(loop *l, unsigned us)
  * cost of waking it (an inter-processor interrupt, and on a virtual machine
  * an exit to the hypervisor), and the request its wake-up latency. An idle
  * loop (last sleep >= LOOP_BUSY_GAP_US) sleeps at once and costs nothing. */
-static int wait_events(loop *l, int timeout_ms)
+static int wait_events(bk_loop *l, int timeout_ms)
 {
     if (timeout_ms == 0 || !l->busy_poll_us)
         return backend_wait(l, timeout_ms);
@@ -238,7 +238,7 @@ static int wait_events(loop *l, int timeout_ms)
             now = clock_mono_us();
         } while (now - t0 < spin);
         if (timeout_ms > 0)
-            timeout_ms -= (int)MIN((uint64_t)timeout_ms, (now - t0) / 1000u);
+            timeout_ms -= (int)BK_MIN((uint64_t)timeout_ms, (now - t0) / 1000u);
         if (timeout_ms == 0)
             return 0; /* a timer is due */
     }
@@ -248,7 +248,7 @@ static int wait_events(loop *l, int timeout_ms)
     return n;
 }
 
-int loop_run(loop *l)
+int loop_run(bk_loop *l)
 {
     while (!l->stopping) {
         int n = wait_events(l, next_timeout(l));
@@ -266,12 +266,12 @@ int loop_run(loop *l)
     return 0;
 }
 
-void loop_stop(loop *l)
+void loop_stop(bk_loop *l)
 {
     l->stopping = 1;
 }
 
-void loop_wake(loop *l)
+void loop_wake(bk_loop *l)
 {
     uint64_t one = 1;
     ssize_t n = write(l->wake_fd, &one, sizeof one);

@@ -8,7 +8,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-int backend_init(loop *l)
+int backend_init(bk_loop *l)
 {
     l->backend_fd = epoll_create1(EPOLL_CLOEXEC);
     if (l->backend_fd < 0)
@@ -21,7 +21,7 @@ int backend_init(loop *l)
     return 0;
 }
 
-void backend_free(loop *l)
+void backend_free(bk_loop *l)
 {
     if (l->backend_fd >= 0)
         close(l->backend_fd);
@@ -40,7 +40,7 @@ static uint32_t to_epoll(unsigned mask)
     return ev;
 }
 
-int backend_ctl(loop *l, loop_io *io, enum backend_op op, unsigned mask)
+int backend_ctl(bk_loop *l, bk_io *io, enum backend_op op, unsigned mask)
 {
     static const int ops[] = { EPOLL_CTL_ADD, EPOLL_CTL_MOD, EPOLL_CTL_DEL };
     struct epoll_event ev = { .events = to_epoll(mask), .data.ptr = io };
@@ -49,7 +49,7 @@ int backend_ctl(loop *l, loop_io *io, enum backend_op op, unsigned mask)
     return 0;
 }
 
-int backend_wait(loop *l, int timeout_ms)
+int backend_wait(bk_loop *l, int timeout_ms)
 {
     int n = epoll_wait(l->backend_fd, l->events, l->max_events, timeout_ms);
     if (n < 0)
@@ -57,11 +57,11 @@ int backend_wait(loop *l, int timeout_ms)
     return n;
 }
 
-void backend_dispatch(loop *l, int n)
+void backend_dispatch(bk_loop *l, int n)
 {
     struct epoll_event *evs = l->events;
     for (int i = 0; i < n; i++) {
-        loop_io *io = evs[i].data.ptr;
+        bk_io *io = evs[i].data.ptr;
         if (io->fd < 0)
             continue; /* stopped earlier in this batch */
         uint32_t e = evs[i].events;
@@ -78,7 +78,7 @@ void backend_dispatch(loop *l, int n)
     }
 }
 
-int loop_poll_io(loop *l, int timeout_ms)
+int loop_poll_io(bk_loop *l, int timeout_ms)
 {
     /* Its own event array: the outer dispatch still reads l->events. */
     struct epoll_event evs[64];

@@ -4,8 +4,8 @@
 #include <sched.h>
 #include <stdlib.h>
 
-struct worker_msg {
-    worker_msg *next;
+struct bk_worker_msg {
+    bk_worker_msg *next;
     int type; /* WORKER_CALL or the owner's type */
     void *arg;
     void (*fn)(void *arg);
@@ -13,15 +13,15 @@ struct worker_msg {
 
 #define WORKER_CALL (-1)
 
-static void drain_mailbox(loop *l, void *udata)
+static void drain_mailbox(bk_loop *l, void *udata)
 {
-    worker *w = udata;
+    bk_worker *w = udata;
     pthread_mutex_lock(&w->mu);
-    worker_msg *m = w->head;
+    bk_worker_msg *m = w->head;
     w->head = w->tail = NULL;
     pthread_mutex_unlock(&w->mu);
     while (m) {
-        worker_msg *next = m->next;
+        bk_worker_msg *next = m->next;
         if (m->type == WORKER_CALL)
             m->fn(m->arg);
         else if (w->on_msg)
@@ -33,12 +33,12 @@ static void drain_mailbox(loop *l, void *udata)
 
 static void *thread_main(void *arg)
 {
-    worker *w = arg;
+    bk_worker *w = arg;
     w->run(w);
     return NULL;
 }
 
-int worker_start(worker *w, int id, void (*run)(worker *), worker_msg_cb on_msg, void *udata)
+int worker_start(bk_worker *w, int id, void (*run)(bk_worker *), bk_worker_msg_cb on_msg, void *udata)
 {
     w->id = id;
     w->run = run;
@@ -61,12 +61,12 @@ int worker_start(worker *w, int id, void (*run)(worker *), worker_msg_cb on_msg,
     return 0;
 }
 
-static int post(worker *w, int type, void (*fn)(void *), void *arg)
+static int post(bk_worker *w, int type, void (*fn)(void *), void *arg)
 {
-    worker_msg *m = malloc(sizeof *m);
+    bk_worker_msg *m = malloc(sizeof *m);
     if (!m)
         return -ENOMEM;
-    *m = (worker_msg){ .type = type, .arg = arg, .fn = fn };
+    *m = (bk_worker_msg){ .type = type, .arg = arg, .fn = fn };
     pthread_mutex_lock(&w->mu);
     if (w->tail)
         w->tail->next = m;
@@ -78,17 +78,17 @@ static int post(worker *w, int type, void (*fn)(void *), void *arg)
     return 0;
 }
 
-int worker_post(worker *w, int type, void *arg)
+int worker_post(bk_worker *w, int type, void *arg)
 {
     return post(w, type, NULL, arg);
 }
 
-int worker_call(worker *w, void (*fn)(void *arg), void *arg)
+int worker_call(bk_worker *w, void (*fn)(void *arg), void *arg)
 {
     return post(w, WORKER_CALL, fn, arg);
 }
 
-void worker_join(worker *w)
+void worker_join(bk_worker *w)
 {
     pthread_join(w->thread, NULL);
     drain_mailbox(&w->loop, w); /* free anything posted after the loop ended */

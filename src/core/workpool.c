@@ -8,7 +8,7 @@
 
 typedef struct job {
     struct job *next;
-    worker *w;
+    bk_worker *w;
     void (*work)(void *);
     void (*done)(void *);
     void *arg;
@@ -50,7 +50,7 @@ static void *pool_main(void *unused)
     }
 }
 
-int workpool_submit(worker *w, void (*work)(void *), void (*done)(void *), void *arg)
+int workpool_submit(bk_worker *w, void (*work)(void *), void (*done)(void *), void *arg)
 {
     job *j = malloc(sizeof *j);
     if (!j)

@@ -8,7 +8,7 @@
 
 /* Runs work(arg) on a pool thread, then done(arg) on w's loop. Starts the
  * pool on first use. Returns 0 or negative errno. */
-int workpool_submit(worker *w, void (*work)(void *arg), void (*done)(void *arg), void *arg);
+int workpool_submit(bk_worker *w, void (*work)(void *arg), void (*done)(void *arg), void *arg);
 
 /* Threads to start (before the first submit; default 4, at most 256). */
 void workpool_set_threads(int n);

@@ -18,7 +18,7 @@
 #define AS_RES(x) ((brisk_res *)(void *)(x))
 #define AS_LOOP(hw) ((brisk_loop *)(void *)(hw))
 #define BSTR(s) ((brisk_str){ (s).p, (s).len })
-#define XSTR(s) ((str){ (s).ptr, (s).len })
+#define XSTR(s) ((bk_str){ (s).ptr, (s).len })
 
 typedef struct api_route api_route;
 

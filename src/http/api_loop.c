@@ -13,13 +13,13 @@ uint64_t brisk_loop_now(brisk_loop *l) { return LOOP(l)->w.loop.now_ms; }
 
 struct brisk_io {
     void *deferred_next; /* first: the worker's deferred-free list */
-    loop_io io;
+    bk_io io;
     http_worker *hw;
     brisk_io_cb cb;
     void *udata;
 };
 
-static void io_cb(loop *l, loop_io *lio, unsigned events)
+static void io_cb(bk_loop *l, bk_io *lio, unsigned events)
 {
     brisk_io *io = lio->udata;
     unsigned e = 0;
@@ -66,13 +66,13 @@ void brisk_io_free(brisk_io *io)
 }
 
 struct brisk_timer {
-    timer t;
+    bk_timer t;
     http_worker *hw;
     brisk_timer_cb cb;
     void *udata;
 };
 
-static void timer_fire(loop *l, timer *t)
+static void timer_fire(bk_loop *l, bk_timer *t)
 {
     brisk_timer *bt = t->udata;
     bt->cb(bt, bt->udata);

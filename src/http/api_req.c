@@ -20,7 +20,7 @@ int brisk_req_http_major(const brisk_req *req) { return REQ(req)->req.version_ma
 brisk_str brisk_req_header(const brisk_req *req, const char *name)
 {
     const http_exchange *x = REQ(req);
-    str v = http_parser_header(x->req.parser, x->req.head, (str){ name, strlen(name) });
+    bk_str v = http_parser_header(x->req.parser, x->req.head, (bk_str){ name, strlen(name) });
     return BSTR(v);
 }
 
@@ -46,7 +46,7 @@ static int hexval(char ch)
 
 /* Decodes %XX (and '+' when plus) from s into out (room for s.len + 1);
  * bad escapes are kept as they are. Returns the length; out is NUL-ended. */
-static size_t url_decode(str s, char *out, int plus)
+static size_t url_decode(bk_str s, char *out, int plus)
 {
     size_t o = 0;
     for (size_t i = 0; i < s.len; i++) {
@@ -62,7 +62,7 @@ static size_t url_decode(str s, char *out, int plus)
     return o;
 }
 
-static brisk_str decode_into_arena(brisk_req *req, str raw, int plus)
+static brisk_str decode_into_arena(brisk_req *req, bk_str raw, int plus)
 {
     char *out = brisk_req_alloc(req, raw.len + 1);
     if (!out)
@@ -73,18 +73,18 @@ static brisk_str decode_into_arena(brisk_req *req, str raw, int plus)
 
 brisk_str brisk_req_query_param(brisk_req *req, const char *key, unsigned index)
 {
-    str q = REQ(req)->req.query;
+    bk_str q = REQ(req)->req.query;
     size_t klen = strlen(key);
     size_t i = 0;
     while (i < q.len) {
         size_t s = i;
         while (i < q.len && q.p[i] != '&')
             i++;
-        str pair = { q.p + s, i - s };
+        bk_str pair = { q.p + s, i - s };
         i++;
         const char *eq = memchr(pair.p, '=', pair.len);
-        str k = { pair.p, eq ? (size_t)(eq - pair.p) : pair.len };
-        str v = eq ? (str){ eq + 1, pair.len - k.len - 1 } : (str){ pair.p + pair.len, 0 };
+        bk_str k = { pair.p, eq ? (size_t)(eq - pair.p) : pair.len };
+        bk_str v = eq ? (bk_str){ eq + 1, pair.len - k.len - 1 } : (bk_str){ pair.p + pair.len, 0 };
         /* Compare the decoded key without allocating: keys are short.
          * Decoding never lengthens, so a shorter key cannot match, and one
          * of the same length without '%' decodes to itself ('+' aside). */

@@ -22,7 +22,7 @@ void brisk_res_header_n(brisk_res *res, brisk_str name, brisk_str value)
 
 void brisk_res_header(brisk_res *res, const char *name, const char *value)
 {
-    http_exchange_header(RES(res), (str){ name, strlen(name) }, (str){ value, strlen(value) });
+    http_exchange_header(RES(res), (bk_str){ name, strlen(name) }, (bk_str){ value, strlen(value) });
 }
 
 void brisk_res_write(brisk_res *res, const void *data, size_t len)
@@ -62,7 +62,7 @@ void brisk_res_end_file(brisk_res *res, const char *path)
         brisk_res_error(res, errno == EACCES ? 403 : 404);
         return;
     }
-    str type = x->has_type ? STR_NULL : mime_lookup(x->conf->mime, (str){ path, strlen(path) });
+    bk_str type = x->has_type ? BK_STR_NULL : mime_lookup(x->conf->mime, (bk_str){ path, strlen(path) });
     http_exchange_end_fd(x, fd, 0, (uint64_t)st.st_size, type, close_fd, (void *)(intptr_t)fd);
 }
 

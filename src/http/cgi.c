@@ -28,13 +28,13 @@ typedef struct cgi {
     http_worker *hw;
     char name[256];      /* script, for logs */
     pid_t pid;
-    loop_io in_io, out_io, err_io, pid_io;
-    timer tm;            /* the script's deadline */
-    timer resume;        /* re-checks a slow client */
+    bk_io in_io, out_io, err_io, pid_io;
+    bk_timer tm;            /* the script's deadline */
+    bk_timer resume;        /* re-checks a slow client */
     const char *body;
     size_t body_len, body_off;
-    buf out;             /* header section, then buffered body */
-    buf err;             /* partial stderr line */
+    bk_buf out;             /* header section, then buffered body */
+    bk_buf err;             /* partial stderr line */
     size_t head_len;     /* bytes of out that were the header section */
     uint8_t headers_done, streaming, exited, out_eof, timed_out, aborted, bad_head;
     int status;
@@ -77,7 +77,7 @@ void http_cgi_shutdown(http_worker *hw)
     }
 }
 
-static void close_io(loop *l, loop_io *io)
+static void close_io(bk_loop *l, bk_io *io)
 {
     if (io->fd < 0)
         return;
@@ -94,7 +94,7 @@ static void cgi_log_stderr(cgi *g, int flush)
         if (!nl && !(flush && p < end) && (size_t)(end - p) < 2048)
             break;
         char *e = nl ? nl : end;
-        log_error("cgi %s: %.*s", g->name, (int)MIN((size_t)(e - p), (size_t)2048), p);
+        log_error("cgi %s: %.*s", g->name, (int)BK_MIN((size_t)(e - p), (size_t)2048), p);
         p = nl ? nl + 1 : e;
         if (p >= end)
             break;
@@ -110,7 +110,7 @@ static int parse_head(cgi *g, const char *p, size_t len)
 {
     http_exchange *x = g->x;
     const char *end = p + len;
-    str location = STR_NULL;
+    bk_str location = BK_STR_NULL;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
@@ -121,21 +121,21 @@ static int parse_head(cgi *g, const char *p, size_t len)
         const char *colon = memchr(p, ':', (size_t)(le - p));
         if (!colon || colon == p)
             return -1;
-        str name = { p, (size_t)(colon - p) };
+        bk_str name = { p, (size_t)(colon - p) };
         const char *v = colon + 1;
         while (v < le && (*v == ' ' || *v == '\t'))
             v++;
-        str val = { v, (size_t)(le - v) };
+        bk_str val = { v, (size_t)(le - v) };
         for (size_t i = 0; i < name.len; i++)
             if ((unsigned char)name.p[i] <= ' ')
                 return -1;
-        if (STR_IEQ(name, "status")) {
+        if (BK_STR_IEQ(name, "status")) {
             uint64_t code;
             if (val.len < 3 || num_parse_u64(val.p, 3, 999, &code) < 0 || code < 100 ||
                 (val.len > 3 && val.p[3] != ' '))
                 return -1;
             g->status = (int)code;
-        } else if (STR_IEQ(name, "location")) {
+        } else if (BK_STR_IEQ(name, "location")) {
             location = val;
         } else {
             http_exchange_header(x, name, val);
@@ -149,7 +149,7 @@ static int parse_head(cgi *g, const char *p, size_t len)
         return g->location ? 0 : -1;
     }
     if (location.len) {
-        http_exchange_header(x, STR("Location"), location);
+        http_exchange_header(x, BK_STR("Location"), location);
         if (!g->status)
             g->status = 302;
     }
@@ -173,7 +173,7 @@ static size_t find_head_end(const char *p, size_t len)
 
 static void cgi_free(cgi *g)
 {
-    loop *l = &g->hw->w.loop;
+    bk_loop *l = &g->hw->w.loop;
     close_io(l, &g->in_io);
     close_io(l, &g->out_io);
     close_io(l, &g->err_io);
@@ -211,7 +211,7 @@ static void cgi_respond(cgi *g)
     http_exchange *x = g->x;
     if (!x)
         return;
-    loop *l = &g->hw->w.loop;
+    bk_loop *l = &g->hw->w.loop;
     g->x = NULL;
     x->on_abort = NULL;
     close_io(l, &g->in_io); /* the body lives in the request: stop reading it */
@@ -241,7 +241,7 @@ static void kill_script(cgi *g)
         kill(-g->pid, SIGKILL); /* the whole process group */
 }
 
-static void on_timeout(loop *l, timer *t)
+static void on_timeout(bk_loop *l, bk_timer *t)
 {
     cgi *g = t->udata;
     g->timed_out = 1;
@@ -257,7 +257,7 @@ static void on_abort(void *arg)
     cgi_respond(g);
 }
 
-static void on_stdin(loop *l, loop_io *io, unsigned events)
+static void on_stdin(bk_loop *l, bk_io *io, unsigned events)
 {
     cgi *g = io->udata;
     while (g->body_off < g->body_len) {
@@ -274,7 +274,7 @@ static void on_stdin(loop *l, loop_io *io, unsigned events)
     close_io(l, io);
 }
 
-static void out_pause_check(loop *l, timer *t)
+static void out_pause_check(bk_loop *l, bk_timer *t)
 {
     cgi *g = t->udata;
     if (g->out_io.fd < 0)
@@ -286,7 +286,7 @@ static void out_pause_check(loop *l, timer *t)
     loop_io_set(l, &g->out_io, LOOP_READ);
 }
 
-static void on_stdout(loop *l, loop_io *io, unsigned events)
+static void on_stdout(bk_loop *l, bk_io *io, unsigned events)
 {
     cgi *g = io->udata;
     http_exchange *x = g->x;
@@ -348,7 +348,7 @@ static void on_stdout(loop *l, loop_io *io, unsigned events)
     }
 }
 
-static void on_stderr(loop *l, loop_io *io, unsigned events)
+static void on_stderr(bk_loop *l, bk_io *io, unsigned events)
 {
     cgi *g = io->udata;
     char tmp[4096];
@@ -364,7 +364,7 @@ static void on_stderr(loop *l, loop_io *io, unsigned events)
     cgi_log_stderr(g, 0);
 }
 
-static void on_script_exit(loop *l, loop_io *io, unsigned events)
+static void on_script_exit(bk_loop *l, bk_io *io, unsigned events)
 {
     cgi *g = io->udata;
     siginfo_t si = { 0 };
@@ -384,14 +384,14 @@ static void on_script_exit(loop *l, loop_io *io, unsigned events)
 /* ---- environment ---- */
 
 typedef struct {
-    buf strings;
+    bk_buf strings;
     size_t offs[256];
     int n;
 } envb;
 
 static void env_add(envb *e, const char *name, const char *v, size_t vlen)
 {
-    if (e->n == (int)ARRAY_LEN(e->offs) - 1)
+    if (e->n == (int)BK_ARRAY_LEN(e->offs) - 1)
         return;
     size_t nlen = strlen(name);
     if (buf_reserve(&e->strings, nlen + vlen + 2) < 0)
@@ -408,7 +408,7 @@ static void env_adds(envb *e, const char *name, const char *v)
     env_add(e, name, v, strlen(v));
 }
 
-static int env_header(str name, str value, void *arg)
+static int env_header(bk_str name, bk_str value, void *arg)
 {
     envb *e = arg;
     char key[128] = "HTTP_";
@@ -431,7 +431,7 @@ static int env_header(str name, str value, void *arg)
 }
 
 static void build_env(envb *e, http_exchange *x, const http_request *r, const http_cgi_map *m,
-                      const char *script, size_t script_len, str path_info, const char *filename)
+                      const char *script, size_t script_len, bk_str path_info, const char *filename)
 {
     char num[32];
     env_adds(e, "GATEWAY_INTERFACE", "CGI/1.1");
@@ -446,7 +446,7 @@ static void build_env(envb *e, http_exchange *x, const http_request *r, const ht
         net_format_ip((struct sockaddr *)&local, ip, sizeof ip);
         port = net_port((struct sockaddr *)&local);
     }
-    str host = http_request_header(r, HH_HOST);
+    bk_str host = http_request_header(r, HH_HOST);
     if (host.len) {
         size_t hl = host.len;
         if (host.p[0] == '[') {
@@ -471,11 +471,11 @@ static void build_env(envb *e, http_exchange *x, const http_request *r, const ht
 
     char sn[512];
     int n = snprintf(sn, sizeof sn, "%s%.*s", m->prefix, (int)script_len, script);
-    env_add(e, "SCRIPT_NAME", sn, (size_t)MIN(n, (int)sizeof sn - 1));
+    env_add(e, "SCRIPT_NAME", sn, (size_t)BK_MIN(n, (int)sizeof sn - 1));
     env_adds(e, "SCRIPT_FILENAME", filename);
     env_add(e, "PATH_INFO", path_info.p, path_info.len);
     env_add(e, "QUERY_STRING", r->query.p, r->query.len);
-    str ct = http_parser_header(r->parser, r->head, STR("content-type"));
+    bk_str ct = http_parser_header(r->parser, r->head, BK_STR("content-type"));
     if (ct.p)
         env_add(e, "CONTENT_TYPE", ct.p, ct.len);
     if (r->parser->body_kind != HTTP_BODY_NONE) {
@@ -544,7 +544,7 @@ void http_cgi_handle(http_exchange *x, const http_request *r, const http_cgi_map
     const char *script = rel + plen;
     const char *slash = strchr(script, '/');
     size_t script_len = slash ? (size_t)(slash - script) : strlen(script);
-    str path_info = slash ? (str){ slash, strlen(slash) } : STR("");
+    bk_str path_info = slash ? (bk_str){ slash, strlen(slash) } : BK_STR("");
     if (!script_len || script[0] == '.') {
         http_exchange_fail(x, 403);
         return;
@@ -614,7 +614,7 @@ void http_cgi_handle(http_exchange *x, const http_request *r, const http_cgi_map
     close(fds[2][1]);
     fds[0][0] = fds[1][1] = fds[2][1] = -1;
 
-    loop *l = &hw->w.loop;
+    bk_loop *l = &hw->w.loop;
     fcntl(fds[0][1], F_SETFL, O_NONBLOCK);
     fcntl(fds[1][0], F_SETFL, O_NONBLOCK);
     fcntl(fds[2][0], F_SETFL, O_NONBLOCK);
@@ -673,14 +673,14 @@ static void local_redirect(http_exchange *x, const char *location)
     }
     memcpy(copy, location, n + 1);
     const char *q = strchr(copy, '?');
-    r.target = (str){ copy, n };
-    r.path = (str){ copy, q ? (size_t)(q - copy) : n };
-    r.query = q ? (str){ q + 1, n - r.path.len - 1 } : (str){ copy + n, 0 };
+    r.target = (bk_str){ copy, n };
+    r.path = (bk_str){ copy, q ? (size_t)(q - copy) : n };
+    r.query = q ? (bk_str){ q + 1, n - r.path.len - 1 } : (bk_str){ copy + n, 0 };
     if (r.method != HTTP_HEAD) {
         r.method = HTTP_GET;
-        r.method_name = STR("GET");
+        r.method_name = BK_STR("GET");
     }
-    r.body = STR_NULL;
+    r.body = BK_STR_NULL;
     x->req = r;
     http_exchange_restart(x);
     http_files_handle(x, NULL);

@@ -343,7 +343,7 @@ static int set_key(load_ctx *x, const struct key *k, const char *v, char *err, s
 
 static const struct key *find_key(const char *name)
 {
-    for (size_t i = 0; i < ARRAY_LEN(keys); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(keys); i++)
         if (strcmp(keys[i].name, name) == 0)
             return &keys[i];
     return NULL;
@@ -387,7 +387,7 @@ static int apply_cli(http_conf *c, const http_cli *cli, char *err)
         { "ssl_certificate", cli->ssl_cert },
         { "ssl_certificate_key", cli->ssl_key },
     };
-    for (size_t i = 0; i < ARRAY_LEN(flags); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(flags); i++)
         if (flags[i].value && set_key(&x, find_key(flags[i].key), flags[i].value, msg,
                                       sizeof msg) < 0)
             goto fail;
@@ -469,7 +469,7 @@ static int open_tls(http_conf *c, const http_conf *prev, char *err)
         { "ssl_certificate_key", c->ssl_certificate_key },
         { "ssl_stapling_file", c->ssl_stapling_file },
     };
-    for (size_t i = 0; i < ARRAY_LEN(files); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(files); i++) {
         struct stat st;
         if (!files[i].path[0])
             continue;

@@ -18,8 +18,8 @@
 #define ACCEPT_BATCH 64
 #define FREE_CONNS_MAX 1024
 
-static void conn_io(loop *l, loop_io *io, unsigned events);
-static void conn_timeout(loop *l, timer *t);
+static void conn_io(bk_loop *l, bk_io *io, unsigned events);
+static void conn_timeout(bk_loop *l, bk_timer *t);
 static void conn_after_batch(http_conn *c);
 static void conn_read(http_conn *c);
 static void conn_tls_start(http_conn *c);
@@ -54,7 +54,7 @@ __attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const stru
         } else {
             n = 0;
             for (size_t j = i, o = at; j < cnt && n < TLS_CHUNK; j++, o = 0) {
-                size_t k = MIN(iov[j].iov_len - o, TLS_CHUNK - n);
+                size_t k = BK_MIN(iov[j].iov_len - o, TLS_CHUNK - n);
                 memcpy(chunk + n, (const char *)iov[j].iov_base + o, k);
                 n += k;
             }
@@ -65,7 +65,7 @@ __attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const stru
             return done && errno == EAGAIN ? (ssize_t)done : -1;
         done += (size_t)w;
         for (size_t left = (size_t)w; left;) { /* advance (i, at) by w */
-            size_t k = MIN(left, iov[i].iov_len - at);
+            size_t k = BK_MIN(left, iov[i].iov_len - at);
             at += k;
             left -= k;
             if (at == iov[i].iov_len)
@@ -91,7 +91,7 @@ __attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, 
     char chunk[TLS_CHUNK];
     size_t done = 0;
     while (done < n) {
-        ssize_t r = pread(fd, chunk, MIN(n - done, sizeof chunk), *off);
+        ssize_t r = pread(fd, chunk, BK_MIN(n - done, sizeof chunk), *off);
         if (r <= 0) {
             if (r < 0 && errno == EINTR)
                 continue;
@@ -110,28 +110,28 @@ __attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, 
 
 static inline ssize_t sock_read(http_conn *c, void *p, size_t n)
 {
-    if (UNLIKELY(c->tls))
+    if (BK_UNLIKELY(c->tls))
         return tls_read(c->tls, p, n);
     return read(c->io.fd, p, n);
 }
 
 static inline ssize_t sock_writev(http_conn *c, const struct msghdr *mh, int more)
 {
-    if (UNLIKELY(c->tls))
+    if (BK_UNLIKELY(c->tls))
         return tls_sock_writev(c->tls, mh->msg_iov, mh->msg_iovlen);
     return sendmsg(c->io.fd, mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
 }
 
 static inline ssize_t sock_sendfile(http_conn *c, int fd, off_t *off, size_t n)
 {
-    if (UNLIKELY(c->tls))
+    if (BK_UNLIKELY(c->tls))
         return tls_sock_sendfile(c->tls, fd, off, n);
     return sendfile(c->io.fd, fd, off, n);
 }
 
 static inline void sock_shutdown_write(http_conn *c)
 {
-    if (UNLIKELY(c->tls))
+    if (BK_UNLIKELY(c->tls))
         tls_shutdown(c->tls); /* close_notify before the FIN */
     shutdown(c->io.fd, SHUT_WR);
 }
@@ -140,7 +140,7 @@ static inline void sock_shutdown_write(http_conn *c)
  * socket writable and a write may need it readable. */
 static inline unsigned sock_want(const http_conn *c, unsigned plain)
 {
-    if (LIKELY(!c->tls))
+    if (BK_LIKELY(!c->tls))
         return plain;
     return tls_want(c->tls) == TLS_WANT_WRITE ? LOOP_WRITE : LOOP_READ;
 }
@@ -185,8 +185,8 @@ static void busy_attach(http_conn *c)
         hw->nxpool--;
     } else {
         b = xmalloc(sizeof *b);
-        b->body = (buf){ 0 };
-        b->out = (buf){ 0 };
+        b->body = (bk_buf){ 0 };
+        b->out = (bk_buf){ 0 };
         http_exchange_init(&b->x); /* pooled ones were reset by busy_detach */
     }
     b->c = c;
@@ -271,7 +271,7 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
     c->h2c_only = (uint8_t)h2c;
     hw->stats.accepted++;
     c->conf = http_conf_retain(hw->conf);
-    memcpy(&c->peer, ss, MIN((size_t)sl, sizeof c->peer));
+    memcpy(&c->peer, ss, BK_MIN((size_t)sl, sizeof c->peer));
     c->peer_len = sl;
     timer_init(&c->tm, conn_timeout, c);
 
@@ -288,7 +288,7 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
      * is usually here already: read it now. The socket joins epoll only if
      * it has to wait, so a one-request connection costs no epoll_ctl. */
     c->in_dispatch = 1;
-    if (UNLIKELY(tls)) {
+    if (BK_UNLIKELY(tls)) {
         conn_tls_start(c);
     } else {
         busy_attach(c);
@@ -357,7 +357,7 @@ void http_conn_close(http_conn *c)
     if (c->io.fd < 0)
         return;
     timer_stop(&hw->w.loop, &c->tm);
-    if (UNLIKELY(c->tls)) {
+    if (BK_UNLIKELY(c->tls)) {
         tls_shutdown(c->tls); /* close_notify, if the handshake was done */
         tls_conn_free(c->tls);
         c->tls = NULL; /* the space is free_next's from here on */
@@ -375,7 +375,7 @@ void http_conn_close(http_conn *c)
     else
         loop_io_forget(&hw->w.loop, &c->io);
     close(fd);
-    if (UNLIKELY(c->state == CONN_H2))
+    if (BK_UNLIKELY(c->state == CONN_H2))
         http_h2_free(c); /* handlers at work see their exchanges aborted */
     if (c->state == CONN_HANDLER) {
         c->orphan = 1;
@@ -418,7 +418,7 @@ void http_conn_reap(http_worker *hw)
             continue; /* closed since it was queued */
         c->in_dispatch = 1;
         conn_after_batch(c);
-        if (UNLIKELY(c->tls) && conn_tls_more(c))
+        if (BK_UNLIKELY(c->tls) && conn_tls_more(c))
             conn_read(c);
         c->in_dispatch = 0;
     }
@@ -488,7 +488,7 @@ void http_conn_close_all(http_worker *hw)
     }
 }
 
-void http_conn_accept(loop *l, loop_io *io, unsigned events)
+void http_conn_accept(bk_loop *l, bk_io *io, unsigned events)
 {
     http_worker *hw = io->udata;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
@@ -524,7 +524,7 @@ int http_conn_flush(http_conn *c)
         out_seg *s = &c->b->segs[c->b->seg_head];
         if (s->kind == OUT_FILE) {
             off_t off = (off_t)s->off;
-            size_t want = (size_t)MIN(s->len, (uint64_t)1 << 30);
+            size_t want = (size_t)BK_MIN(s->len, (uint64_t)1 << 30);
             ssize_t n = sock_sendfile(c, s->fd, &off, want);
             if (n < 0) {
                 if (errno == EINTR)
@@ -619,7 +619,7 @@ void http_conn_out_seg(http_conn *c, out_seg s)
 
 /* ---- timers ---- */
 
-static void conn_timeout(loop *l, timer *t)
+static void conn_timeout(bk_loop *l, bk_timer *t)
 {
     http_conn *c = t->udata;
     log_debug("closing connection: %s timeout",
@@ -698,7 +698,7 @@ static void conn_read(http_conn *c)
         if (n <= 0) {
             if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
                 /* TLS: a read may need the socket writable first */
-                if (UNLIKELY(c->tls) &&
+                if (BK_UNLIKELY(c->tls) &&
                     loop_io_set(&hw->w.loop, &c->io, sock_want(c, LOOP_READ)) < 0)
                     http_conn_close(c);
                 return;
@@ -708,13 +708,13 @@ static void conn_read(http_conn *c)
         }
         c->in_len += (uint32_t)n;
         hw->stats.bytes_in += (uint64_t)n;
-        if (LIKELY(c->state != CONN_H2))
+        if (BK_LIKELY(c->state != CONN_H2))
             http_h1_process(c); /* (may turn the connection into HTTP/2) */
-        if (UNLIKELY(c->state == CONN_H2) && c->io.fd >= 0)
+        if (BK_UNLIKELY(c->state == CONN_H2) && c->io.fd >= 0)
             http_h2_input(c);
         if (c->io.fd >= 0)
             conn_after_batch(c);
-        if (LIKELY(!c->tls) || !conn_tls_more(c))
+        if (BK_LIKELY(!c->tls) || !conn_tls_more(c))
             return;
     }
 }
@@ -725,7 +725,7 @@ static void conn_after_batch(http_conn *c)
 {
     if (!c->b)
         return; /* idle already (queued for a flush, then went idle) */
-    if (UNLIKELY(c->state == CONN_H2))
+    if (BK_UNLIKELY(c->state == CONN_H2))
         http_h2_after_batch(c);
     else
         http_h1_after_batch(c);
@@ -735,7 +735,7 @@ void http_conn_wait_writable(http_conn *c)
 {
     /* TLS may need the socket readable to go on writing */
     unsigned want = sock_want(c, LOOP_WRITE);
-    if (!c->write_blocked || UNLIKELY(c->io.mask != want)) {
+    if (!c->write_blocked || BK_UNLIKELY(c->io.mask != want)) {
         c->write_blocked = 1;
         loop_io_set(&c->hw->w.loop, &c->io, want);
     }
@@ -762,7 +762,7 @@ void http_conn_release_idle(http_conn *c)
     busy_detach(c, 0);
 }
 
-static void conn_io(loop *l, loop_io *io, unsigned events)
+static void conn_io(bk_loop *l, bk_io *io, unsigned events)
 {
     http_conn *c = io->udata;
     c->in_dispatch = 1;
@@ -770,9 +770,9 @@ static void conn_io(loop *l, loop_io *io, unsigned events)
         conn_linger_read(c);
     } else if (c->write_blocked) {
         /* (a TLS write may wait for the socket to be readable) */
-        if ((events & (LOOP_WRITE | LOOP_ERR | LOOP_HUP)) || UNLIKELY(c->tls)) {
+        if ((events & (LOOP_WRITE | LOOP_ERR | LOOP_HUP)) || BK_UNLIKELY(c->tls)) {
             conn_after_batch(c);
-            if (UNLIKELY(c->tls) && conn_tls_more(c))
+            if (BK_UNLIKELY(c->tls) && conn_tls_more(c))
                 conn_read(c);
         }
     } else if (c->state == CONN_HANDLER) {
@@ -788,12 +788,12 @@ static void conn_io(loop *l, loop_io *io, unsigned events)
                 c->in_len += (uint32_t)n;
             else if (n == 0 || (errno != EAGAIN && errno != EINTR))
                 http_conn_close(c);
-            else if (UNLIKELY(c->tls) && tls_want(c->tls) == TLS_WANT_WRITE)
+            else if (BK_UNLIKELY(c->tls) && tls_want(c->tls) == TLS_WANT_WRITE)
                 loop_io_set(l, io, 0); /* resumes when the response ends */
         } else {
             loop_io_set(l, io, 0);
         }
-    } else if (UNLIKELY(c->state == CONN_TLS_HANDSHAKE)) {
+    } else if (BK_UNLIKELY(c->state == CONN_TLS_HANDSHAKE)) {
         conn_handshake(c);
     } else if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR | LOOP_WRITE)) {
         conn_read(c); /* (WRITE: a TLS read waiting for the socket to drain) */

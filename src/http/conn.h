@@ -56,9 +56,9 @@ struct http_conn_busy {
     http_parser parser;
     http_chunked chunked;
     uint64_t body_left;            /* Content-Length bytes still to read */
-    buf body;
+    bk_buf body;
 
-    buf out;
+    bk_buf out;
     out_seg segs[HTTP_OUT_SEGS];
     uint32_t nsegs, seg_head;
     uint8_t header_timer_due;      /* a request ended in a read batch with more input */
@@ -70,8 +70,8 @@ struct http_conn_busy {
 };
 
 struct http_conn {
-    loop_io io;
-    timer tm;
+    bk_io io;
+    bk_timer tm;
     http_worker *hw;
     http_conf *conf;               /* the generation this connection started with */
     http_conn *prev, *next;        /* worker's list of live connections */
@@ -117,7 +117,7 @@ struct http_conn {
 };
 
 /* Accept handler for listening sockets; udata is the http_worker. */
-void http_conn_accept(loop *l, loop_io *io, unsigned events);
+void http_conn_accept(bk_loop *l, bk_io *io, unsigned events);
 /* Closes idle connections and marks busy ones to close after their
  * response (graceful stop). */
 void http_conn_close_idle(http_worker *hw);
@@ -173,15 +173,15 @@ void http_h1_finish_request(http_conn *c);
 /* HTTP/1.1's side of the exchange (respond.c). */
 extern const http_proto_ops http_h1_ops;
 /* One access-log line (nginx's "combined" format). */
-void http_access_log(http_worker *hw, const struct sockaddr *peer, str line, int status,
-                     uint64_t bytes, str ref, str ua);
+void http_access_log(http_worker *hw, const struct sockaddr *peer, bk_str line, int status,
+                     uint64_t bytes, bk_str ref, bk_str ua);
 /* Output was added outside a read batch: flush at the end of the loop
  * iteration. */
 void http_conn_queue_flush(http_conn *c);
 
 static inline http_conn *http_conn_of(const http_exchange *x)
 {
-    return CONTAINER_OF(x, http_conn_busy, x)->c;
+    return BK_CONTAINER_OF(x, http_conn_busy, x)->c;
 }
 
 #endif

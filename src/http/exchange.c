@@ -96,13 +96,13 @@ int http_exchange_remote_port(const http_exchange *x)
     return net_port(x->peer);
 }
 
-void http_exchange_headers(const http_exchange *x, int (*fn)(str, str, void *), void *arg)
+void http_exchange_headers(const http_exchange *x, int (*fn)(bk_str, bk_str, void *), void *arg)
 {
     const http_parser *p = x->req.parser;
     for (uint32_t i = 0; i < p->nheaders; i++) {
         const http_hdr_off *h = &p->hdr[i];
-        if (fn((str){ x->req.head + h->name_off, h->name_len },
-               (str){ x->req.head + h->val_off, h->val_len }, arg))
+        if (fn((bk_str){ x->req.head + h->name_off, h->name_len },
+               (bk_str){ x->req.head + h->val_off, h->val_len }, arg))
             return;
     }
 }
@@ -116,7 +116,7 @@ static int managed_header(const char *name, size_t n)
         { "content-length", 14 }, { "transfer-encoding", 17 }, { "connection", 10 },
         { "date", 4 }, { "server", 6 }, { "keep-alive", 10 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(names); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(names); i++)
         if (names[i].len == n && strncasecmp(names[i].name, name, n) == 0)
             return 1;
     return 0;
@@ -158,7 +158,7 @@ void http_exchange_status(http_exchange *x, int status)
         x->status = status;
 }
 
-void http_exchange_header(http_exchange *x, str name, str value)
+void http_exchange_header(http_exchange *x, bk_str name, bk_str value)
 {
     if (x->headers_sent || x->aborted || !name.len || managed_header(name.p, name.len))
         return;
@@ -169,7 +169,7 @@ void http_exchange_header(http_exchange *x, str name, str value)
     if (name.len == 12 && strncasecmp(name.p, "content-type", 12) == 0)
         x->has_type = 1;
     /* Kept aside until the status is final and the head goes out. */
-    buf *h = &x->hdrs;
+    bk_buf *h = &x->hdrs;
     if (buf_reserve(h, name.len + value.len + 4) < 0)
         return;
     buf_put(h, name.p, name.len);
@@ -188,8 +188,8 @@ void http_exchange_header_lines(http_exchange *x, const char *lines)
         const char *v = colon + 1;
         while (*v == ' ')
             v++;
-        http_exchange_header(x, (str){ lines, (size_t)(colon - lines) },
-                             (str){ v, (size_t)(eol - v) });
+        http_exchange_header(x, (bk_str){ lines, (size_t)(colon - lines) },
+                             (bk_str){ v, (size_t)(eol - v) });
         lines = eol + 2;
     }
 }
@@ -204,25 +204,25 @@ void http_exchange_restart(http_exchange *x)
 }
 
 static const char text_plain[] = "text/plain; charset=utf-8";
-#define TEXT_PLAIN ((str){ text_plain, sizeof text_plain - 1 })
-#define NO_TYPE ((str){ NULL, 0 })
+#define TEXT_PLAIN ((bk_str){ text_plain, sizeof text_plain - 1 })
+#define NO_TYPE ((bk_str){ NULL, 0 })
 
 /* The head: the headers the handler added, then a Content-Type when it
  * gave none (default_type, unless empty), then the protocol's framing and
  * body bytes that go with it: one piece of output. */
-static void send_head(http_exchange *x, uint64_t length, str default_type, const void *body,
+static void send_head(http_exchange *x, uint64_t length, bk_str default_type, const void *body,
                       size_t body_len)
 {
-    str lines[4]; /* handler headers, Content-Type (3) */
+    bk_str lines[4]; /* handler headers, Content-Type (3) */
     size_t n = 0;
     if (x->hdrs.len)
-        lines[n++] = (str){ x->hdrs.data, x->hdrs.len };
+        lines[n++] = (bk_str){ x->hdrs.data, x->hdrs.len };
     if (!x->has_type && default_type.len) {
-        lines[n++] = STR("Content-Type: ");
+        lines[n++] = BK_STR("Content-Type: ");
         lines[n++] = default_type;
-        lines[n++] = STR("\r\n");
+        lines[n++] = BK_STR("\r\n");
     }
-    assert(n <= ARRAY_LEN(lines));
+    assert(n <= BK_ARRAY_LEN(lines));
     http_exchange_send_head(x, x->status, lines, n, length, body, body_len);
 }
 
@@ -273,7 +273,7 @@ void http_exchange_end_ref(http_exchange *x, const void *body, size_t n,
 }
 
 void http_exchange_end_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
-                          str content_type, http_release_fn release, void *arg)
+                          bk_str content_type, http_release_fn release, void *arg)
 {
     if (x->aborted || x->headers_sent) {
         if (release)
@@ -282,7 +282,7 @@ void http_exchange_end_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
         return;
     }
     if (!x->has_type && content_type.len)
-        http_exchange_header(x, STR("Content-Type"), content_type);
+        http_exchange_header(x, BK_STR("Content-Type"), content_type);
     send_head(x, len, NO_TYPE, NULL, 0);
     x->proto->send_fd(x, fd, off, len, release, arg);
     x->proto->finish(x, 0);
@@ -306,14 +306,14 @@ void http_exchange_error(http_exchange *x, int status, const char *extra)
         return;
     }
     char body[256];
-    str reason = http_status_reason(status);
+    bk_str reason = http_status_reason(status);
     int n = snprintf(body, sizeof body,
                      "<html>\r\n<head><title>%d %.*s</title></head>\r\n<body>\r\n"
                      "<center><h1>%d %.*s</h1></center>\r\n<hr><center>brisk</center>\r\n"
                      "</body>\r\n</html>\r\n",
                      status, (int)reason.len, reason.p, status, (int)reason.len, reason.p);
-    str lines[2] = { STR("Content-Type: text/html; charset=utf-8\r\n"),
-                     extra ? (str){ extra, strlen(extra) } : STR_NULL };
+    bk_str lines[2] = { BK_STR("Content-Type: text/html; charset=utf-8\r\n"),
+                     extra ? (bk_str){ extra, strlen(extra) } : BK_STR_NULL };
     http_exchange_send_head(x, status, lines, 2, (uint64_t)n, body, (size_t)n);
     x->proto->finish(x, 0);
 }

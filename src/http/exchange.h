@@ -28,16 +28,16 @@ typedef struct {
     int version_minor;
     int version_major;  /* 1, or 2 for HTTP/2 (whose version_minor is 1 for handlers
                            that ask "1.1 or 1.0?") */
-    str method_name;
-    str target;   /* as sent */
-    str path;     /* target up to '?', still percent-encoded */
-    str query;    /* after '?', without it; empty when none */
-    str body;     /* decoded request body (Content-Length or chunked) */
+    bk_str method_name;
+    bk_str target;   /* as sent */
+    bk_str path;     /* target up to '?', still percent-encoded */
+    bk_str query;    /* after '?', without it; empty when none */
+    bk_str body;     /* decoded request body (Content-Length or chunked) */
     const char *head; /* start of the request head */
     const http_parser *parser;
 } http_request;
 
-static inline str http_request_header(const http_request *r, enum http_hdr_id id)
+static inline bk_str http_request_header(const http_request *r, enum http_hdr_id id)
 {
     return http_parser_known(r->parser, r->head, id);
 }
@@ -60,7 +60,7 @@ typedef void (*http_release_fn)(void *arg);
 typedef struct {
     /* The head: status, the parts of the header block in order, the body
      * length (or HTTP_LEN_*), and body bytes that go with it (copied). */
-    void (*send_head)(http_exchange *x, int status, const str *lines, size_t nlines,
+    void (*send_head)(http_exchange *x, int status, const bk_str *lines, size_t nlines,
                       uint64_t length, const void *body, size_t body_len);
     /* Body bytes, copied; framed by the protocol for HTTP_LEN_STREAM. */
     void (*send_body)(http_exchange *x, const void *p, size_t n);
@@ -98,7 +98,7 @@ struct http_exchange {
     uint8_t close;                  /* ask the protocol to close after this response */
     uint8_t in_error_page;          /* the error renderer is running */
     uint8_t redirects;              /* CGI local redirects followed */
-    buf hdrs;                       /* header lines, until the head is sent */
+    bk_buf hdrs;                       /* header lines, until the head is sent */
     http_arena_chunk *arena;        /* per-request memory */
     void (*on_abort)(void *arg);    /* the client has gone while a handler works */
     void *abort_arg;
@@ -106,7 +106,7 @@ struct http_exchange {
     /* the public API's router (route.c) */
     const void *route;              /* the matched route */
     uint8_t nparams;
-    struct { const char *name; size_t name_len; str raw; } params[HTTP_MAX_PARAMS];
+    struct { const char *name; size_t name_len; bk_str raw; } params[HTTP_MAX_PARAMS];
     char remote[64];                /* the client's address, formatted on demand */
 };
 
@@ -120,7 +120,7 @@ void http_exchange_reset(http_exchange *x, int all);
 /* Fills x->req from a parsed head (offsets relative to head) and a body.
  * (Inline: it is on every request's path.) */
 static inline void http_exchange_set_request(http_exchange *x, const char *head,
-                                             const http_parser *p, str body)
+                                             const http_parser *p, bk_str body)
 {
     http_request *r = &x->req;
     r->head = head;
@@ -132,17 +132,17 @@ static inline void http_exchange_set_request(http_exchange *x, const char *head,
     r->target = http_parser_slice(head, p->target_off, p->target_len);
     const char *q = memchr(r->target.p, '?', r->target.len);
     if (q) {
-        r->path = (str){ r->target.p, (size_t)(q - r->target.p) };
-        r->query = (str){ q + 1, r->target.len - r->path.len - 1 };
+        r->path = (bk_str){ r->target.p, (size_t)(q - r->target.p) };
+        r->query = (bk_str){ q + 1, r->target.len - r->path.len - 1 };
     } else {
         r->path = r->target;
-        r->query = (str){ r->target.p + r->target.len, 0 };
+        r->query = (bk_str){ r->target.p + r->target.len, 0 };
     }
     /* absolute-form: keep only the path */
     if (r->path.len && r->path.p[0] != '/' && r->path.p[0] != '*') {
         const char *s = memchr(r->path.p, '/', r->path.len);
         s = s ? memchr(s + 2, '/', r->path.len - (size_t)(s + 2 - r->path.p)) : NULL;
-        r->path = s ? (str){ s, r->path.len - (size_t)(s - r->path.p) } : STR("/");
+        r->path = s ? (bk_str){ s, r->path.len - (size_t)(s - r->path.p) } : BK_STR("/");
     }
     r->body = body;
 }
@@ -159,7 +159,7 @@ void *http_exchange_alloc(http_exchange *x, size_t size);
 const char *http_exchange_remote_addr(http_exchange *x);
 int http_exchange_remote_port(const http_exchange *x);
 /* fn for every request header in order; stops when fn returns nonzero. */
-void http_exchange_headers(const http_exchange *x, int (*fn)(str name, str value, void *arg),
+void http_exchange_headers(const http_exchange *x, int (*fn)(bk_str name, bk_str value, void *arg),
                            void *arg);
 /* Response bytes not yet sent (backpressure for a producer). */
 static inline size_t http_exchange_pending(const http_exchange *x)
@@ -174,7 +174,7 @@ void http_exchange_status(http_exchange *x, int status);
 /* A header, checked: managed ones (Content-Length, Connection, Date, ...)
  * are ignored, a bad name or a value with CR/LF dropped. Until the head is
  * sent. */
-void http_exchange_header(http_exchange *x, str name, str value);
+void http_exchange_header(http_exchange *x, bk_str name, bk_str value);
 /* Pre-formatted "Name: value\r\n" lines, each through http_exchange_header. */
 void http_exchange_header_lines(http_exchange *x, const char *lines);
 /* Streams body bytes: the first call sends the head (length unknown). */
@@ -188,7 +188,7 @@ void http_exchange_end_ref(http_exchange *x, const void *body, size_t n,
 /* Ends the response with a file range (sendfile); content_type applies
  * when no Content-Type was set (empty: none). */
 void http_exchange_end_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
-                          str content_type, http_release_fn release, void *arg);
+                          bk_str content_type, http_release_fn release, void *arg);
 /* Ends the response with the error page for status: the worker's renderer
  * (brisk_on_error) when it has one, else a short HTML page. extra: header
  * lines the status needs (Allow, Location, ...), or NULL. After the head
@@ -203,7 +203,7 @@ void http_exchange_restart(http_exchange *x);
 /* ---- for handlers: a response in one go (they build the header lines) ---- */
 
 /* Sends the head; lines are "Name: value\r\n" text (see http_proto_ops). */
-static inline void http_exchange_send_head(http_exchange *x, int status, const str *lines,
+static inline void http_exchange_send_head(http_exchange *x, int status, const bk_str *lines,
                                            size_t nlines, uint64_t length, const void *body,
                                            size_t body_len)
 {

@@ -119,7 +119,7 @@ static void fill_validators(fcache_entry *e)
                      (unsigned long long)e->size,
                      (unsigned long long)e->mtime.tv_sec * 1000000000ull +
                          (unsigned long long)e->mtime.tv_nsec);
-    e->etag_len = (uint8_t)MIN(n, (int)sizeof e->etag - 1);
+    e->etag_len = (uint8_t)BK_MIN(n, (int)sizeof e->etag - 1);
     clock_format_http_date(e->mtime.tv_sec, e->last_modified);
 }
 
@@ -160,7 +160,7 @@ static void entry_open(fcache_entry *e, const fcache_opts *o)
     e->mtime = st.st_mtim;
     e->dev = st.st_dev;
     e->ino = st.st_ino;
-    e->mime = mime_lookup(o->mime, (str){ e->key, e->key_len });
+    e->mime = mime_lookup(o->mime, (bk_str){ e->key, e->key_len });
     fill_validators(e);
     if (!e->is_dir && e->size <= o->memory_max && e->size > 0) {
         e->content = malloc(e->size);

@@ -31,7 +31,7 @@ struct fcache_entry {
     dev_t dev;
     ino_t ino;
     char *content;                /* whole file when size <= memory limit, else NULL */
-    str mime;                     /* Content-Type (points into the MIME table) */
+    bk_str mime;                     /* Content-Type (points into the MIME table) */
     char etag[48];                /* "\"ino-size-mtime\"", quoted */
     uint8_t etag_len;
     char last_modified[32];       /* IMF-fixdate */

@@ -14,7 +14,7 @@
 static void h1_dispatch(http_conn *c)
 {
     /* Upgrade: h2c, asked with the first request of a plain connection. */
-    if (UNLIKELY(c->requests == 0 && c->b->parser.known[HH_CONNECTION]) && c->conf->http2 &&
+    if (BK_UNLIKELY(c->requests == 0 && c->b->parser.known[HH_CONNECTION]) && c->conf->http2 &&
         !c->tls) {
         int rc = http_h2_upgrade(c);
         if (rc != 0) {
@@ -24,7 +24,7 @@ static void h1_dispatch(http_conn *c)
         }
     }
     http_exchange_set_request(&c->b->x, c->in + c->req_start, &c->b->parser,
-                              (str){ c->b->body.data, c->b->body.len });
+                              (bk_str){ c->b->body.data, c->b->body.len });
     c->state = CONN_HANDLER;
     c->head_only = c->b->x.req.method == HTTP_HEAD;
     c->requests++;
@@ -81,7 +81,7 @@ static int h1_read_body(http_conn *c)
     size_t avail = c->in_len - start, consumed, data;
     int done;
     if (c->b->parser.body_kind == HTTP_BODY_LENGTH) {
-        data = consumed = (size_t)MIN((uint64_t)avail, c->b->body_left);
+        data = consumed = (size_t)BK_MIN((uint64_t)avail, c->b->body_left);
         c->b->body_left -= consumed;
         done = c->b->body_left == 0;
     } else {
@@ -127,9 +127,9 @@ void http_h1_process(http_conn *c)
             if (!avail)
                 return;
             /* HTTP/2 with prior knowledge: the connection preface first. */
-            if (UNLIKELY(c->requests == 0) && !c->tls &&
+            if (BK_UNLIKELY(c->requests == 0) && !c->tls &&
                 ((c->in[c->req_start] == 'P' && c->conf->http2) || c->h2c_only)) {
-                size_t k = MIN(avail, (size_t)HTTP_H2_PREFACE_LEN);
+                size_t k = BK_MIN(avail, (size_t)HTTP_H2_PREFACE_LEN);
                 if (memcmp(c->in + c->req_start, HTTP_H2_PREFACE, k) == 0) {
                     if (k < HTTP_H2_PREFACE_LEN)
                         return; /* the rest of it is on its way */

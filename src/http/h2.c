@@ -55,7 +55,7 @@ struct h2_stream {
     uint32_t hdr_bytes;
     int status;
     uint64_t resp_bytes;  /* for the access log, as HTTP/1.1 logs it */
-    str method, path, authority; /* offsets into pseudo, fixed up at the end */
+    bk_str method, path, authority; /* offsets into pseudo, fixed up at the end */
     h2_piece *out, **out_tail;
     uint64_t out_len;
     union {               /* the client, copied: the stream may outlive the connection */
@@ -64,11 +64,11 @@ struct h2_stream {
         struct sockaddr_in6 in6;
     } peer;
     /* Kept by the worker's pool of streams, their memory with them: */
-    buf pseudo;           /* :method, :path, :authority values */
-    buf lines;            /* the other header fields, "name: value\r\n" */
-    buf cookie;           /* cookie fields joined with "; " (RFC 9113 8.2.3) */
-    buf head;             /* the request head as HTTP/1.1 text, for the parser */
-    buf body;
+    bk_buf pseudo;           /* :method, :path, :authority values */
+    bk_buf lines;            /* the other header fields, "name: value\r\n" */
+    bk_buf cookie;           /* cookie fields joined with "; " (RFC 9113 8.2.3) */
+    bk_buf head;             /* the request head as HTTP/1.1 text, for the parser */
+    bk_buf body;
     http_parser parser;
     http_exchange x;      /* reset (one arena chunk kept) */
 };
@@ -104,7 +104,7 @@ static inline h2_session *sess(const http_conn *c)
 
 static inline h2_stream *stream_of(const http_exchange *x)
 {
-    return CONTAINER_OF(x, h2_stream, x);
+    return BK_CONTAINER_OF(x, h2_stream, x);
 }
 
 /* ---- streams ---- */
@@ -130,7 +130,7 @@ static h2_stream *stream_new(h2_session *s, int32_t id)
     st->x.proto = &h2_ops;
     st->x.hw = c->hw;
     st->x.conf = http_conf_retain(c->conf); /* a detached stream outlives c */
-    memcpy(&st->peer, &c->peer, MIN(sizeof st->peer, sizeof c->peer));
+    memcpy(&st->peer, &c->peer, BK_MIN(sizeof st->peer, sizeof c->peer));
     st->x.peer = &st->peer.sa;
     st->next = s->streams;
     if (s->streams)
@@ -163,8 +163,8 @@ static void stream_free(h2_stream *st)
     http_conf_release(st->x.conf);
     st->x.conf = NULL;
     int keep = stream_pool_n < STREAM_POOL_MAX;
-    buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
-    for (size_t i = 0; i < ARRAY_LEN(bufs); i++) {
+    bk_buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
+    for (size_t i = 0; i < BK_ARRAY_LEN(bufs); i++) {
         if (!keep || bufs[i]->cap > STREAM_BUF_KEEP)
             buf_free(bufs[i]);
         bufs[i]->len = 0;
@@ -188,8 +188,8 @@ void http_h2_release_pools(void)
     while (stream_pool) {
         h2_stream *st = stream_pool;
         stream_pool = st->deferred_next;
-        buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
-        for (size_t i = 0; i < ARRAY_LEN(bufs); i++)
+        bk_buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
+        for (size_t i = 0; i < BK_ARRAY_LEN(bufs); i++)
             buf_free(bufs[i]);
         http_exchange_reset(&st->x, 1);
         free(st);
@@ -285,10 +285,10 @@ static inline char lower(char c)
  * w in lower case. */
 static inline uint64_t upper8(uint64_t w)
 {
-    uint64_t low7 = w & (BYTES8_ONES * 0x7f);
-    uint64_t ge_a = low7 + BYTES8_ONES * (0x80 - 'A');     /* high bit: >= 'A' */
-    uint64_t gt_z = low7 + BYTES8_ONES * (0x80 - 'Z' - 1); /* high bit: > 'Z' */
-    return (ge_a & ~gt_z & ~w & (BYTES8_ONES * 0x80)) >> 2;
+    uint64_t low7 = w & (BK_BYTES8_ONES * 0x7f);
+    uint64_t ge_a = low7 + BK_BYTES8_ONES * (0x80 - 'A');     /* high bit: >= 'A' */
+    uint64_t gt_z = low7 + BK_BYTES8_ONES * (0x80 - 'Z' - 1); /* high bit: > 'Z' */
+    return (ge_a & ~gt_z & ~w & (BK_BYTES8_ONES * 0x80)) >> 2;
 }
 
 /* Header fields an HTTP/2 message must not carry (RFC 9113 8.2.2). */
@@ -298,7 +298,7 @@ static int connection_specific(const char *n, size_t len)
         { "connection", 10 }, { "keep-alive", 10 }, { "proxy-connection", 16 },
         { "transfer-encoding", 17 }, { "upgrade", 7 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(names); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(names); i++)
         if (names[i].len == len && memcmp(names[i].name, n, len) == 0)
             return 1;
     return 0;
@@ -307,7 +307,7 @@ static int connection_specific(const char *n, size_t len)
 static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *b, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *ud);
 
-static void h2_send_head(http_exchange *x, int status, const str *lines, size_t nlines,
+static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size_t nlines,
                          uint64_t length, const void *body, size_t body_len)
 {
     h2_stream *st = stream_of(x);
@@ -462,14 +462,14 @@ static void access_log(h2_stream *st)
 {
     http_worker *hw = st->x.hw;
     char line[LOG_LINE_MAX];
-    int n = snprintf(line, sizeof line, "%.*s %.*s HTTP/2.0", (int)MIN(st->method.len, 64),
-                     st->method.p ? st->method.p : "", (int)MIN(st->path.len, 1900),
+    int n = snprintf(line, sizeof line, "%.*s %.*s HTTP/2.0", (int)BK_MIN(st->method.len, 64),
+                     st->method.p ? st->method.p : "", (int)BK_MIN(st->path.len, 1900),
                      st->path.p ? st->path.p : "");
     const http_parser *p = &st->parser;
     const char *head = st->x.req.head;
-    str ref = head ? http_parser_known(p, head, HH_REFERER) : STR_NULL;
-    str ua = head ? http_parser_known(p, head, HH_USER_AGENT) : STR_NULL;
-    http_access_log(hw, st->x.peer, (str){ line, (size_t)MAX(n, 0) }, st->status,
+    bk_str ref = head ? http_parser_known(p, head, HH_REFERER) : BK_STR_NULL;
+    bk_str ua = head ? http_parser_known(p, head, HH_USER_AGENT) : BK_STR_NULL;
+    http_access_log(hw, st->x.peer, (bk_str){ line, (size_t)BK_MAX(n, 0) }, st->status,
                     st->head_only ? 0 : st->resp_bytes, ref, ua);
 }
 
@@ -525,7 +525,7 @@ static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *b, size_t len
         st->deferred = 1;
         return NGHTTP2_ERR_DEFERRED;
     }
-    size_t n = (size_t)MIN((uint64_t)length, st->out_len);
+    size_t n = (size_t)BK_MIN((uint64_t)length, st->out_len);
     *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
     if (st->eof && n == st->out_len)
         *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -546,7 +546,7 @@ static int body_send(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
     size_t done = 0;
     while (done < length && st->out) {
         h2_piece *p = st->out;
-        size_t take = (size_t)MIN(p->len, (uint64_t)(length - done));
+        size_t take = (size_t)BK_MIN(p->len, (uint64_t)(length - done));
         char *dst = out + 9 + done;
         if (p->kind == P_COPY) {
             memcpy(dst, p->data + p->off, take);
@@ -600,7 +600,7 @@ static void stream_respond_error(h2_stream *st, int status)
     http_exchange_error(&st->x, status, NULL);
 }
 
-static int buf_add(buf *b, const void *p, size_t n)
+static int buf_add(bk_buf *b, const void *p, size_t n)
 {
     if (buf_reserve(b, n) < 0)
         return -1;
@@ -615,15 +615,15 @@ static int stream_build_head(h2_stream *st)
 {
     /* Offsets were stored in the p fields: rebase them, pseudo is final. */
     const char *ps = st->pseudo.data;
-    str *slots[] = { &st->method, &st->path, &st->authority };
-    for (size_t i = 0; i < ARRAY_LEN(slots); i++)
-        *slots[i] = ps && slots[i]->len ? (str){ ps + (uintptr_t)slots[i]->p, slots[i]->len }
-                                        : STR_NULL;
+    bk_str *slots[] = { &st->method, &st->path, &st->authority };
+    for (size_t i = 0; i < BK_ARRAY_LEN(slots); i++)
+        *slots[i] = ps && slots[i]->len ? (bk_str){ ps + (uintptr_t)slots[i]->p, slots[i]->len }
+                                        : BK_STR_NULL;
     if (st->too_big)
         return 431;
     if (!st->method.len || !st->path.len)
         return 400; /* (CONNECT: no path) */
-    buf *h = &st->head;
+    bk_buf *h = &st->head;
     if (buf_add(h, st->method.p, st->method.len) < 0 || buf_add(h, " ", 1) < 0 ||
         buf_add(h, st->path.p, st->path.len) < 0 || buf_add(h, " HTTP/1.1\r\n", 11) < 0)
         return 500;
@@ -658,7 +658,7 @@ static void stream_dispatch(h2_stream *st)
     http_worker *hw = st->x.hw;
     st->dispatched = 1;
     http_exchange_set_request(&st->x, st->head.data, &st->parser,
-                              (str){ st->body.data, st->body.len });
+                              (bk_str){ st->body.data, st->body.len });
     st->x.req.version_major = 2;
     st->head_only = st->x.req.method == HTTP_HEAD;
     st->in_handler = 1;
@@ -717,7 +717,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
     const char *n = (const char *)name, *v = (const char *)value;
     int bad = 0;
     if (namelen && n[0] == ':') {
-        str *slot = NULL;
+        bk_str *slot = NULL;
         if (namelen == 7 && memcmp(n, ":method", 7) == 0)
             slot = &st->method;
         else if (namelen == 5 && memcmp(n, ":path", 5) == 0)
@@ -1007,7 +1007,7 @@ static h2_session *session_new(http_conn *c)
         { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, c->conf->limits.max_head_size },
         { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
     };
-    nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, ARRAY_LEN(iv));
+    nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, BK_ARRAY_LEN(iv));
     c->b->h2 = s;
     return s;
 }
@@ -1022,7 +1022,7 @@ int http_h2_start(http_conn *c)
 
 /* base64url without padding (RFC 9113 3.2 / RFC 7540 3.2.1), into out;
  * -1 when not valid. */
-static ssize_t b64url_decode(str in, uint8_t *out, size_t cap)
+static ssize_t b64url_decode(bk_str in, uint8_t *out, size_t cap)
 {
     uint32_t acc = 0;
     int bits = 0;
@@ -1052,7 +1052,7 @@ static ssize_t b64url_decode(str in, uint8_t *out, size_t cap)
     return (ssize_t)n;
 }
 
-static int has_token(str v, const char *tok)
+static int has_token(bk_str v, const char *tok)
 {
     size_t tl = strlen(tok);
     for (size_t i = 0; i < v.len;) {
@@ -1074,9 +1074,9 @@ int http_h2_upgrade(http_conn *c)
     const char *head = c->in + c->req_start;
     if (!c->conf->http2 || c->tls || p->body_kind != HTTP_BODY_NONE || !p->version_minor)
         return 0;
-    str up = http_parser_header(p, head, STR("upgrade"));
-    str conn = http_parser_known(p, head, HH_CONNECTION);
-    str set = http_parser_header(p, head, STR("http2-settings"));
+    bk_str up = http_parser_header(p, head, BK_STR("upgrade"));
+    bk_str conn = http_parser_known(p, head, HH_CONNECTION);
+    bk_str set = http_parser_header(p, head, BK_STR("http2-settings"));
     if (!up.p || !set.p || !has_token(up, "h2c") || !has_token(conn, "upgrade") ||
         !has_token(conn, "http2-settings"))
         return 0;
@@ -1111,7 +1111,7 @@ int http_h2_upgrade(http_conn *c)
     c->req_start += c->head_len;
     c->head_len = 0;
     c->requests++;
-    http_exchange_set_request(&st->x, st->head.data, &st->parser, STR(""));
+    http_exchange_set_request(&st->x, st->head.data, &st->parser, BK_STR(""));
     st->x.req.version_major = 2;
     st->method = st->x.req.method_name;
     st->path = st->x.req.target;

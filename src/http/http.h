@@ -83,7 +83,7 @@ enum http_method {
     X(511, "Network Authentication Required")
 
 /* "Not Found" for 404; "Unknown" for codes outside the table. */
-str http_status_reason(int status);
-str http_method_name(enum http_method m);
+bk_str http_status_reason(int status);
+bk_str http_method_name(enum http_method m);
 
 #endif

@@ -10,13 +10,13 @@
 typedef struct {
     char *ext; /* lower case, NUL-terminated */
     uint32_t ext_len;
-    str type;  /* points into the owned strings */
+    bk_str type;  /* points into the owned strings */
 } mime_entry;
 
 struct mime_table {
     mime_entry *slots; /* open addressing, power-of-two size */
     uint32_t mask, count;
-    str default_type;
+    bk_str default_type;
     char *default_owned;
 };
 
@@ -130,8 +130,8 @@ mime_table *mime_load(const char *path, const char *default_type)
     t->default_owned = strdup(default_type ? default_type : "application/octet-stream");
     if (!t->slots || !t->default_owned)
         goto fail;
-    t->default_type = (str){ t->default_owned, strlen(t->default_owned) };
-    for (size_t i = 0; i < ARRAY_LEN(builtin); i++)
+    t->default_type = (bk_str){ t->default_owned, strlen(t->default_owned) };
+    for (size_t i = 0; i < BK_ARRAY_LEN(builtin); i++)
         if (add(t, builtin[i][0], strlen(builtin[i][0]), builtin[i][1], strlen(builtin[i][1])) < 0)
             goto fail;
     if (path) {
@@ -170,7 +170,7 @@ void mime_free(mime_table *t)
     free(t);
 }
 
-str mime_lookup(const mime_table *t, str name)
+bk_str mime_lookup(const mime_table *t, bk_str name)
 {
     size_t i = name.len;
     while (i > 0 && name.p[i - 1] != '.' && name.p[i - 1] != '/')

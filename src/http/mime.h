@@ -14,6 +14,6 @@ mime_table *mime_load(const char *path, const char *default_type);
 void mime_free(mime_table *t);
 
 /* The Content-Type for a file name (text types get "; charset=utf-8"). */
-str mime_lookup(const mime_table *t, str filename);
+bk_str mime_lookup(const mime_table *t, bk_str filename);
 
 #endif

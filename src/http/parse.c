@@ -97,22 +97,22 @@ static const struct {
     { "referer", 7, HH_REFERER },
 };
 
-str http_status_reason(int status)
+bk_str http_status_reason(int status)
 {
     switch (status) {
-#define X(code, s) case code: return STR(s);
+#define X(code, s) case code: return BK_STR(s);
         HTTP_STATUSES(X)
 #undef X
     }
-    return STR("Unknown");
+    return BK_STR("Unknown");
 }
 
-str http_method_name(enum http_method m)
+bk_str http_method_name(enum http_method m)
 {
-    for (size_t i = 0; i < ARRAY_LEN(methods); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(methods); i++)
         if (methods[i].id == m)
-            return (str){ methods[i].name, methods[i].len };
-    return STR("UNKNOWN");
+            return (bk_str){ methods[i].name, methods[i].len };
+    return BK_STR("UNKNOWN");
 }
 
 void http_parser_reset(http_parser *p)
@@ -133,7 +133,7 @@ static int parse_request_line(http_parser *p, const char *line, uint32_t off, ui
     if (i == 3 && memcmp(line, "GET", 3) == 0) /* nearly every request */
         p->method = HTTP_GET;
     else
-        for (size_t m = 0; m < ARRAY_LEN(methods); m++)
+        for (size_t m = 0; m < BK_ARRAY_LEN(methods); m++)
             if (methods[m].len == i && memcmp(methods[m].name, line, i) == 0) {
                 p->method = methods[m].id;
                 break;
@@ -188,10 +188,10 @@ static void parse_connection(http_parser *p, const char *v, uint32_t len)
             i++;
         uint32_t e = i;
         trim_ows(v, &s, &e);
-        str tok = { v + s, e - s };
-        if (STR_IEQ(tok, "close"))
+        bk_str tok = { v + s, e - s };
+        if (BK_STR_IEQ(tok, "close"))
             p->conn_close = 1;
-        else if (STR_IEQ(tok, "keep-alive"))
+        else if (BK_STR_IEQ(tok, "keep-alive"))
             p->conn_keep_alive = 1;
         i++;
     }
@@ -201,7 +201,7 @@ static void parse_connection(http_parser *p, const char *v, uint32_t len)
  * handling; returns 0 or a negative status. */
 static int on_known_header(http_parser *p, int id, const char *v, uint32_t len)
 {
-    str val = { v, len };
+    bk_str val = { v, len };
     switch (id) {
     case HH_CONTENT_LENGTH:
         if (p->known[id]) /* duplicates, even equal ones, are refused */
@@ -212,7 +212,7 @@ static int on_known_header(http_parser *p, int id, const char *v, uint32_t len)
     case HH_TRANSFER_ENCODING:
         if (p->known[id])
             return -400; /* stacked codings across lines */
-        if (STR_IEQ(val, "chunked"))
+        if (BK_STR_IEQ(val, "chunked"))
             break;
         if (memchr(v, ',', len))
             return -400; /* stacked codings: only "chunked" alone is accepted */
@@ -227,7 +227,7 @@ static int on_known_header(http_parser *p, int id, const char *v, uint32_t len)
         parse_connection(p, v, len);
         break;
     case HH_EXPECT:
-        if (STR_IEQ(val, "100-continue"))
+        if (BK_STR_IEQ(val, "100-continue"))
             p->expect_continue = 1;
         else
             return -417;
@@ -268,8 +268,8 @@ static int parse_header_line(http_parser *p, const char *line, uint32_t off, uin
     h->val_len = (uint16_t)(ve - vs);
     p->nheaders++;
 
-    str name = { line, name_len };
-    for (size_t k = 0; k < ARRAY_LEN(known_headers); k++) {
+    bk_str name = { line, name_len };
+    for (size_t k = 0; k < BK_ARRAY_LEN(known_headers); k++) {
         if (known_headers[k].len != name_len ||
             !str_ieq_lit(name, known_headers[k].lower, name_len))
             continue;
@@ -308,7 +308,7 @@ static int finish_head(http_parser *p)
 
 int http_parse_head(http_parser *p, const char *buf, size_t len, const http_limits *lim)
 {
-    size_t limit = MIN(len, (size_t)lim->max_head_size);
+    size_t limit = BK_MIN(len, (size_t)lim->max_head_size);
     for (;;) {
         const char *nl = p->scan < limit ? memchr(buf + p->scan, '\n', limit - p->scan) : NULL;
         if (!nl) {
@@ -345,7 +345,7 @@ int http_parse_head(http_parser *p, const char *buf, size_t len, const http_limi
     }
 }
 
-str http_parser_header(const http_parser *p, const char *base, str name)
+bk_str http_parser_header(const http_parser *p, const char *base, bk_str name)
 {
     for (uint32_t i = 0; i < p->nheaders; i++) {
         const http_hdr_off *h = &p->hdr[i];
@@ -355,9 +355,9 @@ str http_parser_header(const http_parser *p, const char *base, str name)
         while (k < name.len && ascii_lower(base[h->name_off + k]) == ascii_lower(name.p[k]))
             k++;
         if (k == name.len)
-            return (str){ base + h->val_off, h->val_len };
+            return (bk_str){ base + h->val_off, h->val_len };
     }
-    return STR_NULL;
+    return BK_STR_NULL;
 }
 
 /* ---- chunked ---- */
@@ -447,7 +447,7 @@ ssize_t http_chunked_decode(http_chunked *c, char *buf, size_t len, size_t *out_
             c->state = c->remaining ? CH_DATA : CH_TRAILER;
             break;
         case CH_DATA: {
-            size_t n = MIN((uint64_t)(len - i), c->remaining);
+            size_t n = BK_MIN((uint64_t)(len - i), c->remaining);
             if (out != i)
                 memmove(buf + out, buf + i, n);
             out += n;

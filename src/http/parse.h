@@ -77,22 +77,22 @@ void http_parser_reset(http_parser *p);
  * request, after which the connection must be closed. */
 int http_parse_head(http_parser *p, const char *buf, size_t len, const http_limits *lim);
 
-static inline str http_parser_slice(const char *base, uint16_t off, uint16_t len)
+static inline bk_str http_parser_slice(const char *base, uint16_t off, uint16_t len)
 {
-    return (str){ base + off, len };
+    return (bk_str){ base + off, len };
 }
 
 /* The value of a known header, or STR_NULL. */
-static inline str http_parser_known(const http_parser *p, const char *base, enum http_hdr_id id)
+static inline bk_str http_parser_known(const http_parser *p, const char *base, enum http_hdr_id id)
 {
     if (!p->known[id])
-        return STR_NULL;
+        return BK_STR_NULL;
     const http_hdr_off *h = &p->hdr[p->known[id] - 1];
-    return (str){ base + h->val_off, h->val_len };
+    return (bk_str){ base + h->val_off, h->val_len };
 }
 
 /* The first header named name (case-insensitive), or STR_NULL. */
-str http_parser_header(const http_parser *p, const char *base, str name);
+bk_str http_parser_header(const http_parser *p, const char *base, bk_str name);
 
 /* ---- chunked transfer coding ---- */
 

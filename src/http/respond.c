@@ -22,7 +22,7 @@ static inline char *put(char *p, const void *s, size_t n)
 #define END_ROOM 64
 
 /* Status line, Server and Date, at p. */
-static char *put_begin(http_conn *c, char *p, int status, str reason)
+static char *put_begin(http_conn *c, char *p, int status, bk_str reason)
 {
     c->status = status;
     c->resp_open = 1;
@@ -67,11 +67,11 @@ static void out_put(http_conn *c, const void *s, size_t n)
     http_conn_out_commit(c, n);
 }
 
-static void h1_send_head(http_exchange *x, int status, const str *lines, size_t nlines,
+static void h1_send_head(http_exchange *x, int status, const bk_str *lines, size_t nlines,
                          uint64_t length, const void *body, size_t body_len)
 {
     http_conn *c = http_conn_of(x);
-    str framing = STR_NULL;
+    bk_str framing = BK_STR_NULL;
     if (x->close)
         c->must_close = 1;
     if (length == HTTP_LEN_STREAM) {
@@ -79,12 +79,12 @@ static void h1_send_head(http_exchange *x, int status, const str *lines, size_t 
         c->b->streaming = 1;
         if (x->req.version_minor >= 1) {
             c->b->chunked_out = 1;
-            framing = STR("Transfer-Encoding: chunked\r\n");
+            framing = BK_STR("Transfer-Encoding: chunked\r\n");
         } else {
             c->must_close = 1; /* HTTP/1.0: the body ends at close */
         }
     }
-    str reason = status == 200 ? STR("OK") : http_status_reason(status);
+    bk_str reason = status == 200 ? BK_STR("OK") : http_status_reason(status);
     if (c->head_only)
         body_len = 0;
     size_t room = BEGIN_ROOM(reason.len) + END_ROOM + framing.len + body_len;
@@ -166,14 +166,14 @@ static int h1_local_addr(const http_exchange *x, struct sockaddr_storage *ss, so
 /* ---- access log: nginx's "combined" format ---- */
 
 /* Copies s escaping '"', '\' and non-printable bytes as \xHH, like nginx. */
-static char *put_escaped(char *p, str s, size_t max)
+static char *put_escaped(char *p, bk_str s, size_t max)
 {
     static const char hex[] = "0123456789ABCDEF";
     if (!s.p) {
         *p++ = '-';
         return p;
     }
-    size_t n = MIN(s.len, max);
+    size_t n = BK_MIN(s.len, max);
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s.p[i];
         if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') {
@@ -190,8 +190,8 @@ static char *put_escaped(char *p, str s, size_t max)
 
 #define LOG_FIELD_MAX 2048
 
-void http_access_log(http_worker *hw, const struct sockaddr *peer, str line, int status,
-                     uint64_t bytes, str ref, str ua)
+void http_access_log(http_worker *hw, const struct sockaddr *peer, bk_str line, int status,
+                     uint64_t bytes, bk_str ref, bk_str ua)
 {
     char *start = logbuf_reserve(&hw->access, 128 + CLOCK_LOG_TIME_LEN + 3 * 4 * LOG_FIELD_MAX);
     if (!start)
@@ -215,9 +215,9 @@ static void access_log_write(http_conn *c)
 {
     const http_parser *ps = &c->b->parser;
     const char *head = c->b->x.req.head;
-    str line = ps->line_len && head ? http_parser_slice(head, ps->line_off, ps->line_len) : STR_NULL;
-    str ref = head ? http_parser_known(ps, head, HH_REFERER) : STR_NULL;
-    str ua = head ? http_parser_known(ps, head, HH_USER_AGENT) : STR_NULL;
+    bk_str line = ps->line_len && head ? http_parser_slice(head, ps->line_off, ps->line_len) : BK_STR_NULL;
+    bk_str ref = head ? http_parser_known(ps, head, HH_REFERER) : BK_STR_NULL;
+    bk_str ua = head ? http_parser_known(ps, head, HH_USER_AGENT) : BK_STR_NULL;
     http_access_log(c->hw, &c->peer.sa, line, c->status, c->resp_body_len, ref, ua);
 }
 

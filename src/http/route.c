@@ -105,7 +105,7 @@ void api_routes_free(brisk_server *s)
 }
 
 /* Matches the raw path against a route, filling x->params. */
-static int route_match(const api_route *rt, str path, http_exchange *x)
+static int route_match(const api_route *rt, bk_str path, http_exchange *x)
 {
     const char *p = path.p + 1, *end = path.p + path.len;
     uint8_t np = 0;
@@ -129,7 +129,7 @@ static int route_match(const api_route *rt, str path, http_exchange *x)
                 return 0;
             x->params[np].name = g->text;
             x->params[np].name_len = g->len;
-            x->params[np].raw = (str){ p, len };
+            x->params[np].raw = (bk_str){ p, len };
             np++;
         }
         p = e + 1;

@@ -52,22 +52,22 @@ static void gate_open(start_gate *g)
     pthread_mutex_unlock(&g->mu);
 }
 
-static http_worker *worker_of(loop *l)
+static http_worker *worker_of(bk_loop *l)
 {
-    return CONTAINER_OF((worker *)l->udata, http_worker, w);
+    return BK_CONTAINER_OF((bk_worker *)l->udata, http_worker, w);
 }
 
-static void refresh_clock(loop *l, void *udata)
+static void refresh_clock(bk_loop *l, void *udata)
 {
     clock_cache_update(&worker_of(l)->w.clock);
 }
 
-static void end_iteration(loop *l, void *udata)
+static void end_iteration(bk_loop *l, void *udata)
 {
     http_conn_reap(worker_of(l));
 }
 
-static void on_tick(loop *l, timer *t)
+static void on_tick(bk_loop *l, bk_timer *t)
 {
     http_worker *hw = t->udata;
     if (hw->access_on && hw->access.len)
@@ -76,7 +76,7 @@ static void on_tick(loop *l, timer *t)
     timer_start(l, t, 1000);
 }
 
-static void on_deadline(loop *l, timer *t)
+static void on_deadline(bk_loop *l, bk_timer *t)
 {
     http_worker *hw = t->udata;
     log_warn("worker %d: shutdown_timeout reached, closing %u connections", hw->w.id,
@@ -122,9 +122,9 @@ static void stop_worker(http_worker *hw)
         timer_start(&hw->w.loop, &hw->deadline, hw->conf->shutdown_timeout);
 }
 
-static void on_msg(worker *w, int type, void *arg)
+static void on_msg(bk_worker *w, int type, void *arg)
 {
-    http_worker *hw = CONTAINER_OF(w, http_worker, w);
+    http_worker *hw = BK_CONTAINER_OF(w, http_worker, w);
     if (type == MSG_STOP && !hw->stopping)
         stop_worker(hw);
     else if (type == MSG_CONF)
@@ -136,10 +136,10 @@ static void on_msg(worker *w, int type, void *arg)
     }
 }
 
-static void worker_run(worker *w)
+static void worker_run(bk_worker *w)
 {
-    http_worker *hw = CONTAINER_OF(w, http_worker, w);
-    loop *l = &w->loop;
+    http_worker *hw = BK_CONTAINER_OF(w, http_worker, w);
+    bk_loop *l = &w->loop;
     l->before_dispatch = refresh_clock;
     l->on_iteration_end = end_iteration;
 
@@ -298,7 +298,7 @@ static void serve(http_exchange *x, void *udata)
 {
     const http_app *app = udata;
     /* The endpoint is off unless configured: test that before the call. */
-    if (UNLIKELY(x->conf->status[0]) && http_status_wanted(x))
+    if (BK_UNLIKELY(x->conf->status[0]) && http_status_wanted(x))
         http_status_handle(x);
     else
         app->handler(x, app->udata);
@@ -335,7 +335,7 @@ int http_server_run(const http_cli *cli, const http_app *app)
         http_conf_release(conf);
         return 1;
     }
-    uint32_t bufsize = MAX(16384u, conf->limits.max_head_size + 4096u);
+    uint32_t bufsize = BK_MAX(16384u, conf->limits.max_head_size + 4096u);
     int rc = 0, started = 0;
     start_gate ready = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
                          .target = n };

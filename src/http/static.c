@@ -22,7 +22,7 @@ static int hexval(char ch)
     return -1;
 }
 
-int static_normalize_path(str path, char *out, size_t cap, int *dir_form)
+int static_normalize_path(bk_str path, char *out, size_t cap, int *dir_form)
 {
     if (!path.len || path.p[0] != '/')
         return -400;
@@ -115,9 +115,9 @@ int static_normalize_path(str path, char *out, size_t cap, int *dir_form)
     return (int)o;
 }
 
-int static_parse_range(str v, uint64_t size, uint64_t *first, uint64_t *last)
+int static_parse_range(bk_str v, uint64_t size, uint64_t *first, uint64_t *last)
 {
-    if (v.len < 7 || !str_ieq_lit((str){ v.p, 6 }, "bytes=", 6))
+    if (v.len < 7 || !str_ieq_lit((bk_str){ v.p, 6 }, "bytes=", 6))
         return 0;
     const char *p = v.p + 6, *end = v.p + v.len;
     while (p < end && (*p == ' ' || *p == '\t'))
@@ -153,7 +153,7 @@ int static_parse_range(str v, uint64_t size, uint64_t *first, uint64_t *last)
     return 1;
 }
 
-static str trim(str s)
+static bk_str trim(bk_str s)
 {
     while (s.len && (s.p[0] == ' ' || s.p[0] == '\t')) {
         s.p++;
@@ -165,14 +165,14 @@ static str trim(str s)
 }
 
 /* Calls fn for each comma-separated element until it returns nonzero. */
-static int each_element(str list, int (*fn)(str item, void *arg), void *arg)
+static int each_element(bk_str list, int (*fn)(bk_str item, void *arg), void *arg)
 {
     size_t i = 0;
     while (i <= list.len) {
         size_t s = i;
         while (i < list.len && list.p[i] != ',')
             i++;
-        str item = trim((str){ list.p + s, i - s });
+        bk_str item = trim((bk_str){ list.p + s, i - s });
         if (item.len) {
             int rc = fn(item, arg);
             if (rc)
@@ -183,9 +183,9 @@ static int each_element(str list, int (*fn)(str item, void *arg), void *arg)
     return 0;
 }
 
-static int etag_item(str item, void *arg)
+static int etag_item(bk_str item, void *arg)
 {
-    const str *etag = arg;
+    const bk_str *etag = arg;
     if (item.len == 1 && item.p[0] == '*')
         return 1;
     if (item.len > 2 && item.p[0] == 'W' && item.p[1] == '/') {
@@ -195,7 +195,7 @@ static int etag_item(str item, void *arg)
     return str_eq(item, *etag);
 }
 
-int static_etag_match(str header, str etag)
+int static_etag_match(bk_str header, bk_str etag)
 {
     return each_element(header, etag_item, &etag);
 }
@@ -206,7 +206,7 @@ typedef struct {
     int star;  /* the same for "*" */
 } coding_query;
 
-static int q_is_zero(str params)
+static int q_is_zero(bk_str params)
 {
     /* params: what follows ';', e.g. " q=0.000" */
     params = trim(params);
@@ -218,12 +218,12 @@ static int q_is_zero(str params)
     return 1;
 }
 
-static int coding_item(str item, void *arg)
+static int coding_item(bk_str item, void *arg)
 {
     coding_query *q = arg;
     const char *semi = memchr(item.p, ';', item.len);
-    str name = trim((str){ item.p, semi ? (size_t)(semi - item.p) : item.len });
-    int ok = !(semi && q_is_zero((str){ semi + 1, item.len - (size_t)(semi + 1 - item.p) }));
+    bk_str name = trim((bk_str){ item.p, semi ? (size_t)(semi - item.p) : item.len });
+    int ok = !(semi && q_is_zero((bk_str){ semi + 1, item.len - (size_t)(semi + 1 - item.p) }));
     if (str_ieq_lit(name, q->coding, strlen(q->coding)))
         q->named = ok;
     else if (name.len == 1 && name.p[0] == '*')
@@ -233,7 +233,7 @@ static int coding_item(str item, void *arg)
 
 /* RFC 9110 12.5.3: a coding's own entry decides; "*" covers only codings
  * not named elsewhere; q=0 means "not acceptable". */
-int static_accepts_encoding(str header, const char *coding)
+int static_accepts_encoding(bk_str header, const char *coding)
 {
     if (!header.p)
         return 0;
@@ -322,7 +322,7 @@ static int cmp_names(const void *a, const void *b)
  * hand-counted 38 for 37 bytes once put a NUL into every listing). */
 #define BUF_LIT(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
 
-static void put_html_escaped(buf *b, const char *s)
+static void put_html_escaped(bk_buf *b, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
@@ -336,7 +336,7 @@ static void put_html_escaped(buf *b, const char *s)
     }
 }
 
-static void put_url_escaped(buf *b, const char *s)
+static void put_url_escaped(bk_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (; *s; s++) {
@@ -394,9 +394,9 @@ static void autoindex(http_exchange *x, const http_request *r, fcache_entry *dir
     closedir(d);
     qsort(names, n, sizeof *names, cmp_names);
 
-    buf b = { 0 };
+    bk_buf b = { 0 };
     char title[PATH_MAX + 8];
-    snprintf(title, sizeof title, "%.*s", (int)MIN(r->path.len, (size_t)PATH_MAX), r->path.p);
+    snprintf(title, sizeof title, "%.*s", (int)BK_MIN(r->path.len, (size_t)PATH_MAX), r->path.p);
     BUF_LIT(&b, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
     put_html_escaped(&b, title);
     BUF_LIT(&b, "</title></head>\n<body><h1>Index of ");
@@ -421,7 +421,7 @@ static void autoindex(http_exchange *x, const http_request *r, fcache_entry *dir
     free(names);
     BUF_LIT(&b, "</pre><hr></body></html>\n");
 
-    str ct = STR("Content-Type: text/html; charset=utf-8\r\n");
+    bk_str ct = BK_STR("Content-Type: text/html; charset=utf-8\r\n");
     http_exchange_send_head(x, 200, &ct, 1, b.len, b.data, b.len);
     http_exchange_finish(x);
     buf_free(&b);
@@ -435,7 +435,7 @@ static fcache_entry *pick_variant(http_exchange *x, const http_request *r, fcach
     static const struct { const char *ext, *coding; } variants[] = {
         { ".br", "br" }, { ".gz", "gzip" },
     };
-    str ae = http_request_header(r, HH_ACCEPT_ENCODING);
+    bk_str ae = http_request_header(r, HH_ACCEPT_ENCODING);
     *any_variant = 0;
     /* Siblings are looked for even when the client accepts no coding: the
      * identity response must say Vary too, or a shared cache could hand
@@ -451,10 +451,10 @@ static fcache_entry *pick_variant(http_exchange *x, const http_request *r, fcach
     uint64_t until = UINT64_MAX;
     char name[PATH_MAX];
     memcpy(name, f->key, f->key_len);
-    for (size_t i = 0; i < ARRAY_LEN(variants); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(variants); i++) {
         memcpy(name + f->key_len, variants[i].ext, 3);
         fcache_entry *v = lookup(x, name, f->key_len + 3);
-        until = MIN(until, v->checked_ms + valid);
+        until = BK_MIN(until, v->checked_ms + valid);
         int usable = !v->err && !v->is_dir &&
                      (v->mtime.tv_sec > f->mtime.tv_sec ||
                       (v->mtime.tv_sec == f->mtime.tv_sec && v->mtime.tv_nsec >= f->mtime.tv_nsec));
@@ -475,10 +475,10 @@ static fcache_entry *pick_variant(http_exchange *x, const http_request *r, fcach
 /* 304 when the client's copy is current. */
 static int not_modified(const http_request *r, const fcache_entry *f)
 {
-    str inm = http_request_header(r, HH_IF_NONE_MATCH);
+    bk_str inm = http_request_header(r, HH_IF_NONE_MATCH);
     if (inm.p)
-        return static_etag_match(inm, (str){ f->etag, f->etag_len });
-    str ims = http_request_header(r, HH_IF_MODIFIED_SINCE);
+        return static_etag_match(inm, (bk_str){ f->etag, f->etag_len });
+    bk_str ims = http_request_header(r, HH_IF_MODIFIED_SINCE);
     time_t t;
     return ims.p && clock_parse_http_date(ims.p, ims.len, &t) == 0 && f->mtime.tv_sec <= t;
 }
@@ -486,11 +486,11 @@ static int not_modified(const http_request *r, const fcache_entry *f)
 /* If-Range: the range applies only to the representation it names. */
 static int if_range_ok(const http_request *r, const fcache_entry *f)
 {
-    str ir = http_request_header(r, HH_IF_RANGE);
+    bk_str ir = http_request_header(r, HH_IF_RANGE);
     if (!ir.p)
         return 1;
     if (ir.len && ir.p[0] == '"')
-        return str_eq(ir, (str){ f->etag, f->etag_len }); /* strong comparison */
+        return str_eq(ir, (bk_str){ f->etag, f->etag_len }); /* strong comparison */
     time_t t;
     return clock_parse_http_date(ir.p, ir.len, &t) == 0 && t == f->mtime.tv_sec;
 }
@@ -504,7 +504,7 @@ static void release_entry(void *arg)
  * entry: "Content-Type", "Last-Modified", "ETag", "Accept-Ranges".
  * Returns an empty slice when out of memory (the caller writes them
  * itself). */
-static str file_head(fcache_entry *f)
+static bk_str file_head(fcache_entry *f)
 {
     if (!f->head) {
         static const char ct[] = "Content-Type: ", lm[] = "\r\nLast-Modified: ",
@@ -513,7 +513,7 @@ static str file_head(fcache_entry *f)
                    f->etag_len + sizeof ar;
         char *h = malloc(n), *p = h;
         if (!h)
-            return STR_NULL;
+            return BK_STR_NULL;
         p = mempcpy(p, ct, sizeof ct - 1);
         p = mempcpy(p, f->mime.p, f->mime.len);
         p = mempcpy(p, lm, sizeof lm - 1);
@@ -524,25 +524,25 @@ static str file_head(fcache_entry *f)
         f->head = h;
         f->head_len = (uint32_t)(p - h);
     }
-    return (str){ f->head, f->head_len };
+    return (bk_str){ f->head, f->head_len };
 }
 
-static void send_file(http_exchange *x, const http_request *r, fcache_entry *f, str mime,
+static void send_file(http_exchange *x, const http_request *r, fcache_entry *f, bk_str mime,
                       const char *coding, int vary)
 {
     if (not_modified(r, f)) {
-        str lines[] = {
-            STR("ETag: "), { f->etag, f->etag_len },
-            STR("\r\nLast-Modified: "), { f->last_modified, CLOCK_HTTP_DATE_LEN },
-            STR("\r\n"), vary ? STR("Vary: Accept-Encoding\r\n") : STR_NULL,
+        bk_str lines[] = {
+            BK_STR("ETag: "), { f->etag, f->etag_len },
+            BK_STR("\r\nLast-Modified: "), { f->last_modified, CLOCK_HTTP_DATE_LEN },
+            BK_STR("\r\n"), vary ? BK_STR("Vary: Accept-Encoding\r\n") : BK_STR_NULL,
         };
-        http_exchange_send_head(x, 304, lines, ARRAY_LEN(lines), HTTP_LEN_NONE, NULL, 0);
+        http_exchange_send_head(x, 304, lines, BK_ARRAY_LEN(lines), HTTP_LEN_NONE, NULL, 0);
         http_exchange_finish(x);
         return;
     }
     uint64_t first = 0, last = f->size ? f->size - 1 : 0, len = f->size;
     int status = 200;
-    str range = http_request_header(r, HH_RANGE);
+    bk_str range = http_request_header(r, HH_RANGE);
     if (range.p && if_range_ok(r, f)) {
         int rc = static_parse_range(range, f->size, &first, &last);
         if (rc < 0) {
@@ -560,34 +560,34 @@ static void send_file(http_exchange *x, const http_request *r, fcache_entry *f, 
 
     /* The head (and a small in-memory body) goes out in one piece. */
     char cr[96];
-    str parts[16];
+    bk_str parts[16];
     size_t np = 0;
-    str head = mime.p == f->mime.p && mime.len == f->mime.len ? file_head(f) : STR_NULL;
+    bk_str head = mime.p == f->mime.p && mime.len == f->mime.len ? file_head(f) : BK_STR_NULL;
     if (head.len) {
         parts[np++] = head;
     } else {
-        parts[np++] = STR("Content-Type: ");
+        parts[np++] = BK_STR("Content-Type: ");
         parts[np++] = mime;
-        parts[np++] = STR("\r\nLast-Modified: ");
-        parts[np++] = (str){ f->last_modified, CLOCK_HTTP_DATE_LEN };
-        parts[np++] = STR("\r\nETag: ");
-        parts[np++] = (str){ f->etag, f->etag_len };
-        parts[np++] = STR("\r\nAccept-Ranges: bytes\r\n");
+        parts[np++] = BK_STR("\r\nLast-Modified: ");
+        parts[np++] = (bk_str){ f->last_modified, CLOCK_HTTP_DATE_LEN };
+        parts[np++] = BK_STR("\r\nETag: ");
+        parts[np++] = (bk_str){ f->etag, f->etag_len };
+        parts[np++] = BK_STR("\r\nAccept-Ranges: bytes\r\n");
     }
     if (coding) {
-        parts[np++] = STR("Content-Encoding: ");
-        parts[np++] = (str){ coding, strlen(coding) };
-        parts[np++] = STR("\r\n");
+        parts[np++] = BK_STR("Content-Encoding: ");
+        parts[np++] = (bk_str){ coding, strlen(coding) };
+        parts[np++] = BK_STR("\r\n");
     }
     if (vary)
-        parts[np++] = STR("Vary: Accept-Encoding\r\n");
+        parts[np++] = BK_STR("Vary: Accept-Encoding\r\n");
     if (status == 206) {
         int n = snprintf(cr, sizeof cr, "Content-Range: bytes %llu-%llu/%llu\r\n",
                          (unsigned long long)first, (unsigned long long)last,
                          (unsigned long long)f->size);
-        parts[np++] = (str){ cr, (size_t)n };
+        parts[np++] = (bk_str){ cr, (size_t)n };
     }
-    assert(np <= ARRAY_LEN(parts));
+    assert(np <= BK_ARRAY_LEN(parts));
     if (f->content && len <= HTTP_COPY_MAX) {
         http_exchange_send_head(x, status, parts, np, len, f->content + first, (size_t)len);
     } else {

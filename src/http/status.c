@@ -90,7 +90,7 @@ static void add(snapshot *t, const snapshot *s)
     t->st.bytes_out += s->st.bytes_out;
 }
 
-static void json_worker(buf *b, const char *key, const snapshot *s)
+static void json_worker(bk_buf *b, const char *key, const snapshot *s)
 {
     char tmp[768];
     int n = snprintf(tmp, sizeof tmp,
@@ -110,7 +110,7 @@ static void json_worker(buf *b, const char *key, const snapshot *s)
     buf_append(b, tmp, (size_t)n);
 }
 
-static void render_json(buf *b, const status_req *sr, const snapshot *total)
+static void render_json(bk_buf *b, const status_req *sr, const snapshot *total)
 {
     json_worker(b, "{\"total\":{", total);
     buf_append(b, ",\"workers\":[", 12);
@@ -123,7 +123,7 @@ static void render_json(buf *b, const status_req *sr, const snapshot *total)
 }
 
 /* One Prometheus family: HELP, TYPE, then a sample per worker. */
-static void prom_family(buf *b, const status_req *sr, const char *name, const char *type,
+static void prom_family(bk_buf *b, const status_req *sr, const char *name, const char *type,
                         const char *help, const char *label, size_t field)
 {
     char tmp[256];
@@ -140,7 +140,7 @@ static void prom_family(buf *b, const status_req *sr, const char *name, const ch
 
 #define SNAP_OFF(f) offsetof(snapshot, f)
 
-static void render_prometheus(buf *b, const status_req *sr)
+static void render_prometheus(bk_buf *b, const status_req *sr)
 {
     static const struct { const char *label; size_t off; } states[] = {
         { ",state=\"reading\"", SNAP_OFF(reading) },
@@ -152,7 +152,7 @@ static void render_prometheus(buf *b, const status_req *sr)
                      "# HELP brisk_connections Open connections, by state.\n"
                      "# TYPE brisk_connections gauge\n");
     buf_append(b, tmp, (size_t)n);
-    for (size_t s = 0; s < ARRAY_LEN(states); s++)
+    for (size_t s = 0; s < BK_ARRAY_LEN(states); s++)
         for (int i = 0; i < sr->n; i++) {
             uint64_t v;
             memcpy(&v, (const char *)&sr->parts[i].snap + states[s].off, sizeof v);
@@ -194,17 +194,17 @@ static void respond(void *arg)
     snapshot total = { 0 };
     for (int i = 0; i < sr->n; i++)
         add(&total, &sr->parts[i].snap);
-    buf b = { 0 };
+    bk_buf b = { 0 };
     if (sr->json)
         render_json(&b, sr, &total);
     else
         render_prometheus(&b, sr);
-    str lines[] = {
-        STR("Content-Type: "),
-        sr->json ? STR("application/json") : STR("text/plain; version=0.0.4; charset=utf-8"),
-        STR("\r\nCache-Control: no-store\r\n"),
+    bk_str lines[] = {
+        BK_STR("Content-Type: "),
+        sr->json ? BK_STR("application/json") : BK_STR("text/plain; version=0.0.4; charset=utf-8"),
+        BK_STR("\r\nCache-Control: no-store\r\n"),
     };
-    http_exchange_send_head(x, 200, lines, ARRAY_LEN(lines), b.len, b.data, b.len);
+    http_exchange_send_head(x, 200, lines, BK_ARRAY_LEN(lines), b.len, b.data, b.len);
     http_exchange_finish(x);
     buf_free(&b);
     free(sr);
@@ -212,12 +212,12 @@ static void respond(void *arg)
 
 static int wants_json(const http_request *r)
 {
-    str q = r->query;
+    bk_str q = r->query;
     for (size_t i = 0; i + 11 <= q.len; i++)
         if ((i == 0 || q.p[i - 1] == '&') && memcmp(q.p + i, "format=json", 11) == 0 &&
             (i + 11 == q.len || q.p[i + 11] == '&'))
             return 1;
-    str accept = http_parser_header(r->parser, r->head, STR("accept"));
+    bk_str accept = http_parser_header(r->parser, r->head, BK_STR("accept"));
     for (size_t i = 0; accept.p && i + 16 <= accept.len; i++)
         if (memcmp(accept.p + i, "application/json", 16) == 0)
             return 1;

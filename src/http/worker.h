@@ -34,7 +34,7 @@ typedef struct {
 } http_census;
 
 struct http_worker {
-    worker w;
+    bk_worker w;
     http_worker *peers;            /* every worker of the server (peers[0..nworkers)) */
     http_stats stats;
     http_conf *conf;               /* current generation */
@@ -42,7 +42,7 @@ struct http_worker {
     void *handler_udata;
 
     int listen_fd[HTTP_MAX_LISTEN];
-    loop_io listen_io[HTTP_MAX_LISTEN];
+    bk_io listen_io[HTTP_MAX_LISTEN];
     int nlisten;
     uint32_t listen_tls;           /* bit k: listen_fd[k] speaks TLS */
     uint32_t listen_h2c;           /* bit k: listen_fd[k] speaks HTTP/2 only (prior knowledge) */
@@ -62,10 +62,10 @@ struct http_worker {
     void (*census)(http_worker *hw, http_census *out);
 
     fcache *files;
-    logbuf access;
+    bk_logbuf access;
     int access_on;
-    timer tick;                    /* once a second: log flush */
-    timer deadline;                /* graceful stop deadline */
+    bk_timer tick;                    /* once a second: log flush */
+    bk_timer deadline;                /* graceful stop deadline */
     int stopping;
     uint32_t jobs;                 /* brisk_work jobs in flight */
     uint32_t cgi_running;          /* CGI processes of this worker */

@@ -91,7 +91,7 @@ static void sha256_update(sha256_ctx *s, const unsigned char *p, size_t n)
 {
     s->len += n;
     while (n) {
-        size_t take = MIN(n, 64 - s->n);
+        size_t take = BK_MIN(n, 64 - s->n);
         memcpy(s->blk + s->n, p, take);
         s->n += take, p += take, n -= take;
         if (s->n == 64) {
@@ -129,7 +129,7 @@ static const char *const acl_categories[] = {
     "string",   "bitmap",    "hyperloglog", "geo", "stream",     "pubsub",      "admin",
     "fast",     "slow",      "blocking", "dangerous", "connection", "transaction", "scripting",
 };
-#define ACL_NCATS ((int)ARRAY_LEN(acl_categories))
+#define ACL_NCATS ((int)BK_ARRAY_LEN(acl_categories))
 
 enum { KEY_R = 1, KEY_W = 2 };
 enum { CHAN_NONE, CHAN_PUBLISH, CHAN_SUBSCRIBE, CHAN_PSUBSCRIBE };
@@ -445,7 +445,7 @@ static int find_sub(int parent, const char *p, size_t n)
     return -1;
 }
 
-const char *kv_acl_subcommand(const kv_cmd *cmd, str sub, int *arity, int *has_subs)
+const char *kv_acl_subcommand(const kv_cmd *cmd, bk_str sub, int *arity, int *has_subs)
 {
     const acl_cmd *ac = &A.cmds[cmd - kv_commands];
     *has_subs = A.cmds && ac->nsub > 0;
@@ -770,7 +770,7 @@ static int user_apply(acl_user *u, const char *op, size_t n)
         u->nsel = 1;
     } else if (op_is(op, n, "reset")) {
         static const char *const steps[] = { "resetpass", "resetkeys", "resetchannels" };
-        for (size_t i = 0; i < ARRAY_LEN(steps); i++)
+        for (size_t i = 0; i < BK_ARRAY_LEN(steps); i++)
             user_apply(u, steps[i], strlen(steps[i]));
         if (A.pubsub_default & SEL_ALLCHANNELS)
             user_apply(u, "allchannels", 11);
@@ -789,7 +789,7 @@ static int user_apply(acl_user *u, const char *op, size_t n)
 
 static int name_cmp(const char *a, size_t an, const char *b, size_t bn)
 {
-    int c = memcmp(a, b, MIN(an, bn));
+    int c = memcmp(a, b, BK_MIN(an, bn));
     if (c)
         return c;
     return an < bn ? -1 : an > bn;
@@ -842,7 +842,7 @@ static acl_user *default_user_new(void)
 {
     acl_user *u = user_new("default", 7);
     static const char *const rules[] = { "+@all", "~*", "&*", "on", "nopass" };
-    for (size_t i = 0; i < ARRAY_LEN(rules); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(rules); i++)
         user_apply(u, rules[i], strlen(rules[i]));
     return u;
 }
@@ -885,12 +885,12 @@ static void count_category(const acl_sel *s, uint32_t cat, int *on, int *off)
         }
 }
 
-static void buf_cstr(buf *b, const char *s) { buf_append(b, s, strlen(s)); }
+static void buf_cstr(bk_buf *b, const char *s) { buf_append(b, s, strlen(s)); }
 
 /* Command rules: +@all or -@all, then the categories that bring the bitmap
  * closest, then single commands, each applied to a scratch selector as it
  * is emitted so the result reproduces the bitmap exactly. */
-static void describe_commands(const acl_sel *s, buf *out)
+static void describe_commands(const acl_sel *s, bk_buf *out)
 {
     acl_sel *fake = kv_calloc(sel_size());
     acl_sel *temp = kv_calloc(sel_size());
@@ -950,14 +950,14 @@ static void describe_commands(const acl_sel *s, buf *out)
     sel_free(temp);
 }
 
-static void describe_key_pattern(buf *out, const acl_pat *p)
+static void describe_key_pattern(bk_buf *out, const acl_pat *p)
 {
     static const char *const prefix[] = { "", "%R~", "%W~", "~" };
     buf_cstr(out, prefix[p->flags & 3]);
     buf_append(out, p->p, p->len);
 }
 
-static void describe_selector(const acl_sel *s, buf *out)
+static void describe_selector(const acl_sel *s, bk_buf *out)
 {
     if (s->flags & SEL_ALLKEYS) {
         buf_cstr(out, "~* ");
@@ -980,9 +980,9 @@ static void describe_selector(const acl_sel *s, buf *out)
     describe_commands(s, out);
 }
 
-static void describe_user(const acl_user *u, buf *out)
+static void describe_user(const acl_user *u, bk_buf *out)
 {
-    for (size_t j = 0; j < ARRAY_LEN(user_flags); j++)
+    for (size_t j = 0; j < BK_ARRAY_LEN(user_flags); j++)
         if (u->flags & user_flags[j].flag) {
             buf_cstr(out, user_flags[j].name);
             buf_append(out, " ", 1);
@@ -1002,7 +1002,7 @@ static void describe_user(const acl_user *u, buf *out)
 }
 
 /* "user NAME RULES" */
-static void describe_user_line(const acl_user *u, buf *out)
+static void describe_user_line(const acl_user *u, bk_buf *out)
 {
     buf_cstr(out, "user ");
     buf_append(out, u->name, u->nlen);
@@ -1012,7 +1012,7 @@ static void describe_user_line(const acl_user *u, buf *out)
 
 /* ---- permission checks ---- */
 
-static int key_match(const acl_sel *s, str key, unsigned need)
+static int key_match(const acl_sel *s, bk_str key, unsigned need)
 {
     for (int i = 0; i < s->keys.n; i++) {
         const acl_pat *p = s->keys.v[i];
@@ -1024,7 +1024,7 @@ static int key_match(const acl_sel *s, str key, unsigned need)
     return 0;
 }
 
-static int chan_match(const acl_plist *l, str ch, int literal)
+static int chan_match(const acl_plist *l, bk_str ch, int literal)
 {
     for (int i = 0; i < l->n; i++) {
         const acl_pat *p = l->v[i];
@@ -1035,7 +1035,7 @@ static int chan_match(const acl_plist *l, str ch, int literal)
     return 0;
 }
 
-static int has_arg(int argc, const str *argv, int from, const char *lower)
+static int has_arg(int argc, const bk_str *argv, int from, const char *lower)
 {
     for (int i = from; i < argc; i++)
         if (str_ieq_lit(argv[i], lower, strlen(lower)))
@@ -1044,7 +1044,7 @@ static int has_arg(int argc, const str *argv, int from, const char *lower)
 }
 
 /* Fills pos/flags with the key arguments of the command (at most argc). */
-static int command_keys(const acl_cmd *ac, int argc, const str *argv, int *pos, unsigned *fl)
+static int command_keys(const acl_cmd *ac, int argc, const bk_str *argv, int *pos, unsigned *fl)
 {
     int n = 0;
     unsigned first = ac->kf_first, rest = ac->kf_rest;
@@ -1058,7 +1058,7 @@ static int command_keys(const acl_cmd *ac, int argc, const str *argv, int *pos, 
          * STREAMS, searched from argument 1 (XREAD) or 4 (XREADGROUP) as
          * Redis's key spec does (stream-family edit) */
         for (int i = ac->cmd->proc == xread_command ? 1 : 4; i < argc; i++) {
-            if (STR_IEQ(argv[i], "streams")) {
+            if (BK_STR_IEQ(argv[i], "streams")) {
                 for (int k = 0; k < (argc - i - 1) / 2; k++) {
                     pos[n] = i + 1 + k;
                     fl[n++] = KEY_R;
@@ -1077,11 +1077,11 @@ static int command_keys(const acl_cmd *ac, int argc, const str *argv, int *pos, 
             return n;
         }
         for (int i = 6; i < argc; i++) {
-            if (STR_IEQ(argv[i], "auth")) {
+            if (BK_STR_IEQ(argv[i], "auth")) {
                 i++;
-            } else if (STR_IEQ(argv[i], "auth2")) {
+            } else if (BK_STR_IEQ(argv[i], "auth2")) {
                 i += 2;
-            } else if (STR_IEQ(argv[i], "keys")) {
+            } else if (BK_STR_IEQ(argv[i], "keys")) {
                 for (i++; i < argc; i++) {
                     pos[n] = i;
                     fl[n++] = first;
@@ -1118,8 +1118,8 @@ static int command_keys(const acl_cmd *ac, int argc, const str *argv, int *pos, 
     if (ac->var == VAR_STORE || ac->var == VAR_GEOSTORE) {
         /* SORT ... STORE dst; GEORADIUS ... STORE|STOREDIST dst */
         for (int i = 2; i + 1 < argc && n < argc; i++)
-            if (STR_IEQ(argv[i], "store") ||
-                (ac->var == VAR_GEOSTORE && STR_IEQ(argv[i], "storedist"))) {
+            if (BK_STR_IEQ(argv[i], "store") ||
+                (ac->var == VAR_GEOSTORE && BK_STR_IEQ(argv[i], "storedist"))) {
                 pos[n] = i + 1;
                 fl[n++] = KEY_W;
                 i++;
@@ -1130,7 +1130,7 @@ static int command_keys(const acl_cmd *ac, int argc, const str *argv, int *pos, 
 
 /* The id a command line runs as: a known subcommand of a container, else
  * the row itself. */
-static int command_id(const kv_cmd *cmd, int argc, const str *argv)
+static int command_id(const kv_cmd *cmd, int argc, const bk_str *argv)
 {
     int id = (int)(cmd - kv_commands);
     if (A.cmds[id].nsub && argc >= 2) {
@@ -1141,7 +1141,7 @@ static int command_id(const kv_cmd *cmd, int argc, const str *argv)
     return id;
 }
 
-static int sel_check(const acl_sel *s, int id, int argc, const str *argv, int *kpos, unsigned *kfl,
+static int sel_check(const acl_sel *s, int id, int argc, const bk_str *argv, int *kpos, unsigned *kfl,
                      int *nkeys, int *idx)
 {
     const acl_cmd *ac = &A.cmds[id];
@@ -1167,7 +1167,7 @@ static int sel_check(const acl_sel *s, int id, int argc, const str *argv, int *k
             }
     }
     if (!(s->flags & SEL_ALLCHANNELS) && ac->chan != CHAN_NONE) {
-        int from = 1, to = ac->chan == CHAN_PUBLISH ? MIN(2, argc) : argc;
+        int from = 1, to = ac->chan == CHAN_PUBLISH ? BK_MIN(2, argc) : argc;
         for (int j = from; j < to; j++)
             if (!chan_match(&s->chans, argv[j], ac->chan == CHAN_PSUBSCRIBE)) {
                 *idx = j;
@@ -1179,7 +1179,7 @@ static int sel_check(const acl_sel *s, int id, int argc, const str *argv, int *k
 
 /* Redis's choice among selectors: OK if any allows; else the "largest"
  * reason, and for equal reasons the last argument position. */
-static int user_check(const acl_user *u, int id, int argc, const str *argv, int *idx)
+static int user_check(const acl_user *u, int id, int argc, const bk_str *argv, int *idx)
 {
     int stackpos[64];
     unsigned stackfl[64];
@@ -1217,7 +1217,7 @@ static int user_check(const acl_user *u, int id, int argc, const str *argv, int 
  * does (cmd= shows the last command otherwise). */
 static char *client_info_line(kv_client *c)
 {
-    buf b = { 0 };
+    bk_buf b = { 0 };
     const kv_cmd *last = c->lastcmd;
     if (c->cmd)
         c->lastcmd = c->cmd;
@@ -1244,7 +1244,7 @@ static void log_trim(void)
         log_entry_free(A.log[--A.nlog]);
 }
 
-static void log_add(kv_client *c, int reason, int context, str object, str username)
+static void log_add(kv_client *c, int reason, int context, bk_str object, bk_str username)
 {
     int64_t now = kv_unix_ms();
     /* A similar recent entry (same reason, context, object and user within
@@ -1290,16 +1290,16 @@ static void log_clear(void)
     A.nlog = 0;
 }
 
-static str user_name_str(const kv_client *c)
+static bk_str user_name_str(const kv_client *c)
 {
     const acl_user *u = (const acl_user *)c->user;
-    return u ? (str){ u->name, u->nlen } : STR("default");
+    return u ? (bk_str){ u->name, u->nlen } : BK_STR("default");
 }
 
 /* Logs a denial of a command line of c (argv: c's own, or a script's). */
-static void log_denial(kv_client *c, const str *argv, int rc, int id, int idx, int context)
+static void log_denial(kv_client *c, const bk_str *argv, int rc, int id, int idx, int context)
 {
-    str object = rc == DENIED_CMD ? (str){ A.cmds[id].name, strlen(A.cmds[id].name) }
+    bk_str object = rc == DENIED_CMD ? (bk_str){ A.cmds[id].name, strlen(A.cmds[id].name) }
                                   : argv[idx];
     log_add(c, rc, context, object, user_name_str(c));
 }
@@ -1357,7 +1357,7 @@ int kv_acl_exec_deny(kv_client *c, const kv_cmd *cmd)
     return -1;
 }
 
-int kv_acl_script_check(const kv_client *caller, const kv_cmd *cmd, int argc, const str *argv)
+int kv_acl_script_check(const kv_client *caller, const kv_cmd *cmd, int argc, const bk_str *argv)
 {
     int id = (int)(cmd - kv_commands);
     if (A.cmds[id].nsub && argc >= 2 && find_sub(id, argv[1].p, argv[1].len) < 0)
@@ -1380,7 +1380,7 @@ int kv_acl_script_check(const kv_client *caller, const kv_cmd *cmd, int argc, co
     return user_check(u, command_id(cmd, argc, argv), argc, argv, &idx) == ACL_OK;
 }
 
-const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, const str *argv)
+const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, const bk_str *argv)
 {
     const acl_user *u = (const acl_user *)caller->user;
     if (!u || u->pub.open)
@@ -1398,7 +1398,7 @@ const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, c
     return "The user executing the script can't publish to the channel mentioned in the command";
 }
 
-int kv_acl_full_key_access(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
+int kv_acl_full_key_access(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv)
 {
     const acl_user *u = (const acl_user *)c->user;
     if (!u || u->pub.open)
@@ -1421,7 +1421,7 @@ int kv_acl_full_key_access(kv_client *c, const kv_cmd *cmd, int argc, const str 
 
 /* ---- authentication ---- */
 
-static int credentials_ok(const acl_user *u, str pass)
+static int credentials_ok(const acl_user *u, bk_str pass)
 {
     if (!u || (u->flags & U_OFF))
         return 0;
@@ -1439,7 +1439,7 @@ static int credentials_ok(const acl_user *u, str pass)
     return ok != 0;
 }
 
-int kv_acl_authenticate(kv_client *c, str user, str pass)
+int kv_acl_authenticate(kv_client *c, bk_str user, bk_str pass)
 {
     acl_user *u = user_get(user.p, user.len);
     if (credentials_ok(u, pass)) {
@@ -1486,12 +1486,12 @@ int kv_acl_client_skip_sanitize(const kv_client *c)
     return u && (u->flags & U_SKIP_SANITIZE);
 }
 
-int kv_acl_user_exists(str name) { return user_get(name.p, name.len) != NULL; }
+int kv_acl_user_exists(bk_str name) { return user_get(name.p, name.len) != NULL; }
 
-int kv_acl_client_is(const kv_client *c, str name)
+int kv_acl_client_is(const kv_client *c, bk_str name)
 {
     const acl_user *u = (const acl_user *)c->user;
-    str un = u ? (str){ u->name, u->nlen } : STR("default");
+    bk_str un = u ? (bk_str){ u->name, u->nlen } : BK_STR("default");
     return un.len == name.len && memcmp(un.p, name.p, name.len) == 0;
 }
 
@@ -1538,11 +1538,11 @@ static void kill_pubsub_clients(kv_client *self, const acl_user *nu, const acl_u
         int kill = 0;
         for (int j = 0; j < x->subs->npat && !kill; j++) {
             kv_chan *ch = x->subs->pat[j];
-            kill = !chan_match(&up, (str){ ch->name, ch->node.aux }, 1);
+            kill = !chan_match(&up, (bk_str){ ch->name, ch->node.aux }, 1);
         }
         for (int j = 0; j < x->subs->nch && !kill; j++) {
             kv_chan *ch = x->subs->ch[j];
-            kill = !chan_match(&up, (str){ ch->name, ch->node.aux }, 0);
+            kill = !chan_match(&up, (bk_str){ ch->name, ch->node.aux }, 0);
         }
         if (kill)
             kill_client(self, x);
@@ -1555,13 +1555,13 @@ static void kill_pubsub_clients(kv_client *self, const acl_user *nu, const acl_u
 /* Returns the merged rules (binary safe; their bytes are owned by the
  * array, free with free_strs) and their count, or NULL with *bad set to
  * the argument that opened an unclosed "(". */
-static str *merge_selectors(int argc, const str *argv, int *outc, int *bad)
+static bk_str *merge_selectors(int argc, const bk_str *argv, int *outc, int *bad)
 {
-    str *out = kv_malloc((size_t)(argc + 1) * sizeof *out);
+    bk_str *out = kv_malloc((size_t)(argc + 1) * sizeof *out);
     int n = 0, open = -1;
-    buf sel = { 0 };
+    bk_buf sel = { 0 };
     for (int j = 0; j < argc; j++) {
-        str op = argv[j];
+        bk_str op = argv[j];
         if (op.len > 0 && op.p[0] == '(' && op.p[op.len - 1] != ')') {
             sel.len = 0;
             buf_append(&sel, op.p, op.len);
@@ -1573,11 +1573,11 @@ static str *merge_selectors(int argc, const str *argv, int *outc, int *bad)
             buf_append(&sel, op.p, op.len);
             if (op.len > 0 && op.p[op.len - 1] == ')') {
                 open = -1;
-                out[n++] = (str){ kv_strndup(sel.data, sel.len), sel.len };
+                out[n++] = (bk_str){ kv_strndup(sel.data, sel.len), sel.len };
             }
             continue;
         }
-        out[n++] = (str){ kv_strndup(op.p, op.len), op.len };
+        out[n++] = (bk_str){ kv_strndup(op.p, op.len), op.len };
     }
     buf_free(&sel);
     if (open >= 0) {
@@ -1591,7 +1591,7 @@ static str *merge_selectors(int argc, const str *argv, int *outc, int *bad)
     return out;
 }
 
-static void free_strs(str *v, int n)
+static void free_strs(bk_str *v, int n)
 {
     for (int i = 0; i < n; i++)
         kv_free((char *)v[i].p);
@@ -1607,8 +1607,8 @@ static void users_free_all(acl_user **v, int n)
     kv_free(v);
 }
 
-static void errf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void errf(buf *b, const char *fmt, ...)
+static void errf(bk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void errf(bk_buf *b, const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
@@ -1616,7 +1616,7 @@ static void errf(buf *b, const char *fmt, ...)
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     if (n > 0)
-        buf_append(b, line, MIN((size_t)n, sizeof line - 1));
+        buf_append(b, line, BK_MIN((size_t)n, sizeof line - 1));
 }
 
 /* Loads the aclfile into a new user set and swaps it in only when every
@@ -1624,12 +1624,12 @@ static void errf(buf *b, const char *fmt, ...)
 static char *load_file(kv_client *self, const char *path)
 {
     FILE *f = fopen(path, "r");
-    buf errs = { 0 };
+    bk_buf errs = { 0 };
     if (!f) {
         errf(&errs, "Error loading ACLs, opening file '%s': %s", path, strerror(errno));
         goto done;
     }
-    buf text = { 0 };
+    bk_buf text = { 0 };
     char chunk[4096];
     size_t got;
     while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
@@ -1638,7 +1638,7 @@ static char *load_file(kv_client *self, const char *path)
     acl_user **nv = NULL;
     int nn = 0, ncap = 0;
     int lineno = 0;
-    str *words = NULL;
+    bk_str *words = NULL;
     for (size_t off = 0; off < text.len;) {
         const char *line = text.data + off;
         const char *nl = memchr(line, '\n', text.len - off);
@@ -1660,7 +1660,7 @@ static char *load_file(kv_client *self, const char *path)
         int nw = 0;
         for (size_t s = 0, i = 0; i <= ll; i++)
             if (i == ll || line[i] == ' ') {
-                words[nw++] = (str){ line + s, i - s };
+                words[nw++] = (bk_str){ line + s, i - s };
                 s = i + 1;
             }
         if (nw < 2 || words[0].len != 4 || memcmp(words[0].p, "user", 4) != 0) {
@@ -1681,7 +1681,7 @@ static char *load_file(kv_client *self, const char *path)
         acl_user *u = user_new(words[1].p, words[1].len);
         users_insert(&nv, &nn, &ncap, u);
         int margc = 0, bad = 0;
-        str *rules = merge_selectors(nw - 2, words + 2, &margc, &bad);
+        bk_str *rules = merge_selectors(nw - 2, words + 2, &margc, &bad);
         if (!rules) {
             errf(&errs, "%s:%d: Unmatched parenthesis in selector definition.", path, lineno);
             continue;
@@ -1735,7 +1735,7 @@ done:
 
 static int save_file(const char *path)
 {
-    buf out = { 0 };
+    bk_buf out = { 0 };
     for (int i = 0; i < A.nusers; i++) {
         describe_user_line(A.users[i], &out);
         buf_append(&out, "\n", 1);
@@ -1770,7 +1770,7 @@ out:
 
 static const acl_keydef *keydef_find(const char *name)
 {
-    for (size_t i = 0; i < ARRAY_LEN(acl_keydefs); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(acl_keydefs); i++)
         if (strcmp(acl_keydefs[i].name, name) == 0)
             return &acl_keydefs[i];
     return NULL;
@@ -1810,7 +1810,7 @@ static void build_command_ids(void)
 {
     size_t nsubs = 0;
     for (size_t i = 0; i < kv_ncommands; i++)
-        for (size_t k = 0; k < ARRAY_LEN(acl_subdefs); k++)
+        for (size_t k = 0; k < BK_ARRAY_LEN(acl_subdefs); k++)
             if (acl_subdefs[k].sub && strcmp(acl_subdefs[k].container, kv_commands[i].name) == 0)
                 nsubs++;
     A.ncmd = (int)kv_ncommands;
@@ -1832,7 +1832,7 @@ static void build_command_ids(void)
         static const char *const chans[] = { [CHAN_PUBLISH] = "publish",
                                              [CHAN_SUBSCRIBE] = "subscribe",
                                              [CHAN_PSUBSCRIBE] = "psubscribe" };
-        for (int k = 1; k < (int)ARRAY_LEN(chans); k++)
+        for (int k = 1; k < (int)BK_ARRAY_LEN(chans); k++)
             if (strcmp(ac->name, chans[k]) == 0)
                 ac->chan = (unsigned char)k;
         /* Shard channels sit where keys do (for cluster slots), but their
@@ -1853,16 +1853,16 @@ static void build_command_ids(void)
                      { "georadius", VAR_GEOSTORE },
                      { "georadiusbymember", VAR_GEOSTORE },
                      { "migrate", VAR_MIGRATE } };
-        for (size_t k = 0; k < ARRAY_LEN(vars); k++)
+        for (size_t k = 0; k < BK_ARRAY_LEN(vars); k++)
             if (strcmp(ac->name, vars[k].name) == 0)
                 ac->var = vars[k].var;
-        for (size_t k = 0; k < ARRAY_LEN(numkeys_cmds); k++)
+        for (size_t k = 0; k < BK_ARRAY_LEN(numkeys_cmds); k++)
             if (strcmp(ac->name, numkeys_cmds[k].name) == 0) {
                 ac->nk_pos = numkeys_cmds[k].pos;
                 ac->nk_dest = numkeys_cmds[k].dest;
             }
         ac->sub0 = next;
-        for (size_t k = 0; k < ARRAY_LEN(acl_subdefs); k++) {
+        for (size_t k = 0; k < BK_ARRAY_LEN(acl_subdefs); k++) {
             const acl_subdef *sd = &acl_subdefs[k];
             if (strcmp(sd->container, ac->name) != 0)
                 continue;
@@ -1986,11 +1986,11 @@ int kv_acl_config_set(const char *name, int argc, char **argv, int at_runtime, c
                 return -1;
             }
         /* merge "(a" "b)" like SETUSER does */
-        str *words = kv_malloc((size_t)argc * sizeof *words);
+        bk_str *words = kv_malloc((size_t)argc * sizeof *words);
         for (int i = 0; i < argc; i++)
-            words[i] = (str){ argv[i], strlen(argv[i]) };
+            words[i] = (bk_str){ argv[i], strlen(argv[i]) };
         int margc = 0, bad = 0;
-        str *rules = merge_selectors(argc - 1, words + 1, &margc, &bad);
+        bk_str *rules = merge_selectors(argc - 1, words + 1, &margc, &bad);
         kv_free(words);
         if (!rules) {
             snprintf(err, errlen, "Unmatched parenthesis in acl selector starting at '%s'.",
@@ -2047,7 +2047,7 @@ int kv_acl_config_set(const char *name, int argc, char **argv, int at_runtime, c
     return 1;
 }
 
-void kv_acl_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+void kv_acl_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),
                        void *ud)
 {
     char num[32];
@@ -2059,7 +2059,7 @@ void kv_acl_config_get(str pattern, void (*fn)(void *ud, const char *name, const
         { "acllog-max-len", num },
         { "acl-pubsub-default", A.pubsub_default ? "allchannels" : "resetchannels" },
     };
-    for (size_t i = 0; i < ARRAY_LEN(vals); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(vals); i++)
         if (kv_glob_match(pattern.p, pattern.len, vals[i].name, strlen(vals[i].name), 1))
             fn(ud, vals[i].name, vals[i].value);
 }
@@ -2068,7 +2068,7 @@ void kv_acl_config_get(str pattern, void (*fn)(void *ud, const char *name, const
 
 static void reply_selector(kv_client *c, const acl_sel *s)
 {
-    buf b = { 0 };
+    bk_buf b = { 0 };
     reply_bulk_cstr(c, "commands");
     describe_commands(s, &b);
     reply_bulk(c, b.data ? b.data : "", b.len);
@@ -2102,13 +2102,13 @@ static void reply_selector(kv_client *c, const acl_sel *s)
 
 static void acl_setuser(kv_client *c)
 {
-    str name = c->argv[2];
+    bk_str name = c->argv[2];
     if (str_has_space(name.p, name.len)) {
         reply_error(c, "ERR Usernames can't contain spaces or null characters");
         return;
     }
     int margc = 0, bad = 0;
-    str *rules = merge_selectors(c->argc - 3, c->argv + 3, &margc, &bad);
+    bk_str *rules = merge_selectors(c->argc - 3, c->argv + 3, &margc, &bad);
     if (!rules) {
         reply_errorf(c, "ERR Unmatched parenthesis in acl selector starting at '%.*s'.",
                      (int)c->argv[3 + bad].len, c->argv[3 + bad].p);
@@ -2169,10 +2169,10 @@ static void acl_getuser(kv_client *c)
     reply_map(c, 6);
     reply_bulk_cstr(c, "flags");
     int nf = 0;
-    for (size_t j = 0; j < ARRAY_LEN(user_flags); j++)
+    for (size_t j = 0; j < BK_ARRAY_LEN(user_flags); j++)
         nf += (u->flags & user_flags[j].flag) != 0;
     reply_set(c, nf);
-    for (size_t j = 0; j < ARRAY_LEN(user_flags); j++)
+    for (size_t j = 0; j < BK_ARRAY_LEN(user_flags); j++)
         if (u->flags & user_flags[j].flag)
             reply_bulk_cstr(c, user_flags[j].name);
     reply_bulk_cstr(c, "passwords");
@@ -2191,7 +2191,7 @@ static void acl_getuser(kv_client *c)
 static void acl_list(kv_client *c, int names_only)
 {
     reply_array(c, A.nusers);
-    buf b = { 0 };
+    bk_buf b = { 0 };
     for (int i = 0; i < A.nusers; i++) {
         if (names_only) {
             reply_bulk(c, A.users[i]->name, A.users[i]->nlen);
@@ -2206,7 +2206,7 @@ static void acl_list(kv_client *c, int names_only)
 
 void kv_acl_user_lines(void (*fn)(void *ud, const char *line, size_t n), void *ud)
 {
-    buf b = { 0 };
+    bk_buf b = { 0 };
     for (int i = 0; i < A.nusers; i++) {
         b.len = 0;
         describe_user_line(A.users[i], &b);
@@ -2225,7 +2225,7 @@ static void acl_cat(kv_client *c)
     }
     int cat = category_index(c->argv[2].p, c->argv[2].len);
     if (cat < 0) {
-        reply_errorf(c, "ERR Unknown category '%.*s'", (int)MIN(c->argv[2].len, 128),
+        reply_errorf(c, "ERR Unknown category '%.*s'", (int)BK_MIN(c->argv[2].len, 128),
                      c->argv[2].p);
         return;
     }
@@ -2296,7 +2296,7 @@ static void acl_log(kv_client *c)
 {
     long long count = 10;
     if (c->argc == 3) {
-        if (STR_IEQ(c->argv[2], "reset")) {
+        if (BK_STR_IEQ(c->argv[2], "reset")) {
             log_clear();
             reply_ok(c);
             return;
@@ -2347,7 +2347,7 @@ static void acl_dryrun(kv_client *c)
         return;
     }
     int argc = c->argc - 3;
-    const str *argv = c->argv + 3;
+    const bk_str *argv = c->argv + 3;
     int id = command_id(cmd, argc, argv), idx = 0;
     /* as Redis's lookup: a container with an unknown subcommand is no command */
     if (A.cmds[id].nsub && argc >= 2) {
@@ -2370,7 +2370,7 @@ static void acl_dryrun(kv_client *c)
                  A.cmds[id].name);
     else
         snprintf(msg, sizeof msg, "This user has no permissions to access the '%.*s' %s",
-                 (int)MIN(argv[idx].len, 256), argv[idx].p, rc == DENIED_KEY ? "key" : "channel");
+                 (int)BK_MIN(argv[idx].len, 256), argv[idx].p, rc == DENIED_KEY ? "key" : "channel");
     reply_bulk_cstr(c, msg);
 }
 
@@ -2407,8 +2407,8 @@ static void acl_help(kv_client *c)
         "HELP",
         "    Prints this help.",
     };
-    reply_array(c, (long long)ARRAY_LEN(lines));
-    for (size_t i = 0; i < ARRAY_LEN(lines); i++)
+    reply_array(c, (long long)BK_ARRAY_LEN(lines));
+    for (size_t i = 0; i < BK_ARRAY_LEN(lines); i++)
         reply_simple(c, lines[i]);
 }
 
@@ -2466,7 +2466,7 @@ static const struct {
 
 void acl_command(kv_client *c)
 {
-    for (size_t i = 0; i < ARRAY_LEN(acl_subs); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(acl_subs); i++) {
         if (!str_ieq_lit(c->argv[1], acl_subs[i].name, strlen(acl_subs[i].name)))
             continue;
         int ar = acl_subs[i].arity;
@@ -2479,7 +2479,7 @@ void acl_command(kv_client *c)
         if ((acl_subs[i].fn == acl_cat || acl_subs[i].fn == acl_genpass ||
              acl_subs[i].fn == acl_log) && c->argc > 3) {
             reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
-                            "Try ACL HELP.", (int)MIN(c->argv[1].len, 128), c->argv[1].p);
+                            "Try ACL HELP.", (int)BK_MIN(c->argv[1].len, 128), c->argv[1].p);
             return;
         }
         if (acl_subs[i].needs_file && (!A.aclfile || !A.aclfile[0])) {
@@ -2492,6 +2492,6 @@ void acl_command(kv_client *c)
         acl_subs[i].fn(c);
         return;
     }
-    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try ACL HELP.", (int)MIN(c->argv[1].len, 128),
+    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try ACL HELP.", (int)BK_MIN(c->argv[1].len, 128),
                  c->argv[1].p);
 }

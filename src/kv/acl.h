@@ -45,20 +45,20 @@ int kv_acl_exec_deny(kv_client *c, const kv_cmd *cmd);
 /* Scripts (redis.call): whether the script caller's user may run cmd with
  * argv. NULL when it may; else the denial is logged (context "lua") and
  * Redis's error text is returned (static, without a code). */
-const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, const str *argv);
+const char *kv_acl_script_deny(kv_client *caller, const kv_cmd *cmd, int argc, const bk_str *argv);
 /* redis.acl_check_cmd: 1 when the caller's user may run cmd with argv, 0
  * when not (nothing logged), -1 when argv[1] is no subcommand of cmd, -2
  * when a key-checked user asks for SET (or another command with variable
  * keys) without its first key. */
-int kv_acl_script_check(const kv_client *caller, const kv_cmd *cmd, int argc, const str *argv);
+int kv_acl_script_check(const kv_client *caller, const kv_cmd *cmd, int argc, const bk_str *argv);
 /* SORT BY/GET patterns: whether c's user may run cmd and read any key (a
  * selector allowing the command has allkeys or a read pattern "*"). */
-int kv_acl_full_key_access(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+int kv_acl_full_key_access(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv);
 
 /* AUTH / HELLO AUTH: checks user and password; on success c->user is set
  * (the caller marks the client authenticated) and 0 is returned, else the
  * failure is logged and -1 returned (the caller replies WRONGPASS). */
-int kv_acl_authenticate(kv_client *c, str user, str pass);
+int kv_acl_authenticate(kv_client *c, bk_str user, bk_str pass);
 /* RESET: back to the default user; returns whether that is authenticated. */
 int kv_acl_client_reset(kv_client *c);
 /* The name of c's user, for CLIENT LIST and the ACL log. */
@@ -67,15 +67,15 @@ const char *kv_acl_client_user(const kv_client *c);
  * skip-sanitize-payload flag (then the deep check is skipped). */
 int kv_acl_client_skip_sanitize(const kv_client *c);
 /* CLIENT KILL USER: whether the user exists; whether c is logged in as it. */
-int kv_acl_user_exists(str name);
-int kv_acl_client_is(const kv_client *c, str name);
+int kv_acl_user_exists(bk_str name);
+int kv_acl_client_is(const kv_client *c, bk_str name);
 
 /* Config options aclfile, acllog-max-len, acl-pubsub-default and the "user"
  * directive (files and command line only). Returns 1 when name is none of
  * them, else kv_config_set's 0 / -1 with err filled. */
 int kv_acl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                       size_t errlen);
-void kv_acl_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+void kv_acl_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),
                        void *ud);
 /* requirepass changed: the default user gets that password (or nopass). */
 void kv_acl_requirepass_changed(const char *pw, size_t len);

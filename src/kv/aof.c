@@ -22,7 +22,7 @@
 
 enum { AOF_OFF = 0, AOF_ON = 1, AOF_WAIT_REWRITE = 2 };
 
-static void put_header(buf *b, char type, long long n)
+static void put_header(bk_buf *b, char type, long long n)
 {
     char tmp[32];
     tmp[0] = type;
@@ -32,7 +32,7 @@ static void put_header(buf *b, char type, long long n)
     buf_append(b, tmp, k);
 }
 
-static void put_bulk(buf *b, const char *p, size_t n)
+static void put_bulk(bk_buf *b, const char *p, size_t n)
 {
     put_header(b, '$', (long long)n);
     if (buf_reserve(b, n + 2) < 0)
@@ -41,28 +41,28 @@ static void put_bulk(buf *b, const char *p, size_t n)
     buf_put(b, "\r\n", 2);
 }
 
-static void put_command(buf *b, int argc, const str *argv)
+static void put_command(bk_buf *b, int argc, const bk_str *argv)
 {
     put_header(b, '*', argc);
     for (int i = 0; i < argc; i++)
         put_bulk(b, argv[i].p, argv[i].len);
 }
 
-void aof_feed(kv_db *db, int argc, const str *argv)
+void aof_feed(kv_db *db, int argc, const bk_str *argv)
 {
-    if (UNLIKELY(repl_feeding))
+    if (BK_UNLIKELY(repl_feeding))
         repl_feed(db, argc, argv); /* replicas get the same stream */
     if (srv.aof_state == AOF_OFF && srv.child_pid <= 0)
         return;
-    buf *b = &srv.aof_buf;
+    bk_buf *b = &srv.aof_buf;
     if (srv.aof_in_multi == -1) {
-        static const str multi[] = { { "MULTI", 5 } };
+        static const bk_str multi[] = { { "MULTI", 5 } };
         put_command(b, 1, multi);
         srv.aof_in_multi = 1;
     }
     if (db->id != srv.aof_selected_db) {
         char num[KV_LL_STR_MAX];
-        str sel[2] = { { "SELECT", 6 }, { num, kv_fmt_ll(num, db->id) } };
+        bk_str sel[2] = { { "SELECT", 6 }, { num, kv_fmt_ll(num, db->id) } };
         put_command(b, 2, sel);
         srv.aof_selected_db = db->id;
     }
@@ -71,20 +71,20 @@ void aof_feed(kv_db *db, int argc, const str *argv)
 
 void aof_exec_end(void)
 {
-    if (UNLIKELY(repl_feeding))
+    if (BK_UNLIKELY(repl_feeding))
         repl_exec_end();
     if (srv.aof_in_multi == 1) {
-        static const str exec[] = { { "EXEC", 4 } };
+        static const bk_str exec[] = { { "EXEC", 4 } };
         put_command(&srv.aof_buf, 1, exec);
     }
     srv.aof_in_multi = 0;
 }
 
-void kv_propagate_del(kv_db *db, str key)
+void kv_propagate_del(kv_db *db, bk_str key)
 {
     if (srv.loading)
         return;
-    str argv[2] = { { "DEL", 3 }, key };
+    bk_str argv[2] = { { "DEL", 3 }, key };
     aof_feed(db, 2, argv);
 }
 
@@ -215,7 +215,7 @@ static int truncate_file(const char *path, off_t len)
     return rc;
 }
 
-static int is_word(str s, const char *w)
+static int is_word(bk_str s, const char *w)
 {
     size_t n = strlen(w);
     if (s.len != n)
@@ -230,10 +230,10 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
 {
     memset(res, 0, sizeof *res);
     res->bad_at = -1;
-    buf b = { 0 };
+    bk_buf b = { 0 };
     resp_parser p;
     resp_parser_init(&p);
-    str *argv = NULL;
+    bk_str *argv = NULL;
     size_t argv_cap = 0;
     off_t base = 0;   /* file offset of b.data[0] */
     off_t cmd_at = 0; /* file offset where the next command starts */
@@ -291,7 +291,7 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
                 argv = kv_malloc(argv_cap * sizeof *argv);
             }
             for (int i = 0; i < argc; i++)
-                argv[i] = (str){ b.data + p.args[i].off, p.args[i].len };
+                argv[i] = (bk_str){ b.data + p.args[i].off, p.args[i].len };
             const char *refusal = NULL;
             if (!kv_cmd_lookup(argv[0]))
                 refusal = "Unknown command";
@@ -303,7 +303,7 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
                 res->verdict = AOF_BAD;
                 res->bad_at = start;
                 snprintf(res->why, sizeof res->why, "%s '%.*s'", refusal,
-                         (int)MIN(argv[0].len, 64), argv[0].p);
+                         (int)BK_MIN(argv[0].len, 64), argv[0].p);
                 goto out;
             }
             if (is_word(argv[0], "multi"))
@@ -345,7 +345,7 @@ out:
     resp_parser_free(&p);
 }
 
-static void load_command(void *ud, int argc, str *argv)
+static void load_command(void *ud, int argc, bk_str *argv)
 {
     kv_client *c = ud;
     if ((size_t)argc > c->argv_cap) {
@@ -357,7 +357,7 @@ static void load_command(void *ud, int argc, str *argv)
     c->argc = argc;
     kv_call(c);
     c->wbuf.len = 0;
-    if (UNLIKELY(kv_loading_serve)) {
+    if (BK_UNLIKELY(kv_loading_serve)) {
         static size_t bytes; /* about the bytes read: what the progress needs */
         for (int i = 0; i < argc; i++)
             bytes += argv[i].len + 8; /* "$len\r\n" and "\r\n" */
@@ -461,7 +461,7 @@ int aof_check_main(const char *path, int fix)
 
 typedef struct {
     int fd;
-    buf b;
+    bk_buf b;
     int failed;
 } rw_out;
 
@@ -474,7 +474,7 @@ static void rw_flush(rw_out *o, int force)
     }
 }
 
-static void rw_cmd(rw_out *o, int argc, const str *argv)
+static void rw_cmd(rw_out *o, int argc, const bk_str *argv)
 {
     put_command(&o->b, argc, argv);
     rw_flush(o, 0);
@@ -482,28 +482,28 @@ static void rw_cmd(rw_out *o, int argc, const str *argv)
 
 #define RW_BATCH 64
 
-static void rw_emit(void *ud, int argc, const str *argv) { rw_cmd(ud, argc, argv); }
+static void rw_emit(void *ud, int argc, const bk_str *argv) { rw_cmd(ud, argc, argv); }
 
 static void rw_entry(rw_out *o, kv_entry *e)
 {
-    str key = entry_key_str(e);
-    str argv[2 + 2 * RW_BATCH];
+    bk_str key = entry_key_str(e);
+    bk_str argv[2 + 2 * RW_BATCH];
     int n;
     switch (e->type) {
     case KV_STRING:
-        argv[0] = STR("SET");
+        argv[0] = BK_STR("SET");
         argv[1] = key;
         argv[2] = entry_str(e);
         rw_cmd(o, 3, argv);
         break;
     case KV_LIST: {
         kv_list *l = entry_obj(e);
-        argv[0] = STR("RPUSH");
+        argv[0] = BK_STR("RPUSH");
         argv[1] = key;
         n = 2;
         for (size_t i = 0; i < l->len; i++) {
             kv_lelem *le = list_at(l, i);
-            argv[n++] = (str){ le->data, le->len };
+            argv[n++] = (bk_str){ le->data, le->len };
             if (n == 2 + RW_BATCH) {
                 rw_cmd(o, n, argv);
                 n = 2;
@@ -515,7 +515,7 @@ static void rw_entry(rw_out *o, kv_entry *e)
     }
     case KV_SET: {
         dict *s = entry_obj(e);
-        argv[0] = STR("SADD");
+        argv[0] = BK_STR("SADD");
         argv[1] = key;
         n = 2;
         dict_iter it;
@@ -533,12 +533,12 @@ static void rw_entry(rw_out *o, kv_entry *e)
         break;
     }
     case KV_HASH: {
-        argv[0] = STR("HSET");
+        argv[0] = BK_STR("HSET");
         argv[1] = key;
         n = 2;
         hash_iter it;
         hash_iter_init(&it, entry_obj(e));
-        for (str f, v; hash_iter_next(&it, &f, &v);) {
+        for (bk_str f, v; hash_iter_next(&it, &f, &v);) {
             argv[n++] = f;
             argv[n++] = v;
             if (n >= 2 + 2 * (RW_BATCH - 1)) {
@@ -554,7 +554,7 @@ static void rw_entry(rw_out *o, kv_entry *e)
     case KV_ZSET: {
         zset *z = entry_obj(e);
         char scores[RW_BATCH][40];
-        argv[0] = STR("ZADD");
+        argv[0] = BK_STR("ZADD");
         argv[1] = key;
         n = 2;
         int k = 0;
@@ -564,7 +564,7 @@ static void rw_entry(rw_out *o, kv_entry *e)
                 len = snprintf(scores[k], sizeof scores[k], "%s", x->score > 0 ? "inf" : "-inf");
             else
                 len = snprintf(scores[k], sizeof scores[k], "%.17g", x->score);
-            argv[n++] = (str){ scores[k], (size_t)len };
+            argv[n++] = (bk_str){ scores[k], (size_t)len };
             argv[n++] = zs_member(x);
             k++;
             if (k == RW_BATCH) {
@@ -583,9 +583,9 @@ static void rw_entry(rw_out *o, kv_entry *e)
     }
     if (e->flags & ENTRY_EXPIRES) {
         char ms[KV_LL_STR_MAX];
-        argv[0] = STR("PEXPIREAT");
+        argv[0] = BK_STR("PEXPIREAT");
         argv[1] = key;
-        argv[2] = (str){ ms, kv_fmt_ll(ms, entry_expire(e)) };
+        argv[2] = (bk_str){ ms, kv_fmt_ll(ms, entry_expire(e)) };
         rw_cmd(o, 3, argv);
     }
 }
@@ -602,7 +602,7 @@ static int rewrite_to(const char *tmp)
         if (db_size(db) == 0)
             continue;
         char num[KV_LL_STR_MAX];
-        str sel[2] = { STR("SELECT"), { num, kv_fmt_ll(num, d) } };
+        bk_str sel[2] = { BK_STR("SELECT"), { num, kv_fmt_ll(num, d) } };
         rw_cmd(&o, 2, sel);
         keytab_iter it;
         keytab_iter_init(&it, &db->keys);

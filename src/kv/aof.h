@@ -15,7 +15,7 @@ int aof_load(const char *path);
 /* Opens the AOF for appending (appendonly yes). Returns 0 or -1. */
 int aof_open(void);
 /* Appends one command of db to the AOF buffer. */
-void aof_feed(kv_db *db, int argc, const str *argv);
+void aof_feed(kv_db *db, int argc, const bk_str *argv);
 /* Writes the buffer, then fsyncs when appendfsync is always. */
 void aof_flush(int force_fsync);
 /* Starts a rewrite in a child. Returns 0, or -1 with a message in err. */
@@ -46,7 +46,7 @@ typedef struct {
     char why[160];   /* AOF_BAD, AOF_IO_ERROR: what is wrong */
 } aof_read_result;
 
-typedef void (*aof_cmd_fn)(void *ud, int argc, str *argv);
+typedef void (*aof_cmd_fn)(void *ud, int argc, bk_str *argv);
 
 /* Reads fd to its end; argv is valid until the callback returns. fn may be
  * NULL (the checker). */

@@ -31,17 +31,17 @@ typedef struct kv_bkey {
 
 enum { BKEY_IDLE, BKEY_QUEUED, BKEY_SERVING };
 
-static str bkey_key_fn(const dict_node *n)
+static bk_str bkey_key_fn(const dict_node *n)
 {
     const kv_bkey *k = (const kv_bkey *)(const void *)n;
-    return (str){ k->key, n->aux };
+    return (bk_str){ k->key, n->aux };
 }
 
-static inline str bkey_str(const kv_bkey *k) { return (str){ k->key, k->node.aux }; }
+static inline bk_str bkey_str(const kv_bkey *k) { return (bk_str){ k->key, k->node.aux }; }
 
 /* ---- timeouts ---- */
 
-int blocking_timeout_arg(kv_client *c, str arg, int64_t *ms)
+int blocking_timeout_arg(kv_client *c, bk_str arg, int64_t *ms)
 {
     long double secs;
     if (kv_parse_ldouble(arg.p, arg.len, &secs) < 0) {
@@ -64,7 +64,7 @@ int blocking_timeout_arg(kv_client *c, str arg, int64_t *ms)
     return 0;
 }
 
-int blocking_timeout_ms_arg(kv_client *c, str arg, int64_t *ms)
+int blocking_timeout_ms_arg(kv_client *c, bk_str arg, int64_t *ms)
 {
     long long v;
     if (kv_parse_ll(arg.p, arg.len, &v) < 0) {
@@ -97,7 +97,7 @@ int blocking_mpop_args(kv_client *c, int numkeys_idx, const char *w0, const char
         return -1;
     }
     int wi = numkeys_idx + 1 + (int)n;
-    str w = c->argv[wi];
+    bk_str w = c->argv[wi];
     if (str_ieq_lit(w, w0, strlen(w0)))
         *where = 0;
     else if (str_ieq_lit(w, w1, strlen(w1)))
@@ -143,7 +143,7 @@ static void bkey_free(kv_bkey *k)
     srv.blk_nkeys--;
 }
 
-static void timeout_cb(loop *l, timer *t);
+static void timeout_cb(bk_loop *l, bk_timer *t);
 
 kv_bstate *blocking_park(kv_client *c, const kv_block_kind *kind, int first_key, int nkeys,
                          int64_t timeout_ms)
@@ -160,7 +160,7 @@ kv_bstate *blocking_park(kv_client *c, const kv_block_kind *kind, int first_key,
     memset(b->param, 0, sizeof b->param);
 
     /* argv and its bytes in one block, reused when big enough */
-    size_t bytes = (size_t)c->argc * sizeof(str);
+    size_t bytes = (size_t)c->argc * sizeof(bk_str);
     for (int i = 0; i < c->argc; i++)
         bytes += c->argv[i].len;
     if (bytes > b->argv_bytes) {
@@ -171,7 +171,7 @@ kv_bstate *blocking_park(kv_client *c, const kv_block_kind *kind, int first_key,
     char *p = (char *)(b->argv + c->argc);
     for (int i = 0; i < c->argc; i++) {
         memcpy(p, c->argv[i].p, c->argv[i].len);
-        b->argv[i] = (str){ p, c->argv[i].len };
+        b->argv[i] = (bk_str){ p, c->argv[i].len };
         p += c->argv[i].len;
     }
     b->argc = c->argc;
@@ -184,7 +184,7 @@ kv_bstate *blocking_park(kv_client *c, const kv_block_kind *kind, int first_key,
     b->nwaits = 0;
     dict *d = nkeys ? db_table(c->db->id) : NULL;
     for (int i = 0; i < nkeys; i++) {
-        str key = b->argv[first_key + i];
+        bk_str key = b->argv[first_key + i];
         uint32_t h = dict_hash32(key.p, key.len);
         kv_bkey *k = (kv_bkey *)(void *)dict_find(d, key.p, key.len, h);
         if (!k) {
@@ -242,7 +242,7 @@ static void unpark(kv_client *c)
     srv.blk_nclients--;
 }
 
-static void resume_cb(loop *l, timer *t);
+static void resume_cb(bk_loop *l, bk_timer *t);
 
 /* c was answered: it leaves the FIFOs; the commands it pipelined run from
  * the resume timer. */
@@ -271,7 +271,7 @@ void blocking_done(kv_client *c)
     unblock(c);
 }
 
-static void timeout_cb(loop *l, timer *t)
+static void timeout_cb(bk_loop *l, bk_timer *t)
 {
     kv_client *c = t->udata;
     srv.blk_ntimeout--; /* the loop stopped the timer */
@@ -307,7 +307,7 @@ void blocking_client_closed(kv_client *c)
 /* The loop runs timers after the batch's events and before its end
  * (AOF write, then replies), so what the resumed commands write goes out
  * with this batch. */
-static void resume_cb(loop *l, timer *t)
+static void resume_cb(bk_loop *l, bk_timer *t)
 {
     while (srv.blk_resume) {
         kv_client *c = srv.blk_resume;
@@ -322,7 +322,7 @@ static void resume_cb(loop *l, timer *t)
 
 /* ---- ready keys ---- */
 
-void blocking_signal_key(kv_db *db, str key)
+void blocking_signal_key(kv_db *db, bk_str key)
 {
     if (!srv.blk_keys)
         return;
@@ -347,7 +347,7 @@ void blocking_signal_db(kv_db *db)
     dict_iter it;
     dict_iter_init(&it, &srv.blk_keys[db->id]);
     for (dict_node *n; (n = dict_iter_next(&it));) {
-        str key = bkey_str((kv_bkey *)(void *)n);
+        bk_str key = bkey_str((kv_bkey *)(void *)n);
         if (db_find(db, key))
             blocking_signal_key(db, key);
     }
@@ -358,7 +358,7 @@ void blocking_signal_db(kv_db *db)
 static void serve_key(kv_bkey *k)
 {
     kv_db *db = &srv.dbs[k->dbid];
-    str key = bkey_str(k);
+    bk_str key = bkey_str(k);
     kv_entry *e = db_lookup_write(db, key);
     for (kv_bwait *w = k->head, *next; w && e; w = next) {
         next = w->next; /* serving w->c unlinks only w->c's nodes */
@@ -407,7 +407,7 @@ void blocking_client_unblock_command(kv_client *c)
         reply_errorf(c,
                      "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
                      "CLIENT HELP.",
-                     (int)MIN(c->argv[1].len, 128), c->argv[1].p);
+                     (int)BK_MIN(c->argv[1].len, 128), c->argv[1].p);
         return;
     }
     long long id;

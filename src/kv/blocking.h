@@ -39,7 +39,7 @@ typedef struct kv_block_kind {
      * Returns 1 when c got its reply (it is then unblocked), 0 when it
      * stays blocked. The serve propagates what it changed (aof_feed) and
      * counts it (kv_dirty); c->cmd is the blocking command. */
-    int (*serve)(kv_client *c, kv_db *db, str key, kv_entry *e);
+    int (*serve)(kv_client *c, kv_db *db, bk_str key, kv_entry *e);
     /* Writes the reply of a timeout (also CLIENT UNBLOCK [TIMEOUT]). */
     void (*timed_out)(kv_client *c);
 } kv_block_kind;
@@ -53,22 +53,22 @@ typedef struct kv_bstate {
     /* A copy of the blocking command's argv, owned here, valid while the
      * client is blocked: serve() reads its keys and options from it. */
     int argc;
-    str *argv;
+    bk_str *argv;
     size_t argv_bytes;
     /* Parsed options the command keeps for serve() (where, count, ...). */
     long long param[4];
     /* private */
     struct kv_bwait *waits; /* one per distinct key, linked into its FIFO */
     int nwaits, waits_cap;
-    timer tm;
+    bk_timer tm;
 } kv_bstate;
 
 /* Parses a timeout in seconds (a float, Redis's rules and errors). *ms gets
  * the relative timeout in ms, 0 for none (block forever). Replies the
  * error and returns -1 when invalid. */
-int blocking_timeout_arg(kv_client *c, str arg, int64_t *ms);
+int blocking_timeout_arg(kv_client *c, bk_str arg, int64_t *ms);
 /* The same for a timeout in milliseconds (an integer: XREAD BLOCK, WAIT). */
-int blocking_timeout_ms_arg(kv_client *c, str arg, int64_t *ms);
+int blocking_timeout_ms_arg(kv_client *c, bk_str arg, int64_t *ms);
 
 /* 1 when c must not block now (inside EXEC or a script, or c replays the
  * AOF): the command answers as if its timeout expired at once. */
@@ -93,10 +93,10 @@ void blocking_done(kv_client *c);
 
 /* Key creation hook: key in db may now serve someone. A command that makes
  * an existing key ready (XADD on a stream clients wait on) calls it too. */
-void blocking_signal_key(kv_db *db, str key);
-static inline void blocking_signal(kv_db *db, str key)
+void blocking_signal_key(kv_db *db, bk_str key);
+static inline void blocking_signal(kv_db *db, bk_str key)
 {
-    if (UNLIKELY(srv.blk_nkeys))
+    if (BK_UNLIKELY(srv.blk_nkeys))
         blocking_signal_key(db, key);
 }
 /* SWAPDB: every waited-on key of db that exists now is ready. */
@@ -106,7 +106,7 @@ void blocking_signal_db(kv_db *db);
 void blocking_serve_ready(void);
 static inline void blocking_after_command(void)
 {
-    if (UNLIKELY(srv.blk_nready))
+    if (BK_UNLIKELY(srv.blk_nready))
         blocking_serve_ready();
 }
 

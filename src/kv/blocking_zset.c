@@ -9,7 +9,7 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
-static const str zpop_word[2] = { { "ZPOPMIN", 7 }, { "ZPOPMAX", 7 } };
+static const bk_str zpop_word[2] = { { "ZPOPMIN", 7 }, { "ZPOPMAX", 7 } };
 
 /* Pops from the sorted set z at key, lowest scores first (highest with
  * max): one member with a flat [key, member, score] reply (BZPOPMIN,
@@ -17,10 +17,10 @@ static const str zpop_word[2] = { { "ZPOPMIN", 7 }, { "ZPOPMAX", 7 } };
  * Deletes the emptied key; propagates ZPOPMIN/ZPOPMAX key [n], from the
  * command (served = 0) or as a record of its own for a client that was
  * parked. */
-static void zpop_reply(kv_client *c, kv_db *db, str key, zset *z, int max, long long count,
+static void zpop_reply(kv_client *c, kv_db *db, bk_str key, zset *z, int max, long long count,
                        int served)
 {
-    long long n = count < 0 ? 1 : MIN(count, (long long)z->length);
+    long long n = count < 0 ? 1 : BK_MIN(count, (long long)z->length);
     reply_array(c, count < 0 ? 3 : 2);
     reply_bulk_str(c, key);
     if (count >= 0)
@@ -34,7 +34,7 @@ static void zpop_reply(kv_client *c, kv_db *db, str key, zset *z, int max, long 
         zset_delete(z, x);
     }
     char num[KV_LL_STR_MAX];
-    str argv[3] = { zpop_word[max], key, { num, kv_fmt_ll(num, n) } };
+    bk_str argv[3] = { zpop_word[max], key, { num, kv_fmt_ll(num, n) } };
     int argc = count < 0 ? 2 : 3;
     if (served)
         aof_feed(db, argc, argv);
@@ -50,7 +50,7 @@ static void zpop_reply(kv_client *c, kv_db *db, str key, zset *z, int max, long 
 }
 
 /* bstate param[0]: max; param[1]: count, -1 for BZPOPMIN/BZPOPMAX. */
-static int zset_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
+static int zset_serve(kv_client *c, kv_db *db, bk_str key, kv_entry *e)
 {
     zpop_reply(c, db, key, entry_obj(e), (int)c->bstate->param[0], c->bstate->param[1], 1);
     return 1;

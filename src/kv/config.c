@@ -115,11 +115,11 @@ static const char *const aliases[][2] = {
 
 static void set_alias(const char *name, const char *value)
 {
-    for (size_t a = 0; a < ARRAY_LEN(aliases); a++) {
+    for (size_t a = 0; a < BK_ARRAY_LEN(aliases); a++) {
         const char *other = strcasecmp(name, aliases[a][0]) == 0   ? aliases[a][1]
                             : strcasecmp(name, aliases[a][1]) == 0 ? aliases[a][0]
                                                                    : NULL;
-        for (size_t k = 0; other && k < ARRAY_LEN(noops); k++)
+        for (size_t k = 0; other && k < BK_ARRAY_LEN(noops); k++)
             if (strcasecmp(noops[k].name, other) == 0)
                 snprintf(noops[k].value, sizeof noops[k].value, "%s", value);
     }
@@ -137,7 +137,7 @@ static const char *loglevel_names[] = { "warning", "notice", "verbose", "debug" 
  * rewrites in place, so a caller may keep the pointer. NULL if unknown. */
 const char *kv_config_noop_str(const char *name)
 {
-    for (size_t i = 0; i < ARRAY_LEN(noops); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(noops); i++)
         if (strcasecmp(name, noops[i].name) == 0)
             return noops[i].value;
     return NULL;
@@ -192,7 +192,7 @@ void kv_config_free(kv_config *cfg)
         kv_free(cfg->bind[i]);
     cfg->nbind = 0;
     char **strs[] = { &cfg->dir, &cfg->appendfilename, &cfg->requirepass, &cfg->logfile, &cfg->save };
-    for (size_t i = 0; i < ARRAY_LEN(strs); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(strs); i++) {
         kv_free(*strs[i]);
         *strs[i] = NULL;
     }
@@ -212,7 +212,7 @@ static int parse_memory(const char *s, uint64_t *out)
         { "", 1 }, { "b", 1 }, { "k", 1000 }, { "kb", 1024 }, { "m", 1000000 },
         { "mb", 1024 * 1024 }, { "g", 1000000000ull }, { "gb", 1024ull * 1024 * 1024 },
     };
-    for (size_t k = 0; k < ARRAY_LEN(units); k++) {
+    for (size_t k = 0; k < BK_ARRAY_LEN(units); k++) {
         if (strcasecmp(u, units[k].u) == 0) {
             if (units[k].mul > 1 && v > UINT64_MAX / units[k].mul)
                 return -1;
@@ -333,7 +333,7 @@ static int set_shutdown_on(int *out, int argc, char **argv, char *err, size_t er
         }
         for (int k = 0; k < n && !bad; k++, words++) {
             int bit = -1;
-            for (int f = 0; f < (int)ARRAY_LEN(shutdown_flag_names); f++)
+            for (int f = 0; f < (int)BK_ARRAY_LEN(shutdown_flag_names); f++)
                 if (strcasecmp(w[k], shutdown_flag_names[f]) == 0)
                     bit = f;
             if (bit >= 0)
@@ -362,7 +362,7 @@ static void fmt_shutdown_on(int flags, char *out, size_t n)
 {
     size_t k = 0;
     out[0] = '\0';
-    for (int f = 0; f < (int)ARRAY_LEN(shutdown_flag_names); f++)
+    for (int f = 0; f < (int)BK_ARRAY_LEN(shutdown_flag_names); f++)
         if (flags & (1 << f))
             k += (size_t)snprintf(out + k, n - k, "%s%s", k ? " " : "", shutdown_flag_names[f]);
     if (!k)
@@ -376,7 +376,7 @@ static int noop_is_memory(const char *name)
                                        "hash-max-listpack-value", "zset-max-listpack-value",
                                        "set-max-listpack-value", "hash-max-ziplist-value",
                                        "zset-max-ziplist-value" };
-    for (size_t i = 0; i < ARRAY_LEN(mem); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(mem); i++)
         if (strcasecmp(name, mem[i]) == 0)
             return 1;
     return 0;
@@ -490,11 +490,11 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     if (tls_rc != 1)
         return tls_rc;
     const opt *o = NULL;
-    for (size_t i = 0; i < ARRAY_LEN(opts); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(opts); i++)
         if (strcasecmp(name, opts[i].name) == 0)
             o = &opts[i];
     if (!o) {
-        for (size_t i = 0; i < ARRAY_LEN(noops); i++) {
+        for (size_t i = 0; i < BK_ARRAY_LEN(noops); i++) {
             if (strcasecmp(name, noops[i].name) == 0) {
                 if (argc != 1) {
                     snprintf(err, errlen, "wrong number of arguments");
@@ -603,7 +603,7 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         return 0;
     }
     case O_POLICY: {
-        int k = pick(v, policy_names, ARRAY_LEN(policy_names));
+        int k = pick(v, policy_names, BK_ARRAY_LEN(policy_names));
         if (k < 0) {
             snprintf(err, errlen, "argument(s) must be one of the following: volatile-lru, "
                                   "volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, "
@@ -614,7 +614,7 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         return 0;
     }
     case O_FSYNC: {
-        int k = pick(v, fsync_names, ARRAY_LEN(fsync_names));
+        int k = pick(v, fsync_names, BK_ARRAY_LEN(fsync_names));
         if (k < 0) {
             snprintf(err, errlen, "argument(s) must be one of the following: always, everysec, no");
             return -1;
@@ -627,7 +627,7 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         return 0;
     }
     case O_LOGLEVEL: {
-        int k = pick(v, loglevel_names, ARRAY_LEN(loglevel_names));
+        int k = pick(v, loglevel_names, BK_ARRAY_LEN(loglevel_names));
         if (k < 0) {
             snprintf(err, errlen, "argument(s) must be one of the following: debug, verbose, notice, warning");
             return -1;
@@ -770,7 +770,7 @@ static void fmt_value(const kv_config *cfg, const opt *o, char *out, size_t n)
     }
 }
 
-void kv_config_get(const kv_config *cfg, str pattern,
+void kv_config_get(const kv_config *cfg, bk_str pattern,
                    void (*fn)(void *ud, const char *name, const char *value), void *ud)
 {
     char val[PATH_MAX + 64];
@@ -782,14 +782,14 @@ void kv_config_get(const kv_config *cfg, str pattern,
         fmt_shutdown_on(shutdown_on[i], val, sizeof val);
         fn(ud, sig_opts[i], val);
     }
-    for (size_t i = 0; i < ARRAY_LEN(opts); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(opts); i++) {
         const char *name = opts[i].name;
         if (!kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))
             continue;
         fmt_value(cfg, &opts[i], val, sizeof val);
         fn(ud, name, val);
     }
-    for (size_t i = 0; i < ARRAY_LEN(noops); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(noops); i++) {
         const char *name = noops[i].name;
         size_t nl = strlen(name);
         if (kv_glob_match(pattern.p, pattern.len, name, nl, 1))

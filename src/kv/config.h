@@ -20,7 +20,7 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
 /* Reads a redis.conf style file. Returns 0, or -1 with "file:line: msg". */
 int kv_config_load_file(kv_config *cfg, const char *path, char *err, size_t errlen);
 /* Calls fn for every (name, value) whose name matches the glob pattern. */
-void kv_config_get(const kv_config *cfg, str pattern,
+void kv_config_get(const kv_config *cfg, bk_str pattern,
                    void (*fn)(void *ud, const char *name, const char *value), void *ud);
 const char *kv_policy_name(enum kv_policy p);
 const char *kv_fsync_name(enum kv_fsync f);

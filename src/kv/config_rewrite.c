@@ -89,7 +89,7 @@ static const char *list_get(const opt_list *l, const char *name)
 void kv_config_snapshot_defaults(void)
 {
     if (!defaults.n)
-        kv_config_get(&srv.cfg, (str){ "*", 1 }, list_add, &defaults);
+        kv_config_get(&srv.cfg, (bk_str){ "*", 1 }, list_add, &defaults);
 }
 
 /* ---- what Redis writes for each option ---- */
@@ -120,7 +120,7 @@ static const struct {
 
 static const char *canonical(const char *name)
 {
-    for (size_t i = 0; i < ARRAY_LEN(aliases); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(aliases); i++)
         if (strcasecmp(name, aliases[i].alias) == 0)
             return aliases[i].name;
     return name;
@@ -162,8 +162,8 @@ static const char *const memory_opts[] = {
     "stream-node-max-bytes", "hll-sparse-max-bytes", "cluster-link-sendbuf-limit",
 };
 
-static void addf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(buf *b, const char *fmt, ...)
+static void addf(bk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(bk_buf *b, const char *fmt, ...)
 {
     char tmp[512];
     va_list ap;
@@ -171,11 +171,11 @@ static void addf(buf *b, const char *fmt, ...)
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n > 0)
-        buf_append(b, tmp, MIN((size_t)n, sizeof tmp - 1));
+        buf_append(b, tmp, BK_MIN((size_t)n, sizeof tmp - 1));
 }
 
 /* "value" with C escapes, as Redis's sdscatrepr. */
-static void add_quoted(buf *b, const char *s)
+static void add_quoted(bk_buf *b, const char *s)
 {
     buf_append(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -195,7 +195,7 @@ static void add_quoted(buf *b, const char *s)
     buf_append(b, "\"", 1);
 }
 
-static void add_memory(buf *b, const char *v)
+static void add_memory(bk_buf *b, const char *v)
 {
     long long n;
     const long long gb = 1024LL * 1024 * 1024, mb = 1024LL * 1024, kb = 1024;
@@ -259,7 +259,7 @@ static int read_old(rw_state *st, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "ERR Rewriting config file: %s", strerror(errno));
         return -1;
     }
-    buf all = { 0 };
+    bk_buf all = { 0 };
     char chunk[4096];
     for (size_t k; (k = fread(chunk, 1, sizeof chunk, f)) > 0;)
         buf_append(&all, chunk, k);
@@ -321,7 +321,7 @@ static void rewrite_line(rw_state *st, const char *name, char *line, int force)
     st->used[st->n - 1] = 1;
 }
 
-static char *buf_take(buf *b)
+static char *buf_take(bk_buf *b)
 {
     char *s = kv_strndup(b->data ? b->data : "", b->len);
     buf_free(b);
@@ -331,15 +331,15 @@ static char *buf_take(buf *b)
 static void rewrite_simple(rw_state *st, const char *name, const char *v, const char *def)
 {
     int force = !def || strcmp(v, def) != 0;
-    if (!*v && in_set(name, nullable_opts, ARRAY_LEN(nullable_opts))) {
+    if (!*v && in_set(name, nullable_opts, BK_ARRAY_LEN(nullable_opts))) {
         mark_done(st, name); /* no value: no line, as Redis */
         return;
     }
-    buf b = { 0 };
+    bk_buf b = { 0 };
     addf(&b, "%s ", name);
-    if (!*v || in_set(name, string_opts, ARRAY_LEN(string_opts)))
+    if (!*v || in_set(name, string_opts, BK_ARRAY_LEN(string_opts)))
         add_quoted(&b, v); /* an empty value must stay one word: "" */
-    else if (in_set(name, memory_opts, ARRAY_LEN(memory_opts)))
+    else if (in_set(name, memory_opts, BK_ARRAY_LEN(memory_opts)))
         add_memory(&b, v);
     else
         buf_append(&b, v, strlen(v));
@@ -354,7 +354,7 @@ static void rewrite_save(rw_state *st, const char *v)
         rewrite_line(st, "save", kv_strndup("save \"\"", 7), 1);
     } else {
         for (int i = 0; i + 1 < argc; i += 2) {
-            buf b = { 0 };
+            bk_buf b = { 0 };
             addf(&b, "save %s %s", argv[i], argv[i + 1]);
             rewrite_line(st, "save", buf_take(&b), 1);
         }
@@ -377,7 +377,7 @@ static void rewrite_obuf(rw_state *st, const char *v, const char *def)
             if (strcasecmp(dv[j], cur[i]) == 0)
                 force = strcmp(dv[j + 1], cur[i + 1]) || strcmp(dv[j + 2], cur[i + 2]) ||
                         strcmp(dv[j + 3], cur[i + 3]);
-        buf b = { 0 };
+        bk_buf b = { 0 };
         addf(&b, "client-output-buffer-limit %s ",
              strcasecmp(cur[i], "slave") == 0 ? "replica" : cur[i]);
         add_memory(&b, cur[i + 1]);
@@ -411,7 +411,7 @@ static void build(rw_state *st, const opt_list *cur)
             rewrite_obuf(st, v, def);
         } else if (strcasecmp(name, "replicaof") == 0) {
             if (*v) {
-                buf b = { 0 };
+                bk_buf b = { 0 };
                 addf(&b, "replicaof %s", v);
                 rewrite_line(st, name, buf_take(&b), 1);
             }
@@ -440,11 +440,11 @@ int kv_config_rewrite(int force_all, char *err, size_t errlen)
     }
     rw_state st = { .force_all = force_all };
     opt_list cur = { 0 };
-    buf out = { 0 };
+    bk_buf out = { 0 };
     int rc = -1;
     if (read_old(&st, srv.config_file, err, errlen) < 0)
         goto done;
-    kv_config_get(&srv.cfg, (str){ "*", 1 }, list_add, &cur);
+    kv_config_get(&srv.cfg, (bk_str){ "*", 1 }, list_add, &cur);
     build(&st, &cur);
     /* Lines of rewritten options not reused are blanked. */
     for (size_t i = 0; i < st.n; i++) {

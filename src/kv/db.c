@@ -10,12 +10,12 @@
 
 #include <malloc.h>
 
-static inline str entry_key_fn(const void *item)
+static inline bk_str entry_key_fn(const void *item)
 {
     return entry_key_str(item);
 }
 
-static inline uint64_t key_hash(str key)
+static inline uint64_t key_hash(bk_str key)
 {
     return dict_hash(key.p, key.len);
 }
@@ -78,7 +78,7 @@ static void entry_mem_free(kv_entry *e)
 
 /* A new entry for key with room for a value of vroom bytes (strings) or an
  * object pointer; a zeroed TTL block when ttl. The value is not set. */
-static kv_entry *entry_new(str key, int type, size_t vroom, int ttl)
+static kv_entry *entry_new(bk_str key, int type, size_t vroom, int ttl)
 {
     kv_entry *e = entry_mem(layout_size(key.len, type, vroom, ttl));
     e->lru = srv.lru_clock;
@@ -136,7 +136,7 @@ void db_flush(kv_db *db)
     db_free(db);
 }
 
-kv_entry *db_find(kv_db *db, str key)
+kv_entry *db_find(kv_db *db, bk_str key)
 {
     return keytab_lookup(&db->keys, key.p, key.len, key_hash(key), entry_key_fn);
 }
@@ -193,7 +193,7 @@ static void relayout_ttl(kv_db *db, kv_entry *e, int ttl, int keep_value)
  * the new entry; the old one is freed. */
 static kv_entry *entry_move(kv_db *db, kv_entry *e, size_t need, int ttl, int keep_value)
 {
-    str key = entry_key_str(e);
+    bk_str key = entry_key_str(e);
     int had = (e->flags & ENTRY_EXPIRES) != 0;
     kv_entry *n = entry_mem(need);
     n->lru = e->lru;
@@ -247,7 +247,7 @@ void db_delete_entry(kv_db *db, kv_entry *e)
     entry_free(e);
 }
 
-int db_delete(kv_db *db, str key)
+int db_delete(kv_db *db, bk_str key)
 {
     kv_entry *e = keytab_remove(&db->keys, key.p, key.len, key_hash(key));
     if (!e)
@@ -261,9 +261,9 @@ int db_expire_if_needed(kv_db *db, kv_entry *e)
 {
     if (!db_expired(e) || srv.loading)
         return 0;
-    if (UNLIKELY(repl_guard) && repl_from_master())
+    if (BK_UNLIKELY(repl_guard) && repl_from_master())
         return 0; /* the master decides: its DEL follows */
-    str key = entry_key_str(e);
+    bk_str key = entry_key_str(e);
     kv_propagate_del(db, key);
     kv_touch_key(db, key);
     srv.stat_expired++;
@@ -272,14 +272,14 @@ int db_expire_if_needed(kv_db *db, kv_entry *e)
     return 1;
 }
 
-static kv_entry *lookup_read(kv_db *db, str key, int touch)
+static kv_entry *lookup_read(kv_db *db, bk_str key, int touch)
 {
     kv_entry *e = db_find(db, key);
     /* CLIENT PAUSE freezes the dataset: an expired key reads as missing
      * but stays until the pause ends (the DEL would be a write). A replica
      * leaves it to its master's DEL. */
-    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) &&
-        (UNLIKELY(srv.pause_type || (repl_guard && repl_no_expire())) ? db_expired(e)
+    if (e && BK_UNLIKELY(e->flags & ENTRY_EXPIRES) &&
+        (BK_UNLIKELY(srv.pause_type || (repl_guard && repl_no_expire())) ? db_expired(e)
                                                                         : db_expire_if_needed(db, e)))
         e = NULL;
     if (e) {
@@ -293,27 +293,27 @@ static kv_entry *lookup_read(kv_db *db, str key, int touch)
     return e;
 }
 
-kv_entry *db_lookup_read(kv_db *db, str key)
+kv_entry *db_lookup_read(kv_db *db, bk_str key)
 {
     return lookup_read(db, key, 1);
 }
 
-kv_entry *db_lookup_notouch(kv_db *db, str key)
+kv_entry *db_lookup_notouch(kv_db *db, bk_str key)
 {
     return lookup_read(db, key, 0);
 }
 
-kv_entry *db_lookup_write(kv_db *db, str key)
+kv_entry *db_lookup_write(kv_db *db, bk_str key)
 {
     kv_entry *e = db_find(db, key);
-    if (e && UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
+    if (e && BK_UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
         return NULL;
     if (e)
         e->lru = srv.lru_clock;
     return e;
 }
 
-static kv_entry *add_string(kv_db *db, str key, uint64_t hash, const char *val, size_t vlen,
+static kv_entry *add_string(kv_db *db, bk_str key, uint64_t hash, const char *val, size_t vlen,
                             int64_t expire)
 {
     kv_entry *e = entry_new(key, KV_STRING, vlen, expire > 0);
@@ -327,7 +327,7 @@ static kv_entry *add_string(kv_db *db, str key, uint64_t hash, const char *val, 
     return e;
 }
 
-kv_entry *db_store_string(kv_db *db, str key, kv_entry *e, const char *val, size_t vlen,
+kv_entry *db_store_string(kv_db *db, bk_str key, kv_entry *e, const char *val, size_t vlen,
                           int64_t expire)
 {
     if (!e)
@@ -341,7 +341,7 @@ kv_entry *db_store_string(kv_db *db, str key, kv_entry *e, const char *val, size
     size_t need = layout_size(key.len, KV_STRING, vlen, ttl);
     size_t cap = db_entry_bytes(e);
     /* Overwrite in place when it fits without wasting much. */
-    if (need <= cap && cap - need <= MAX(32, need / 2)) {
+    if (need <= cap && cap - need <= BK_MAX(32, need / 2)) {
         if (ttl != had)
             relayout_ttl(db, e, ttl, 0);
     } else {
@@ -354,7 +354,7 @@ kv_entry *db_store_string(kv_db *db, str key, kv_entry *e, const char *val, size
     return e;
 }
 
-kv_entry *db_set_string(kv_db *db, str key, const char *val, size_t vlen, int64_t expire)
+kv_entry *db_set_string(kv_db *db, bk_str key, const char *val, size_t vlen, int64_t expire)
 {
     uint64_t h = key_hash(key); /* once, for the lookup and the insert */
     kv_entry *e = keytab_lookup(&db->keys, key.p, key.len, h, entry_key_fn);
@@ -363,7 +363,7 @@ kv_entry *db_set_string(kv_db *db, str key, const char *val, size_t vlen, int64_
     return db_store_string(db, key, e, val, vlen, expire);
 }
 
-kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj)
+kv_entry *db_add_obj(kv_db *db, bk_str key, int type, void *obj)
 {
     kv_entry *e = entry_new(key, type, 0, 0);
     entry_set_obj(e, obj);
@@ -373,7 +373,7 @@ kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj)
     return e;
 }
 
-kv_entry *db_replace_obj(kv_db *db, str key, kv_entry *old, int type, void *obj)
+kv_entry *db_replace_obj(kv_db *db, bk_str key, kv_entry *old, int type, void *obj)
 {
     if (!old)
         return db_add_obj(db, key, type, obj);
@@ -403,12 +403,12 @@ kv_entry *db_string_resize(kv_db *db, kv_entry *e, size_t newlen)
     unsigned char *p = entry_vpos(e);
     size_t w_old = kv_varint_len(old), w_new = kv_varint_len(newlen);
     if (w_old != w_new)
-        memmove(p + w_new, p + w_old, MIN(old, newlen));
+        memmove(p + w_new, p + w_old, BK_MIN(old, newlen));
     kv_varint_put(p, newlen);
     return e;
 }
 
-kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, str key)
+kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, bk_str key)
 {
     int64_t exp = entry_expire(e);
     size_t vlen = e->type == KV_STRING ? entry_vlen(e) : 0;
@@ -429,7 +429,7 @@ kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, str key)
     return n;
 }
 
-kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, str key)
+kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, bk_str key)
 {
     int64_t exp = entry_expire(e);
     kv_entry *n;
@@ -564,7 +564,7 @@ int kv_evict_if_needed(void)
         kv_entry *e = pick_victim(&db);
         if (!e)
             return -1;
-        str key = entry_key_str(e);
+        bk_str key = entry_key_str(e);
         kv_propagate_del(db, key);
         kv_touch_key(db, key);
         kv_notify(db, NOTIFY_EVICTED, "evicted", key);

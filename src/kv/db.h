@@ -11,13 +11,13 @@ void db_free(kv_db *db);
 static inline size_t db_size(kv_db *db) { return keytab_size(&db->keys); }
 
 /* Raw lookup: no expiry check. */
-kv_entry *db_find(kv_db *db, str key);
+kv_entry *db_find(kv_db *db, bk_str key);
 /* Lookups for commands: an expired key is deleted and reported missing;
  * the LRU clock of a found key is refreshed. read counts hits/misses. */
-kv_entry *db_lookup_read(kv_db *db, str key);
-kv_entry *db_lookup_write(kv_db *db, str key);
+kv_entry *db_lookup_read(kv_db *db, bk_str key);
+kv_entry *db_lookup_write(kv_db *db, bk_str key);
 /* db_lookup_read without refreshing the LRU clock (TTL, TYPE, EXISTS). */
-kv_entry *db_lookup_notouch(kv_db *db, str key);
+kv_entry *db_lookup_notouch(kv_db *db, bk_str key);
 /* Deletes e if its TTL passed (propagating a DEL). Returns 1 if deleted. */
 int db_expire_if_needed(kv_db *db, kv_entry *e);
 static inline int db_expired(const kv_entry *e)
@@ -30,26 +30,26 @@ static inline int db_expired(const kv_entry *e)
  * is DB_KEEPTTL, 0 (no TTL) or an absolute unix time in ms. Returns the
  * entry, which may have moved. */
 #define DB_KEEPTTL (-1)
-kv_entry *db_store_string(kv_db *db, str key, kv_entry *e, const char *val, size_t vlen,
+kv_entry *db_store_string(kv_db *db, bk_str key, kv_entry *e, const char *val, size_t vlen,
                           int64_t expire);
 /* db_store_string after a raw lookup of key. */
-kv_entry *db_set_string(kv_db *db, str key, const char *val, size_t vlen, int64_t expire);
+kv_entry *db_set_string(kv_db *db, bk_str key, const char *val, size_t vlen, int64_t expire);
 /* Adds a new key (must be absent) holding a type object; returns it. */
-kv_entry *db_add_obj(kv_db *db, str key, int type, void *obj);
+kv_entry *db_add_obj(kv_db *db, bk_str key, int type, void *obj);
 /* Redis's setKey for type objects: key (old is its entry, NULL when
  * absent) now holds obj, without a TTL; only a new key is a "new" event. */
-kv_entry *db_replace_obj(kv_db *db, str key, kv_entry *old, int type, void *obj);
+kv_entry *db_replace_obj(kv_db *db, bk_str key, kv_entry *old, int type, void *obj);
 /* Sets the length of a string to newlen, keeping the content up to the old
  * length (bytes past it are not initialised); returns the entry, which may
  * have moved. */
 kv_entry *db_string_resize(kv_db *db, kv_entry *e, size_t newlen);
-int db_delete(kv_db *db, str key);
+int db_delete(kv_db *db, bk_str key);
 void db_delete_entry(kv_db *db, kv_entry *e);
 /* Moves e (value and TTL) to key in dst (which may be db; key must be
  * absent there). Returns the new entry; e is gone. */
-kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, str key);
+kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, bk_str key);
 /* Adds to dst a copy of e's value and TTL under key (absent there). */
-kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, str key);
+kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, bk_str key);
 /* Sets the TTL (absolute ms, > 0); returns the entry, which may have moved. */
 kv_entry *db_set_expire(kv_db *db, kv_entry *e, int64_t when_ms);
 void db_persist(kv_db *db, kv_entry *e);
@@ -72,6 +72,6 @@ int kv_evict_if_needed(void);
 size_t kv_memory_used(void);
 
 /* Called for every key removed by expiry or eviction. */
-void kv_propagate_del(kv_db *db, str key);
+void kv_propagate_del(kv_db *db, bk_str key);
 
 #endif

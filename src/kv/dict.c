@@ -180,7 +180,7 @@ dict_node *dict_find(dict *d, const char *key, size_t len, uint32_t hash)
         for (dict_node *n = d->tab[t][idx]; n; n = n->next) {
             if (n->hash != hash)
                 continue;
-            str k = d->key(n);
+            bk_str k = d->key(n);
             if (k.len == len && memcmp(k.p, key, len) == 0)
                 return n;
         }
@@ -225,7 +225,7 @@ static dict_node **find_link(dict *d, uint32_t hash, const char *key, size_t len
             }
             if (n->hash != hash)
                 continue;
-            str k = d->key(n);
+            bk_str k = d->key(n);
             if (k.len == len && memcmp(k.p, key, len) == 0) {
                 *table = t;
                 return link;

@@ -20,7 +20,7 @@ typedef struct dict_node {
     uint32_t aux;  /* free for the owner (often the key length) */
 } dict_node;
 
-typedef str (*dict_key_fn)(const dict_node *n);
+typedef bk_str (*dict_key_fn)(const dict_node *n);
 
 typedef struct dict {
     dict_node **tab[2];

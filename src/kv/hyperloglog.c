@@ -175,7 +175,7 @@ static uint64_t murmur64a(const unsigned char *p, size_t len, uint64_t seed)
 }
 
 /* The register an element maps to and the value it offers (1..51). */
-static unsigned hll_pattern(str ele, uint32_t *index)
+static unsigned hll_pattern(bk_str ele, uint32_t *index)
 {
     uint64_t h = murmur64a((const unsigned char *)ele.p, ele.len, HLL_SEED);
     *index = (uint32_t)(h & (HLL_REGS - 1));
@@ -298,7 +298,7 @@ static int hll_check(kv_client *c, kv_entry *e)
         reply_error(c, ERR_WRONGTYPE);
         return -1;
     }
-    str v = entry_str(e);
+    bk_str v = entry_str(e);
     if (v.len < HLL_HDR || memcmp(v.p, "HYLL", 4) != 0 || (uint8_t)v.p[4] > HLL_SPARSE ||
         (v.p[4] == HLL_DENSE && v.len != HLL_DENSE_BYTES)) {
         reply_error(c, ERR_HLL_TYPE);
@@ -308,21 +308,21 @@ static int hll_check(kv_client *c, kv_entry *e)
 }
 
 /* Registers of a checked value, max-merged into regs. -1: corrupted. */
-static int hll_merge(uint8_t *regs, str v)
+static int hll_merge(uint8_t *regs, bk_str v)
 {
     const unsigned char *p = (const unsigned char *)v.p;
     if (p[4] == HLL_DENSE) {
         uint8_t mine[HLL_REGS];
         dense_unpack(p + HLL_HDR, mine);
         for (uint32_t i = 0; i < HLL_REGS; i++)
-            regs[i] = MAX(regs[i], mine[i]);
+            regs[i] = BK_MAX(regs[i], mine[i]);
         return 0;
     }
     return sparse_walk(p + HLL_HDR, v.len - HLL_HDR, run_max, regs);
 }
 
 /* The estimate of a checked value. -1: corrupted. */
-static int hll_count(str v, uint64_t *card)
+static int hll_count(bk_str v, uint64_t *card)
 {
     const unsigned char *p = (const unsigned char *)v.p;
     int histo[64] = { 0 };
@@ -462,7 +462,7 @@ promote:
 
 /* Adds one element. Returns 1 if a register changed, 0 if not, -1 when
  * the value is corrupted. */
-static int hll_add(hll_ref *h, str ele)
+static int hll_add(hll_ref *h, bk_str ele)
 {
     uint32_t index;
     unsigned count = hll_pattern(ele, &index);
@@ -477,7 +477,7 @@ static int hll_add(hll_ref *h, str ele)
 
 static void hll_invalidate(hll_ref *h) { hll_bytes(h)[15] |= HLL_CARD_STALE; }
 
-static kv_entry *hll_create(kv_db *db, str key)
+static kv_entry *hll_create(kv_db *db, bk_str key)
 {
     return db_store_string(db, key, NULL, (const char *)hll_empty_sparse,
                            sizeof hll_empty_sparse, 0);
@@ -606,7 +606,7 @@ void pfmerge_command(kv_client *c)
 }
 
 /* PFDEBUG DECODE: the sparse opcodes as text ("z:N Z:N v:V,N"). */
-static void pfdebug_decode(kv_client *c, str v)
+static void pfdebug_decode(kv_client *c, bk_str v)
 {
     const unsigned char *p = (const unsigned char *)v.p + HLL_HDR;
     size_t n = v.len - HLL_HDR, len = 0;
@@ -633,7 +633,7 @@ static void pfdebug_decode(kv_client *c, str v)
 
 void pfdebug_command(kv_client *c)
 {
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     kv_entry *e = db_lookup_write(c->db, c->argv[2]);
     if (!e) {
         reply_error(c, "ERR The specified key does not exist");
@@ -642,7 +642,7 @@ void pfdebug_command(kv_client *c)
     if (hll_check(c, e) < 0)
         return;
     hll_ref h = { c->db, e };
-    if (STR_IEQ(sub, "getreg") || STR_IEQ(sub, "todense")) {
+    if (BK_STR_IEQ(sub, "getreg") || BK_STR_IEQ(sub, "todense")) {
         int conv = hll_encoding(&h) == HLL_SPARSE;
         if (conv) {
             if (hll_to_dense(&h) < 0) {
@@ -651,7 +651,7 @@ void pfdebug_command(kv_client *c)
             }
             kv_dirty(1); /* the encoding changed: propagate */
         }
-        if (STR_IEQ(sub, "todense")) {
+        if (BK_STR_IEQ(sub, "todense")) {
             reply_int(c, conv);
             return;
         }
@@ -659,16 +659,16 @@ void pfdebug_command(kv_client *c)
         reply_array(c, HLL_REGS);
         for (uint32_t i = 0; i < HLL_REGS; i++)
             reply_int(c, dense_get(r, i));
-    } else if (STR_IEQ(sub, "decode")) {
+    } else if (BK_STR_IEQ(sub, "decode")) {
         if (hll_encoding(&h) != HLL_SPARSE) {
             reply_error(c, "ERR HLL encoding is not sparse");
             return;
         }
         pfdebug_decode(c, entry_str(h.e));
-    } else if (STR_IEQ(sub, "encoding")) {
+    } else if (BK_STR_IEQ(sub, "encoding")) {
         reply_simple(c, hll_encoding(&h) == HLL_DENSE ? "dense" : "sparse");
     } else {
-        reply_errorf(c, "ERR Unknown PFDEBUG subcommand '%.*s'", (int)MIN(sub.len, 128), sub.p);
+        reply_errorf(c, "ERR Unknown PFDEBUG subcommand '%.*s'", (int)BK_MIN(sub.len, 128), sub.p);
     }
 }
 
@@ -705,8 +705,8 @@ void pfselftest_command(kv_client *c)
 
     /* Estimates: within 5 standard errors (1.04 / sqrt(m)) of the truth,
      * and equal for the sparse and the dense copy. */
-    hll_ref sp = { &scratch, hll_create(&scratch, STR("sparse")) };
-    hll_ref de = { &scratch, hll_create(&scratch, STR("dense")) };
+    hll_ref sp = { &scratch, hll_create(&scratch, BK_STR("sparse")) };
+    hll_ref de = { &scratch, hll_create(&scratch, BK_STR("dense")) };
     hll_to_dense(&de);
     double relerr = 1.04 / sqrt((double)HLL_REGS);
     uint64_t seed = kv_rand64(), next_check = 1;
@@ -715,7 +715,7 @@ void pfselftest_command(kv_client *c)
         uint64_t x = j ^ seed;
         for (int k = 0; k < 8; k++)
             ele[k] = (unsigned char)(x >> (8 * k));
-        str s = { (const char *)ele, sizeof ele };
+        bk_str s = { (const char *)ele, sizeof ele };
         if (hll_add(&sp, s) < 0 || hll_add(&de, s) < 0) {
             fail = "TESTFAILED Could not add an element";
             break;

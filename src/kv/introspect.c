@@ -18,7 +18,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
@@ -27,7 +27,7 @@ static void reply_lines(kv_client *c, const char *const *lines, size_t n);
 
 static void subcommand_unknown(kv_client *c, const char *cmd)
 {
-    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)MIN(c->argv[1].len, 128),
+    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)BK_MIN(c->argv[1].len, 128),
                  c->argv[1].p, cmd);
 }
 
@@ -50,10 +50,10 @@ static void reply_command_info_row(kv_client *c, const kv_cmd *cmd)
     reply_bulk_cstr(c, cmd->name);
     reply_int(c, cmd->arity);
     int nf = 0;
-    for (size_t i = 0; i < ARRAY_LEN(flag_names); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(flag_names); i++)
         nf += (cmd->flags & flag_names[i].flag) != 0;
     reply_set(c, nf);
-    for (size_t i = 0; i < ARRAY_LEN(flag_names); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(flag_names); i++)
         if (cmd->flags & flag_names[i].flag)
             reply_simple(c, flag_names[i].name);
     reply_int(c, cmd->first_key);
@@ -81,7 +81,7 @@ static void reply_command_info_row(kv_client *c, const kv_cmd *cmd)
         while (*p && *p != ' ')
             p++;
         char tmp[64];
-        size_t l = MIN((size_t)(p - s), sizeof tmp - 1);
+        size_t l = BK_MIN((size_t)(p - s), sizeof tmp - 1);
         memcpy(tmp, s, l);
         tmp[l] = '\0';
         reply_simple(c, tmp);
@@ -176,17 +176,17 @@ static char rcur_head(rcur *r, long long *n)
     return t;
 }
 
-static str rcur_string(rcur *r)
+static bk_str rcur_string(rcur *r)
 {
     long long n;
     const char *start = r->p + 1;
     char t = rcur_head(r, &n);
     if (t == '$') {
-        str s = { r->p, (size_t)n };
+        bk_str s = { r->p, (size_t)n };
         r->p += n + 2;
         return s;
     }
-    return (str){ start, t == '+' ? (size_t)n : 0 };
+    return (bk_str){ start, t == '+' ? (size_t)n : 0 };
 }
 
 static void rcur_skip(rcur *r)
@@ -204,7 +204,7 @@ static void rcur_skip(rcur *r)
 }
 
 /* Copies one element as RESP2: sets and maps become arrays. */
-static void rcur_to_resp2(rcur *r, buf *out)
+static void rcur_to_resp2(rcur *r, bk_buf *out)
 {
     const char *start = r->p;
     long long n;
@@ -242,7 +242,7 @@ static void reply_resp3(kv_client *c, const char *p, size_t len)
         reply_raw(c, p, len);
         return;
     }
-    buf b = { 0 };
+    bk_buf b = { 0 };
     rcur r = { p, p + len };
     rcur_to_resp2(&r, &b);
     reply_raw(c, b.data, b.len);
@@ -279,7 +279,7 @@ typedef struct {
     rcur flags; /* the spec's flags set, for GETKEYSANDFLAGS */
     int bs, fk;
     long long index, startfrom;
-    str keyword;
+    bk_str keyword;
     long long a, b, d; /* range: lastkey keystep limit; keynum: keynumidx firstkey keystep */
 } keyspec;
 
@@ -287,30 +287,30 @@ typedef struct {
 static void parse_spec_map(rcur *r, long long n, keyspec *ks)
 {
     while (n--) {
-        str k = rcur_string(r);
-        if (STR_IEQ(k, "flags")) {
+        bk_str k = rcur_string(r);
+        if (BK_STR_IEQ(k, "flags")) {
             ks->flags = *r;
             rcur_skip(r);
-        } else if (STR_IEQ(k, "begin_search") || STR_IEQ(k, "find_keys")) {
-            int begin = STR_IEQ(k, "begin_search");
+        } else if (BK_STR_IEQ(k, "begin_search") || BK_STR_IEQ(k, "find_keys")) {
+            int begin = BK_STR_IEQ(k, "begin_search");
             long long m, sn;
             rcur_head(r, &m);
             while (m--) {
-                str f = rcur_string(r);
-                if (STR_IEQ(f, "type")) {
-                    str t = rcur_string(r);
+                bk_str f = rcur_string(r);
+                if (BK_STR_IEQ(f, "type")) {
+                    bk_str t = rcur_string(r);
                     if (begin)
-                        ks->bs = STR_IEQ(t, "index") ? BS_INDEX
-                                 : STR_IEQ(t, "keyword") ? BS_KEYWORD : BS_UNKNOWN;
+                        ks->bs = BK_STR_IEQ(t, "index") ? BS_INDEX
+                                 : BK_STR_IEQ(t, "keyword") ? BS_KEYWORD : BS_UNKNOWN;
                     else
-                        ks->fk = STR_IEQ(t, "range") ? FK_RANGE
-                                 : STR_IEQ(t, "keynum") ? FK_KEYNUM : FK_UNKNOWN;
-                } else if (STR_IEQ(f, "spec")) {
+                        ks->fk = BK_STR_IEQ(t, "range") ? FK_RANGE
+                                 : BK_STR_IEQ(t, "keynum") ? FK_KEYNUM : FK_UNKNOWN;
+                } else if (BK_STR_IEQ(f, "spec")) {
                     rcur_head(r, &sn);
                     while (sn--) {
-                        str name = rcur_string(r);
+                        bk_str name = rcur_string(r);
                         long long v = 0;
-                        if (STR_IEQ(name, "keyword")) {
+                        if (BK_STR_IEQ(name, "keyword")) {
                             ks->keyword = rcur_string(r);
                             continue;
                         }
@@ -318,15 +318,15 @@ static void parse_spec_map(rcur *r, long long n, keyspec *ks)
                             rcur_head(r, &v);
                         else
                             rcur_skip(r);
-                        if (STR_IEQ(name, "index"))
+                        if (BK_STR_IEQ(name, "index"))
                             ks->index = v;
-                        else if (STR_IEQ(name, "startfrom"))
+                        else if (BK_STR_IEQ(name, "startfrom"))
                             ks->startfrom = v;
-                        else if (STR_IEQ(name, "lastkey") || STR_IEQ(name, "keynumidx"))
+                        else if (BK_STR_IEQ(name, "lastkey") || BK_STR_IEQ(name, "keynumidx"))
                             ks->a = v;
-                        else if (STR_IEQ(name, "keystep"))
+                        else if (BK_STR_IEQ(name, "keystep"))
                             ks->fk == FK_KEYNUM ? (void)(ks->d = v) : (void)(ks->b = v);
-                        else if (STR_IEQ(name, "limit") || STR_IEQ(name, "firstkey"))
+                        else if (BK_STR_IEQ(name, "limit") || BK_STR_IEQ(name, "firstkey"))
                             ks->fk == FK_KEYNUM ? (void)(ks->b = v) : (void)(ks->d = v);
                     }
                 } else {
@@ -358,7 +358,7 @@ static void keylist_add(keylist *kl, int pos, rcur flags)
 
 /* Redis's reading of key specs: the keys of argv[0..argc) per the specs
  * array at r. Returns -1 when the arguments do not fit a spec. */
-static int keys_from_specs(rcur *r, int argc, const str *argv, keylist *kl)
+static int keys_from_specs(rcur *r, int argc, const bk_str *argv, keylist *kl)
 {
     long long nspecs;
     rcur_head(r, &nspecs);
@@ -403,7 +403,7 @@ static int keys_from_specs(rcur *r, int argc, const str *argv, keylist *kl)
             long long numkeys;
             if (first + ks.a >= argc)
                 return -1;
-            str ns = argv[first + ks.a];
+            bk_str ns = argv[first + ks.a];
             if (kv_parse_ll(ns.p, ns.len, &numkeys) < 0 || numkeys < 0)
                 return -1;
             first += ks.b;
@@ -446,7 +446,7 @@ static void read_entry(rcur *r, cmd_keys_info *ki)
     rcur_head(r, &nflags);
     ki->no_mandatory_keys = 0;
     while (nflags--)
-        ki->no_mandatory_keys |= STR_IEQ(rcur_string(r), "no_mandatory_keys");
+        ki->no_mandatory_keys |= BK_STR_IEQ(rcur_string(r), "no_mandatory_keys");
     for (int i = 0; i < 5; i++) /* first last step acl tips */
         rcur_skip(r);
     ki->specs = *r;
@@ -459,14 +459,14 @@ static void read_entry(rcur *r, cmd_keys_info *ki)
         int not_key = 0;
         rcur_head(r, &m);
         while (m--) {
-            str k = rcur_string(r);
-            if (!STR_IEQ(k, "flags")) {
+            bk_str k = rcur_string(r);
+            if (!BK_STR_IEQ(k, "flags")) {
                 rcur_skip(r);
                 continue;
             }
             rcur_head(r, &nf);
             while (nf--)
-                not_key |= STR_IEQ(rcur_string(r), "not_key");
+                not_key |= BK_STR_IEQ(rcur_string(r), "not_key");
         }
         ki->all_not_key &= not_key;
     }
@@ -474,7 +474,7 @@ static void read_entry(rcur *r, cmd_keys_info *ki)
     rcur_skip(r);
 }
 
-static int keys_info_for(const str *argv, int argc, cmd_keys_info *ki)
+static int keys_info_for(const bk_str *argv, int argc, cmd_keys_info *ki)
 {
     const kv_cmd *cmd = kv_cmd_lookup(argv[0]);
     if (!cmd)
@@ -497,7 +497,7 @@ static int keys_info_for(const str *argv, int argc, cmd_keys_info *ki)
         rcur sub = r;
         long long k;
         rcur_head(&r, &k);
-        str name = rcur_string(&r);
+        bk_str name = rcur_string(&r);
         const char *bar = memchr(name.p, '|', name.len);
         r = sub;
         if (bar && str_ieq_lit(argv[1], bar + 1, name.len - (size_t)(bar + 1 - name.p))) {
@@ -515,24 +515,24 @@ static const char empty_set[] = "~0\r\n";
  * the arguments (SET with GET reads the key; without, only writes it); the
  * others drop the markers, as Redis's getkeys procedures report the key's
  * access alone. Returns 1 when it replied. */
-static int reply_flags_computed(kv_client *c, const str *argv, int argc, rcur f)
+static int reply_flags_computed(kv_client *c, const bk_str *argv, int argc, rcur f)
 {
     long long n;
     rcur p = f;
     rcur_head(&p, &n);
     int variable = 0;
     for (long long i = 0; i < n; i++) {
-        str s = rcur_string(&p);
-        variable |= STR_IEQ(s, "variable_flags") || STR_IEQ(s, "incomplete");
+        bk_str s = rcur_string(&p);
+        variable |= BK_STR_IEQ(s, "variable_flags") || BK_STR_IEQ(s, "incomplete");
     }
     if (!variable)
         return 0;
     const char *flags[4];
     int nf = 0;
-    if (STR_IEQ(argv[0], "set")) {
+    if (BK_STR_IEQ(argv[0], "set")) {
         int get = 0;
         for (int i = 3; i < argc; i++)
-            get |= STR_IEQ(argv[i], "get");
+            get |= BK_STR_IEQ(argv[i], "get");
         flags[nf++] = get ? "RW" : "OW";
         if (get)
             flags[nf++] = "access";
@@ -541,8 +541,8 @@ static int reply_flags_computed(kv_client *c, const str *argv, int argc, rcur f)
         p = f;
         rcur_head(&p, &n);
         for (long long i = 0; i < n; i++) {
-            str s = rcur_string(&p);
-            if (!STR_IEQ(s, "variable_flags") && !STR_IEQ(s, "incomplete"))
+            bk_str s = rcur_string(&p);
+            if (!BK_STR_IEQ(s, "variable_flags") && !BK_STR_IEQ(s, "incomplete"))
                 nf++;
         }
         /* table strings are not NUL terminated: copied out for reply_simple */
@@ -550,10 +550,10 @@ static int reply_flags_computed(kv_client *c, const str *argv, int argc, rcur f)
         rcur_head(&p, &n);
         reply_set(c, nf);
         for (long long i = 0; i < n; i++) {
-            str s = rcur_string(&p);
-            if (!STR_IEQ(s, "variable_flags") && !STR_IEQ(s, "incomplete")) {
+            bk_str s = rcur_string(&p);
+            if (!BK_STR_IEQ(s, "variable_flags") && !BK_STR_IEQ(s, "incomplete")) {
                 char tmp[64];
-                size_t l = MIN(s.len, sizeof tmp - 1);
+                size_t l = BK_MIN(s.len, sizeof tmp - 1);
                 memcpy(tmp, s.p, l);
                 tmp[l] = '\0';
                 reply_simple(c, tmp);
@@ -569,7 +569,7 @@ static int reply_flags_computed(kv_client *c, const str *argv, int argc, rcur f)
 
 static void command_getkeys(kv_client *c, int with_flags)
 {
-    const str *argv = c->argv + 2;
+    const bk_str *argv = c->argv + 2;
     int argc = c->argc - 2;
     cmd_keys_info ki;
     keylist kl = { 0 };
@@ -634,7 +634,7 @@ static void command_getkeys(kv_client *c, int with_flags)
                 rcur_skip(&f);
                 reply_raw(c, start, (size_t)(f.p - start));
             } else {
-                buf b = { 0 };
+                bk_buf b = { 0 };
                 rcur_to_resp2(&f, &b);
                 reply_raw(c, b.data, b.len);
                 buf_free(&b);
@@ -650,12 +650,12 @@ out:
 
 /* COMMAND LIST [FILTERBY MODULE name | ACLCAT cat | PATTERN pattern] */
 /* Whether the ACL categories set at r (RESP3, "+@name" items) holds cat. */
-static int acl_set_has(rcur r, str cat)
+static int acl_set_has(rcur r, bk_str cat)
 {
     long long n;
     rcur_head(&r, &n);
     while (n--) {
-        str s = rcur_string(&r);
+        bk_str s = rcur_string(&r);
         if (s.len == cat.len + 1 && s.p[0] == '@' && str_ieq_lit(cat, s.p + 1, cat.len))
             return 1;
     }
@@ -664,7 +664,7 @@ static int acl_set_has(rcur r, str cat)
 
 /* One COMMAND LIST candidate: a command or subcommand name and, when Redis
  * has it, its COMMAND INFO entry at e. Returns 1 when the filter keeps it. */
-static int list_keeps(int mode, str arg, const char *name, size_t len, const rcur *e,
+static int list_keeps(int mode, bk_str arg, const char *name, size_t len, const rcur *e,
                       const kv_cmd *row)
 {
     if (mode == 3)
@@ -695,7 +695,7 @@ static int list_keeps(int mode, str arg, const char *name, size_t len, const rcu
 static void command_list(kv_client *c)
 {
     int mode = 0; /* 0 all, 1 module, 2 aclcat, 3 pattern */
-    str arg = STR_NULL;
+    bk_str arg = BK_STR_NULL;
     if (c->argc == 5 && arg_is(c->argv[2], "filterby")) {
         arg = c->argv[4];
         if (arg_is(c->argv[3], "module"))
@@ -725,7 +725,7 @@ static void command_list(kv_client *c)
             rcur e = r, q = r;
             long long m;
             rcur_head(&q, &m);
-            str name = rcur_string(&q);
+            bk_str name = rcur_string(&q);
             if (list_keeps(mode, arg, name.p, name.len, &e, cmd)) {
                 reply_bulk_str(c, name);
                 n++;
@@ -739,12 +739,12 @@ static void command_list(kv_client *c)
 /* COMMAND INFO / DOCS of "container|sub": its entry in the parent's
  * subcommands (INFO) or in the parent's docs' "subcommands" map (DOCS).
  * Returns 0 when there is none. */
-static int find_subcommand(str full, int docs, rcur *out)
+static int find_subcommand(bk_str full, int docs, rcur *out)
 {
     const char *bar = memchr(full.p, '|', full.len);
     if (!bar)
         return 0;
-    str base = { full.p, (size_t)(bar - full.p) };
+    bk_str base = { full.p, (size_t)(bar - full.p) };
     const kv_cmd *cmd = kv_cmd_lookup(base);
     const kv_cmdinfo *ci = cmd ? kv_cmdinfo_find(cmd->name, strlen(cmd->name)) : NULL;
     if (!ci)
@@ -757,7 +757,7 @@ static int find_subcommand(str full, int docs, rcur *out)
             rcur e = r, q = r;
             long long m;
             rcur_head(&q, &m);
-            str name = rcur_string(&q);
+            bk_str name = rcur_string(&q);
             if (name.len == full.len && str_ieq_lit(full, name.p, name.len)) {
                 *out = e;
                 return 1;
@@ -769,15 +769,15 @@ static int find_subcommand(str full, int docs, rcur *out)
     r = (rcur){ ci->docs, ci->docs + ci->docs_len };
     rcur_head(&r, &n);
     while (n--) {
-        str k = rcur_string(&r);
-        if (!STR_IEQ(k, "subcommands")) {
+        bk_str k = rcur_string(&r);
+        if (!BK_STR_IEQ(k, "subcommands")) {
             rcur_skip(&r);
             continue;
         }
         long long m;
         rcur_head(&r, &m);
         while (m--) {
-            str name = rcur_string(&r);
+            bk_str name = rcur_string(&r);
             if (name.len == full.len && str_ieq_lit(full, name.p, name.len)) {
                 *out = r;
                 return 1;
@@ -824,7 +824,7 @@ static const char *const command_help[] = {
 static void command_arity_error(kv_client *c)
 {
     char name[32];
-    size_t n = MIN(c->argv[1].len, sizeof name - 1);
+    size_t n = BK_MIN(c->argv[1].len, sizeof name - 1);
     for (size_t i = 0; i < n; i++)
         name[i] = ascii_lower(c->argv[1].p[i]);
     name[n] = '\0';
@@ -839,7 +839,7 @@ void command_command(kv_client *c)
             reply_command_info(c, &kv_commands[i]);
         return;
     }
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     if (arg_is(sub, "count")) {
         if (c->argc != 2)
             command_arity_error(c);
@@ -880,7 +880,7 @@ void command_command(kv_client *c)
                 n++;
             } else if (find_subcommand(c->argv[i], 1, &e)) {
                 char name[64];
-                size_t l = MIN(c->argv[i].len, sizeof name - 1);
+                size_t l = BK_MIN(c->argv[i].len, sizeof name - 1);
                 for (size_t k = 0; k < l; k++)
                     name[k] = ascii_lower(c->argv[i].p[k]);
                 reply_bulk(c, name, l);
@@ -900,7 +900,7 @@ void command_command(kv_client *c)
         if (c->argc != 2)
             command_arity_error(c);
         else
-            reply_lines(c, command_help, ARRAY_LEN(command_help));
+            reply_lines(c, command_help, BK_ARRAY_LEN(command_help));
     } else {
         subcommand_unknown(c, "COMMAND");
     }
@@ -921,8 +921,8 @@ typedef struct slowlog_entry {
     int64_t time;      /* unix seconds */
     long long duration; /* microseconds */
     int argc;
-    str *argv;
-    str addr, name;
+    bk_str *argv;
+    bk_str addr, name;
 } slowlog_entry;
 
 typedef struct latency_event {
@@ -1002,7 +1002,7 @@ static struct sub_stat *sub_stat_of(kv_client *c, const kv_cmd *cmd)
     if (c->argc < 2)
         return NULL;
     char name[48];
-    int n = snprintf(name, sizeof name, "%s|%.*s", cmd->name, (int)MIN(c->argv[1].len, 40),
+    int n = snprintf(name, sizeof name, "%s|%.*s", cmd->name, (int)BK_MIN(c->argv[1].len, 40),
                      c->argv[1].p);
     for (int i = (int)strlen(cmd->name) + 1; i < n; i++)
         name[i] = ascii_lower(name[i]);
@@ -1018,7 +1018,7 @@ static struct sub_stat *sub_stat_of(kv_client *c, const kv_cmd *cmd)
         rcur e = r;
         long long k;
         rcur_head(&r, &k);
-        str sn = rcur_string(&r);
+        bk_str sn = rcur_string(&r);
         r = e;
         rcur_skip(&r);
         if (sn.len != (size_t)n || memcmp(sn.p, name, sn.len) != 0)
@@ -1082,11 +1082,11 @@ static void slowlog_add(kv_client *c, long long us)
     struct kv_introspect *in = srv.introspect;
     if (srv.slowlog_max_len == 0)
         return;
-    int argc = MIN(c->argc, SLOWLOG_MAX_ARGC);
+    int argc = BK_MIN(c->argc, SLOWLOG_MAX_ARGC);
     char more[64];
-    size_t bytes = sizeof(slowlog_entry) + (size_t)argc * sizeof(str);
+    size_t bytes = sizeof(slowlog_entry) + (size_t)argc * sizeof(bk_str);
     for (int i = 0; i < argc; i++)
-        bytes += MIN(c->argv[i].len, (size_t)SLOWLOG_MAX_STRING) + sizeof more;
+        bytes += BK_MIN(c->argv[i].len, (size_t)SLOWLOG_MAX_STRING) + sizeof more;
     size_t alen = strlen(c->addr), nlen = c->name ? strlen(c->name) : 0;
     bytes += alen + nlen;
     slowlog_entry *e = kv_malloc(bytes);
@@ -1094,10 +1094,10 @@ static void slowlog_add(kv_client *c, long long us)
     e->time = srv.now_ms / 1000;
     e->duration = us;
     e->argc = argc;
-    e->argv = (str *)(e + 1);
+    e->argv = (bk_str *)(e + 1);
     char *p = (char *)(e->argv + argc);
     for (int i = 0; i < argc; i++) {
-        str a = c->argv[i];
+        bk_str a = c->argv[i];
         size_t n;
         if (argc == SLOWLOG_MAX_ARGC && i == argc - 1 && c->argc > argc) {
             n = (size_t)snprintf(p, sizeof more, "... (%d more arguments)", c->argc - argc + 1);
@@ -1112,15 +1112,15 @@ static void slowlog_add(kv_client *c, long long us)
             memcpy(p, a.p, a.len);
             n = a.len;
         }
-        e->argv[i] = (str){ p, n };
+        e->argv[i] = (bk_str){ p, n };
         p += n;
     }
     memcpy(p, c->addr, alen);
-    e->addr = (str){ p, alen };
+    e->addr = (bk_str){ p, alen };
     p += alen;
     if (nlen)
         memcpy(p, c->name, nlen);
-    e->name = (str){ p, nlen };
+    e->name = (bk_str){ p, nlen };
     if (in->len == in->cap) {
         size_t ncap = in->cap ? in->cap * 2 : 16;
         slowlog_entry **nl = kv_malloc(ncap * sizeof *nl);
@@ -1175,7 +1175,7 @@ void kv_slowlog_log(kv_client *c, long long us)
 void kv_latency_sample(const char *event, int64_t ms)
 {
     if (srv.latency_threshold > 0 && ms >= srv.latency_threshold)
-        latency_add(event, (uint32_t)MIN(ms, (int64_t)UINT32_MAX));
+        latency_add(event, (uint32_t)BK_MIN(ms, (int64_t)UINT32_MAX));
 }
 
 void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
@@ -1208,13 +1208,13 @@ void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks)
         latency_add((cmd->flags & CMD_FAST) ? "fast-command" : "command", (uint32_t)(us / 1000));
 }
 
-void kv_introspect_served(kv_client *c, int argc, str *argv, uint64_t ticks)
+void kv_introspect_served(kv_client *c, int argc, bk_str *argv, uint64_t ticks)
 {
     long long us = (long long)((double)ticks / kv_ticks_per_us());
     if (srv.slowlog_slower_than < 0 || us < srv.slowlog_slower_than)
         return;
     int sargc = c->argc;
-    str *sargv = c->argv;
+    bk_str *sargv = c->argv;
     c->argc = argc;
     c->argv = argv;
     slowlog_add(c, us);
@@ -1228,7 +1228,7 @@ static int sub_arity(kv_client *c, const char *cmd, int ok)
     if (ok)
         return 1;
     char name[48];
-    size_t n = MIN(c->argv[1].len, sizeof name - 1);
+    size_t n = BK_MIN(c->argv[1].len, sizeof name - 1);
     for (size_t i = 0; i < n; i++)
         name[i] = ascii_lower(c->argv[1].p[i]);
     name[n] = '\0';
@@ -1261,7 +1261,7 @@ static const char *const slowlog_help[] = {
 void slowlog_command(kv_client *c)
 {
     struct kv_introspect *in = srv.introspect;
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     if (arg_is(sub, "get")) {
         if (c->argc > 3) {
             reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. "
@@ -1277,7 +1277,7 @@ void slowlog_command(kv_client *c)
             if (count == -1)
                 count = LLONG_MAX;
         }
-        size_t n = (size_t)MIN((unsigned long long)count, (unsigned long long)in->len);
+        size_t n = (size_t)BK_MIN((unsigned long long)count, (unsigned long long)in->len);
         reply_array(c, (long long)n);
         for (size_t i = 0; i < n; i++) {
             slowlog_entry *e = slowlog_at(in, i);
@@ -1301,7 +1301,7 @@ void slowlog_command(kv_client *c)
         }
     } else if (arg_is(sub, "help")) {
         if (sub_arity(c, "slowlog", c->argc == 2))
-            reply_lines(c, slowlog_help, ARRAY_LEN(slowlog_help));
+            reply_lines(c, slowlog_help, BK_ARRAY_LEN(slowlog_help));
     } else {
         subcommand_unknown(c, "SLOWLOG");
     }
@@ -1328,7 +1328,7 @@ static const char *const latency_help[] = {
     "    Prints this help.",
 };
 
-static latency_event *latency_find(str name)
+static latency_event *latency_find(bk_str name)
 {
     struct kv_introspect *in = srv.introspect;
     for (int i = 0; i < in->nevents; i++)
@@ -1415,12 +1415,12 @@ static void latency_histogram(kv_client *c)
     lat_line lines[64];
     for (int a = c->argc == 2 ? 1 : 2; a < c->argc || (c->argc == 2 && a == 1); a++) {
         size_t from = 0, to = kv_ncommands;
-        str want = STR_NULL;
+        bk_str want = BK_STR_NULL;
         if (c->argc > 2) {
             /* "client" (all its subcommands) or "client|id" */
-            str arg = c->argv[a];
+            bk_str arg = c->argv[a];
             const char *bar = memchr(arg.p, '|', arg.len);
-            str base = { arg.p, bar ? (size_t)(bar - arg.p) : arg.len };
+            bk_str base = { arg.p, bar ? (size_t)(bar - arg.p) : arg.len };
             const kv_cmd *cmd = kv_cmd_lookup(base);
             if (!cmd)
                 continue;
@@ -1430,7 +1430,7 @@ static void latency_histogram(kv_client *c)
                 want = arg;
         }
         for (size_t i = from; i < to; i++) {
-            int k = lat_lines(i, lines, (int)ARRAY_LEN(lines));
+            int k = lat_lines(i, lines, (int)BK_ARRAY_LEN(lines));
             for (int j = 0; j < k; j++) {
                 if (want.p && !str_ieq_lit(want, lines[j].name, strlen(lines[j].name)))
                     continue;
@@ -1448,13 +1448,13 @@ static void latency_graph(kv_client *c, const latency_event *ev)
 {
     /* A column per sample, oldest first, scaled to the event's max. */
     enum { ROWS = 4 };
-    buf b = { 0 };
+    bk_buf b = { 0 };
     char line[256];
     uint32_t hi = 0, lo = UINT32_MAX;
     for (int k = 0; k < ev->count; k++) {
         uint32_t v = ev->samples[sample_at(ev, k)].ms;
-        hi = MAX(hi, v);
-        lo = MIN(lo, v);
+        hi = BK_MAX(hi, v);
+        lo = BK_MIN(lo, v);
     }
     int n = snprintf(line, sizeof line, "%s - high %lu ms, low %lu ms (all time high %lu ms)\n",
                      ev->name, (unsigned long)hi, (unsigned long)lo, (unsigned long)ev->max);
@@ -1477,7 +1477,7 @@ static void latency_graph(kv_client *c, const latency_event *ev)
 static void latency_doctor(kv_client *c)
 {
     struct kv_introspect *in = srv.introspect;
-    buf b = { 0 };
+    bk_buf b = { 0 };
     char line[512];
     int n;
     if (srv.latency_threshold == 0 && in->nevents == 0) {
@@ -1524,7 +1524,7 @@ static void latency_doctor(kv_client *c)
 void latency_command(kv_client *c)
 {
     struct kv_introspect *in = srv.introspect;
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     if (arg_is(sub, "latest")) {
         if (!sub_arity(c, "latency", c->argc == 2))
             return;
@@ -1571,7 +1571,7 @@ void latency_command(kv_client *c)
         latency_event *ev = latency_find(c->argv[2]);
         if (!ev) {
             reply_errorf(c, "ERR No samples available for event '%.*s'",
-                         (int)MIN(c->argv[2].len, 128), c->argv[2].p);
+                         (int)BK_MIN(c->argv[2].len, 128), c->argv[2].p);
             return;
         }
         latency_graph(c, ev);
@@ -1582,7 +1582,7 @@ void latency_command(kv_client *c)
         latency_histogram(c);
     } else if (arg_is(sub, "help")) {
         if (sub_arity(c, "latency", c->argc == 2))
-            reply_lines(c, latency_help, ARRAY_LEN(latency_help));
+            reply_lines(c, latency_help, BK_ARRAY_LEN(latency_help));
     } else {
         subcommand_unknown(c, "LATENCY");
     }
@@ -1634,8 +1634,8 @@ static void human(char *out, size_t n, double v)
         snprintf(out, n, "%.2fG", v / 1024 / 1024 / 1024);
 }
 
-static void addf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(buf *b, const char *fmt, ...)
+static void addf(bk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(bk_buf *b, const char *fmt, ...)
 {
     char line[2048];
     va_list ap;
@@ -1643,7 +1643,7 @@ static void addf(buf *b, const char *fmt, ...)
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     if (n > 0)
-        buf_append(b, line, MIN((size_t)n, sizeof line - 1));
+        buf_append(b, line, BK_MIN((size_t)n, sizeof line - 1));
 }
 
 static size_t client_buffers(size_t *max_in, size_t *max_out)
@@ -1652,8 +1652,8 @@ static size_t client_buffers(size_t *max_in, size_t *max_out)
     *max_in = *max_out = 0;
     for (kv_client *x = srv.clients; x; x = x->next) {
         total += x->rbuf.cap + x->wbuf.cap + sizeof *x;
-        *max_in = MAX(*max_in, x->rbuf.cap);
-        *max_out = MAX(*max_out, x->wbuf.len - x->wpos);
+        *max_in = BK_MAX(*max_in, x->rbuf.cap);
+        *max_out = BK_MAX(*max_out, x->wbuf.len - x->wpos);
     }
     return total;
 }
@@ -1667,7 +1667,7 @@ static size_t used_memory(void)
     return used;
 }
 
-static void info_server(buf *b)
+static void info_server(bk_buf *b)
 {
     struct utsname un;
     uname(&un);
@@ -1693,7 +1693,7 @@ static void info_server(buf *b)
          srv.config_file ? srv.config_file : "", BRISK_VERSION);
 }
 
-static void info_clients(buf *b)
+static void info_clients(bk_buf *b)
 {
     size_t max_in, max_out;
     client_buffers(&max_in, &max_out);
@@ -1705,7 +1705,7 @@ static void info_clients(buf *b)
          (unsigned long long)srv.blk_ntimeout);
 }
 
-static void info_memory(buf *b)
+static void info_memory(bk_buf *b)
 {
     size_t in, out;
     size_t cbufs = client_buffers(&in, &out);
@@ -1753,7 +1753,7 @@ static void info_memory(buf *b)
          srv.aof_buf.len, cbufs);
 }
 
-static void info_persistence(buf *b)
+static void info_persistence(bk_buf *b)
 {
     addf(b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
             "current_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\n"
@@ -1786,7 +1786,7 @@ static void info_persistence(buf *b)
     kv_loading_info(b); /* while a start-up load serves clients */
 }
 
-static void info_stats(buf *b)
+static void info_stats(bk_buf *b)
 {
     unsigned long long sync[3];
     repl_sync_counts(sync);
@@ -1827,7 +1827,7 @@ static void info_stats(buf *b)
          (unsigned long long)srv.stat_errors);
 }
 
-static void info_replication(buf *b)
+static void info_replication(bk_buf *b)
 {
     size_t start = b->len;
     repl_info(b);
@@ -1836,7 +1836,7 @@ static void info_replication(buf *b)
         b->len -= 2;
 }
 
-static void info_cpu(buf *b)
+static void info_cpu(bk_buf *b)
 {
     struct rusage ru, ch;
     getrusage(RUSAGE_SELF, &ru);
@@ -1850,7 +1850,7 @@ static void info_cpu(buf *b)
          (long)ru.ru_stime.tv_usec, (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
 }
 
-static void info_modules(buf *b)
+static void info_modules(bk_buf *b)
 {
     addf(b, "# Modules\r\n");
 }
@@ -1863,7 +1863,7 @@ static double cmd_usec(const kv_cmd_stats *st)
                      : 0.0;
 }
 
-static void info_commandstats(buf *b)
+static void info_commandstats(bk_buf *b)
 {
     struct kv_introspect *in = srv.introspect;
     addf(b, "# Commandstats\r\n");
@@ -1896,7 +1896,7 @@ static void info_commandstats(buf *b)
     }
 }
 
-static void info_errorstats(buf *b)
+static void info_errorstats(bk_buf *b)
 {
     struct kv_introspect *in = srv.introspect;
     addf(b, "# Errorstats\r\n");
@@ -1920,12 +1920,12 @@ static double percentile(const uint64_t *h, uint64_t total, double pct)
     return (double)(1ull << (HIST_BUCKETS - 1));
 }
 
-static void info_latencystats(buf *b)
+static void info_latencystats(bk_buf *b)
 {
     addf(b, "# Latencystats\r\n");
     lat_line lines[64];
     for (size_t i = 0; i < kv_ncommands; i++) {
-        int n = lat_lines(i, lines, (int)ARRAY_LEN(lines));
+        int n = lat_lines(i, lines, (int)BK_ARRAY_LEN(lines));
         for (int j = 0; j < n; j++) {
             const uint64_t *h = lines[j].hist;
             uint64_t total = 0;
@@ -1942,12 +1942,12 @@ static void info_latencystats(buf *b)
     }
 }
 
-static void info_cluster(buf *b)
+static void info_cluster(bk_buf *b)
 {
     addf(b, "# Cluster\r\ncluster_enabled:0\r\n");
 }
 
-static void info_keyspace(buf *b)
+static void info_keyspace(bk_buf *b)
 {
     addf(b, "# Keyspace\r\n");
     for (int i = 0; i < srv.cfg.databases; i++) {
@@ -1973,7 +1973,7 @@ static void info_keyspace(buf *b)
 static const struct {
     const char *name;
     int is_default;
-    void (*fn)(buf *b);
+    void (*fn)(bk_buf *b);
 } sections[] = {
     { "server", 1, info_server },           { "clients", 1, info_clients },
     { "memory", 1, info_memory },           { "persistence", 1, info_persistence },
@@ -1988,11 +1988,11 @@ void info_command(kv_client *c)
 {
     unsigned want = 0; /* bit i: sections[i] */
     if (c->argc == 1)
-        for (size_t i = 0; i < ARRAY_LEN(sections); i++)
+        for (size_t i = 0; i < BK_ARRAY_LEN(sections); i++)
             want |= (unsigned)sections[i].is_default << i;
     for (int a = 1; a < c->argc; a++) {
-        str s = c->argv[a];
-        for (size_t i = 0; i < ARRAY_LEN(sections); i++) {
+        bk_str s = c->argv[a];
+        for (size_t i = 0; i < BK_ARRAY_LEN(sections); i++) {
             int is_modules = strcmp(sections[i].name, "modules") == 0;
             if (arg_is(s, sections[i].name) || arg_is(s, "everything") ||
                 (arg_is(s, "all") && !is_modules) ||
@@ -2000,8 +2000,8 @@ void info_command(kv_client *c)
                 want |= 1u << i;
         }
     }
-    buf b = { 0 };
-    for (size_t i = 0; i < ARRAY_LEN(sections); i++) {
+    bk_buf b = { 0 };
+    for (size_t i = 0; i < BK_ARRAY_LEN(sections); i++) {
         if (!(want & (1u << i)))
             continue;
         if (b.len)
@@ -2165,7 +2165,7 @@ static void memory_stats(kv_client *c)
 
 void memory_command(kv_client *c)
 {
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     if (arg_is(sub, "usage")) {
         if (!sub_arity(c, "memory", c->argc >= 3))
             return;
@@ -2211,7 +2211,7 @@ void memory_command(kv_client *c)
             reply_ok(c);
     } else if (arg_is(sub, "help")) {
         if (sub_arity(c, "memory", c->argc == 2))
-            reply_lines(c, memory_help, ARRAY_LEN(memory_help));
+            reply_lines(c, memory_help, BK_ARRAY_LEN(memory_help));
     } else {
         subcommand_unknown(c, "MEMORY");
     }

@@ -13,7 +13,7 @@
 
 static inline uint64_t item_hash(const keytab *kt, const void *item)
 {
-    str k = kt->key(item);
+    bk_str k = kt->key(item);
     return dict_hash(k.p, k.len);
 }
 

@@ -31,7 +31,7 @@
 
 #include "core/common.h"
 
-typedef str (*keytab_key_fn)(const void *item);
+typedef bk_str (*keytab_key_fn)(const void *item);
 
 typedef struct keytab {
     uint64_t *slot[2];
@@ -146,7 +146,7 @@ static inline uint64_t *keytab_probe(keytab *kt, int t, const char *key, size_t 
         if (w == KEYTAB_EMPTY)
             return NULL;
         if ((w & ~KEYTAB_PTR_MASK) == tag && w != KEYTAB_TOMB) {
-            str k = keyfn(keytab_item(w));
+            bk_str k = keyfn(keytab_item(w));
             if (k.len == len && keytab_key_eq(k.p, key, len))
                 return &s[i];
         }
@@ -158,7 +158,7 @@ static inline void *keytab_lookup(keytab *kt, const char *key, size_t len, uint6
 {
     if (kt->used[0] + kt->used[1] == 0)
         return NULL;
-    if (UNLIKELY(kt->moved >= 0) && kt->pause == 0)
+    if (BK_UNLIKELY(kt->moved >= 0) && kt->pause == 0)
         keytab_rehash(kt, KEYTAB_STEP_SLOTS);
     uint64_t *p = keytab_probe(kt, 0, key, len, hash, keyfn);
     if (!p && kt->moved >= 0)

@@ -13,13 +13,13 @@ typedef struct kv_watch {
     char key[];
 } kv_watch;
 
-str kv_watch_key_fn(const dict_node *n)
+bk_str kv_watch_key_fn(const dict_node *n)
 {
     kv_watch *w = (kv_watch *)(void *)n;
-    return (str){ w->key, n->aux };
+    return (bk_str){ w->key, n->aux };
 }
 
-static void watch_key(kv_client *c, str key)
+static void watch_key(kv_client *c, bk_str key)
 {
     kv_db *db = c->db;
     uint32_t h = dict_hash32(key.p, key.len);
@@ -70,9 +70,9 @@ void kv_unwatch_all(kv_client *c)
     c->flags &= ~CLIENT_DIRTY_CAS;
 }
 
-void kv_touch_key(kv_db *db, str key)
+void kv_touch_key(kv_db *db, bk_str key)
 {
-    if (UNLIKELY(tracking_active()))
+    if (BK_UNLIKELY(tracking_active()))
         tracking_invalidate_key(key);
     if (!srv.watch_keys || dict_size(&db->watched) == 0)
         return;
@@ -110,7 +110,7 @@ void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with)
     dict_iter_init(&it, &emptied->watched);
     for (dict_node *n; (n = dict_iter_next(&it));) {
         kv_watch *w = (kv_watch *)(void *)n;
-        str key = { w->key, n->aux };
+        bk_str key = { w->key, n->aux };
         kv_entry *e = db_find(emptied, key);
         int changed = e && !db_expired(e);
         if (!changed && replaced_with) {

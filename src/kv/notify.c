@@ -32,7 +32,7 @@ int kv_notify_parse(const char *s, size_t len)
         case 'E': f = NOTIFY_KEYEVENT; break;
         case 'm': f = NOTIFY_KEY_MISS; break;
         default:
-            for (size_t k = 0; k < ARRAY_LEN(classes); k++)
+            for (size_t k = 0; k < BK_ARRAY_LEN(classes); k++)
                 if (classes[k].letter == s[i])
                     f = classes[k].flag;
             if (!f)
@@ -51,7 +51,7 @@ void kv_notify_format(int flags, char *out, size_t n)
         /* Redis prints A alone here, n included: "An" reads back "A" */
         s[k++] = 'A';
     } else {
-        for (size_t i = 0; i < ARRAY_LEN(classes); i++)
+        for (size_t i = 0; i < BK_ARRAY_LEN(classes); i++)
             if (flags & classes[i].flag)
                 s[k++] = classes[i].letter;
     }
@@ -66,8 +66,8 @@ void kv_notify_format(int flags, char *out, size_t n)
 }
 
 /* "__keyspace@<db>__:" + suffix into a buffer (stack when it fits). */
-static str channel_name(char *small, size_t cap, char **heap, const char *kind, int dbid,
-                        str suffix)
+static bk_str channel_name(char *small, size_t cap, char **heap, const char *kind, int dbid,
+                        bk_str suffix)
 {
     char head[48];
     int hl = snprintf(head, sizeof head, "__%s@%d__:", kind, dbid);
@@ -77,23 +77,23 @@ static str channel_name(char *small, size_t cap, char **heap, const char *kind, 
         p = *heap = kv_malloc(len);
     memcpy(p, head, (size_t)hl);
     memcpy(p + hl, suffix.p, suffix.len);
-    return (str){ p, len };
+    return (bk_str){ p, len };
 }
 
-void kv_notify_publish(kv_db *db, int cls, const char *event, str key)
+void kv_notify_publish(kv_db *db, int cls, const char *event, bk_str key)
 {
     int flags = srv.notify_flags;
-    str ev = { event, strlen(event) };
+    bk_str ev = { event, strlen(event) };
     char small[256];
     if (flags & NOTIFY_KEYSPACE) {
         char *heap = NULL;
-        str ch = channel_name(small, sizeof small, &heap, "keyspace", db->id, key);
+        bk_str ch = channel_name(small, sizeof small, &heap, "keyspace", db->id, key);
         pubsub_publish(ch, ev);
         kv_free(heap);
     }
     if (flags & NOTIFY_KEYEVENT) {
         char *heap = NULL;
-        str ch = channel_name(small, sizeof small, &heap, "keyevent", db->id, ev);
+        bk_str ch = channel_name(small, sizeof small, &heap, "keyevent", db->id, ev);
         pubsub_publish(ch, key);
         kv_free(heap);
     }
@@ -146,7 +146,7 @@ static int parse_mem(const char *s, uint64_t *out)
         { "kb", 1024 },    { "m", 1000000 },     { "mb", 1024 * 1024 },
         { "g", 1000000000ull }, { "gb", 1024ull * 1024 * 1024 },
     };
-    for (size_t k = 0; k < ARRAY_LEN(units); k++) {
+    for (size_t k = 0; k < BK_ARRAY_LEN(units); k++) {
         if (strcasecmp(s + i, units[k].u) == 0) {
             if (v > UINT64_MAX / units[k].mul)
                 return -1;
@@ -221,7 +221,7 @@ static int set_ll(const char *v, long long min, long long *out, char *err, size_
  * space-separated value (CONFIG SET) or several (a config file line). */
 static int set_percentiles(int argc, char **argv, char *err, size_t errlen)
 {
-    double v[ARRAY_LEN(srv.latency_pcts)];
+    double v[BK_ARRAY_LEN(srv.latency_pcts)];
     int n = 0;
     for (int i = 0; i < argc; i++) {
         for (const char *p = argv[i]; *p;) {
@@ -231,7 +231,7 @@ static int set_percentiles(int argc, char **argv, char *err, size_t errlen)
                 break;
             size_t len = strcspn(p, " ");
             double d;
-            if (n == (int)ARRAY_LEN(v) || kv_parse_double(p, len, &d) < 0) {
+            if (n == (int)BK_ARRAY_LEN(v) || kv_parse_double(p, len, &d) < 0) {
                 snprintf(err, errlen, "Invalid latency-tracking-info-percentiles parameters");
                 return -1;
             }
@@ -293,7 +293,7 @@ int kv_notify_config_set(const char *name, int argc, char **argv, char *err, siz
     return rc;
 }
 
-void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+void kv_notify_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),
                           void *ud)
 {
     kv_notify_config_defaults();
@@ -302,7 +302,7 @@ void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, co
                                    "slowlog-max-len", "latency-monitor-threshold",
                                    "client-output-buffer-limit", "latency-tracking",
                                    "latency-tracking-info-percentiles" };
-    for (size_t i = 0; i < ARRAY_LEN(names); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(names); i++) {
         if (!kv_glob_match(pattern.p, pattern.len, names[i], strlen(names[i]), 1))
             continue;
         switch (i) {

@@ -57,11 +57,11 @@ enum {
                  NOTIFY_ZSET | NOTIFY_EXPIRED | NOTIFY_EVICTED | NOTIFY_STREAM | NOTIFY_MODULE,
 };
 
-void kv_notify_publish(kv_db *db, int cls, const char *event, str key);
+void kv_notify_publish(kv_db *db, int cls, const char *event, bk_str key);
 
-static inline void kv_notify(kv_db *db, int cls, const char *event, str key)
+static inline void kv_notify(kv_db *db, int cls, const char *event, bk_str key)
 {
-    if (UNLIKELY(srv.notify_flags & cls))
+    if (BK_UNLIKELY(srv.notify_flags & cls))
         kv_notify_publish(db, cls, event, key);
 }
 

@@ -5,10 +5,10 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
-static str chan_key(const dict_node *n)
+static bk_str chan_key(const dict_node *n)
 {
     const kv_chan *ch = (const kv_chan *)(const void *)n;
-    return (str){ ch->name, n->aux };
+    return (bk_str){ ch->name, n->aux };
 }
 
 void pubsub_init(void)
@@ -65,7 +65,7 @@ static int remove_ptr(void **arr, int *n, const void *p)
     return 0;
 }
 
-static kv_chan *chan_find(dict *d, str name)
+static kv_chan *chan_find(dict *d, bk_str name)
 {
     return (kv_chan *)(void *)dict_find(d, name.p, name.len, dict_hash32(name.p, name.len));
 }
@@ -98,7 +98,7 @@ static kv_chan ***kind_list(kv_subs *s, int kind, int **n, int **cap)
 }
 
 /* Subscribes c to name. Returns 1 when new. */
-static int subscribe(kv_client *c, int kind, str name)
+static int subscribe(kv_client *c, int kind, bk_str name)
 {
     kv_subs *s = subs_of(c);
     dict *d = kind_dict(kind);
@@ -189,7 +189,7 @@ static const char *const sub_names[] = { "subscribe", "psubscribe", "ssubscribe"
 static const char *const unsub_names[] = { "unsubscribe", "punsubscribe", "sunsubscribe" };
 
 /* The count in the reply: shard channels are counted apart. */
-static void reply_subscription(kv_client *c, int kind, const char *what, str name,
+static void reply_subscription(kv_client *c, int kind, const char *what, bk_str name,
                                int null_name)
 {
     size_t at = c->wbuf.len;
@@ -220,7 +220,7 @@ static void unsubscribe_generic(kv_client *c, int kind)
     if (c->argc == 1) {
         /* All of them, oldest first; one reply even when there were none. */
         if (!mine || *n == 0) {
-            reply_subscription(c, kind, what, STR_NULL, 1);
+            reply_subscription(c, kind, what, BK_STR_NULL, 1);
             return;
         }
         while (*n) {
@@ -228,7 +228,7 @@ static void unsubscribe_generic(kv_client *c, int kind)
             /* the name goes into the reply after the channel may be freed */
             char small[128];
             char *copy = ch->node.aux <= sizeof small ? small : kv_malloc(ch->node.aux);
-            str name = { copy, ch->node.aux };
+            bk_str name = { copy, ch->node.aux };
             memcpy(copy, ch->name, ch->node.aux);
             unsubscribe(c, kind, ch);
             reply_subscription(c, kind, what, name, 0);
@@ -259,8 +259,8 @@ void punsubscribe_command(kv_client *c) { unsubscribe_generic(c, SUB_PATTERN); }
 void sunsubscribe_command(kv_client *c) { unsubscribe_generic(c, SUB_SHARD); }
 
 /* One message: pattern is NULL for channel and shard subscribers. */
-static void deliver(kv_client *to, const char *what, const kv_chan *pattern, str channel,
-                    str msg)
+static void deliver(kv_client *to, const char *what, const kv_chan *pattern, bk_str channel,
+                    bk_str msg)
 {
     size_t at = to->wbuf.len;
     push_header(to, pattern ? 4 : 3);
@@ -273,7 +273,7 @@ static void deliver(kv_client *to, const char *what, const kv_chan *pattern, str
     kv_client_output_added(to);
 }
 
-long long pubsub_publish(str channel, str msg)
+long long pubsub_publish(bk_str channel, bk_str msg)
 {
     long long receivers = 0;
     kv_chan *ch = chan_find(&srv.channels, channel);
@@ -365,29 +365,29 @@ static const char *const pubsub_help[] = {
  * SHARDCHANNELS [pattern] | SHARDNUMSUB [channel ...] | HELP */
 void pubsub_command(kv_client *c)
 {
-    str sub = c->argv[1];
-    if (STR_IEQ(sub, "channels") && c->argc <= 3) {
+    bk_str sub = c->argv[1];
+    if (BK_STR_IEQ(sub, "channels") && c->argc <= 3) {
         pubsub_channels(c, &srv.channels);
-    } else if (STR_IEQ(sub, "shardchannels") && c->argc <= 3) {
+    } else if (BK_STR_IEQ(sub, "shardchannels") && c->argc <= 3) {
         pubsub_channels(c, &srv.shard_channels);
-    } else if (STR_IEQ(sub, "numsub")) {
+    } else if (BK_STR_IEQ(sub, "numsub")) {
         pubsub_numsub(c, &srv.channels);
-    } else if (STR_IEQ(sub, "shardnumsub")) {
+    } else if (BK_STR_IEQ(sub, "shardnumsub")) {
         pubsub_numsub(c, &srv.shard_channels);
-    } else if (STR_IEQ(sub, "numpat") && c->argc == 2) {
+    } else if (BK_STR_IEQ(sub, "numpat") && c->argc == 2) {
         reply_int(c, (long long)dict_size(&srv.patterns));
-    } else if (STR_IEQ(sub, "help") && c->argc == 2) {
-        reply_array(c, (long long)ARRAY_LEN(pubsub_help));
-        for (size_t i = 0; i < ARRAY_LEN(pubsub_help); i++)
+    } else if (BK_STR_IEQ(sub, "help") && c->argc == 2) {
+        reply_array(c, (long long)BK_ARRAY_LEN(pubsub_help));
+        for (size_t i = 0; i < BK_ARRAY_LEN(pubsub_help); i++)
             reply_simple(c, pubsub_help[i]);
-    } else if (STR_IEQ(sub, "numpat") || STR_IEQ(sub, "help")) {
+    } else if (BK_STR_IEQ(sub, "numpat") || BK_STR_IEQ(sub, "help")) {
         reply_errorf(c, "ERR wrong number of arguments for 'pubsub|%s' command",
-                     STR_IEQ(sub, "numpat") ? "numpat" : "help");
-    } else if (STR_IEQ(sub, "channels") || STR_IEQ(sub, "shardchannels")) {
+                     BK_STR_IEQ(sub, "numpat") ? "numpat" : "help");
+    } else if (BK_STR_IEQ(sub, "channels") || BK_STR_IEQ(sub, "shardchannels")) {
         reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
                         "PUBSUB HELP.", (int)sub.len, sub.p);
     } else {
         reply_errorf(c, "ERR unknown subcommand '%.*s'. Try PUBSUB HELP.",
-                     (int)MIN(sub.len, (size_t)128), sub.p);
+                     (int)BK_MIN(sub.len, (size_t)128), sub.p);
     }
 }

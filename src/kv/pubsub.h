@@ -60,6 +60,6 @@ static inline int pubsub_restricted(const kv_client *c)
 int pubsub_allowed_when_subscribed(const kv_cmd *cmd);
 /* Delivers msg to the subscribers of channel and of the patterns matching
  * it (PUBLISH, keyspace notifications). Returns the number of receivers. */
-long long pubsub_publish(str channel, str msg);
+long long pubsub_publish(bk_str channel, bk_str msg);
 
 #endif

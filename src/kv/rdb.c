@@ -39,7 +39,7 @@ static void crc_init(void)
 
 uint64_t rdb_crc64(uint64_t crc, const void *p, size_t n)
 {
-    if (UNLIKELY(!crc_ready))
+    if (BK_UNLIKELY(!crc_ready))
         crc_init();
     const unsigned char *s = p;
     for (; n >= 8; n -= 8, s += 8) {
@@ -232,14 +232,14 @@ static void cfg_bool_cb(void *ud, const char *name, const char *value)
 static int cfg_bool(const char *name, int dflt)
 {
     int v = dflt;
-    kv_config_get(&srv.cfg, (str){ name, strlen(name) }, cfg_bool_cb, &v);
+    kv_config_get(&srv.cfg, (bk_str){ name, strlen(name) }, cfg_bool_cb, &v);
     return v;
 }
 
 static long long cfg_ll(const char *name, long long dflt)
 {
     long long v = dflt;
-    kv_config_get(&srv.cfg, (str){ name, strlen(name) }, cfg_cb, &v);
+    kv_config_get(&srv.cfg, (bk_str){ name, strlen(name) }, cfg_cb, &v);
     return v;
 }
 
@@ -268,7 +268,7 @@ static void cfg_refresh(void)
 
 /* ---- writing helpers ---- */
 
-static void out(buf *b, const void *p, size_t n)
+static void out(bk_buf *b, const void *p, size_t n)
 {
     if (buf_append(b, p, n) < 0) {
         fprintf(stderr, "brisk-kv: out of memory serialising a value\n");
@@ -276,7 +276,7 @@ static void out(buf *b, const void *p, size_t n)
     }
 }
 
-static void out_u8(buf *b, unsigned v)
+static void out_u8(bk_buf *b, unsigned v)
 {
     unsigned char c = (unsigned char)v;
     out(b, &c, 1);
@@ -296,7 +296,7 @@ static uint64_t get_le(const unsigned char *p, int n)
     return v;
 }
 
-void rdb_save_len(buf *b, uint64_t len)
+void rdb_save_len(bk_buf *b, uint64_t len)
 {
     unsigned char h[9];
     if (len < 64) {
@@ -343,7 +343,7 @@ static size_t int_encoding(const char *p, size_t n, unsigned char *h)
     return 0;
 }
 
-void rdb_save_string(buf *b, const char *p, size_t n)
+void rdb_save_string(bk_buf *b, const char *p, size_t n)
 {
     unsigned char h[5];
     size_t hn = int_encoding(p, n, h);
@@ -371,7 +371,7 @@ void rdb_save_string(buf *b, const char *p, size_t n)
     out(b, p, n);
 }
 
-static void save_double(buf *b, double d)
+static void save_double(bk_buf *b, double d)
 {
     unsigned char h[8];
     uint64_t u;
@@ -435,7 +435,7 @@ static size_t lp_encode(const char *p, size_t n, unsigned char *h, int *data)
             { INT32_MIN, INT32_MAX, 0xf3, 4 },
             { INT64_MIN, INT64_MAX, 0xf4, 8 },
         };
-        for (size_t i = 0; i < ARRAY_LEN(widths); i++) {
+        for (size_t i = 0; i < BK_ARRAY_LEN(widths); i++) {
             if (v >= widths[i].lo && v <= widths[i].hi) {
                 h[0] = widths[i].tag;
                 put_le(h + 1, u, widths[i].bytes);
@@ -458,13 +458,13 @@ static size_t lp_encode(const char *p, size_t n, unsigned char *h, int *data)
     return 5;
 }
 
-static void lp_begin(buf *b)
+static void lp_begin(bk_buf *b)
 {
     b->len = 0;
     out(b, "\0\0\0\0\0\0", 6);
 }
 
-static void lp_append(buf *b, const char *p, size_t n)
+static void lp_append(bk_buf *b, const char *p, size_t n)
 {
     unsigned char h[16];
     int data;
@@ -477,16 +477,16 @@ static void lp_append(buf *b, const char *p, size_t n)
     out(b, h, lp_backlen_size(l));
 }
 
-static void lp_end(buf *b, size_t count)
+static void lp_end(bk_buf *b, size_t count)
 {
     out_u8(b, 0xff);
     put_le((unsigned char *)b->data, b->len, 4);
     put_le((unsigned char *)b->data + 4, count < 65535 ? count : 65535, 2);
 }
 
-void rdb_lp_begin(buf *b) { lp_begin(b); }
-void rdb_lp_append(buf *b, const char *p, size_t n) { lp_append(b, p, n); }
-void rdb_lp_end(buf *b, size_t count) { lp_end(b, count); }
+void rdb_lp_begin(bk_buf *b) { lp_begin(b); }
+void rdb_lp_append(bk_buf *b, const char *p, size_t n) { lp_append(b, p, n); }
+void rdb_lp_end(bk_buf *b, size_t count) { lp_end(b, count); }
 
 /* ---- what Redis 7.0 would hold ---- */
 
@@ -520,7 +520,7 @@ static int set_is_intset(dict *s, int *width)
     int ok = 1;
     *width = 2;
     for (dict_node *dn; ok && (dn = dict_iter_next(&it));) {
-        str m = smember_str((kv_smember *)(void *)dn);
+        bk_str m = smember_str((kv_smember *)(void *)dn);
         long long v;
         ok = kv_parse_ll(m.p, m.len, &v) == 0;
         if (ok && (v < INT16_MIN || v > INT16_MAX) && *width < 4)
@@ -537,7 +537,7 @@ const char *rdb_encoding_name(kv_entry *e)
     switch (e->type) {
     case KV_STRING: {
         long long v;
-        str s = entry_str(e);
+        bk_str s = entry_str(e);
         if (s.len <= 20 && kv_parse_ll(s.p, s.len, &v) == 0)
             return "int";
         return s.len <= 44 ? "embstr" : "raw";
@@ -582,7 +582,7 @@ static int ql_allows(size_t node_sz, size_t count, int fill, size_t n)
     size_t new_sz = node_sz + n + 8; /* 7.0's overestimate of the entry's overhead */
     if (fill < 0) {
         size_t lvl = (size_t)(-fill) - 1;
-        if (lvl < ARRAY_LEN(levels) && new_sz <= levels[lvl])
+        if (lvl < BK_ARRAY_LEN(levels) && new_sz <= levels[lvl])
             return 1;
     }
     if (new_sz > 8192)
@@ -594,7 +594,7 @@ static int ql_allows(size_t node_sz, size_t count, int fill, size_t n)
 
 /* The list as a quicklist of listpacks filled from the head, as RPUSH
  * builds it. */
-static void save_list(buf *b, kv_list *l)
+static void save_list(bk_buf *b, kv_list *l)
 {
     int fill = list_quicklist_fill();
     /* First count the nodes (the count goes before them). */
@@ -621,7 +621,7 @@ static void save_list(buf *b, kv_list *l)
         cnt++;
     }
     rdb_save_len(b, nodes);
-    buf lp = { 0 };
+    bk_buf lp = { 0 };
     open = 0;
     sz = cnt = 0;
     for (size_t i = 0; i <= l->len; i++) {
@@ -686,7 +686,7 @@ int rdb_list_shape(kv_list *l, size_t *nodes, size_t *bytes)
     return fill;
 }
 
-static void save_set(buf *b, dict *s)
+static void save_set(bk_buf *b, dict *s)
 {
     int width;
     if (set_is_intset(s, &width)) {
@@ -696,7 +696,7 @@ static void save_set(buf *b, dict *s)
         dict_iter it;
         dict_iter_init(&it, s);
         for (dict_node *dn; (dn = dict_iter_next(&it));) {
-            str m = smember_str((kv_smember *)(void *)dn);
+            bk_str m = smember_str((kv_smember *)(void *)dn);
             kv_parse_ll(m.p, m.len, &v[k++]);
         }
         dict_iter_end(&it);
@@ -723,23 +723,23 @@ static void save_set(buf *b, dict *s)
     dict_iter it;
     dict_iter_init(&it, s);
     for (dict_node *dn; (dn = dict_iter_next(&it));) {
-        str m = smember_str((kv_smember *)(void *)dn);
+        bk_str m = smember_str((kv_smember *)(void *)dn);
         rdb_save_string(b, m.p, m.len);
     }
     dict_iter_end(&it);
 }
 
-static void save_hash(buf *b, kv_hash *h)
+static void save_hash(bk_buf *b, kv_hash *h)
 {
     int lp = hash_is_small(h);
-    buf l = { 0 };
+    bk_buf l = { 0 };
     if (lp)
         lp_begin(&l);
     else
         rdb_save_len(b, hash_size(h));
     hash_iter it;
     hash_iter_init(&it, h);
-    for (str k, v; hash_iter_next(&it, &k, &v);) {
+    for (bk_str k, v; hash_iter_next(&it, &k, &v);) {
         if (lp) {
             lp_append(&l, k.p, k.len);
             lp_append(&l, v.p, v.len);
@@ -771,14 +771,14 @@ static size_t score_text(char *o, size_t cap, double d)
     return (size_t)snprintf(o, cap, "%.17g", d);
 }
 
-static void save_zset(buf *b, zset *z)
+static void save_zset(bk_buf *b, zset *z)
 {
     if (zset_is_listpack(z)) {
-        buf l = { 0 };
+        bk_buf l = { 0 };
         lp_begin(&l);
         for (zs_node *n = z->header->lv[0].forward; n; n = n->lv[0].forward) {
             char t[64];
-            str m = zs_member(n);
+            bk_str m = zs_member(n);
             lp_append(&l, m.p, m.len);
             lp_append(&l, t, score_text(t, sizeof t, n->score));
         }
@@ -790,17 +790,17 @@ static void save_zset(buf *b, zset *z)
     /* Highest first, so a loader inserting at the head does no search. */
     rdb_save_len(b, z->length);
     for (zs_node *n = z->tail; n; n = n->backward) {
-        str m = zs_member(n);
+        bk_str m = zs_member(n);
         rdb_save_string(b, m.p, m.len);
         save_double(b, n->score);
     }
 }
 
-void rdb_save_object(buf *b, kv_entry *e)
+void rdb_save_object(bk_buf *b, kv_entry *e)
 {
     switch (e->type) {
     case KV_STRING: {
-        str s = entry_str(e);
+        bk_str s = entry_str(e);
         rdb_save_string(b, s.p, s.len);
         break;
     }
@@ -812,7 +812,7 @@ void rdb_save_object(buf *b, kv_entry *e)
     }
 }
 
-void rdb_dump_payload(buf *b, kv_entry *e)
+void rdb_dump_payload(bk_buf *b, kv_entry *e)
 {
     out_u8(b, (unsigned)rdb_object_type(e));
     rdb_save_object(b, e);
@@ -1139,16 +1139,16 @@ static int pair_elem(void *ud, const char *p, size_t n)
         a->have = 1;
         return 0;
     }
-    str k = { a->pend, a->pend_len };
+    bk_str k = { a->pend, a->pend_len };
     int rc = 0;
     if (a->type == KV_HASH) {
-        rc = hash_set(a->obj, k, (str){ p, n }) ? 0 : -1; /* -1: a duplicate */
+        rc = hash_set(a->obj, k, (bk_str){ p, n }) ? 0 : -1; /* -1: a duplicate */
     } else {
         /* Redis reads packed scores with strtod on up to 127 bytes and does
          * not check them: junk reads as 0. NaN is refused (it would break
          * the ordering). */
         char t[128];
-        size_t tn = MIN(n, sizeof t - 1);
+        size_t tn = BK_MIN(n, sizeof t - 1);
         memcpy(t, p, tn);
         t[tn] = '\0';
         double d = strtod(t, NULL);
@@ -1171,7 +1171,7 @@ static int list_elem(void *ud, const char *p, size_t n)
 
 static int set_elem(void *ud, const char *p, size_t n)
 {
-    return set_add(ud, (str){ p, n }) ? 0 : -1;
+    return set_add(ud, (bk_str){ p, n }) ? 0 : -1;
 }
 
 static void *new_obj(int type)
@@ -1247,7 +1247,7 @@ static int load_intset(rdb_reader *r, rdb_value *v)
                 prev = x;
                 char t[KV_LL_STR_MAX];
                 if (rc == 0)
-                    set_add(v->obj, (str){ t, kv_fmt_ll(t, x) });
+                    set_add(v->obj, (bk_str){ t, kv_fmt_ll(t, x) });
             }
         }
     }
@@ -1263,7 +1263,7 @@ static int load_zipmap(rdb_reader *r, rdb_value *v)
         return -1;
     const unsigned char *p = (const unsigned char *)s + 1, *end = (const unsigned char *)s + n;
     int rc = n >= 2 ? 0 : -1;
-    str kv[2];
+    bk_str kv[2];
     while (rc == 0) {
         if (p >= end) {
             rc = -1;
@@ -1299,7 +1299,7 @@ static int load_zipmap(rdb_reader *r, rdb_value *v)
                 rc = -1;
                 break;
             }
-            kv[k] = (str){ (const char *)p, len };
+            kv[k] = (bk_str){ (const char *)p, len };
             p += len + free_b;
         }
         if (rc == 0) {
@@ -1377,14 +1377,14 @@ static int load_plain(rdb_reader *r, rdb_value *v, int rdbtype)
         size_t an, bn = 0;
         if (rdb_load_string(r, &a, &an) < 0)
             return -1;
-        str k = { a, an };
+        bk_str k = { a, an };
         int rc = 0;
         switch (rdbtype) {
         case RDB_TYPE_LIST: list_push(v->obj, 1, lelem_new(a, an)); break;
         case RDB_TYPE_SET: rc = set_add(v->obj, k) ? 0 : -1; break;
         case RDB_TYPE_HASH:
             rc = rdb_load_string(r, &b, &bn);
-            if (rc == 0 && !hash_set(v->obj, k, (str){ b, bn }))
+            if (rc == 0 && !hash_set(v->obj, k, (bk_str){ b, bn }))
                 rc = -1; /* a duplicate */
             break;
         default: { /* zsets */
@@ -1431,7 +1431,7 @@ int rdb_load_object(rdb_reader *r, int rdbtype, rdb_value *v)
 {
     memset(v, 0, sizeof *v);
     int type = -1;
-    for (size_t i = 0; i < ARRAY_LEN(type_map); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(type_map); i++)
         if (type_map[i].rdbtype == rdbtype)
             type = type_map[i].type;
     if (type < 0)
@@ -1476,7 +1476,7 @@ void rdb_value_free(rdb_value *v)
     v->s = NULL;
 }
 
-kv_entry *rdb_value_store(kv_db *db, str key, rdb_value *v)
+kv_entry *rdb_value_store(kv_db *db, bk_str key, rdb_value *v)
 {
     kv_entry *e;
     if (v->type == KV_STRING) {

@@ -70,17 +70,17 @@ size_t rdb_lzf_decompress(const void *in, size_t n, void *out, size_t cap);
 
 /* ---- writing ---- */
 
-void rdb_save_len(buf *b, uint64_t len);
+void rdb_save_len(bk_buf *b, uint64_t len);
 /* A string as Redis writes one: int-encoded when it is a small canonical
  * integer, LZF-compressed when longer than 20 bytes and that saves at
  * least 4 bytes (rdbcompression yes), else length and bytes. */
-void rdb_save_string(buf *b, const char *p, size_t n);
+void rdb_save_string(bk_buf *b, const char *p, size_t n);
 /* The type byte the value of e is written with. */
 int rdb_object_type(kv_entry *e);
 /* The value of e (no type byte). */
-void rdb_save_object(buf *b, kv_entry *e);
+void rdb_save_object(bk_buf *b, kv_entry *e);
 /* A DUMP payload: type, value, RDB version (2 bytes LE), CRC-64 (8 LE). */
-void rdb_dump_payload(buf *b, kv_entry *e);
+void rdb_dump_payload(bk_buf *b, kv_entry *e);
 /* The quicklist Redis 7.0 would hold the list in: node count and the
  * listpack bytes of all nodes (DEBUG OBJECT). Returns the fill option
  * (list-max-listpack-size) it was split by. */
@@ -89,9 +89,9 @@ int rdb_list_shape(kv_list *l, size_t *nodes, size_t *bytes);
  * begin resets b, append adds a string (integers get int encodings), end
  * closes it with count elements; walk calls fn per element (integers as
  * text) and returns the count or -1 when malformed. */
-void rdb_lp_begin(buf *b);
-void rdb_lp_append(buf *b, const char *p, size_t n);
-void rdb_lp_end(buf *b, size_t count);
+void rdb_lp_begin(bk_buf *b);
+void rdb_lp_append(bk_buf *b, const char *p, size_t n);
+void rdb_lp_end(bk_buf *b, size_t count);
 long long rdb_lp_walk(const unsigned char *lp, size_t size,
                       int (*fn)(void *ud, const char *p, size_t n), void *ud);
 /* Redis 7.0's OBJECT ENCODING name for the value of e. */
@@ -124,7 +124,7 @@ int rdb_load_object(rdb_reader *r, int rdbtype, rdb_value *v);
 void rdb_value_free(rdb_value *v);
 /* Adds the value under key (absent from db) and returns the entry; v is
  * consumed. */
-kv_entry *rdb_value_store(kv_db *db, str key, rdb_value *v);
+kv_entry *rdb_value_store(kv_db *db, bk_str key, rdb_value *v);
 
 /* Checks the footer of a DUMP payload: version <= RDB_VERSION and the
  * CRC-64. Returns 0 or -1. */

@@ -24,7 +24,7 @@
 
 typedef struct {
     int fd;
-    buf b;
+    bk_buf b;
     uint64_t crc;
     int failed;
     int err; /* errno of the failed write */
@@ -119,12 +119,12 @@ static int write_keyspace(rdb_out *o, int with_repl)
             }
             unsigned char type = (unsigned char)rdb_object_type(e);
             out_bytes(o, &type, 1);
-            str key = entry_key_str(e);
+            bk_str key = entry_key_str(e);
             rdb_save_string(&o->b, key.p, key.len);
             rdb_save_object(&o->b, e);
             if (o->b.len >= RDB_FLUSH_AT)
                 out_flush(o);
-            if (UNLIKELY(rdb_key_save_delay)) {
+            if (BK_UNLIKELY(rdb_key_save_delay)) {
                 out_flush(o); /* the bytes go out at the slowed pace */
                 key_delay(rdb_key_save_delay);
             }
@@ -340,13 +340,13 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
                      type, (size_t)(r.p - img), size);
             return -1;
         }
-        str k = { key, klen };
+        bk_str k = { key, klen };
         kv_entry *old = db_find(db, k);
         if (old && merge) {
             db_delete_entry(db, old); /* the loaded value wins */
         } else if (old) {
             rdb_value_free(&v);
-            snprintf(err, errlen, "RDB has duplicated key '%.*s' in DB %d", (int)MIN(klen, 128),
+            snprintf(err, errlen, "RDB has duplicated key '%.*s' in DB %d", (int)BK_MIN(klen, 128),
                      key, db->id);
             kv_free(key);
             return -1;
@@ -362,9 +362,9 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
         }
         kv_free(key);
         expire = -1;
-        if (UNLIKELY(rdb_key_load_delay))
+        if (BK_UNLIKELY(rdb_key_load_delay))
             key_delay(rdb_key_load_delay);
-        if (UNLIKELY(kv_loading_serve))
+        if (BK_UNLIKELY(kv_loading_serve))
             kv_loading_progress((size_t)(r.p - img));
     }
 eof:

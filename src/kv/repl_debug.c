@@ -84,7 +84,7 @@ static void value_digest(kv_entry *e, unsigned char d[20])
         dict_iter it;
         dict_iter_init(&it, entry_obj(e));
         for (dict_node *dn; (dn = dict_iter_next(&it));) {
-            str m = smember_str((kv_smember *)dn);
+            bk_str m = smember_str((kv_smember *)dn);
             xor_in(d, m.p, m.len);
         }
         dict_iter_end(&it);
@@ -95,7 +95,7 @@ static void value_digest(kv_entry *e, unsigned char d[20])
         for (zs_node *n = z->header->lv[0].forward; n; n = n->lv[0].forward) {
             char sc[64];
             int k = snprintf(sc, sizeof sc, "%.17g", n->score);
-            str m = zs_member(n);
+            bk_str m = zs_member(n);
             memset(el, 0, sizeof el);
             mix(el, m.p, m.len);
             mix(el, sc, (size_t)k);
@@ -106,7 +106,7 @@ static void value_digest(kv_entry *e, unsigned char d[20])
     case KV_HASH: {
         hash_iter it;
         hash_iter_init(&it, entry_obj(e));
-        for (str k, v; hash_iter_next(&it, &k, &v);) {
+        for (bk_str k, v; hash_iter_next(&it, &k, &v);) {
             memset(el, 0, sizeof el);
             mix(el, k.p, k.len);
             mix(el, v.p, v.len);
@@ -124,7 +124,7 @@ static void value_digest(kv_entry *e, unsigned char d[20])
                              (unsigned long long)it.id.seq);
             mix(d, id, (size_t)k);
             for (size_t f = 0; f < it.nfields; f++) {
-                str fk, fv;
+                bk_str fk, fv;
                 st_iter_field(&it, &fk, &fv);
                 mix(d, fk.p, fk.len);
                 mix(d, fv.p, fv.len);
@@ -160,7 +160,7 @@ void repl_debug_digest(kv_client *c)
         keytab_iter_init(&it, &db->keys);
         for (kv_entry *e; (e = keytab_iter_next(&it));) {
             memset(d, 0, sizeof d);
-            str k = entry_key_str(e);
+            bk_str k = entry_key_str(e);
             mix(d, k.p, k.len);
             value_digest(e, d);
             xor_in(final, d, 20);
@@ -199,7 +199,7 @@ void repl_debug_populate(kv_client *c)
         reply_error(c, "ERR size must be between 0 and 512MB");
         return;
     }
-    str prefix = c->argc > 3 ? c->argv[3] : (str){ "key", 3 };
+    bk_str prefix = c->argc > 3 ? c->argv[3] : (bk_str){ "key", 3 };
     if (prefix.len > 1024) {
         reply_error(c, "ERR prefix too long");
         return;
@@ -208,7 +208,7 @@ void repl_debug_populate(kv_client *c)
     char *vbig = size > (long long)sizeof vsmall ? kv_malloc((size_t)size) : NULL;
     for (long long i = 0; i < count; i++) {
         int kl = snprintf(kbuf, sizeof kbuf, "%.*s:%lld", (int)prefix.len, prefix.p, i);
-        str key = { kbuf, (size_t)kl };
+        bk_str key = { kbuf, (size_t)kl };
         if (db_find(c->db, key))
             continue;
         int vl = snprintf(vsmall, sizeof vsmall, "value:%lld", i);
@@ -217,7 +217,7 @@ void repl_debug_populate(kv_client *c)
         if (size >= 0) {
             char *dst = vbig ? vbig : vsmall;
             if (vbig)
-                memcpy(vbig, vsmall, MIN((size_t)vl, (size_t)size));
+                memcpy(vbig, vsmall, BK_MIN((size_t)vl, (size_t)size));
             if ((size_t)size > (size_t)vl)
                 memset(dst + vl, 0, (size_t)size - (size_t)vl);
             v = dst;

@@ -53,7 +53,7 @@ static const char *replica_ip(kv_client *c, char *out, size_t n);
 enum { FO_NONE, FO_WAIT_SYNC, FO_IN_PROGRESS };
 static const char *const fo_names[] = { "no-failover", "waiting-for-sync", "failover-in-progress" };
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return s.len == strlen(lower) && strncasecmp(s.p, lower, s.len) == 0;
 }
@@ -121,8 +121,8 @@ static struct {
     int port;
     int state;
     int fd;
-    loop_io io;
-    buf in;           /* handshake lines, then the RDB */
+    bk_io io;
+    bk_buf in;           /* handshake lines, then the RDB */
     long long xfer_size; /* -1: EOF-mark framing */
     size_t xfer_scanned; /* bytes of R.in searched for the EOF mark */
     int xfer_header;
@@ -134,7 +134,7 @@ static struct {
     char master_replid[41];
     long long master_offset;
     int ack_pending;
-    buf mpend; /* applied bytes of a transaction from the master, until its EXEC */
+    bk_buf mpend; /* applied bytes of a transaction from the master, until its EXEC */
     /* clients blocked in WAIT, and those unblocked with input to run */
     kv_client **waiting;
     int nwaiting, wcap;
@@ -147,7 +147,7 @@ static struct {
         char *key;
     } *lk;
     int nlk, lkcap;
-    timer resume_timer;
+    bk_timer resume_timer;
     /* FAILOVER: writes paused while a replica catches up (FO_WAIT_SYNC),
      * then we PSYNC it with FAILOVER as its replica (FO_IN_PROGRESS) */
     int fo_state, fo_force, fo_port;
@@ -259,7 +259,7 @@ static void stream_append(const char *p, size_t n)
     }
 }
 
-static void put_header(buf *b, char type, long long n)
+static void put_header(bk_buf *b, char type, long long n)
 {
     char tmp[32];
     tmp[0] = type;
@@ -270,7 +270,7 @@ static void put_header(buf *b, char type, long long n)
         abort();
 }
 
-static void put_command(buf *b, int argc, const str *argv)
+static void put_command(bk_buf *b, int argc, const bk_str *argv)
 {
     put_header(b, '*', argc);
     for (int i = 0; i < argc; i++) {
@@ -280,28 +280,28 @@ static void put_command(buf *b, int argc, const str *argv)
     }
 }
 
-static buf scratch;
+static bk_buf scratch;
 
-static void stream_command(int argc, const str *argv)
+static void stream_command(int argc, const bk_str *argv)
 {
     scratch.len = 0;
     put_command(&scratch, argc, argv);
     stream_append(scratch.data, scratch.len);
 }
 
-void repl_feed(kv_db *db, int argc, const str *argv)
+void repl_feed(kv_db *db, int argc, const bk_str *argv)
 {
     if (R.host || !R.backlog)
         return; /* a replica proxies its master's stream instead */
     scratch.len = 0;
     if (srv.aof_in_multi == -1 && !R.in_multi) {
-        static const str multi[] = { { "MULTI", 5 } };
+        static const bk_str multi[] = { { "MULTI", 5 } };
         put_command(&scratch, 1, multi);
         R.in_multi = 1;
     }
     if (db->id != R.seldb) {
         char num[KV_LL_STR_MAX];
-        str sel[2] = { { "SELECT", 6 }, { num, kv_fmt_ll(num, db->id) } };
+        bk_str sel[2] = { { "SELECT", 6 }, { num, kv_fmt_ll(num, db->id) } };
         put_command(&scratch, 2, sel);
         R.seldb = db->id;
     }
@@ -312,7 +312,7 @@ void repl_feed(kv_db *db, int argc, const str *argv)
 void repl_exec_end(void)
 {
     if (R.in_multi) {
-        static const str exec[] = { { "EXEC", 4 } };
+        static const bk_str exec[] = { { "EXEC", 4 } };
         stream_command(1, exec);
     }
     R.in_multi = 0;
@@ -340,7 +340,7 @@ void repl_master_applied(kv_client *c)
     if (R.ack_pending) {
         R.ack_pending = 0;
         char num[KV_LL_STR_MAX];
-        str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
+        bk_str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
         put_command(&c->wbuf, 3, ack);
         kv_client_output_added(c);
     }
@@ -470,7 +470,7 @@ static int write_fully(int fd, const char *p, size_t n)
  * aux field after the header (the db the stream that follows has
  * selected; a replica feeding its own replicas sends no SELECT first),
  * and the checksum recomputed. Returns 0 or -1. */
-static int snapshot_image(int stream_db, buf *img)
+static int snapshot_image(int stream_db, bk_buf *img)
 {
     int fd = memfd_create("brisk-repl-rdb", MFD_CLOEXEC);
     if (fd < 0 || rdb_write_snapshot(fd) < 0)
@@ -525,7 +525,7 @@ static int child_send(int *fds, int n, int diskless, const char *tmp, int stream
         /* a replica that stops reading fails its transfer, not the child */
         setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     }
-    buf img = { 0 };
+    bk_buf img = { 0 };
     if (snapshot_image(stream_db, &img) < 0)
         return (1 << n) - 1;
     if (diskless) {
@@ -686,7 +686,7 @@ static kv_client *replica_for(kv_client *c)
     return c;
 }
 
-static int try_partial(kv_client *c, str id, long long off)
+static int try_partial(kv_client *c, bk_str id, long long off)
 {
     if (!R.backlog)
         return -1;
@@ -704,7 +704,7 @@ static int try_partial(kv_client *c, str id, long long off)
     long long len = R.bl_histlen - skip;
     long long start = (R.bl_idx - R.bl_histlen + skip + 2 * R.bl_size) % R.bl_size;
     while (len > 0) {
-        long long chunk = MIN(len, R.bl_size - start);
+        long long chunk = BK_MIN(len, R.bl_size - start);
         reply_raw(c, R.backlog + start, (size_t)chunk);
         len -= chunk;
         start = (start + chunk) % R.bl_size;
@@ -781,14 +781,14 @@ void replconf_command(kv_client *c)
         return;
     }
     for (int i = 1; i < c->argc; i += 2) {
-        str k = c->argv[i], v = c->argv[i + 1];
+        bk_str k = c->argv[i], v = c->argv[i + 1];
         long long n;
         if (arg_is(k, "listening-port")) {
             if (arg_ll(c, v, &n) < 0)
                 return;
             c->repl_listen_port = (int)n;
         } else if (arg_is(k, "ip-address")) {
-            size_t len = MIN(v.len, sizeof c->repl_ip - 1);
+            size_t len = BK_MIN(v.len, sizeof c->repl_ip - 1);
             memcpy(c->repl_ip, v.p, len);
             c->repl_ip[len] = '\0';
         } else if (arg_is(k, "capa")) {
@@ -819,7 +819,7 @@ void replconf_command(kv_client *c)
         } else if (arg_is(k, "rdb-only") || arg_is(k, "rdb-filter-only")) {
             /* accepted, no effect */
         } else {
-            reply_errorf(c, "ERR Unrecognized REPLCONF option: %.*s", (int)MIN(k.len, 128), k.p);
+            reply_errorf(c, "ERR Unrecognized REPLCONF option: %.*s", (int)BK_MIN(k.len, 128), k.p);
             return;
         }
     }
@@ -829,7 +829,7 @@ void replconf_command(kv_client *c)
 
 /* ---- WAIT ---- */
 
-static void resume_cb(loop *l, timer *t)
+static void resume_cb(bk_loop *l, bk_timer *t)
 {
     while (R.nresume > 0) {
         kv_client *c = R.resume[--R.nresume];
@@ -850,7 +850,7 @@ static long long acked_replicas(long long off)
 
 static void send_getack(void)
 {
-    static const str getack[] = { { "REPLCONF", 8 }, { "GETACK", 6 }, { "*", 1 } };
+    static const bk_str getack[] = { { "REPLCONF", 8 }, { "GETACK", 6 }, { "*", 1 } };
     stream_command(3, getack);
 }
 
@@ -948,10 +948,10 @@ static void link_fail(const char *why)
 
 static int link_send(int argc, const char **argv)
 {
-    buf b = { 0 };
-    str a[8];
+    bk_buf b = { 0 };
+    bk_str a[8];
     for (int i = 0; i < argc; i++)
-        a[i] = (str){ argv[i], strlen(argv[i]) };
+        a[i] = (bk_str){ argv[i], strlen(argv[i]) };
     put_command(&b, argc, a);
     int rc = write_fully(R.fd, b.data, b.len);
     buf_free(&b);
@@ -1124,7 +1124,7 @@ static void load_transfer(const char *data, size_t n)
         /* The first ACK at once: a master that sent a diskless RDB holds
          * the stream until it (as Redis's replica does). */
         char num[KV_LL_STR_MAX];
-        str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
+        bk_str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
         put_command(&R.master->wbuf, 3, ack);
         kv_client_output_added(R.master);
     }
@@ -1139,7 +1139,7 @@ static void transfer_progress(void)
         if ((long long)R.in.len < R.xfer_size)
             return;
         size_t extra = R.in.len - (size_t)R.xfer_size;
-        buf rest = { 0 };
+        bk_buf rest = { 0 };
         if (extra)
             buf_append(&rest, R.in.data + R.xfer_size, extra);
         load_transfer(R.in.data, (size_t)R.xfer_size);
@@ -1158,7 +1158,7 @@ static void transfer_progress(void)
         return;
     size_t rdb_len = (size_t)(m - R.in.data);
     size_t after = rdb_len + EOF_MARK_LEN;
-    buf rest = { 0 };
+    bk_buf rest = { 0 };
     if (R.in.len > after)
         buf_append(&rest, R.in.data + after, R.in.len - after);
     load_transfer(R.in.data, rdb_len);
@@ -1270,7 +1270,7 @@ static void link_read(void)
         size_t len = (size_t)(nl - R.in.data);
         size_t linelen = len && R.in.data[len - 1] == '\r' ? len - 1 : len;
         char line[256];
-        size_t keep = MIN(linelen, sizeof line - 1);
+        size_t keep = BK_MIN(linelen, sizeof line - 1);
         memcpy(line, R.in.data, keep);
         line[keep] = '\0';
         memmove(R.in.data, nl + 1, R.in.len - len - 1);
@@ -1324,7 +1324,7 @@ static void link_read(void)
         transfer_progress();
 }
 
-static void link_io_cb(loop *l, loop_io *io, unsigned events)
+static void link_io_cb(bk_loop *l, bk_io *io, unsigned events)
 {
     (void)l;
     (void)io;
@@ -1466,7 +1466,7 @@ void replicaof_command(kv_client *c)
         return;
     }
     char host[256];
-    size_t hl = MIN(c->argv[1].len, sizeof host - 1);
+    size_t hl = BK_MIN(c->argv[1].len, sizeof host - 1);
     memcpy(host, c->argv[1].p, hl);
     host[hl] = '\0';
     if (R.host && strcasecmp(R.host, host) == 0 && R.port == port) {
@@ -1577,11 +1577,11 @@ static void failover_cron(void)
 
 void failover_command(kv_client *c)
 {
-    str host = { NULL, 0 };
+    bk_str host = { NULL, 0 };
     long long port = 0, timeout = 0;
     int have_to = 0, have_timeout = 0, force = 0, abort_ = 0;
     for (int i = 1; i < c->argc; i++) {
-        str a = c->argv[i];
+        bk_str a = c->argv[i];
         if (arg_is(a, "to") && !have_to && i + 2 < c->argc) {
             host = c->argv[i + 1];
             if (arg_ll(c, c->argv[i + 2], &port) < 0)
@@ -1617,7 +1617,7 @@ void failover_command(kv_client *c)
     kv_client *r = NULL;
     char target[256] = "";
     if (have_to) {
-        size_t n = MIN(host.len, sizeof target - 1);
+        size_t n = BK_MIN(host.len, sizeof target - 1);
         memcpy(target, host.p, n);
         target[n] = '\0';
     }
@@ -1759,14 +1759,14 @@ void repl_cron(void)
         last_sec = srv.now_ms;
         if (R.master && !(R.master->flags & CLIENT_CLOSED)) {
             char num[KV_LL_STR_MAX];
-            str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
+            bk_str ack[3] = { { "REPLCONF", 8 }, { "ACK", 3 }, { num, kv_fmt_ll(num, R.offset) } };
             put_command(&R.master->wbuf, 3, ack);
             kv_client_output_added(R.master);
         }
         if (!R.host && R.nreplicas &&
             srv.now_ms - R.last_ping_ms >= (int64_t)R.ping_period * 1000) {
             R.last_ping_ms = srv.now_ms;
-            static const str ping[] = { { "PING", 4 } };
+            static const bk_str ping[] = { { "PING", 4 } };
             stream_command(1, ping);
         }
         /* Keepalive newlines to replicas waiting for their RDB. */
@@ -1828,10 +1828,10 @@ void repl_replica_replied(kv_client *c)
     char name[96] = "<unknown>";
     if (c->cmd) {
         snprintf(name, sizeof name, "%s", c->cmd->name);
-        for (size_t i = 0; i < ARRAY_LEN(containers) && c->argc > 1; i++) {
+        for (size_t i = 0; i < BK_ARRAY_LEN(containers) && c->argc > 1; i++) {
             if (strcmp(c->cmd->name, containers[i]) == 0) {
                 size_t k = strlen(name);
-                int n = (int)MIN(c->argv[1].len, sizeof name - k - 2);
+                int n = (int)BK_MIN(c->argv[1].len, sizeof name - k - 2);
                 snprintf(name + k, sizeof name - k, "|%.*s", n, c->argv[1].p);
                 for (char *p = name + k; *p; p++)
                     *p = (char)tolower((unsigned char)*p);
@@ -1926,7 +1926,7 @@ static void expire_local_keys(void)
     for (int i = 0; i < R.nlk;) {
         struct local_key *k = &R.lk[i];
         kv_db *db = k->db < srv.cfg.databases ? &srv.dbs[k->db] : NULL;
-        kv_entry *e = db ? db_find(db, (str){ k->key, k->len }) : NULL;
+        kv_entry *e = db ? db_find(db, (bk_str){ k->key, k->len }) : NULL;
         if (e && (e->flags & ENTRY_EXPIRES) && !db_expired(e)) {
             i++;
             continue;
@@ -2027,8 +2027,8 @@ void role_command(kv_client *c)
     }
 }
 
-static void addf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(buf *b, const char *fmt, ...)
+static void addf(bk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(bk_buf *b, const char *fmt, ...)
 {
     char tmp[512];
     va_list ap;
@@ -2036,10 +2036,10 @@ static void addf(buf *b, const char *fmt, ...)
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n > 0)
-        buf_append(b, tmp, (size_t)MIN((size_t)n, sizeof tmp - 1));
+        buf_append(b, tmp, (size_t)BK_MIN((size_t)n, sizeof tmp - 1));
 }
 
-void repl_info(buf *b)
+void repl_info(bk_buf *b)
 {
     addf(b, "# Replication\r\nrole:%s\r\n", R.host ? "slave" : "master");
     if (R.host) {
@@ -2100,7 +2100,7 @@ void repl_sync_counts(unsigned long long out[3])
     out[2] = (unsigned long long)R.sync_partial_err;
 }
 
-void repl_info_stats(buf *b)
+void repl_info_stats(bk_buf *b)
 {
     addf(b, "sync_full:%llu\r\nsync_partial_ok:%llu\r\nsync_partial_err:%llu\r\n",
          (unsigned long long)R.sync_full, (unsigned long long)R.sync_partial_ok,
@@ -2176,7 +2176,7 @@ static int parse_mem(const char *s, long long *out)
         long long mul;
     } units[] = { { "kb", 1024 }, { "mb", 1024 * 1024 }, { "gb", 1024LL * 1024 * 1024 },
                   { "k", 1000 }, { "m", 1000000 }, { "g", 1000000000 }, { "b", 1 } };
-    for (size_t i = 0; i < ARRAY_LEN(units); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(units); i++) {
         size_t k = strlen(units[i].suf);
         if (n > k && strcasecmp(s + n - k, units[i].suf) == 0) {
             mul = units[i].mul;
@@ -2213,7 +2213,7 @@ int repl_config_set(const char *name, int argc, char **argv, int at_runtime, cha
         return 0;
     }
     const repl_opt *o = NULL;
-    for (size_t i = 0; i < ARRAY_LEN(ropts); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(ropts); i++)
         if (strcasecmp(name, ropts[i].name) == 0)
             o = &ropts[i];
     if (!o)
@@ -2275,18 +2275,18 @@ int repl_config_set(const char *name, int argc, char **argv, int at_runtime, cha
     return 0;
 }
 
-void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+void repl_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),
                      void *ud)
 {
     char val[512];
     /* Redis's hidden options: CONFIG GET shows them by their exact name only. */
     static const char *hidden[] = { "rdb-key-save-delay", "key-load-delay",
                                     "loading-process-events-interval-bytes", "watchdog-period" };
-    for (size_t i = 0; i < ARRAY_LEN(ropts); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(ropts); i++) {
         const repl_opt *o = &ropts[i];
         size_t nl = strlen(o->name);
         int is_hidden = 0;
-        for (size_t h = 0; h < ARRAY_LEN(hidden); h++)
+        for (size_t h = 0; h < BK_ARRAY_LEN(hidden); h++)
             is_hidden |= strcmp(o->name, hidden[h]) == 0;
         if (is_hidden ? !(pattern.len == nl && strncasecmp(pattern.p, o->name, nl) == 0)
                       : !kv_glob_match(pattern.p, pattern.len, o->name, nl, 1))
@@ -2315,7 +2315,7 @@ void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const c
         fn(ud, o->name, val);
     }
     static const char *mo[] = { "replicaof", "slaveof" };
-    for (size_t i = 0; i < ARRAY_LEN(mo); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(mo); i++) {
         if (!kv_glob_match(pattern.p, pattern.len, mo[i], strlen(mo[i]), 1))
             continue;
         if (R.host)

@@ -15,9 +15,9 @@ static void oom(void)
 
 static inline char *room(kv_client *c, size_t n)
 {
-    if (UNLIKELY(c->repl_flags & REPL_C_REPLICA))
+    if (BK_UNLIKELY(c->repl_flags & REPL_C_REPLICA))
         repl_replica_replied(c); /* a reply would corrupt its stream */
-    if (UNLIKELY(c->wbuf.cap - c->wbuf.len < n) && buf_reserve(&c->wbuf, n) < 0)
+    if (BK_UNLIKELY(c->wbuf.cap - c->wbuf.len < n) && buf_reserve(&c->wbuf, n) < 0)
         oom();
     return c->wbuf.data + c->wbuf.len;
 }
@@ -58,7 +58,7 @@ void reply_error(kv_client *c, const char *msg)
     c->wbuf.len += n + 3;
     srv.stat_errors++;
     kv_errorstat_add(msg);
-    if (UNLIKELY(c->repl_flags))
+    if (BK_UNLIKELY(c->repl_flags))
         repl_master_error(c, msg);
     if (c->cmd && srv.cmd_stats)
         srv.cmd_stats[c->cmd - kv_commands].failed++;

@@ -56,7 +56,7 @@ void reply_errorf(kv_client *c, const char *fmt, ...) __attribute__((format(prin
 void reply_arity_error(kv_client *c, const char *name);
 void reply_int(kv_client *c, long long v);
 void reply_bulk(kv_client *c, const char *p, size_t n);
-static inline void reply_bulk_str(kv_client *c, str s) { reply_bulk(c, s.p, s.len); }
+static inline void reply_bulk_str(kv_client *c, bk_str s) { reply_bulk(c, s.p, s.len); }
 void reply_bulk_cstr(kv_client *c, const char *s);
 void reply_bulk_ll(kv_client *c, long long v);
 void reply_null(kv_client *c);        /* $-1 or _ */

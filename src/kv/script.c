@@ -64,7 +64,7 @@ static kv_client *fake;           /* runs redis.call's commands */
 static lua_State *eval_L;         /* EVAL's state (functions have their own) */
 static dict scripts;              /* sha -> script_entry */
 static int scripts_ready;
-static str *call_argv;            /* redis.call argv, reused */
+static bk_str *call_argv;            /* redis.call argv, reused */
 static int call_cap;
 static char *call_nums;           /* numbers formatted for argv, reused */
 static size_t nums_cap;
@@ -96,9 +96,9 @@ static const kv_cmd *last_cmd;
 static char last_cmd_name[24];
 static size_t last_cmd_len;
 
-static str entry_key_fn(const dict_node *n)
+static bk_str entry_key_fn(const dict_node *n)
 {
-    return (str){ ((const script_entry *)(const void *)n)->sha, 40 };
+    return (bk_str){ ((const script_entry *)(const void *)n)->sha, 40 };
 }
 
 /* ---- flags ---- */
@@ -114,7 +114,7 @@ static const struct {
 
 unsigned script_flag_by_name(const char *p, size_t n)
 {
-    for (size_t i = 0; i < ARRAY_LEN(flag_names); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(flag_names); i++)
         if (strlen(flag_names[i].name) == n && memcmp(flag_names[i].name, p, n) == 0)
             return flag_names[i].flag;
     return 0;
@@ -166,7 +166,7 @@ void script_protect_globals(lua_State *L)
 {
     static const char *libs[] = { "redis", "string", "math", "table", "cjson", "bit",
                                   "struct", "cmsgpack", "coroutine" };
-    for (size_t i = 0; i < ARRAY_LEN(libs); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(libs); i++) {
         lua_getglobal(L, libs[i]);
         if (lua_istable(L, -1)) {
             script_make_readonly(L, 0);
@@ -332,7 +332,7 @@ static const char *resp_to_lua(lua_State *L, const char *p, const char *end)
         }
         const char *q = next;
         if (t == '*' || t == '>') {
-            lua_createtable(L, (int)MIN(n, 1 << 20), 0);
+            lua_createtable(L, (int)BK_MIN(n, 1 << 20), 0);
             for (long long i = 0; i < n; i++) {
                 q = resp_to_lua(L, q, end);
                 lua_rawseti(L, -2, (int)i + 1);
@@ -361,7 +361,7 @@ static const char *resp_to_lua(lua_State *L, const char *p, const char *end)
         return next;
     case ',': {
         char tmp[128];
-        size_t len = MIN((size_t)(e - p), sizeof tmp - 1);
+        size_t len = BK_MIN((size_t)(e - p), sizeof tmp - 1);
         memcpy(tmp, p, len);
         tmp[len] = '\0';
         lua_newtable(L);
@@ -503,7 +503,7 @@ static void script_lua_to_reply(kv_client *c, lua_State *L, int idx)
                 const char *f = lua_tolstring(L, -2, &fl);
                 const char *s = lua_tolstring(L, -1, &n);
                 char fmt[3] = { ' ', ' ', ' ' };
-                memcpy(fmt, f, MIN(fl, 3));
+                memcpy(fmt, f, BK_MIN(fl, 3));
                 reply_verbatim(c, s, n, fmt);
                 lua_pop(L, 3);
                 return;
@@ -670,12 +670,12 @@ static const char *args_from_lua(lua_State *L, int argc)
     for (int i = 0; i < argc; i++) {
         if (lua_type(L, i + 1) == LUA_TNUMBER) {
             int w = snprintf(call_nums + numlen, 32, "%.17g", (double)lua_tonumber(L, i + 1));
-            call_argv[i] = (str){ call_nums + numlen, (size_t)w };
+            call_argv[i] = (bk_str){ call_nums + numlen, (size_t)w };
             numlen += 32;
         } else {
             size_t n;
             const char *s = lua_tolstring(L, i + 1, &n);
-            call_argv[i] = (str){ s, n };
+            call_argv[i] = (bk_str){ s, n };
         }
     }
     return NULL;
@@ -688,7 +688,7 @@ static const char *args_from_lua(lua_State *L, int argc)
 static int repl_refuses_write(kv_client *c)
 {
     static const kv_cmd probe = { .name = "script-write", .flags = CMD_WRITE };
-    return UNLIKELY(repl_guard) && repl_deny(c, &probe);
+    return BK_UNLIKELY(repl_guard) && repl_deny(c, &probe);
 }
 
 static int script_call_impl(lua_State *L, int raise)
@@ -717,15 +717,15 @@ static int script_call_impl(lua_State *L, int raise)
         static const char *noscript[] = { "cluster", "blpop", "brpop", "brpoplpush", "blmove",
                                           "bzpopmin", "bzpopmax", "blmpop", "bzmpop" };
         err = "ERR Unknown Redis command called from script";
-        for (size_t i = 0; i < ARRAY_LEN(noscript); i++)
+        for (size_t i = 0; i < BK_ARRAY_LEN(noscript); i++)
             if (str_ieq_lit(call_argv[0], noscript[i], strlen(noscript[i])))
                 err = "ERR This Redis command is not allowed from script";
         goto fail;
     }
-    if (UNLIKELY(cmd->name[0] == 'x') &&
+    if (BK_UNLIKELY(cmd->name[0] == 'x') &&
         (strcmp(cmd->name, "xread") == 0 || strcmp(cmd->name, "xreadgroup") == 0)) {
         for (int i = 1; i < argc; i++)
-            if (STR_IEQ(call_argv[i], "block")) {
+            if (BK_STR_IEQ(call_argv[i], "block")) {
                 err = strcmp(cmd->name, "xread") == 0
                           ? "ERR xread command is not allowed with BLOCK option from scripts"
                           : "ERR xreadgroup command is not allowed with BLOCK option from scripts";
@@ -738,11 +738,11 @@ static int script_call_impl(lua_State *L, int raise)
     }
     /* CLUSTER's RESET subcommand is noscript in Redis, the container is not. */
     if ((cmd->flags & CMD_NOSCRIPT) ||
-        (cmd->proc == cluster_command && argc > 1 && STR_IEQ(call_argv[1], "reset"))) {
+        (cmd->proc == cluster_command && argc > 1 && BK_STR_IEQ(call_argv[1], "reset"))) {
         err = "ERR This Redis command is not allowed from script";
         goto fail;
     }
-    if (UNLIKELY(run->caller->user && !run->caller->user->open)) {
+    if (BK_UNLIKELY(run->caller->user && !run->caller->user->open)) {
         const char *deny = kv_acl_script_deny(run->caller, cmd, argc, call_argv);
         if (deny) {
             snprintf(acl_err, sizeof acl_err, "ERR %s", deny);
@@ -1144,7 +1144,7 @@ lua_State *script_state_new(int functions)
     /* What the sandbox must not expose. */
     static const char *drop[] = { "loadfile", "dofile", "print", "module", "require",
                                   "package", "os", "io", "debug", "newproxy", "getfenv", "setfenv" };
-    for (size_t i = 0; i < ARRAY_LEN(drop); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(drop); i++) {
         lua_pushnil(L);
         lua_setglobal(L, drop[i]);
     }
@@ -1177,7 +1177,7 @@ lua_State *script_state_new(int functions)
     } consts[] = { { "LOG_DEBUG", 0 },   { "LOG_VERBOSE", 1 }, { "LOG_NOTICE", 2 },
                    { "LOG_WARNING", 3 }, { "REPL_NONE", 0 },   { "REPL_AOF", 1 },
                    { "REPL_SLAVE", 2 },  { "REPL_REPLICA", 2 }, { "REPL_ALL", 3 } };
-    for (size_t i = 0; i < ARRAY_LEN(consts); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(consts); i++) {
         lua_pushinteger(L, consts[i].v);
         lua_setfield(L, -2, consts[i].n);
     }
@@ -1206,7 +1206,7 @@ void script_state_free(lua_State *L)
 
 /* ---- running ---- */
 
-void script_push_args(lua_State *L, const str *argv, int n)
+void script_push_args(lua_State *L, const bk_str *argv, int n)
 {
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
@@ -1427,11 +1427,11 @@ int script_busy_refuses(kv_client *c, const kv_cmd *cmd)
         return 0;
     if (cmd->proc == shutdown_command) {
         for (int i = 1; i < c->argc; i++)
-            if (STR_IEQ(c->argv[i], "nosave"))
+            if (BK_STR_IEQ(c->argv[i], "nosave"))
                 return 0;
     } else if ((cmd->proc == script_command || cmd->proc == function_command) && c->argc >= 2 &&
-               (STR_IEQ(c->argv[1], "kill") ||
-                (cmd->proc == function_command && STR_IEQ(c->argv[1], "stats")))) {
+               (BK_STR_IEQ(c->argv[1], "kill") ||
+                (cmd->proc == function_command && BK_STR_IEQ(c->argv[1], "stats")))) {
         return 0;
     } else if (cmd->proc == auth_command || cmd->proc == hello_command ||
                cmd->proc == multi_command || cmd->proc == discard_command ||
@@ -1501,7 +1501,7 @@ static lua_State *eval_state(void)
 /* Parses "#!lua flags=a,b" (the first line). Returns the flags, or
  * (unsigned)-1 after replying the error. *skip is where the code starts
  * (at the newline, so line numbers stay right). */
-static unsigned parse_shebang(kv_client *c, str body, size_t *skip)
+static unsigned parse_shebang(kv_client *c, bk_str body, size_t *skip)
 {
     *skip = 0;
     if (body.len < 2 || body.p[0] != '#' || body.p[1] != '!')
@@ -1555,7 +1555,7 @@ static unsigned parse_shebang(kv_client *c, str body, size_t *skip)
 
 /* Compiles body into the cache (sha given). Returns the entry, or NULL
  * after replying the error. */
-static script_entry *eval_compile(kv_client *c, str body, const char *sha)
+static script_entry *eval_compile(kv_client *c, bk_str body, const char *sha)
 {
     size_t skip;
     unsigned flags = parse_shebang(c, body, &skip);
@@ -1609,7 +1609,7 @@ static int args_untouched(lua_State *L, int n)
  * The table of the previous run is refilled in place when the script left
  * it as it was given (no table, no garbage per run); otherwise, or when it
  * grew large and this run needs far less, a new one replaces it. */
-static void eval_set_args(lua_State *L, int which, const str *argv, int n)
+static void eval_set_args(lua_State *L, int which, const bk_str *argv, int n)
 {
     int old = args_len[which];
     lua_rawgeti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
@@ -1641,12 +1641,12 @@ static void eval_set_args(lua_State *L, int which, const str *argv, int n)
 /* (suite) CLIENT PAUSE WRITE: whether EVAL/EVALSHA argv runs a script
  * flagged no-writes: the cached script's flags, else (EVAL of a new body)
  * "no-writes" among the shebang's flags=. Such calls are not held. */
-int script_call_no_writes(int evalsha, int argc, const str *argv)
+int script_call_no_writes(int evalsha, int argc, const bk_str *argv)
 {
     if (argc < 2)
         return 0;
     char sha[41];
-    str body = argv[1];
+    bk_str body = argv[1];
     if (evalsha) {
         if (body.len != 40)
             return 0;
@@ -1755,7 +1755,7 @@ static const char *script_help[] = {
 int script_subcommand_check(kv_client *c, const char *cmd, const char *upper,
                             const script_subcmd *t, size_t n)
 {
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     for (size_t i = 0; i < n; i++) {
         if (!str_ieq_lit(sub, t[i].name, strlen(t[i].name)))
             continue;
@@ -1766,7 +1766,7 @@ int script_subcommand_check(kv_client *c, const char *cmd, const char *upper,
         }
         return 0;
     }
-    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)MIN(sub.len, 128), sub.p,
+    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)BK_MIN(sub.len, 128), sub.p,
                  upper);
     return -1;
 }
@@ -1775,23 +1775,23 @@ void script_command(kv_client *c)
 {
     static const script_subcmd subs[] = { { "exists", -3 }, { "load", 3 }, { "flush", -2 },
                                           { "kill", 2 },    { "help", 2 }, { "debug", 3 } };
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     init_once();
-    if (script_subcommand_check(c, "script", "SCRIPT", subs, ARRAY_LEN(subs)) < 0)
+    if (script_subcommand_check(c, "script", "SCRIPT", subs, BK_ARRAY_LEN(subs)) < 0)
         return;
-    if (STR_IEQ(sub, "help") && c->argc == 2) {
-        reply_array(c, (long long)ARRAY_LEN(script_help));
-        for (size_t i = 0; i < ARRAY_LEN(script_help); i++)
+    if (BK_STR_IEQ(sub, "help") && c->argc == 2) {
+        reply_array(c, (long long)BK_ARRAY_LEN(script_help));
+        for (size_t i = 0; i < BK_ARRAY_LEN(script_help); i++)
             reply_simple(c, script_help[i]);
-    } else if (STR_IEQ(sub, "flush")) {
+    } else if (BK_STR_IEQ(sub, "flush")) {
         if (c->argc > 3 ||
-            (c->argc == 3 && !STR_IEQ(c->argv[2], "sync") && !STR_IEQ(c->argv[2], "async"))) {
+            (c->argc == 3 && !BK_STR_IEQ(c->argv[2], "sync") && !BK_STR_IEQ(c->argv[2], "async"))) {
             reply_error(c, "ERR SCRIPT FLUSH only support SYNC|ASYNC option");
             return;
         }
         eval_flush();
         reply_ok(c);
-    } else if (STR_IEQ(sub, "exists") && c->argc >= 3) {
+    } else if (BK_STR_IEQ(sub, "exists") && c->argc >= 3) {
         reply_array(c, c->argc - 2);
         for (int i = 2; i < c->argc; i++) {
             char sha[41];
@@ -1803,23 +1803,23 @@ void script_command(kv_client *c)
             }
             reply_int(c, found);
         }
-    } else if (STR_IEQ(sub, "load") && c->argc == 3) {
+    } else if (BK_STR_IEQ(sub, "load") && c->argc == 3) {
         char sha[41];
         sha1_hex(c->argv[2].p, c->argv[2].len, sha);
         if (!eval_find(sha) && !eval_compile(c, c->argv[2], sha))
             return;
         reply_bulk(c, sha, 40);
-    } else if (STR_IEQ(sub, "kill") && c->argc == 2) {
+    } else if (BK_STR_IEQ(sub, "kill") && c->argc == 2) {
         script_kill(c, 0);
-    } else if (STR_IEQ(sub, "debug") && c->argc == 3) {
+    } else if (BK_STR_IEQ(sub, "debug") && c->argc == 3) {
         /* brisk-kv has no Lua debugger (LDB): NO is what every session
          * already is; YES/SYNC say so rather than run the next EVAL for
          * real under a client that believes it is debugging. */
         if (srv.blk_deny > 0)
             reply_error(c, "ERR SCRIPT DEBUG must be called outside a pipeline");
-        else if (STR_IEQ(c->argv[2], "no"))
+        else if (BK_STR_IEQ(c->argv[2], "no"))
             reply_ok(c);
-        else if (STR_IEQ(c->argv[2], "yes") || STR_IEQ(c->argv[2], "sync"))
+        else if (BK_STR_IEQ(c->argv[2], "yes") || BK_STR_IEQ(c->argv[2], "sync"))
             reply_error(c, "ERR SCRIPT DEBUG YES/SYNC is not supported: brisk-kv has no Lua "
                            "debugger (SCRIPT DEBUG NO is accepted)");
         else
@@ -1827,7 +1827,7 @@ void script_command(kv_client *c)
     } else {
         reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
                         "SCRIPT HELP.",
-                     (int)MIN(sub.len, 128), sub.p);
+                     (int)BK_MIN(sub.len, 128), sub.p);
     }
 }
 
@@ -1835,7 +1835,7 @@ void script_command(kv_client *c)
 size_t script_cached_count(void) { return scripts_ready ? dict_size(&scripts) : 0; }
 size_t script_lua_memory(void) { return eval_L ? (size_t)lua_gc(eval_L, LUA_GCCOUNT, 0) * 1024 : 0; }
 
-int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
+int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv)
 {
     if (cmd->proc != eval_command && cmd->proc != evalsha_command && cmd->proc != eval_ro_command &&
         cmd->proc != evalsha_ro_command && cmd->proc != fcall_command &&

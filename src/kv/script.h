@@ -38,7 +38,7 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
  * or -1 after replying the error. */
 int script_check_flags(kv_client *c, unsigned flags, int ro);
 /* Pushes a new array of the strings argv[0..n) (KEYS, ARGV). */
-void script_push_args(lua_State *L, const str *argv, int n);
+void script_push_args(lua_State *L, const bk_str *argv, int n);
 /* Around a library's load run: "FUNCTION LOAD timeout" past 500 ms. */
 int script_load_timeout_hook_install(lua_State *L);
 void script_load_timeout_hook_remove(lua_State *L);
@@ -74,6 +74,6 @@ int luaopen_kv_cmsgpack(lua_State *L);
 /* t_function.c */
 void function_init(void);
 /* Appends FUNCTION LOAD commands of every library (AOF rewrite). */
-void function_rewrite(void (*emit)(void *ud, int argc, const str *argv), void *ud);
+void function_rewrite(void (*emit)(void *ud, int argc, const bk_str *argv), void *ud);
 
 #endif

@@ -66,7 +66,7 @@ void kv_cmd_table_init(void)
 
 /* Once per command: lower-cases and hashes in one pass (the same FNV-1a as
  * name_hash over the lower-case name). */
-const kv_cmd *kv_cmd_lookup(str name)
+const kv_cmd *kv_cmd_lookup(bk_str name)
 {
     char low[32];
     if (name.len == 0 || name.len >= sizeof low)
@@ -111,7 +111,7 @@ int kv_protected_refuses(const kv_config *cfg, const struct sockaddr *sa)
     return cfg->protected_mode && !has_password && !kv_peer_is_local(sa);
 }
 
-static void client_io_cb(loop *l, loop_io *io, unsigned events);
+static void client_io_cb(bk_loop *l, bk_io *io, unsigned events);
 
 static kv_client *client_alloc(int fd)
 {
@@ -185,7 +185,7 @@ void kv_client_close(kv_client *c)
         /* Not loop_io_forget: a forked AOF-rewrite child shares the socket,
          * so close() alone would leave it registered in epoll. */
         loop_io_stop(&srv.loop, &c->io);
-        if (UNLIKELY(c->tls))
+        if (BK_UNLIKELY(c->tls))
             kv_tls_client_closed(c);
         close(c->fd);
         c->fd = -1;
@@ -198,7 +198,7 @@ void kv_client_close(kv_client *c)
         c->next->prev = c->prev;
     srv.nclients--;
     blocking_client_closed(c);
-    if (UNLIKELY(c->repl_flags))
+    if (BK_UNLIKELY(c->repl_flags))
         repl_client_closed(c);
     kv_unwatch_all(c);
     discard_multi(c);
@@ -227,12 +227,12 @@ void kv_client_set_db(kv_client *c, int id)
  * waits for POLLOUT. */
 static void client_write(kv_client *c)
 {
-    if (UNLIKELY(c->repl_flags & REPL_C_HOLD)) {
+    if (BK_UNLIKELY(c->repl_flags & REPL_C_HOLD)) {
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
         return; /* the full-sync child writes to this socket */
     }
     while (c->wpos < c->wbuf.len) {
-        ssize_t n = UNLIKELY(c->tls)
+        ssize_t n = BK_UNLIKELY(c->tls)
                         ? kv_tls_write(c, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos)
                         : write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
         if (n > 0) {
@@ -261,7 +261,7 @@ static void client_write(kv_client *c)
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
     } else {
         loop_io_set(&srv.loop, &c->io,
-                    UNLIKELY(c->tls) ? kv_tls_events(c) : LOOP_READ | LOOP_WRITE);
+                    BK_UNLIKELY(c->tls) ? kv_tls_events(c) : LOOP_READ | LOOP_WRITE);
     }
 }
 
@@ -286,7 +286,7 @@ static void check_output_limits(kv_client *c)
 {
     size_t pending = c->wbuf.len - c->wpos;
     uint64_t hard = srv.cfg.obuf_hard, soft = srv.cfg.obuf_soft, secs = srv.cfg.obuf_soft_secs;
-    if (UNLIKELY(c->subs) && pubsub_total(c)) { /* the pubsub class */
+    if (BK_UNLIKELY(c->subs) && pubsub_total(c)) { /* the pubsub class */
         hard = srv.obuf_pubsub.hard;
         soft = srv.obuf_pubsub.soft;
         secs = srv.obuf_pubsub.secs;
@@ -340,11 +340,11 @@ static void build_argv(kv_client *c)
 
 static void process_input(kv_client *c)
 {
-    if (UNLIKELY(c->blocked))
+    if (BK_UNLIKELY(c->blocked))
         return; /* its input runs when it is served (blocking_resume_clients) */
     while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_CLOSED))) {
         /* A command CLIENT PAUSE held is parsed already: run it now. */
-        int rc = UNLIKELY(c->cl_flags & CL_HELD) ? RESP_CMD
+        int rc = BK_UNLIKELY(c->cl_flags & CL_HELD) ? RESP_CMD
                                                  : resp_parse(&c->parser, c->rbuf.data, c->rbuf.len);
         c->cl_flags &= ~CL_HELD;
         if (rc == RESP_AGAIN)
@@ -358,16 +358,16 @@ static void process_input(kv_client *c)
             break;
         }
         build_argv(c);
-        if (UNLIKELY(srv.pause_type) && kv_pause_holds(c))
+        if (BK_UNLIKELY(srv.pause_type) && kv_pause_holds(c))
             break; /* run by kv_pause_resume_held when the pause ends */
         size_t mark = c->wbuf.len;
         srv.cl_running = c;
         kv_call(c);
         srv.cl_running = NULL;
-        if (UNLIKELY(c->cl_flags | srv.trk_self.len))
+        if (BK_UNLIKELY(c->cl_flags | srv.trk_self.len))
             kv_client_after_command(c, mark);
         resp_parser_next(&c->parser);
-        if (UNLIKELY(c->repl_flags)) {
+        if (BK_UNLIKELY(c->repl_flags)) {
             if (c->repl_flags & REPL_C_MASTER)
                 repl_master_applied(c);
             if (c->repl_flags & REPL_C_WAITING)
@@ -376,7 +376,7 @@ static void process_input(kv_client *c)
         /* Per command, not per read: one 16 KiB read can hold hundreds of
          * GETs of a large value. */
         check_output_limits(c);
-        if (UNLIKELY(c->blocked))
+        if (BK_UNLIKELY(c->blocked))
             break; /* the command parked c (blocking.h) */
     }
     if (c->flags & CLIENT_CLOSED)
@@ -384,7 +384,7 @@ static void process_input(kv_client *c)
     /* Drop consumed bytes; keep a partial command at the front. */
     size_t used = resp_parser_consumed(&c->parser);
     if (used > 0) {
-        if (UNLIKELY(c->repl_flags & REPL_C_MASTER))
+        if (BK_UNLIKELY(c->repl_flags & REPL_C_MASTER))
             repl_master_shift(c, used); /* keeps a transaction's bytes until its EXEC */
         size_t rest = c->rbuf.len - used;
         if (rest)
@@ -417,7 +417,7 @@ static void client_read(kv_client *c)
     }
     char *at = c->rbuf.data + c->rbuf.len;
     size_t room = c->rbuf.cap - c->rbuf.len;
-    ssize_t n = UNLIKELY(c->tls) ? kv_tls_read(c, at, room) : read(c->fd, at, room);
+    ssize_t n = BK_UNLIKELY(c->tls) ? kv_tls_read(c, at, room) : read(c->fd, at, room);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
@@ -435,15 +435,15 @@ static void client_read(kv_client *c)
         kv_client_close(c);
         return;
     }
-    if (UNLIKELY(c->cl_flags & CL_HELD) || UNLIKELY(c->repl_flags & REPL_C_WAITING))
+    if (BK_UNLIKELY(c->cl_flags & CL_HELD) || BK_UNLIKELY(c->repl_flags & REPL_C_WAITING))
         return; /* input waits behind the held command */
     process_input(c);
 }
 
-static void client_io_cb(loop *l, loop_io *io, unsigned events)
+static void client_io_cb(bk_loop *l, bk_io *io, unsigned events)
 {
     kv_client *c = io->udata;
-    if (UNLIKELY(c == srv.script_caller))
+    if (BK_UNLIKELY(c == srv.script_caller))
         return; /* its script runs: its argv points into rbuf */
     if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR))
         client_read(c);
@@ -519,7 +519,7 @@ kv_client *kv_client_accept(int fd, const struct sockaddr_storage *ss, struct kv
     return c;
 }
 
-static void accept_cb(loop *l, loop_io *io, unsigned events)
+static void accept_cb(bk_loop *l, bk_io *io, unsigned events)
 {
     for (int i = 0; i < 64; i++) {
         struct sockaddr_storage ss;
@@ -542,7 +542,7 @@ static void unknown_command(kv_client *c)
     args[0] = '\0';
     for (int i = 1; i < c->argc && n < 128; i++) {
         int room = (int)(128 - n);
-        int len = (int)MIN(c->argv[i].len, (size_t)room);
+        int len = (int)BK_MIN(c->argv[i].len, (size_t)room);
         int w = snprintf(args + n, sizeof args - n, "'%.*s' ", len, c->argv[i].p);
         if (w < 0)
             break;
@@ -551,7 +551,7 @@ static void unknown_command(kv_client *c)
             n = sizeof args - 1;
     }
     reply_errorf(c, "ERR unknown command '%.*s', with args beginning with: %s",
-                 (int)MIN(c->argv[0].len, 128), c->argv[0].p, args);
+                 (int)BK_MIN(c->argv[0].len, 128), c->argv[0].p, args);
 }
 
 static void touch_command_keys(kv_client *c, const kv_cmd *cmd)
@@ -576,12 +576,12 @@ static void subscribed_refuse(kv_client *c, const kv_cmd *cmd)
         c->argc >= 2 ? kv_acl_subcommand(cmd, c->argv[1], &arity, &has_subs) : NULL;
     if (has_subs && !full) {
         char up[32];
-        size_t n = MIN(strlen(cmd->name), sizeof up - 1);
+        size_t n = BK_MIN(strlen(cmd->name), sizeof up - 1);
         for (size_t i = 0; i < n; i++)
             up[i] = (char)toupper((unsigned char)cmd->name[i]);
         up[n] = '\0';
         reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.",
-                     (int)MIN(c->argv[1].len, (size_t)128), c->argv[1].p, up);
+                     (int)BK_MIN(c->argv[1].len, (size_t)128), c->argv[1].p, up);
     } else if (full && ((arity > 0 && c->argc != arity) || (arity < 0 && c->argc < -arity))) {
         reply_errorf(c, "ERR wrong number of arguments for '%s' command", full);
     } else {
@@ -606,7 +606,7 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     int executing = srv.cl_executing;
     srv.cl_executing = 1;
     /* MONITOR shows a script call before the commands it runs (Redis 7). */
-    int monitor_first = UNLIKELY(srv.nmonitors) && is_script_call(cmd);
+    int monitor_first = BK_UNLIKELY(srv.nmonitors) && is_script_call(cmd);
     if (monitor_first)
         kv_monitor_feed(c, cmd, c->argc, c->argv);
     if (!(cmd->flags & CMD_FAST) || (st->calls & 15) == 0 || srv.time_every_call) {
@@ -622,15 +622,15 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
     srv.cl_executing = executing;
     st->calls++;
     srv.stat_cmds++;
-    if (UNLIKELY(srv.nmonitors) && !monitor_first)
+    if (BK_UNLIKELY(srv.nmonitors) && !monitor_first)
         kv_monitor_feed(c, cmd, c->argc, c->argv);
-    if (UNLIKELY(c->cl_flags & CL_TRACKING) && (cmd->flags & CMD_READONLY))
+    if (BK_UNLIKELY(c->cl_flags & CL_TRACKING) && (cmd->flags & CMD_READONLY))
         tracking_remember(c, cmd, c->argc, c->argv);
-    else if (UNLIKELY(srv.script_caller) && c != srv.script_caller &&
+    else if (BK_UNLIKELY(srv.script_caller) && c != srv.script_caller &&
              (cmd->flags & CMD_READONLY) && (srv.script_caller->cl_flags & CL_TRACKING))
         tracking_remember_script(srv.script_caller);
     /* PUBLISH reaches replicas (their subscribers), not the AOF. */
-    if (UNLIKELY(repl_feeding) && cmd->proc == publish_command)
+    if (BK_UNLIKELY(repl_feeding) && cmd->proc == publish_command)
         repl_feed(c->db, c->argc, c->argv);
     if (srv.dirty != dirty && (cmd->flags & CMD_WRITE)) {
         if (!(c->flags & CLIENT_NO_PROPAGATE) && !srv.loading) {
@@ -639,7 +639,7 @@ static void call_proc(kv_client *c, const kv_cmd *cmd)
             else if (c->prop_argc == 0)
                 aof_feed(c->db, c->argc, c->argv);
         }
-        if ((srv.watch_keys || UNLIKELY(tracking_active())) && !srv.cmd_touched_keys)
+        if ((srv.watch_keys || BK_UNLIKELY(tracking_active())) && !srv.cmd_touched_keys)
             touch_command_keys(c, cmd);
     }
 }
@@ -649,7 +649,7 @@ void kv_call_proc(kv_client *c, const kv_cmd *cmd)
     call_proc(c, cmd);
 }
 
-void kv_propagate_as(kv_client *c, int argc, const str *argv)
+void kv_propagate_as(kv_client *c, int argc, const bk_str *argv)
 {
     /* Copy: argv may point into a scratch buffer of the handler. */
     size_t bytes = 0;
@@ -684,10 +684,10 @@ static void queue_multi(kv_client *c, const kv_cmd *cmd)
         c->mcap = c->mcap ? c->mcap * 2 : 8;
         c->mq = kv_realloc(c->mq, (size_t)c->mcap * sizeof *c->mq);
     }
-    size_t bytes = (size_t)c->argc * sizeof(str);
+    size_t bytes = (size_t)c->argc * sizeof(bk_str);
     for (int i = 0; i < c->argc; i++)
         bytes += c->argv[i].len;
-    str *argv = kv_malloc(bytes);
+    bk_str *argv = kv_malloc(bytes);
     char *p = (char *)(argv + c->argc);
     for (int i = 0; i < c->argc; i++) {
         memcpy(p, c->argv[i].p, c->argv[i].len);
@@ -712,7 +712,7 @@ static int busy_refuses(kv_client *c, const kv_cmd *cmd)
     if (c->argc >= 2 && (cmd->proc == latency_command || cmd->proc == slowlog_command))
         return 0;
     int arity = 0, has_subs = 0;
-    if (c->argc >= 2 && STR_IEQ(c->argv[1], "help") &&
+    if (c->argc >= 2 && BK_STR_IEQ(c->argv[1], "help") &&
         kv_acl_subcommand(cmd, c->argv[1], &arity, &has_subs))
         return 0;
     srv.cmd_stats[cmd - kv_commands].rejected++;
@@ -735,7 +735,7 @@ void kv_loading_begin(size_t total)
     ld.loaded = 0;
 }
 
-void kv_loading_info(buf *b)
+void kv_loading_info(bk_buf *b)
 {
     if (!srv.loading || !kv_loading_serve)
         return;
@@ -781,13 +781,13 @@ void kv_call(kv_client *c)
     const kv_cmd *cmd = kv_cmd_lookup(c->argv[0]);
     c->cmd = NULL;
     kv_client_note_cmd(c, cmd);
-    if (UNLIKELY(!cmd)) {
+    if (BK_UNLIKELY(!cmd)) {
         unknown_command(c);
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
-    if (UNLIKELY((cmd->arity > 0 && c->argc != cmd->arity) ||
+    if (BK_UNLIKELY((cmd->arity > 0 && c->argc != cmd->arity) ||
                  (cmd->arity < 0 && c->argc < -cmd->arity))) {
         /* rejected, not failed: c->cmd stays NULL for reply_error */
         srv.cmd_stats[cmd - kv_commands].rejected++;
@@ -797,33 +797,33 @@ void kv_call(kv_client *c)
         return;
     }
     /* Not authenticated: refused unless the default user became nopass. */
-    if (UNLIKELY(!(c->flags & CLIENT_AUTHED)) && !(cmd->flags & CMD_NO_AUTH) &&
+    if (BK_UNLIKELY(!(c->flags & CLIENT_AUTHED)) && !(cmd->flags & CMD_NO_AUTH) &&
         !kv_acl_default_nopass()) {
         reply_error(c, ERR_NOAUTH);
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
-    if (UNLIKELY(c->user && !c->user->open) && kv_acl_deny(c, cmd)) {
+    if (BK_UNLIKELY(c->user && !c->user->open) && kv_acl_deny(c, cmd)) {
         srv.cmd_stats[cmd - kv_commands].rejected++;
         c->cmd = NULL;
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
-    if (UNLIKELY(c->subs) && pubsub_restricted(c) && !pubsub_allowed_when_subscribed(cmd)) {
+    if (BK_UNLIKELY(c->subs) && pubsub_restricted(c) && !pubsub_allowed_when_subscribed(cmd)) {
         subscribed_refuse(c, cmd);
         return;
     }
-    if (UNLIKELY(srv.script_timedout) && busy_refuses(c, cmd)) {
+    if (BK_UNLIKELY(srv.script_timedout) && busy_refuses(c, cmd)) {
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
-    if (UNLIKELY(repl_guard) && repl_deny(c, cmd))
+    if (BK_UNLIKELY(repl_guard) && repl_deny(c, cmd))
         return;
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
-        if (UNLIKELY(cmd->flags & CMD_NO_MULTI)) {
+        if (BK_UNLIKELY(cmd->flags & CMD_NO_MULTI)) {
             reply_error(c, "ERR Command not allowed inside a transaction");
             c->flags |= CLIENT_DIRTY_EXEC;
             return;
@@ -834,7 +834,7 @@ void kv_call(kv_client *c)
     /* Every command frees memory when over maxmemory, as Redis (a read's
      * tracking client hears of the evicted keys before its reply); only
      * the ones that may grow memory are refused when that is not enough. */
-    if (UNLIKELY(srv.cfg.maxmemory) && !srv.loading) {
+    if (BK_UNLIKELY(srv.cfg.maxmemory) && !srv.loading) {
         if (kv_evict_if_needed() < 0 && (cmd->flags & CMD_DENYOOM)) {
             srv.cmd_stats[cmd - kv_commands].rejected++;
             reply_error(c, ERR_OOM);
@@ -846,13 +846,13 @@ void kv_call(kv_client *c)
 }
 
 /* Runs the queued commands of a transaction (from EXEC). */
-int kv_exec_command(kv_client *c, int argc, str *argv)
+int kv_exec_command(kv_client *c, int argc, bk_str *argv)
 {
     const kv_cmd *cmd = kv_cmd_lookup(argv[0]);
     if (!cmd)
         return -1;
     int sargc = c->argc;
-    str *sargv = c->argv;
+    bk_str *sargv = c->argv;
     c->argc = argc;
     c->argv = argv;
     if (kv_acl_exec_deny(c, cmd) < 0) {
@@ -876,7 +876,7 @@ static void update_time(void)
     srv.lru_clock = (uint32_t)((srv.now_ms / KV_LRU_MS) & 0xfffffff);
 }
 
-static void before_dispatch(loop *l, void *ud)
+static void before_dispatch(bk_loop *l, void *ud)
 {
     update_time();
 }
@@ -890,11 +890,11 @@ static void free_closed(void)
     }
 }
 
-static void on_iteration_end(loop *l, void *ud)
+static void on_iteration_end(bk_loop *l, void *ud)
 {
-    if (UNLIKELY(srv.resume_held))
+    if (BK_UNLIKELY(srv.resume_held))
         kv_pause_resume_held();
-    if (UNLIKELY(srv.trk_bcast_pending))
+    if (BK_UNLIKELY(srv.trk_bcast_pending))
         tracking_broadcast();
     if (srv.aof_buf.len)
         aof_flush(0);
@@ -904,7 +904,7 @@ static void on_iteration_end(loop *l, void *ud)
         free_closed();
 }
 
-static void on_wake(loop *l, void *ud)
+static void on_wake(bk_loop *l, void *ud)
 {
     if (srv.shutdown_asap)
         loop_stop(l);
@@ -933,7 +933,7 @@ double kv_instantaneous(int what)
     return sum / KV_OPS_SAMPLES;
 }
 
-static void cron_cb(loop *l, timer *t)
+static void cron_cb(bk_loop *l, bk_timer *t)
 {
     update_time();
     srv.cronloops++;
@@ -1082,7 +1082,7 @@ int kv_relisten(int port, char *const *bind, int nbind)
     /* The old sockets close first (the new set may share an address and
      * port with them) and come back when the new set fails, as Redis. An
      * event of an old one still queued in this batch finds the new fd in
-     * the same loop_io, where accept() just says EAGAIN. */
+     * the same bk_io, where accept() just says EAGAIN. */
     close_listeners();
     int fds[KV_MAX_BIND];
     char err[256];

@@ -25,7 +25,7 @@ extern int kv_loading_serve;
 void kv_loading_progress(size_t done);
 /* The size of what a start-up load reads; INFO's loading_* lines. */
 void kv_loading_begin(size_t total);
-void kv_loading_info(buf *b);
+void kv_loading_info(bk_buf *b);
 #define KV_VERSION "7.2.0"
 #define KV_MAX_BIND 16
 #define KV_DEFAULT_DBS 16
@@ -86,7 +86,7 @@ static inline size_t kv_varint_put(unsigned char *p, uint64_t v)
 
 static inline uint64_t kv_varint_get(const unsigned char *p, size_t *n)
 {
-    if (LIKELY(p[0] < 0x80)) {
+    if (BK_LIKELY(p[0] < 0x80)) {
         *n = 1;
         return p[0];
     }
@@ -105,12 +105,12 @@ static inline unsigned char *entry_kpos(const kv_entry *e)
 {
     return (unsigned char *)e->data + ((e->flags & ENTRY_EXPIRES) ? ENTRY_TTL_BYTES : 0);
 }
-static inline str entry_key_str(const kv_entry *e)
+static inline bk_str entry_key_str(const kv_entry *e)
 {
     const unsigned char *p = entry_kpos(e);
     size_t n;
     size_t len = (size_t)kv_varint_get(p, &n);
-    return (str){ (const char *)p + n, len };
+    return (bk_str){ (const char *)p + n, len };
 }
 static inline char *entry_key(kv_entry *e) { return (char *)entry_key_str(e).p; }
 static inline size_t entry_klen(const kv_entry *e) { return entry_key_str(e).len; }
@@ -118,7 +118,7 @@ static inline size_t entry_klen(const kv_entry *e) { return entry_key_str(e).len
  * pointer of other types. */
 static inline unsigned char *entry_vpos(const kv_entry *e)
 {
-    str k = entry_key_str(e);
+    bk_str k = entry_key_str(e);
     return (unsigned char *)k.p + k.len;
 }
 static inline size_t entry_vlen(const kv_entry *e)
@@ -182,23 +182,23 @@ enum {
 typedef struct kv_mcmd {
     const struct kv_cmd *cmd;
     int argc;
-    str *argv; /* argv and the bytes in one allocation */
+    bk_str *argv; /* argv and the bytes in one allocation */
 } kv_mcmd;
 
 typedef struct kv_client kv_client;
 struct kv_client {
-    loop_io io;
+    bk_io io;
     uint64_t id;
     int fd;
     unsigned flags;
     int resp;
     kv_db *db;
-    buf rbuf;
+    bk_buf rbuf;
     resp_parser parser;
-    buf wbuf;
+    bk_buf wbuf;
     size_t wpos;
     int argc;
-    str *argv;
+    bk_str *argv;
     size_t argv_cap;
     const struct kv_cmd *cmd, *lastcmd;
     kv_client *next_pending;
@@ -214,8 +214,8 @@ struct kv_client {
     int64_t obuf_soft_since;
     /* replacement argv for the AOF (set by a handler, NULL = as received) */
     int prop_argc, prop_cap;
-    str *prop_argv;
-    buf prop_buf;
+    bk_str *prop_argv;
+    bk_buf prop_buf;
     struct kv_subs *subs; /* Pub/Sub subscriptions, NULL when none yet */
     /* -- client fields: blocking -- */
     int blocked;                 /* parked by a blocking command (blocking.h) */
@@ -376,8 +376,8 @@ typedef struct kv_config {
 
 typedef struct kv_server {
     kv_config cfg;
-    loop loop;
-    loop_io listen_io[KV_MAX_BIND];
+    bk_loop loop;
+    bk_io listen_io[KV_MAX_BIND];
     int nlisten;
     kv_db *dbs;
     kv_client *clients; /* all connected clients */
@@ -391,7 +391,7 @@ typedef struct kv_server {
     int64_t start_ms;
     uint64_t dirty;      /* changes since start (for AOF propagation) */
     uint64_t watch_keys; /* WATCHed keys across dbs */
-    timer cron;
+    bk_timer cron;
     uint64_t cronloops;
     int shutdown_asap;
     int loading;
@@ -413,8 +413,8 @@ typedef struct kv_server {
     int aof_fd;
     int aof_state; /* 0 off, 1 on, 2 waiting for the first rewrite */
     int aof_selected_db;
-    buf aof_buf;
-    buf aof_rewrite_buf;
+    bk_buf aof_buf;
+    bk_buf aof_rewrite_buf;
     int aof_in_multi; /* MULTI already written for the running EXEC */
     pid_t child_pid;
     char *child_tmpfile;
@@ -442,7 +442,7 @@ typedef struct kv_server {
     struct kv_bkey **blk_ready;   /* keys made ready by the running command */
     size_t blk_nready, blk_ready_cap;
     kv_client *blk_resume, *blk_resume_tail; /* served clients with input to run */
-    timer blk_resume_timer;       /* runs them: a 0 ms timer, after this batch's events */
+    bk_timer blk_resume_timer;       /* runs them: a 0 ms timer, after this batch's events */
     int blk_deny;                 /* > 0 inside EXEC (or a script): commands must not block */
     /* -- end blocking -- */
     /* -- server fields: bitops -- */
@@ -480,7 +480,7 @@ typedef struct kv_server {
     struct kv_trk_prefix **trk_pending; /* prefixes with changed keys to send */
     int trk_npending, trk_pending_cap;
     int trk_bcast_pending;      /* trk_pending is not empty: send at batch end */
-    buf trk_self;               /* invalidations for the running client, sent after its reply */
+    bk_buf trk_self;               /* invalidations for the running client, sent after its reply */
     kv_client *cl_running;      /* the client whose command runs (top level) */
     int cl_executing;           /* inside a command's handler (not eviction before it) */
     /* -- end client -- */
@@ -516,7 +516,7 @@ typedef struct kv_server {
 /* -- declarations: repl -- */
 /* -- end repl -- */
     /* -- server fields: stream -- */
-    timer stream_orphan_timer; /* checks XREADGROUP waiters whose stream went away */
+    bk_timer stream_orphan_timer; /* checks XREADGROUP waiters whose stream went away */
     /* -- end stream -- */
     /* -- server fields: script -- */
     kv_client *script_caller; /* the client whose script is running */
@@ -550,7 +550,7 @@ void kv_client_close(kv_client *c);
 void kv_call(kv_client *c);
 kv_client *kv_client_new_fake(void);
 void kv_client_free_fake(kv_client *c);
-const kv_cmd *kv_cmd_lookup(str name);
+const kv_cmd *kv_cmd_lookup(bk_str name);
 /* Fills the name -> command table kv_cmd_lookup reads (once, at start;
  * also for harnesses that run commands without kv_server_main). */
 void kv_cmd_table_init(void);
@@ -559,8 +559,8 @@ void kv_cmd_table_init(void);
 int kv_peer_is_local(const struct sockaddr *sa);
 /* Whether a new client from sa must be refused by protected mode. */
 int kv_protected_refuses(const kv_config *cfg, const struct sockaddr *sa);
-int kv_exec_command(kv_client *c, int argc, str *argv);
-void kv_touch_key(kv_db *db, str key);
+int kv_exec_command(kv_client *c, int argc, bk_str *argv);
+void kv_touch_key(kv_db *db, bk_str key);
 void kv_touch_db(kv_db *db); /* every watched key of db */
 /* FLUSHDB/FLUSHALL (replaced_with NULL) and SWAPDB: the watched keys whose
  * value changes, as Redis. */
@@ -568,9 +568,9 @@ void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with);
 void kv_unwatch_all(kv_client *c);
 /* Leaves MULTI: the queued commands and WATCHes are dropped (multi.c). */
 void kv_discard_transaction(kv_client *c);
-str kv_watch_key_fn(const dict_node *n);
+bk_str kv_watch_key_fn(const dict_node *n);
 void kv_client_set_db(kv_client *c, int id);
-int kv_client_info(kv_client *c, buf *out);
+int kv_client_info(kv_client *c, bk_buf *out);
 void kv_flush_clients(void);
 /* Output was added to c by another client's command (a Pub/Sub message):
  * schedules the write and applies the output buffer limits. */
@@ -584,7 +584,7 @@ struct sockaddr_storage;
 /* tls_kv.c: the tls-* options, TLS listeners and client I/O. */
 int kv_tls_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                       size_t errlen);
-void kv_tls_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+void kv_tls_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),
                        void *ud);
 int kv_tls_start(void);
 void kv_tls_stop(void);
@@ -600,7 +600,7 @@ int kv_open_listeners(int port, char *const *bind, int nbind, int *fds, char *er
                       size_t errlen);
 /* tls_kv.c: after a failed accept (errno): logs, and on EMFILE/ENFILE pauses
  * every listener for 100 ms instead of spinning on a readable one. */
-void kv_accept_failed(loop_io *io);
+void kv_accept_failed(bk_io *io);
 /* -- end tls -- */
 /* -- declarations: blocking -- */
 /* Runs the commands a client sent while it was blocked (server.c). */
@@ -612,7 +612,7 @@ void kv_client_resume(kv_client *c);
 /* Key positions (argv indexes, into pos[3]) of the commands whose keys
  * depend on their options: SORT's STORE, GEORADIUS's STORE/STOREDIST.
  * Returns the number of keys, or -1 when cmd has fixed key positions. */
-int kv_movable_keys(const kv_cmd *cmd, int argc, const str *argv, int *pos);
+int kv_movable_keys(const kv_cmd *cmd, int argc, const bk_str *argv, int *pos);
 /* Sorts base[0..n) (elements of es bytes) enough that [first, last] holds
  * what a full sort puts there, with Redis's partial quicksort (sort.c):
  * equal elements end up where Redis puts them. */
@@ -640,8 +640,8 @@ void dump_debug_object(kv_client *c);
 /* -- declarations: client -- */
 /* suite: CLIENT PAUSE WRITE leaves scripts flagged no-writes alone
  * (script.c: EVAL/EVALSHA argv, t_function.c: FCALL argv). */
-int script_call_no_writes(int evalsha, int argc, const str *argv);
-int function_call_no_writes(int argc, const str *argv);
+int script_call_no_writes(int evalsha, int argc, const bk_str *argv);
+int function_call_no_writes(int argc, const bk_str *argv);
 /* t_client.c: CLIENT, MONITOR, CLIENT PAUSE and REPLY OFF/SKIP */
 enum {
     CL_REPLY_OFF = 1u << 0,
@@ -659,8 +659,8 @@ enum {
     CL_NO_EVICT = 1u << 12,
 };
 enum { KV_PAUSE_WRITE = 1, KV_PAUSE_ALL = 2 };
-int kv_client_name_valid(str s);
-void kv_client_set_name(kv_client *c, str name);
+int kv_client_name_valid(bk_str s);
+void kv_client_set_name(kv_client *c, bk_str name);
 /* RESET: tracking, MONITOR, REPLY OFF and NO-EVICT back to their defaults. */
 void kv_client_reset(kv_client *c);
 /* Narrows [first, last] of a write command's keys to those it changes
@@ -680,7 +680,7 @@ void kv_client_cron(void);
 /* Runs the held commands once the pause ended (batch end). */
 void kv_pause_resume_held(void);
 /* MONITOR: feeds one executed command to the monitors. */
-void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv);
 /* A client closes: drops it from MONITOR, held and tracking state. */
 void kv_client_gone(kv_client *c);
 /* server.c: runs the parsed input of c (used to resume held clients). */
@@ -690,28 +690,28 @@ void tracking_init(void);
 void tracking_free(void);
 void kv_client_tables_free(void);
 void tracking_enable(kv_client *c, uint64_t redir, kv_client *target, unsigned opts,
-                     const str *prefixes, int nprefixes);
+                     const bk_str *prefixes, int nprefixes);
 void tracking_disable(kv_client *c);
 /* Error text when a prefix collides with another of c's, or NULL. */
-int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, size_t errlen);
+int tracking_prefix_error(kv_client *c, const bk_str *prefixes, int n, char *err, size_t errlen);
 /* c ran a read-only command: remember its keys for invalidation. */
-void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv);
 /* A script's read-only command ran: its caller (EVAL*, FCALL*) tracks the
  * keys it declared, as Redis. */
 void tracking_remember_script(kv_client *caller);
 /* key changed in the keyspace (cheap when no client tracks). */
-void tracking_invalidate_key(str key);
+void tracking_invalidate_key(bk_str key);
 void tracking_invalidate_all(void); /* FLUSHDB / FLUSHALL (once per command) */
 void tracking_broadcast(void);      /* batch end: BCAST messages */
 void tracking_send_self(kv_client *c);
 void tracking_cron(void);
 void tracking_client_closed(kv_client *c);
-str tracking_prefix_str(const struct kv_trk_prefix *p);
+bk_str tracking_prefix_str(const struct kv_trk_prefix *p);
 static inline int tracking_active(void) { return dict_size(&srv.trk_keys) || srv.trk_nprefix; }
 /* -- end client -- */
 /* suite: cmd's subcommand sub ("config|get") and its arity; NULL when it
  * is not one (*has_subs: whether cmd is a container at all). acl.c. */
-const char *kv_acl_subcommand(const kv_cmd *cmd, str sub, int *arity, int *has_subs);
+const char *kv_acl_subcommand(const kv_cmd *cmd, bk_str sub, int *arity, int *has_subs);
 /* -- declarations: acl -- */
 typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- end acl -- */
@@ -727,7 +727,7 @@ void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks);
 int kv_relisten(int port, char *const *bind, int nbind);
 /* A blocked command was served (blocking.c): the slowlog gets it with the
  * argv it was called with (suite). */
-void kv_introspect_served(kv_client *c, int argc, str *argv, uint64_t ticks);
+void kv_introspect_served(kv_client *c, int argc, bk_str *argv, uint64_t ticks);
 void kv_introspect_init(void);
 /* SLOWLOG for a command run outside call_proc (a blocked command served
  * later): logs c->argv (c->cmd set) when us reaches the threshold. */
@@ -747,7 +747,7 @@ void kv_introspect_free(void);
 int kv_notify_config_set(const char *name, int argc, char **argv, char *err, size_t errlen);
 void kv_notify_config_defaults(void); /* once, before the first set */
 /* Calls fn for each of them matching the glob pattern. */
-void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+void kv_notify_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),
                           void *ud);
 /* -- end notify -- */
 /* -- declarations: stream -- */
@@ -756,7 +756,7 @@ void kv_notify_config_get(str pattern, void (*fn)(void *ud, const char *name, co
 const char *kv_config_noop_str(const char *name);
 struct kv_stream;
 /* Emits the commands that rebuild a stream (AOF rewrite, t_stream.c). */
-void stream_rewrite(struct kv_stream *s, str key, void (*emit)(void *ud, int argc, const str *argv),
+void stream_rewrite(struct kv_stream *s, bk_str key, void (*emit)(void *ud, int argc, const bk_str *argv),
                     void *ud);
 /* -- end stream -- */
 /* -- declarations: script -- */
@@ -768,7 +768,7 @@ int script_busy_refuses(kv_client *c, const kv_cmd *cmd);
 size_t script_cached_count(void);
 /* COMMAND GETKEYS of EVAL/FCALL and their variants: replies and returns
  * 1, or returns 0 for other commands. */
-int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const str *argv);
+int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv);
 size_t script_lua_memory(void);
 /* -- end script -- */
 /* -- declarations: repl -- */
@@ -777,7 +777,7 @@ extern int repl_feeding; /* the stream goes to a backlog: aof_feed calls repl_fe
 extern int repl_guard;   /* kv_call asks repl_deny (replica or min-replicas-to-write) */
 extern int kv_active_expire_off; /* DEBUG SET-ACTIVE-EXPIRE 0 (replication tests use it) */
 void repl_init(void);
-void repl_feed(kv_db *db, int argc, const str *argv);
+void repl_feed(kv_db *db, int argc, const bk_str *argv);
 void repl_exec_end(void);
 /* Replies and returns 1 when cmd must not run here (READONLY, MASTERDOWN, NOREPLICAS). */
 int repl_deny(kv_client *c, const kv_cmd *cmd);
@@ -807,10 +807,10 @@ void repl_persist_status_changed(void);
 /* Config options of replication: 1 when name is not one of them. */
 int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                     size_t errlen);
-void repl_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+void repl_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),
                      void *ud);
-void repl_info(buf *b);       /* the # Replication section */
-void repl_info_stats(buf *b); /* sync_full / sync_partial_ok / sync_partial_err lines */
+void repl_info(bk_buf *b);       /* the # Replication section */
+void repl_info_stats(bk_buf *b); /* sync_full / sync_partial_ok / sync_partial_err lines */
 void repl_sync_counts(unsigned long long out[3]); /* the same three counters */
 /* repl_debug.c: DEBUG DIGEST / DIGEST-VALUE / POPULATE. */
 void repl_debug_digest(kv_client *c);

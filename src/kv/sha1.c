@@ -54,7 +54,7 @@ void sha1_update(sha1_ctx *s, const void *data, size_t len)
     const unsigned char *p = data;
     s->len += len;
     while (len > 0) {
-        size_t k = MIN(len, 64 - s->n);
+        size_t k = BK_MIN(len, 64 - s->n);
         memcpy(s->blk + s->n, p, k);
         s->n += k;
         p += k;

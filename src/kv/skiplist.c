@@ -5,12 +5,12 @@
 
 #include <math.h>
 
-static str node_key(const dict_node *dn)
+static bk_str node_key(const dict_node *dn)
 {
     return zs_member((const zs_node *)(const void *)dn);
 }
 
-static zs_node *node_alloc(int level, double score, str member)
+static zs_node *node_alloc(int level, double score, bk_str member)
 {
     zs_node *n = kv_malloc(sizeof(zs_node) + (size_t)level * sizeof(struct zs_level) + member.len);
     n->dn.next = NULL;
@@ -28,7 +28,7 @@ zset *zset_new(void)
 {
     zset *z = kv_malloc(sizeof *z);
     dict_init(&z->dict, node_key);
-    z->header = node_alloc(ZS_MAX_LEVEL, 0, STR_NULL);
+    z->header = node_alloc(ZS_MAX_LEVEL, 0, BK_STR_NULL);
     for (int i = 0; i < ZS_MAX_LEVEL; i++) {
         z->header->lv[i].forward = NULL;
         z->header->lv[i].span = 0;
@@ -75,7 +75,7 @@ static int random_level(void)
     return level;
 }
 
-static inline int member_cmp(str a, str b)
+static inline int member_cmp(bk_str a, bk_str b)
 {
     size_t n = a.len < b.len ? a.len : b.len;
     int c = n ? memcmp(a.p, b.p, n) : 0;
@@ -85,12 +85,12 @@ static inline int member_cmp(str a, str b)
 }
 
 /* a before (score, member)? */
-static inline int before(const zs_node *a, double score, str member)
+static inline int before(const zs_node *a, double score, bk_str member)
 {
     return a->score < score || (a->score == score && member_cmp(zs_member(a), member) < 0);
 }
 
-zs_node *zset_find(zset *z, str member)
+zs_node *zset_find(zset *z, bk_str member)
 {
     return (zs_node *)(void *)dict_find(&z->dict, member.p, member.len,
                                         dict_hash32(member.p, member.len));
@@ -100,7 +100,7 @@ static void link_node(zset *z, zs_node *node)
 {
     zs_node *update[ZS_MAX_LEVEL];
     size_t rank[ZS_MAX_LEVEL];
-    str member = zs_member(node);
+    bk_str member = zs_member(node);
     zs_node *x = z->header;
     for (int i = z->level - 1; i >= 0; i--) {
         rank[i] = i == z->level - 1 ? 0 : rank[i + 1];
@@ -138,7 +138,7 @@ static void link_node(zset *z, zs_node *node)
 static void unlink_node(zset *z, zs_node *node)
 {
     zs_node *update[ZS_MAX_LEVEL];
-    str member = zs_member(node);
+    bk_str member = zs_member(node);
     zs_node *x = z->header;
     for (int i = z->level - 1; i >= 0; i--) {
         while (x->lv[i].forward && x->lv[i].forward != node &&
@@ -163,7 +163,7 @@ static void unlink_node(zset *z, zs_node *node)
     z->length--;
 }
 
-zs_node *zset_insert(zset *z, double score, str member)
+zs_node *zset_insert(zset *z, double score, bk_str member)
 {
     zs_node *n = node_alloc(random_level(), score, member);
     n->dn.hash = dict_hash32(member.p, member.len);
@@ -175,7 +175,7 @@ zs_node *zset_insert(zset *z, double score, str member)
 void zset_update_score(zset *z, zs_node *n, double score)
 {
     /* Same position after the change: update in place. */
-    str m = zs_member(n);
+    bk_str m = zs_member(n);
     if ((n->backward == NULL || before(n->backward, score, m)) &&
         (n->lv[0].forward == NULL || !before(n->lv[0].forward, score, m))) {
         n->score = score;
@@ -196,7 +196,7 @@ void zset_delete(zset *z, zs_node *n)
 size_t zset_rank(zset *z, zs_node *node)
 {
     size_t rank = 0;
-    str member = zs_member(node);
+    bk_str member = zs_member(node);
     zs_node *x = z->header;
     for (int i = z->level - 1; i >= 0; i--) {
         while (x->lv[i].forward &&
@@ -274,7 +274,7 @@ zs_node *zset_last_in_score(zset *z, const zrange_score *r)
     return x;
 }
 
-int zset_lex_gte_min(str m, const zrange_lex *r)
+int zset_lex_gte_min(bk_str m, const zrange_lex *r)
 {
     if (r->min_neg_inf)
         return 1;
@@ -284,7 +284,7 @@ int zset_lex_gte_min(str m, const zrange_lex *r)
     return r->minex ? c > 0 : c >= 0;
 }
 
-int zset_lex_lte_max(str m, const zrange_lex *r)
+int zset_lex_lte_max(bk_str m, const zrange_lex *r)
 {
     if (r->max_pos_inf)
         return 1;
@@ -336,7 +336,7 @@ zs_node *zset_last_in_lex(zset *z, const zrange_lex *r)
     return x;
 }
 
-static int parse_bound(str s, double *v, int *ex)
+static int parse_bound(bk_str s, double *v, int *ex)
 {
     *ex = 0;
     if (s.len > 0 && s.p[0] == '(') {
@@ -349,14 +349,14 @@ static int parse_bound(str s, double *v, int *ex)
     return 0;
 }
 
-int zset_parse_score_range(str min, str max, zrange_score *r)
+int zset_parse_score_range(bk_str min, bk_str max, zrange_score *r)
 {
     if (parse_bound(min, &r->min, &r->minex) < 0 || parse_bound(max, &r->max, &r->maxex) < 0)
         return -1;
     return 0;
 }
 
-static int parse_lex(str s, str *out, int *ex, int *neg, int *pos)
+static int parse_lex(bk_str s, bk_str *out, int *ex, int *neg, int *pos)
 {
     *neg = *pos = *ex = 0;
     if (s.len == 0)
@@ -373,11 +373,11 @@ static int parse_lex(str s, str *out, int *ex, int *neg, int *pos)
         *ex = 1;
     else if (s.p[0] != '[')
         return -1;
-    *out = (str){ s.p + 1, s.len - 1 };
+    *out = (bk_str){ s.p + 1, s.len - 1 };
     return 0;
 }
 
-int zset_parse_lex_range(str min, str max, zrange_lex *r)
+int zset_parse_lex_range(bk_str min, bk_str max, zrange_lex *r)
 {
     memset(r, 0, sizeof *r);
     if (parse_lex(min, &r->min, &r->minex, &r->min_neg_inf, &r->min_pos_inf) < 0 ||

@@ -40,23 +40,23 @@ typedef struct {
 } zrange_score;
 
 typedef struct {
-    str min, max;
+    bk_str min, max;
     int minex, maxex;
     int min_neg_inf, max_pos_inf; /* "-" / "+" ; also "+" as min and "-" as max */
     int min_pos_inf, max_neg_inf;
 } zrange_lex;
 
-static inline str zs_member(const zs_node *n)
+static inline bk_str zs_member(const zs_node *n)
 {
-    return (str){ (const char *)&n->lv[n->level], n->dn.aux };
+    return (bk_str){ (const char *)&n->lv[n->level], n->dn.aux };
 }
 
 zset *zset_new(void);
 void zset_free(zset *z);
 zset *zset_dup(zset *z);
-zs_node *zset_find(zset *z, str member);
+zs_node *zset_find(zset *z, bk_str member);
 /* Inserts a member that is not present; returns its node. */
-zs_node *zset_insert(zset *z, double score, str member);
+zs_node *zset_insert(zset *z, double score, bk_str member);
 /* Changes the score of n (no allocation). */
 void zset_update_score(zset *z, zs_node *n, double score);
 /* Removes n and frees it. */
@@ -71,12 +71,12 @@ zs_node *zset_first_in_lex(zset *z, const zrange_lex *r);
 zs_node *zset_last_in_lex(zset *z, const zrange_lex *r);
 int zset_score_gte_min(double v, const zrange_score *r);
 int zset_score_lte_max(double v, const zrange_score *r);
-int zset_lex_gte_min(str m, const zrange_lex *r);
-int zset_lex_lte_max(str m, const zrange_lex *r);
+int zset_lex_gte_min(bk_str m, const zrange_lex *r);
+int zset_lex_lte_max(bk_str m, const zrange_lex *r);
 /* Parses "(1.5", "2", "-inf" style bounds; returns 0 or -1. */
-int zset_parse_score_range(str min, str max, zrange_score *r);
+int zset_parse_score_range(bk_str min, bk_str max, zrange_score *r);
 /* Parses "[a", "(a", "-", "+"; returns 0 or -1. */
-int zset_parse_lex_range(str min, str max, zrange_lex *r);
+int zset_parse_lex_range(bk_str min, bk_str max, zrange_lex *r);
 /* Checks the skip-list invariants (tests); returns 0 when consistent. */
 int zset_check(zset *z);
 

@@ -73,14 +73,14 @@ size_t slab_class_size(size_t n)
 
 unsigned slab_class_index(size_t n)
 {
-    if (UNLIKELY(!class_size[0]))
+    if (BK_UNLIKELY(!class_size[0]))
         init_classes();
     return class_of[(n + 7) / 8];
 }
 
 size_t slab_index_size(unsigned idx)
 {
-    if (UNLIKELY(!class_size[0]))
+    if (BK_UNLIKELY(!class_size[0]))
         init_classes();
     return class_size[idx];
 }
@@ -159,7 +159,7 @@ static void room_remove(slab_class *k, slab_page *p)
 
 void *slab_alloc(size_t n)
 {
-    if (UNLIKELY(!class_size[0]))
+    if (BK_UNLIKELY(!class_size[0]))
         init_classes();
     int c = class_of[(n + 7) / 8];
     slab_class *k = &classes[c];

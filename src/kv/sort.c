@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
 
 /* The C-string length of s: Redis reads patterns as C strings in places. */
-static size_t cstr_len(str s)
+static size_t cstr_len(bk_str s)
 {
     const char *z = memchr(s.p, '\0', s.len);
     return z ? (size_t)(z - s.p) : s.len;
@@ -34,7 +34,7 @@ static size_t cstr_len(str s)
  * least one character of field) reads a hash field instead of a string.
  * Returns 0 when there is no such value. *out stays valid until the
  * keyspace changes. scratch holds the key name between calls. */
-static int pattern_value(kv_db *db, str pat, str elem, buf *scratch, str *out)
+static int pattern_value(kv_db *db, bk_str pat, bk_str elem, bk_buf *scratch, bk_str *out)
 {
     size_t clen = cstr_len(pat);
     if (clen == 1 && pat.p[0] == '#') {
@@ -45,10 +45,10 @@ static int pattern_value(kv_db *db, str pat, str elem, buf *scratch, str *out)
     if (!star)
         return 0; /* a constant key makes no sense to GET */
     size_t after = (size_t)(star - pat.p) + 1;
-    str field = { NULL, 0 };
+    bk_str field = { NULL, 0 };
     for (size_t i = after; i + 2 < clen; i++) {
         if (pat.p[i] == '-' && pat.p[i + 1] == '>') {
-            field = (str){ pat.p + i + 2, pat.len - i - 2 };
+            field = (bk_str){ pat.p + i + 2, pat.len - i - 2 };
             break;
         }
     }
@@ -60,7 +60,7 @@ static int pattern_value(kv_db *db, str pat, str elem, buf *scratch, str *out)
     buf_put(scratch, pat.p, prefix);
     buf_put(scratch, elem.p, elem.len);
     buf_put(scratch, star + 1, postfix);
-    kv_entry *e = db_lookup_read(db, (str){ scratch->data, scratch->len });
+    kv_entry *e = db_lookup_read(db, (bk_str){ scratch->data, scratch->len });
     if (!e)
         return 0;
     if (field.p) {
@@ -75,9 +75,9 @@ static int pattern_value(kv_db *db, str pat, str elem, buf *scratch, str *out)
 }
 
 typedef struct {
-    str elem;
+    bk_str elem;
     double score;
-    str cmp;     /* the BY value for ALPHA */
+    bk_str cmp;     /* the BY value for ALPHA */
     int has_cmp;
     char *cstr;  /* NUL-terminated copy for strcoll (ALPHA without STORE) */
 } sort_item;
@@ -88,7 +88,7 @@ typedef struct {
 } sort_ctx;
 
 /* Binary comparison: memcmp, then the shorter first. */
-static int cmp_binary(str a, str b)
+static int cmp_binary(bk_str a, bk_str b)
 {
     size_t n = a.len < b.len ? a.len : b.len;
     int r = n ? memcmp(a.p, b.p, n) : 0;
@@ -245,10 +245,10 @@ static void pq_sort(const pq_ctx *x, char *a, size_t n, const char *lo, const ch
         }
         /* Move the equal keys from the ends to the middle. */
         char *pn = a + n * es;
-        size_t r = MIN((size_t)(pa - a), (size_t)(pb - pa));
+        size_t r = BK_MIN((size_t)(pa - a), (size_t)(pb - pa));
         if (r)
             pq_swap(a, pb - r, r);
-        r = MIN((size_t)(pd - pc), (size_t)(pn - pd) - es);
+        r = BK_MIN((size_t)(pd - pc), (size_t)(pn - pd) - es);
         if (r)
             pq_swap(pb, pn - r, r);
         r = (size_t)(pb - pa);
@@ -276,7 +276,7 @@ void kv_pqsort(void *base, size_t n, size_t es, kv_cmp_fn *cmp, void *ud, size_t
 
 /* strtod over the value read as a C string, as Redis does: leading spaces
  * and hex are fine, trailing junk, overflow, underflow and NaN are not. */
-static int parse_sort_score(str v, double *out)
+static int parse_sort_score(bk_str v, double *out)
 {
     char stack[128];
     char *b = v.len < sizeof stack ? stack : kv_malloc(v.len + 1);
@@ -309,7 +309,7 @@ static void load_set(dict *s, sort_item *v)
     dict_iter it;
     dict_iter_init(&it, s);
     for (dict_node *dn; (dn = dict_iter_next(&it));) {
-        str m = smember_str((kv_smember *)dn);
+        bk_str m = smember_str((kv_smember *)dn);
         long long ll;
         v[n] = (sort_item){ .elem = m };
         if (all_ints && kv_parse_ll(m.p, m.len, &ll) == 0)
@@ -339,16 +339,16 @@ static void sort_generic(kv_client *c, int readonly)
 {
     int desc = 0, alpha = 0, dontsort = 0, has_store = 0;
     long long lstart = 0, lcount = -1;
-    str by = { NULL, 0 }, store = { NULL, 0 };
+    bk_str by = { NULL, 0 }, store = { NULL, 0 };
     int ngets = 0;
-    str gets_stack[MAX_GETS_STACK];
-    str *gets = gets_stack;
+    bk_str gets_stack[MAX_GETS_STACK];
+    bk_str *gets = gets_stack;
     sort_item *v = NULL;
     char *arena = NULL;
-    buf scratch = { 0 };
+    bk_buf scratch = { 0 };
 
     for (int j = 2; j < c->argc; j++) {
-        str a = c->argv[j];
+        bk_str a = c->argv[j];
         int left = c->argc - j - 1;
         if (arg_is(a, "asc")) {
             desc = 0;
@@ -401,7 +401,7 @@ static void sort_generic(kv_client *c, int readonly)
     if (dontsort && type == KV_SET && (has_store || srv.script_caller)) { /* or a script's */
         dontsort = 0;
         alpha = 1;
-        by = (str){ NULL, 0 };
+        by = (bk_str){ NULL, 0 };
     }
 
     long long len = !obj                ? 0
@@ -473,7 +473,7 @@ static void sort_generic(kv_client *c, int readonly)
         sort_ctx ctx = { .desc = desc, .alpha = alpha, .bypattern = by.p != NULL,
                          .store = has_store };
         for (long long k = 0; k < n; k++) {
-            str val = v[k].elem;
+            bk_str val = v[k].elem;
             if (by.p) {
                 if (!pattern_value(c->db, by, v[k].elem, &scratch, &val))
                     continue;
@@ -492,7 +492,7 @@ static void sort_generic(kv_client *c, int readonly)
             arena = kv_malloc(bytes ? bytes : 1);
             char *w = arena;
             for (long long k = 0; k < n; k++) {
-                str s = by.p ? v[k].cmp : v[k].elem;
+                bk_str s = by.p ? v[k].cmp : v[k].elem;
                 if (s.len) /* a missing BY value has no bytes at all */
                     memcpy(w, s.p, s.len);
                 w[s.len] = '\0';
@@ -517,7 +517,7 @@ static void sort_generic(kv_client *c, int readonly)
             if (!ngets)
                 reply_bulk_str(c, v[k].elem);
             for (int g = 0; g < ngets; g++) {
-                str val;
+                bk_str val;
                 if (pattern_value(c->db, gets[g], v[k].elem, &scratch, &val))
                     reply_bulk_str(c, val);
                 else
@@ -530,7 +530,7 @@ static void sort_generic(kv_client *c, int readonly)
             if (!ngets)
                 list_push(out, 1, lelem_new(v[k].elem.p, v[k].elem.len));
             for (int g = 0; g < ngets; g++) {
-                str val = { "", 0 };
+                bk_str val = { "", 0 };
                 pattern_value(c->db, gets[g], v[k].elem, &scratch, &val);
                 list_push(out, 1, lelem_new(val.p, val.len));
             }
@@ -570,7 +570,7 @@ void sort_ro_command(kv_client *c) { sort_generic(c, 1); }
 
 /* SORT: the key, and the argument after the last STORE, skipping the
  * arguments of LIMIT, GET and BY (Redis's scan, quirks included). */
-static int sort_keys(int argc, const str *argv, int *pos)
+static int sort_keys(int argc, const bk_str *argv, int *pos)
 {
     static const struct {
         const char *name;
@@ -596,7 +596,7 @@ static int sort_keys(int argc, const str *argv, int *pos)
 /* GEORADIUS*: the key, then the argument after the first STORE and after
  * the first STOREDIST found from argument `from` on (key-spec keyword
  * search: the last argument is never taken as the keyword). */
-static int georadius_keys(int argc, const str *argv, int from, int *pos)
+static int georadius_keys(int argc, const bk_str *argv, int from, int *pos)
 {
     static const char *const words[] = { "store", "storedist" };
     int n = 0;
@@ -612,7 +612,7 @@ static int georadius_keys(int argc, const str *argv, int from, int *pos)
     return n;
 }
 
-int kv_movable_keys(const kv_cmd *cmd, int argc, const str *argv, int *pos)
+int kv_movable_keys(const kv_cmd *cmd, int argc, const bk_str *argv, int *pos)
 {
     if (cmd->proc == sort_command || cmd->proc == sort_ro_command)
         return cmd->proc == sort_command ? sort_keys(argc, argv, pos) : (pos[0] = 1, 1);

@@ -90,18 +90,18 @@ size_t stream_node_max_bytes(void)
 
 /* ---- blocks ---- */
 
-static size_t put_bytes(unsigned char *p, str s)
+static size_t put_bytes(unsigned char *p, bk_str s)
 {
     size_t n = kv_varint_put(p, s.len);
     memcpy(p + n, s.p, s.len);
     return n + s.len;
 }
 
-static str get_bytes(const unsigned char **pp)
+static bk_str get_bytes(const unsigned char **pp)
 {
     size_t n;
     uint64_t len = kv_varint_get(*pp, &n);
-    str s = { (const char *)*pp + n, (size_t)len };
+    bk_str s = { (const char *)*pp + n, (size_t)len };
     *pp += n + len;
     return s;
 }
@@ -121,7 +121,7 @@ static st_block *block_reserve(st_block *b, size_t need)
     if ((size_t)b->len + need <= b->cap)
         return b;
     size_t cap = (size_t)b->len + need;
-    cap += MAX(cap / 4, (size_t)64);
+    cap += BK_MAX(cap / 4, (size_t)64);
     cap = (cap + 15) & ~(size_t)15;
     b = kv_realloc(b, sizeof *b + cap);
     b->cap = (uint32_t)cap;
@@ -144,7 +144,7 @@ static size_t lp_int_size(int64_t v)
 
 /* Whether a listpack stores s as an integer: a canonical decimal int64
  * ("0", or an optional '-' then no leading zero). */
-static int lp_is_int(str s, int64_t *v)
+static int lp_is_int(bk_str s, int64_t *v)
 {
     if (s.len == 0 || s.len > 20)
         return 0;
@@ -158,7 +158,7 @@ static int lp_is_int(str s, int64_t *v)
     return 1;
 }
 
-static size_t lp_str_size(str s)
+static size_t lp_str_size(bk_str s)
 {
     int64_t v;
     if (lp_is_int(s, &v))
@@ -179,7 +179,7 @@ static size_t lp_bytes(const st_block *b)
     return (size_t)b->lpb + lp_int_size(b->live) + lp_int_size((int64_t)(b->added - b->live));
 }
 
-static st_block *block_new(st_id first, const str *fv, size_t nfields, size_t need)
+static st_block *block_new(st_id first, const bk_str *fv, size_t nfields, size_t need)
 {
     size_t mf = kv_varint_len(nfields);
     for (size_t i = 0; i < nfields; i++)
@@ -204,7 +204,7 @@ static st_block *block_new(st_id first, const str *fv, size_t nfields, size_t ne
     return b;
 }
 
-static int same_fields(const st_block *b, const str *fv, size_t nfields)
+static int same_fields(const st_block *b, const bk_str *fv, size_t nfields)
 {
     const unsigned char *p = b->data;
     size_t n;
@@ -212,7 +212,7 @@ static int same_fields(const st_block *b, const str *fv, size_t nfields)
         return 0;
     p += n;
     for (size_t i = 0; i < nfields; i++) {
-        str f = get_bytes(&p);
+        bk_str f = get_bytes(&p);
         if (f.len != fv[2 * i].len || memcmp(f.p, fv[2 * i].p, f.len) != 0)
             return 0;
     }
@@ -286,10 +286,10 @@ static void blocks_remove(kv_stream *s, size_t i)
         s->head = 0;
 }
 
-static void append_into(kv_stream *s, st_block *b, st_id id, const str *fv, size_t nfields,
+static void append_into(kv_stream *s, st_block *b, st_id id, const bk_str *fv, size_t nfields,
                         size_t vbytes, size_t fbytes, int count_lp);
 
-void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
+void stream_append(kv_stream *s, st_id id, const bk_str *fv, size_t nfields)
 {
     size_t vbytes = 0, fbytes = 0;
     for (size_t i = 0; i < nfields; i++) {
@@ -322,7 +322,7 @@ void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields)
     append_into(s, b, id, fv, nfields, vbytes, fbytes, 1);
 }
 
-void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields,
+void stream_block_open(kv_stream *s, st_id master, const bk_str *fv, size_t nfields,
                        size_t lp_size, uint64_t count, uint64_t deleted)
 {
     if (s->nblocks) {
@@ -343,7 +343,7 @@ void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields
     blocks_push(s, b);
 }
 
-void stream_append_tail(kv_stream *s, st_id id, const str *fv, size_t nfields)
+void stream_append_tail(kv_stream *s, st_id id, const bk_str *fv, size_t nfields)
 {
     size_t vbytes = 0, fbytes = 0;
     for (size_t i = 0; i < nfields; i++) {
@@ -367,7 +367,7 @@ void stream_block_note_deleted(kv_stream *s, st_id id)
 }
 
 /* Writes the entry at the end of b (the tail block). */
-static void append_into(kv_stream *s, st_block *b, st_id id, const str *fv, size_t nfields,
+static void append_into(kv_stream *s, st_block *b, st_id id, const bk_str *fv, size_t nfields,
                         size_t vbytes, size_t fbytes, int count_lp)
 {
     int same = same_fields(b, fv, nfields);
@@ -472,11 +472,11 @@ kv_stream *stream_dup(kv_stream *s)
     }
     for (size_t gi = 0; gi < s->ngroups; gi++) {
         st_group *g = s->groups[gi];
-        st_group *ng = stream_group_create(d, (str){ g->name, g->nlen }, g->last_id,
+        st_group *ng = stream_group_create(d, (bk_str){ g->name, g->nlen }, g->last_id,
                                            g->entries_read);
         for (size_t ci = 0; ci < g->ncons; ci++) {
             st_consumer *c = g->cons[ci];
-            st_consumer *nc = group_consumer_create(ng, (str){ c->name, c->nlen });
+            st_consumer *nc = group_consumer_create(ng, (bk_str){ c->name, c->nlen });
             nc->seen_ms = c->seen_ms;
             for (size_t k = 0; k < c->pel.n; k++) {
                 st_nack *x = kv_malloc(sizeof *x);
@@ -650,7 +650,7 @@ int st_iter_next(st_iter *it)
     return 0;
 }
 
-void st_iter_field(st_iter *it, str *field, str *value)
+void st_iter_field(st_iter *it, bk_str *field, bk_str *value)
 {
     if (it->same)
         *field = get_bytes(&it->mf);
@@ -832,15 +832,15 @@ void pel_remove(st_pel *p, st_id id)
 
 /* ---- groups and consumers (sorted by name, compared as bytes) ---- */
 
-static int name_cmp(const char *a, size_t alen, str b)
+static int name_cmp(const char *a, size_t alen, bk_str b)
 {
-    int r = memcmp(a, b.p, MIN(alen, b.len));
+    int r = memcmp(a, b.p, BK_MIN(alen, b.len));
     if (r)
         return r;
     return alen < b.len ? -1 : alen > b.len ? 1 : 0;
 }
 
-static size_t group_pos(const kv_stream *s, str name, int *found)
+static size_t group_pos(const kv_stream *s, bk_str name, int *found)
 {
     size_t lo = 0, hi = s->ngroups;
     *found = 0;
@@ -859,7 +859,7 @@ static size_t group_pos(const kv_stream *s, str name, int *found)
     return lo;
 }
 
-st_group *stream_group_find(kv_stream *s, str name)
+st_group *stream_group_find(kv_stream *s, bk_str name)
 {
     int found;
     if (!s)
@@ -868,7 +868,7 @@ st_group *stream_group_find(kv_stream *s, str name)
     return found ? s->groups[i] : NULL;
 }
 
-st_group *stream_group_create(kv_stream *s, str name, st_id id, long long entries_read)
+st_group *stream_group_create(kv_stream *s, bk_str name, st_id id, long long entries_read)
 {
     int found;
     size_t i = group_pos(s, name, &found);
@@ -889,7 +889,7 @@ st_group *stream_group_create(kv_stream *s, str name, st_id id, long long entrie
     return g;
 }
 
-int stream_group_destroy(kv_stream *s, str name)
+int stream_group_destroy(kv_stream *s, bk_str name)
 {
     int found;
     size_t i = group_pos(s, name, &found);
@@ -901,7 +901,7 @@ int stream_group_destroy(kv_stream *s, str name)
     return 1;
 }
 
-static size_t consumer_pos(const st_group *g, str name, int *found)
+static size_t consumer_pos(const st_group *g, bk_str name, int *found)
 {
     size_t lo = 0, hi = g->ncons;
     *found = 0;
@@ -920,14 +920,14 @@ static size_t consumer_pos(const st_group *g, str name, int *found)
     return lo;
 }
 
-st_consumer *group_consumer_find(st_group *g, str name)
+st_consumer *group_consumer_find(st_group *g, bk_str name)
 {
     int found;
     size_t i = consumer_pos(g, name, &found);
     return found ? g->cons[i] : NULL;
 }
 
-st_consumer *group_consumer_create(st_group *g, str name)
+st_consumer *group_consumer_create(st_group *g, bk_str name)
 {
     int found;
     size_t i = consumer_pos(g, name, &found);
@@ -947,7 +947,7 @@ st_consumer *group_consumer_create(st_group *g, str name)
     return c;
 }
 
-size_t group_consumer_delete(st_group *g, str name)
+size_t group_consumer_delete(st_group *g, bk_str name)
 {
     int found;
     size_t i = consumer_pos(g, name, &found);

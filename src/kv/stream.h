@@ -117,14 +117,14 @@ void stream_waiters_check_later(void);
 
 /* Appends an entry with id (> last_id, checked by the caller) and
  * nfields field/value pairs at fv[0..2*nfields). */
-void stream_append(kv_stream *s, st_id id, const str *fv, size_t nfields);
+void stream_append(kv_stream *s, st_id id, const bk_str *fv, size_t nfields);
 /* The RDB loader keeps Redis's node boundaries: opens a block with the
  * listpack's master ID and fields (fv as field/value pairs, values
  * unused), appends to it whatever its fill, and counts its deleted entries
  * toward the fill and the tail as Redis does. */
-void stream_block_open(kv_stream *s, st_id master, const str *fv, size_t nfields,
+void stream_block_open(kv_stream *s, st_id master, const bk_str *fv, size_t nfields,
                        size_t lp_bytes, uint64_t count, uint64_t deleted);
-void stream_append_tail(kv_stream *s, st_id id, const str *fv, size_t nfields);
+void stream_append_tail(kv_stream *s, st_id id, const bk_str *fv, size_t nfields);
 void stream_block_note_deleted(kv_stream *s, st_id id);
 
 /* ---- iteration ---- */
@@ -148,7 +148,7 @@ void st_iter_start(st_iter *it, kv_stream *s, st_id start, st_id end, int rev);
 /* Next entry in range: 1 (it->id, it->nfields set), 0 at the end. */
 int st_iter_next(st_iter *it);
 /* Field/value of the current entry, nfields times after st_iter_next. */
-void st_iter_field(st_iter *it, str *field, str *value);
+void st_iter_field(st_iter *it, bk_str *field, bk_str *value);
 /* Removes the current entry; the iteration goes on after it. */
 void st_iter_remove(st_iter *it);
 void st_iter_stop(st_iter *it);
@@ -166,13 +166,13 @@ size_t stream_node_max_entries(void);
 size_t stream_node_max_bytes(void);
 
 /* ---- groups ---- */
-st_group *stream_group_find(kv_stream *s, str name);
-st_group *stream_group_create(kv_stream *s, str name, st_id id, long long entries_read);
-int stream_group_destroy(kv_stream *s, str name);
-st_consumer *group_consumer_find(st_group *g, str name);
-st_consumer *group_consumer_create(st_group *g, str name);
+st_group *stream_group_find(kv_stream *s, bk_str name);
+st_group *stream_group_create(kv_stream *s, bk_str name, st_id id, long long entries_read);
+int stream_group_destroy(kv_stream *s, bk_str name);
+st_consumer *group_consumer_find(st_group *g, bk_str name);
+st_consumer *group_consumer_create(st_group *g, bk_str name);
 /* Deletes a consumer and its pending entries; returns how many were pending. */
-size_t group_consumer_delete(st_group *g, str name);
+size_t group_consumer_delete(st_group *g, bk_str name);
 
 st_nack *pel_find(st_pel *p, st_id id);
 /* Index of the first nack with id >= id. */
@@ -185,7 +185,7 @@ long long stream_estimate_distance(kv_stream *s, st_id id);
 /* RDB form (stream_rdb.c): writes the value of RDB_TYPE_STREAM_LISTPACKS_2;
  * reads it (v2) or the 5.0-6.2 form. NULL when malformed. */
 struct rdb_reader;
-void stream_rdb_save(buf *b, kv_stream *s);
+void stream_rdb_save(bk_buf *b, kv_stream *s);
 kv_stream *stream_rdb_load(struct rdb_reader *r, int v2);
 int stream_range_has_tombstones(kv_stream *s, st_id start, int has_end, st_id end);
 size_t stream_mem_bytes(const kv_stream *s);

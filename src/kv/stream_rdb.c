@@ -25,14 +25,14 @@ static uint64_t get_be64(const unsigned char *p)
 }
 
 /* buf_put does not grow the buffer: reserve first. */
-static void put_raw(buf *b, const void *p, size_t n)
+static void put_raw(bk_buf *b, const void *p, size_t n)
 {
     if (buf_reserve(b, n) < 0)
         abort();
     buf_put(b, p, n);
 }
 
-static void put_le64(buf *b, uint64_t v)
+static void put_le64(bk_buf *b, uint64_t v)
 {
     unsigned char t[8];
     for (int i = 0; i < 8; i++, v >>= 8)
@@ -40,7 +40,7 @@ static void put_le64(buf *b, uint64_t v)
     put_raw(b, t, 8);
 }
 
-static void save_raw_id(buf *b, st_id id)
+static void save_raw_id(bk_buf *b, st_id id)
 {
     unsigned char k[16];
     put_be64(k, id.ms);
@@ -48,7 +48,7 @@ static void save_raw_id(buf *b, st_id id)
     rdb_save_string(b, (const char *)k, 16);
 }
 
-static void lp_int(buf *l, long long v)
+static void lp_int(bk_buf *l, long long v)
 {
     char t[KV_LL_STR_MAX];
     rdb_lp_append(l, t, kv_fmt_ll(t, v));
@@ -57,7 +57,7 @@ static void lp_int(buf *l, long long v)
 /* One block as Redis's listpack: master entry [count, deleted, nfields,
  * fields..., 0], then per entry [flags, ms-diff, seq-diff, (nfields,
  * fields,) values, lp-count]. */
-static void save_block(buf *b, kv_stream *s, size_t bi, buf *l)
+static void save_block(bk_buf *b, kv_stream *s, size_t bi, bk_buf *l)
 {
     st_block *blk = s->blocks[s->head + bi];
     st_iter it;
@@ -101,7 +101,7 @@ static void save_block(buf *b, kv_stream *s, size_t bi, buf *l)
         }
         size_t nf = it.nfields;
         for (size_t i = 0; i < nf; i++) {
-            str f, v;
+            bk_str f, v;
             st_iter_field(&it, &f, &v);
             if (!it.same) {
                 rdb_lp_append(l, f.p, f.len);
@@ -128,9 +128,9 @@ static void save_block(buf *b, kv_stream *s, size_t bi, buf *l)
     rdb_save_string(b, l->data, l->len);
 }
 
-void stream_rdb_save(buf *b, kv_stream *s)
+void stream_rdb_save(bk_buf *b, kv_stream *s)
 {
-    buf l = { 0 };
+    bk_buf l = { 0 };
     rdb_save_len(b, s->nblocks);
     for (size_t i = 0; i < s->nblocks; i++)
         save_block(b, s, i, &l);
@@ -180,7 +180,7 @@ void stream_rdb_save(buf *b, kv_stream *s)
 /* ---- loading ---- */
 
 typedef struct {
-    str *v;
+    bk_str *v;
     size_t n, cap;
 } elems;
 
@@ -194,7 +194,7 @@ static int collect(void *ud, const char *p, size_t n)
     /* ints are formatted into a scratch buffer by the walker: copy */
     char *c = kv_malloc(n ? n : 1);
     memcpy(c, p, n);
-    e->v[e->n++] = (str){ c, n };
+    e->v[e->n++] = (bk_str){ c, n };
     return 0;
 }
 
@@ -220,10 +220,10 @@ static int load_listpack(kv_stream *s, st_id m, const elems *e, size_t lplen)
         (size_t)mf > e->n)
         return -1;
     size_t i = 3;
-    const str *mfields = e->v + i;
+    const bk_str *mfields = e->v + i;
     i += (size_t)mf + 1; /* and the 0 terminator */
     size_t cap = 0;
-    str *fv = NULL;
+    bk_str *fv = NULL;
     int rc = -1;
     long long seen = 0, gone = 0;
     if (count < 0 || deleted < 0 || (s->nblocks && st_id_cmp(m, s->last_id) <= 0))
@@ -232,7 +232,7 @@ static int load_listpack(kv_stream *s, st_id m, const elems *e, size_t lplen)
     cap = (size_t)mf * 2 + 2;
     fv = kv_malloc(cap * sizeof *fv);
     for (long long k = 0; k < mf; k++)
-        fv[2 * k] = mfields[k], fv[2 * k + 1] = (str){ "", 0 };
+        fv[2 * k] = mfields[k], fv[2 * k + 1] = (bk_str){ "", 0 };
     stream_block_open(s, m, fv, (size_t)mf, lplen, (uint64_t)count, (uint64_t)deleted);
     while (i < e->n) {
         long long flags, dms, dseq, nf;
@@ -353,7 +353,7 @@ kv_stream *stream_rdb_load(rdb_reader *r, int v2)
         }
         st_id gid = { ms, seq };
         long long entries_read = v2 ? (long long)er : stream_estimate_distance(s, gid);
-        st_group *g = stream_group_create(s, (str){ gname, glen }, gid, entries_read);
+        st_group *g = stream_group_create(s, (bk_str){ gname, glen }, gid, entries_read);
         kv_free(gname);
         if (!g)
             goto fail; /* duplicate group */
@@ -378,7 +378,7 @@ kv_stream *stream_rdb_load(rdb_reader *r, int v2)
             size_t clen;
             if (rdb_load_string(r, &cname, &clen) < 0)
                 goto fail;
-            st_consumer *c = group_consumer_create(g, (str){ cname, clen });
+            st_consumer *c = group_consumer_create(g, (bk_str){ cname, clen });
             kv_free(cname);
             if (!c || load_le64(r, &c->seen_ms) < 0)
                 goto fail;

@@ -35,7 +35,7 @@ static const sub_arity module_subs[] = {
 static const sub_arity *find_sub(kv_client *c, const char *cmd, const char *upper,
                                  const sub_arity *t, size_t n)
 {
-    str s = c->argv[1];
+    bk_str s = c->argv[1];
     for (size_t i = 0; i < n; i++) {
         if (!str_ieq_lit(s, t[i].name, strlen(t[i].name)))
             continue;
@@ -46,14 +46,14 @@ static const sub_arity *find_sub(kv_client *c, const char *cmd, const char *uppe
         }
         return &t[i];
     }
-    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)MIN(s.len, (size_t)128),
+    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)BK_MIN(s.len, (size_t)128),
                  s.p, upper);
     return NULL;
 }
 
 void cluster_command(kv_client *c)
 {
-    if (find_sub(c, "cluster", "CLUSTER", cluster_subs, ARRAY_LEN(cluster_subs)))
+    if (find_sub(c, "cluster", "CLUSTER", cluster_subs, BK_ARRAY_LEN(cluster_subs)))
         reply_error(c, ERR_NO_CLUSTER);
 }
 
@@ -84,12 +84,12 @@ static const char *const module_help[] = {
 
 void module_command(kv_client *c)
 {
-    const sub_arity *s = find_sub(c, "module", "MODULE", module_subs, ARRAY_LEN(module_subs));
+    const sub_arity *s = find_sub(c, "module", "MODULE", module_subs, BK_ARRAY_LEN(module_subs));
     if (!s)
         return;
     if (s == &module_subs[0]) {
-        reply_array(c, (long long)ARRAY_LEN(module_help));
-        for (size_t i = 0; i < ARRAY_LEN(module_help); i++)
+        reply_array(c, (long long)BK_ARRAY_LEN(module_help));
+        for (size_t i = 0; i < BK_ARRAY_LEN(module_help); i++)
             reply_simple(c, module_help[i]);
     } else if (s == &module_subs[1]) {
         reply_empty_array(c); /* no module is ever loaded */

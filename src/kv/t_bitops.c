@@ -21,7 +21,7 @@
  * "#1152921504606846976" of an i64 is offset 0 there too). The byte it
  * falls in must stay below proto-max-bulk-len, so every later size
  * computation fits. Replies on error. */
-static int bit_offset_arg(kv_client *c, str s, int hash, int bits, uint64_t *off)
+static int bit_offset_arg(kv_client *c, bk_str s, int hash, int bits, uint64_t *off)
 {
     int usehash = hash && s.len > 1 && s.p[0] == '#';
     long long v;
@@ -39,7 +39,7 @@ static int bit_offset_arg(kv_client *c, str s, int hash, int bits, uint64_t *off
 /* The string at key for a write reaching bit maxbit: created or grown
  * with zero bytes as needed (*grown says whether its length changed).
  * Returns NULL after replying an error (wrong type, too large). */
-static kv_entry *string_for_bit_write(kv_client *c, str key, uint64_t maxbit, int *grown)
+static kv_entry *string_for_bit_write(kv_client *c, bk_str key, uint64_t maxbit, int *grown)
 {
     uint64_t need = (maxbit >> 3) + 1;
     kv_entry *e = lookup_typed(c, key, KV_STRING, 1);
@@ -107,7 +107,7 @@ void getbit_command(kv_client *c)
     kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 0);
     if (e == KV_WRONGTYPE)
         return;
-    str v = e ? entry_str(e) : (str){ "", 0 };
+    bk_str v = e ? entry_str(e) : (bk_str){ "", 0 };
     reply_int(c, (off >> 3) < v.len ? bit_at((const unsigned char *)v.p, off) : 0);
 }
 
@@ -200,11 +200,11 @@ static int bit_range(long long start, long long end, int isbit, size_t len, uint
 }
 
 /* BYTE | BIT unit argument. Replies on error. */
-static int unit_arg(kv_client *c, str s, int *isbit)
+static int unit_arg(kv_client *c, bk_str s, int *isbit)
 {
-    if (STR_IEQ(s, "bit"))
+    if (BK_STR_IEQ(s, "bit"))
         *isbit = 1;
-    else if (STR_IEQ(s, "byte"))
+    else if (BK_STR_IEQ(s, "byte"))
         *isbit = 0;
     else {
         reply_error(c, ERR_SYNTAX);
@@ -235,7 +235,7 @@ void bitcount_command(kv_client *c)
         reply_error(c, ERR_SYNTAX);
         return;
     }
-    str v = entry_str(e);
+    bk_str v = entry_str(e);
     /* Both negative with start past end: empty, before any clamping. */
     uint64_t from, to;
     if ((start < 0 && end < 0 && start > end) || !bit_range(start, end, isbit, v.len, &from, &to)) {
@@ -262,7 +262,7 @@ void bitpos_command(kv_client *c)
         reply_int(c, bit ? -1 : 0);
         return;
     }
-    str v = entry_str(e);
+    bk_str v = entry_str(e);
     long long start = 0, end = -1;
     int isbit = 0, end_given = 0;
     if (c->argc >= 4 && c->argc <= 6) {
@@ -323,7 +323,7 @@ static void bitop_apply(int op, unsigned char *dst, const unsigned char *src, si
 void bitop_command(kv_client *c)
 {
     int op = -1;
-    for (size_t i = 0; i < ARRAY_LEN(bitop_names); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(bitop_names); i++)
         if (str_ieq_lit(c->argv[1], bitop_names[i].name, strlen(bitop_names[i].name)))
             op = bitop_names[i].op;
     if (op < 0) {
@@ -337,16 +337,16 @@ void bitop_command(kv_client *c)
     }
     /* Source values stay valid while nothing is written (a lookup may only
      * delete the expired key it looks up). */
-    str stack_src[16];
-    str *src = nsrc <= 16 ? stack_src : kv_malloc((size_t)nsrc * sizeof *src);
+    bk_str stack_src[16];
+    bk_str *src = nsrc <= 16 ? stack_src : kv_malloc((size_t)nsrc * sizeof *src);
     unsigned char *res = NULL;
     size_t maxlen = 0;
     for (int i = 0; i < nsrc; i++) {
         kv_entry *e = lookup_typed(c, c->argv[3 + i], KV_STRING, 0);
         if (e == KV_WRONGTYPE)
             goto done;
-        src[i] = e ? entry_str(e) : (str){ "", 0 };
-        maxlen = MAX(maxlen, src[i].len);
+        src[i] = e ? entry_str(e) : (bk_str){ "", 0 };
+        maxlen = BK_MAX(maxlen, src[i].len);
     }
     if (maxlen) {
         res = kv_malloc(maxlen);
@@ -395,7 +395,7 @@ static const bf_word bf_policies[] = {
     [BF_WRAP] = { "wrap", 0 }, [BF_SAT] = { "sat", 0 }, [BF_FAIL] = { "fail", 0 },
 };
 
-static int word_index(str s, const bf_word *words, size_t n)
+static int word_index(bk_str s, const bf_word *words, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (str_ieq_lit(s, words[i].name, strlen(words[i].name)))
@@ -497,7 +497,7 @@ static int bf_fit_unsigned(uint64_t value, int64_t incr, int bits, int policy, i
 }
 
 /* i<bits> (1..64) or u<bits> (1..63). Replies on error. */
-static int bf_type_arg(kv_client *c, str s, int *sign, int *bits)
+static int bf_type_arg(kv_client *c, bk_str s, int *sign, int *bits)
 {
     long long n;
     if (s.len < 2 || kv_parse_ll(s.p + 1, s.len - 1, &n) < 0)
@@ -525,13 +525,13 @@ static void bitfield_generic(kv_client *c, int readonly_cmd)
     bf_op *ops = cap <= 16 ? stack_ops : kv_malloc((size_t)cap * sizeof *ops);
     for (int j = 2; j < c->argc; j++) {
         int more = c->argc - j - 1;
-        int op = word_index(c->argv[j], bf_subcommands, ARRAY_LEN(bf_subcommands));
+        int op = word_index(c->argv[j], bf_subcommands, BK_ARRAY_LEN(bf_subcommands));
         if (op < 0 || more < bf_subcommands[op].args) {
             reply_error(c, ERR_SYNTAX);
             goto done;
         }
         if (op == BF_OVERFLOW) {
-            policy = word_index(c->argv[++j], bf_policies, ARRAY_LEN(bf_policies));
+            policy = word_index(c->argv[++j], bf_policies, BK_ARRAY_LEN(bf_policies));
             if (policy < 0) {
                 reply_error(c, "ERR Invalid OVERFLOW type specified");
                 goto done;
@@ -546,7 +546,7 @@ static void bitfield_generic(kv_client *c, int readonly_cmd)
             goto done;
         if (op != BF_GET) {
             writes = 1;
-            maxbit = MAX(maxbit, off + (uint64_t)bits - 1);
+            maxbit = BK_MAX(maxbit, off + (uint64_t)bits - 1);
             if (arg_ll(c, c->argv[j + 3], &arg) < 0)
                 goto done;
         }
@@ -576,10 +576,10 @@ static void bitfield_generic(kv_client *c, int readonly_cmd)
             /* Reads may pass the end of the string: copy the bytes the
              * field spans (9 at most) into a zero-padded buffer. */
             unsigned char b[9] = { 0 };
-            str v = e ? entry_str(e) : (str){ "", 0 };
+            bk_str v = e ? entry_str(e) : (bk_str){ "", 0 };
             uint64_t first = o->offset >> 3;
             if (first < v.len)
-                memcpy(b, v.p + first, (size_t)MIN((uint64_t)sizeof b, v.len - first));
+                memcpy(b, v.p + first, (size_t)BK_MIN((uint64_t)sizeof b, v.len - first));
             uint64_t raw = bf_read(b, o->offset & 7, o->bits);
             reply_int(c, bf_value(raw, o->bits, o->sign));
             continue;

@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <sys/time.h>
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
 
-static int str_eq_cstr(str s, const char *c)
+static int str_eq_cstr(bk_str s, const char *c)
 {
     return strlen(c) == s.len && memcmp(c, s.p, s.len) == 0;
 }
@@ -29,7 +29,7 @@ static int str_eq_cstr(str s, const char *c)
 static void sub_arity_error(kv_client *c)
 {
     char name[32];
-    size_t n = MIN(c->argv[1].len, sizeof name - 1);
+    size_t n = BK_MIN(c->argv[1].len, sizeof name - 1);
     for (size_t i = 0; i < n; i++)
         name[i] = ascii_lower(c->argv[1].p[i]);
     name[n] = '\0';
@@ -47,7 +47,7 @@ typedef struct {
 
 /* ---- names ---- */
 
-int kv_client_name_valid(str s)
+int kv_client_name_valid(bk_str s)
 {
     for (size_t i = 0; i < s.len; i++)
         if (s.p[i] < '!' || s.p[i] > '~')
@@ -55,7 +55,7 @@ int kv_client_name_valid(str s)
     return 1;
 }
 
-void kv_client_set_name(kv_client *c, str name)
+void kv_client_set_name(kv_client *c, bk_str name)
 {
     kv_free(c->name);
     c->name = name.len ? kv_strndup(name.p, name.len) : NULL;
@@ -72,12 +72,12 @@ static unsigned char *container_tab; /* per kv_commands index: 1 container, 2 no
 
 static int is_container(const kv_cmd *cmd)
 {
-    if (UNLIKELY(!container_tab))
+    if (BK_UNLIKELY(!container_tab))
         container_tab = kv_calloc(kv_ncommands);
     unsigned char *slot = &container_tab[cmd - kv_commands];
-    if (UNLIKELY(!*slot)) {
+    if (BK_UNLIKELY(!*slot)) {
         *slot = 2;
-        for (size_t i = 0; i < ARRAY_LEN(containers); i++)
+        for (size_t i = 0; i < BK_ARRAY_LEN(containers); i++)
             if (strcmp(cmd->name, containers[i]) == 0)
                 *slot = 1;
     }
@@ -90,10 +90,10 @@ static unsigned char *written_tab;
 
 void kv_written_keys(const kv_cmd *cmd, int *first, int *last)
 {
-    if (UNLIKELY(!written_tab))
+    if (BK_UNLIKELY(!written_tab))
         written_tab = kv_calloc(kv_ncommands);
     unsigned char *slot = &written_tab[cmd - kv_commands];
-    if (UNLIKELY(!*slot)) {
+    if (BK_UNLIKELY(!*slot)) {
         size_t n = strlen(cmd->name);
         *slot = 1;
         if (n > 5 && strcmp(cmd->name + n - 5, "store") == 0)
@@ -129,7 +129,7 @@ void kv_client_note_cmd(kv_client *c, const kv_cmd *cmd)
 
 /* Redis 7.0.15's fields in its order, then 7.2's lib-name and lib-ver
  * (clients such as node-redis read back what CLIENT SETINFO set). */
-int kv_client_info(kv_client *c, buf *out)
+int kv_client_info(kv_client *c, bk_buf *out)
 {
     char flags[16];
     size_t nf = 0;
@@ -175,7 +175,7 @@ int kv_client_info(kv_client *c, buf *out)
             argv_mem += c->argv[i].len;
     size_t multi_mem = 0;
     for (int i = 0; i < c->mcount; i++) {
-        multi_mem += sizeof(kv_mcmd) + (size_t)c->mq[i].argc * sizeof(str);
+        multi_mem += sizeof(kv_mcmd) + (size_t)c->mq[i].argc * sizeof(bk_str);
         for (int j = 0; j < c->mq[i].argc; j++)
             multi_mem += c->mq[i].argv[j].len;
     }
@@ -210,14 +210,14 @@ int kv_client_info(kv_client *c, buf *out)
 /* Client types of CLIENT LIST TYPE / CLIENT KILL TYPE: 0 unknown. */
 enum { TYPE_NORMAL = 1, TYPE_REPLICA, TYPE_MASTER, TYPE_PUBSUB };
 
-static int parse_type(str t)
+static int parse_type(bk_str t)
 {
     static const struct {
         const char *name;
         int type;
     } types[] = { { "normal", TYPE_NORMAL }, { "slave", TYPE_REPLICA }, { "replica", TYPE_REPLICA },
                   { "master", TYPE_MASTER }, { "pubsub", TYPE_PUBSUB } };
-    for (size_t i = 0; i < ARRAY_LEN(types); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(types); i++)
         if (arg_is(t, types[i].name))
             return types[i].type;
     return 0;
@@ -235,13 +235,13 @@ static int client_type(const kv_client *x)
 
 static void client_list(kv_client *c)
 {
-    buf out = { 0 };
+    bk_buf out = { 0 };
     long long *ids = NULL;
     int nids = 0, type = 0;
     if (c->argc == 4 && arg_is(c->argv[2], "type")) {
         type = parse_type(c->argv[3]);
         if (!type) {
-            reply_errorf(c, "ERR Unknown client type '%.*s'", (int)MIN(c->argv[3].len, 64),
+            reply_errorf(c, "ERR Unknown client type '%.*s'", (int)BK_MIN(c->argv[3].len, 64),
                          c->argv[3].p);
             return;
         }
@@ -283,7 +283,7 @@ done:
 
 static void client_info(kv_client *c)
 {
-    buf out = { 0 };
+    bk_buf out = { 0 };
     kv_client_info(c, &out);
     reply_verbatim(c, out.data ? out.data : "", out.len, "txt");
     buf_free(&out);
@@ -318,9 +318,9 @@ static void client_kill(kv_client *c)
     }
     long long id = 0;
     int type = 0, skipme = 1;
-    str addr = STR_NULL, laddr = STR_NULL, user = STR_NULL;
+    bk_str addr = BK_STR_NULL, laddr = BK_STR_NULL, user = BK_STR_NULL;
     for (int i = 2; i < c->argc; i += 2) {
-        str k = c->argv[i], v = c->argv[i + 1];
+        bk_str k = c->argv[i], v = c->argv[i + 1];
         if (arg_is(k, "id")) {
             if (kv_parse_ll(v.p, v.len, &id) < 0 || id <= 0) {
                 reply_error(c, "ERR client-id should be greater than 0");
@@ -329,7 +329,7 @@ static void client_kill(kv_client *c)
         } else if (arg_is(k, "type")) {
             type = parse_type(v);
             if (!type) {
-                reply_errorf(c, "ERR Unknown client type '%.*s'", (int)MIN(v.len, 64), v.p);
+                reply_errorf(c, "ERR Unknown client type '%.*s'", (int)BK_MIN(v.len, 64), v.p);
                 return;
             }
         } else if (arg_is(k, "addr")) {
@@ -338,7 +338,7 @@ static void client_kill(kv_client *c)
             laddr = v;
         } else if (arg_is(k, "user")) {
             if (!kv_acl_user_exists(v)) {
-                reply_errorf(c, "ERR No such user '%.*s'", (int)MIN(v.len, 64), v.p);
+                reply_errorf(c, "ERR No such user '%.*s'", (int)BK_MIN(v.len, 64), v.p);
                 return;
             }
             user = v;
@@ -390,7 +390,7 @@ static void client_setname(kv_client *c)
 /* Redis 7.2's SETINFO, kept for clients that send it on connect. */
 static void client_setinfo(kv_client *c)
 {
-    str attr = c->argv[2], v = c->argv[3];
+    bk_str attr = c->argv[2], v = c->argv[3];
     char **slot;
     const char *label;
     if (arg_is(attr, "lib-name")) {
@@ -400,7 +400,7 @@ static void client_setinfo(kv_client *c)
         slot = &c->lib_ver;
         label = "lib-ver";
     } else {
-        reply_errorf(c, "ERR Unrecognized option '%.*s'", (int)MIN(attr.len, 64), attr.p);
+        reply_errorf(c, "ERR Unrecognized option '%.*s'", (int)BK_MIN(attr.len, 64), attr.p);
         return;
     }
     if (!kv_client_name_valid(v)) {
@@ -414,7 +414,7 @@ static void client_setinfo(kv_client *c)
 
 static void client_reply(kv_client *c)
 {
-    str v = c->argv[2];
+    bk_str v = c->argv[2];
     if (arg_is(v, "on")) {
         c->cl_flags &= ~(CL_REPLY_OFF | CL_REPLY_SKIP | CL_REPLY_SKIP_NEXT);
         reply_ok(c);
@@ -464,7 +464,7 @@ static void client_pause(kv_client *c)
         }
     } else if (c->argc > 4) {
         reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
-                        "CLIENT HELP.", (int)MIN(c->argv[1].len, 128), c->argv[1].p);
+                        "CLIENT HELP.", (int)BK_MIN(c->argv[1].len, 128), c->argv[1].p);
         return;
     }
     int64_t end = ms > INT64_MAX - srv.now_ms ? INT64_MAX : srv.now_ms + ms;
@@ -496,13 +496,13 @@ static int may_replicate(const kv_cmd *cmd)
 {
     static const char *const names[] = { "publish", "pfcount", "eval", "evalsha", "fcall",
                                          "spublish" };
-    for (size_t i = 0; i < ARRAY_LEN(names); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(names); i++)
         if (strcmp(cmd->name, names[i]) == 0)
             return 1;
     return 0;
 }
 
-static int is_write_like(const kv_cmd *cmd, int argc, const str *argv)
+static int is_write_like(const kv_cmd *cmd, int argc, const bk_str *argv)
 {
     if (cmd->flags & CMD_WRITE)
         return 1;
@@ -560,7 +560,7 @@ static void resize_query_buffer(kv_client *c)
     if (c->rbuf.len == 0 && srv.now_ms - c->last_ms >= 2000) {
         buf_free(&c->rbuf);
     } else if (c->rbuf.cap > QB_RESIZE_MIN && c->cl_qb_peak < c->rbuf.cap / 2) {
-        size_t want = MAX(c->cl_qb_peak, (size_t)QB_BASE);
+        size_t want = BK_MAX(c->cl_qb_peak, (size_t)QB_BASE);
         if (want >= c->rbuf.len && want < c->rbuf.cap) {
             char *d = realloc(c->rbuf.data, want);
             if (d) {
@@ -636,7 +636,7 @@ void monitor_command(kv_client *c)
 }
 
 /* Appends s quoted as Redis's sdscatrepr does. */
-static void put_repr(buf *b, str s)
+static void put_repr(bk_buf *b, bk_str s)
 {
     buf_reserve(b, s.len * 4 + 3);
     char *w = b->data + b->len;
@@ -676,17 +676,17 @@ static void put_repr(buf *b, str s)
 
 /* Which arguments MONITOR shows as "(redacted)": AUTH's, HELLO's AUTH
  * pair, MIGRATE's AUTH / AUTH2 credentials. */
-static int redacted(const kv_cmd *cmd, int argc, const str *argv, int i)
+static int redacted(const kv_cmd *cmd, int argc, const bk_str *argv, int i)
 {
     if (strcmp(cmd->name, "auth") == 0)
         return i >= 1;
     if (strcmp(cmd->name, "hello") == 0) {
         for (int k = 2; k < argc; k++) {
-            if (STR_IEQ(argv[k], "auth") && k + 2 < argc) {
+            if (BK_STR_IEQ(argv[k], "auth") && k + 2 < argc) {
                 if (i == k + 1 || i == k + 2)
                     return 1;
                 k += 2;
-            } else if (STR_IEQ(argv[k], "setname") && k + 1 < argc) {
+            } else if (BK_STR_IEQ(argv[k], "setname") && k + 1 < argc) {
                 k++;
             }
         }
@@ -694,16 +694,16 @@ static int redacted(const kv_cmd *cmd, int argc, const str *argv, int i)
     }
     if (strcmp(cmd->name, "migrate") == 0) {
         for (int k = 6; k < argc; k++) {
-            if (STR_IEQ(argv[k], "auth") && i == k + 1)
+            if (BK_STR_IEQ(argv[k], "auth") && i == k + 1)
                 return 1;
-            if (STR_IEQ(argv[k], "auth2") && (i == k + 1 || i == k + 2))
+            if (BK_STR_IEQ(argv[k], "auth2") && (i == k + 1 || i == k + 2))
                 return 1;
         }
     }
     return 0;
 }
 
-static const client_sub *find_sub(str name);
+static const client_sub *find_sub(bk_str name);
 
 /* Redis 7.0's admin subcommands of containers (MONITOR hides them; HELP
  * and the harmless ones show). CLIENT's come from client_subs. */
@@ -718,16 +718,16 @@ static const struct {
     { "module", { "list", "load", "loadex", "unload" } },
 };
 
-static int hidden_from_monitor(const kv_cmd *cmd, int argc, const str *argv)
+static int hidden_from_monitor(const kv_cmd *cmd, int argc, const bk_str *argv)
 {
     if (cmd->proc == client_command) {
         const client_sub *s = argc >= 2 ? find_sub(argv[1]) : NULL;
         return s && s->admin;
     }
-    for (size_t i = 0; i < ARRAY_LEN(admin_subs); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(admin_subs); i++) {
         if (strcmp(cmd->name, admin_subs[i].container) != 0)
             continue;
-        for (size_t k = 0; argc >= 2 && k < ARRAY_LEN(admin_subs[i].subs) && admin_subs[i].subs[k]; k++)
+        for (size_t k = 0; argc >= 2 && k < BK_ARRAY_LEN(admin_subs[i].subs) && admin_subs[i].subs[k]; k++)
             if (arg_is(argv[1], admin_subs[i].subs[k]))
                 return 1;
         return 0;
@@ -735,7 +735,7 @@ static int hidden_from_monitor(const kv_cmd *cmd, int argc, const str *argv)
     return (cmd->flags & CMD_ADMIN) != 0;
 }
 
-void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
+void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv)
 {
     /* A fake client outside AOF loading runs a script's commands: Redis
      * shows them as from "lua". */
@@ -748,14 +748,14 @@ void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
                                                                                   : c->addr;
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    buf line = { 0 };
+    bk_buf line = { 0 };
     char head[128];
     int n = snprintf(head, sizeof head, "+%ld.%06ld [%d %s]", (long)tv.tv_sec, (long)tv.tv_usec,
                      c->db->id, addr);
     buf_append(&line, head, (size_t)n);
     for (int i = 0; i < argc; i++) {
         buf_append(&line, " ", 1);
-        put_repr(&line, redacted(cmd, argc, argv, i) ? STR("(redacted)") : argv[i]);
+        put_repr(&line, redacted(cmd, argc, argv, i) ? BK_STR("(redacted)") : argv[i]);
     }
     buf_append(&line, "\r\n", 2);
     for (int i = 0; i < srv.nmonitors; i++) {
@@ -843,11 +843,11 @@ static void client_tracking(kv_client *c)
     unsigned opts = 0;
     long long redir = 0;
     kv_client *target = NULL;
-    str *prefixes = kv_malloc((size_t)c->argc * sizeof *prefixes);
+    bk_str *prefixes = kv_malloc((size_t)c->argc * sizeof *prefixes);
     int np = 0;
     for (int i = 3; i < c->argc; i++) {
         int more = c->argc - i - 1;
-        str a = c->argv[i];
+        bk_str a = c->argv[i];
         if (arg_is(a, "redirect") && more) {
             i++;
             if (redir) {
@@ -924,7 +924,7 @@ static void client_caching(kv_client *c)
                        "mode with OPTIN or OPTOUT mode enabled");
         return;
     }
-    str v = c->argv[2];
+    bk_str v = c->argv[2];
     if (arg_is(v, "yes")) {
         if (!(c->cl_flags & CL_TRK_OPTIN)) {
             reply_error(c, "ERR CLIENT CACHING YES is only valid when tracking is enabled in "
@@ -970,10 +970,10 @@ static void client_trackinginfo(kv_client *c)
         reply_set(c, 1);
         reply_bulk_cstr(c, "off");
     } else {
-        const char *out[ARRAY_LEN(names) + 1];
+        const char *out[BK_ARRAY_LEN(names) + 1];
         int n = 0;
         out[n++] = "on";
-        for (size_t i = 0; i < ARRAY_LEN(names); i++)
+        for (size_t i = 0; i < BK_ARRAY_LEN(names); i++)
             if ((c->cl_flags & names[i].need) == names[i].need)
                 out[n++] = names[i].name;
         reply_set(c, n);
@@ -1043,8 +1043,8 @@ static void client_help(kv_client *c)
         "HELP",
         "    Prints this help.",
     };
-    reply_array(c, (long long)ARRAY_LEN(lines));
-    for (size_t i = 0; i < ARRAY_LEN(lines); i++)
+    reply_array(c, (long long)BK_ARRAY_LEN(lines));
+    for (size_t i = 0; i < BK_ARRAY_LEN(lines); i++)
         reply_simple(c, lines[i]);
 }
 
@@ -1073,9 +1073,9 @@ static const client_sub client_subs[] = {
     /* -- end blocking -- */
 };
 
-static const client_sub *find_sub(str name)
+static const client_sub *find_sub(bk_str name)
 {
-    for (size_t i = 0; i < ARRAY_LEN(client_subs); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(client_subs); i++)
         if (arg_is(name, client_subs[i].name))
             return &client_subs[i];
     return NULL;
@@ -1086,7 +1086,7 @@ void client_command(kv_client *c)
     const client_sub *s = find_sub(c->argv[1]);
     if (!s) {
         reply_errorf(c, "ERR unknown subcommand '%.*s'. Try CLIENT HELP.",
-                     (int)MIN(c->argv[1].len, 128), c->argv[1].p);
+                     (int)BK_MIN(c->argv[1].len, 128), c->argv[1].p);
         return;
     }
     if ((s->arity > 0 && c->argc != s->arity) || (s->arity < 0 && c->argc < -s->arity)) {

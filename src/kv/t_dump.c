@@ -28,7 +28,7 @@
 #define ERR_PAYLOAD "ERR DUMP payload version or checksum are wrong"
 #define ERR_BAD_FORMAT "ERR Bad data format"
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
@@ -40,7 +40,7 @@ void dump_command(kv_client *c)
         reply_null(c);
         return;
     }
-    buf b = { 0 };
+    bk_buf b = { 0 };
     rdb_dump_payload(&b, e);
     reply_bulk(c, b.data, b.len);
     buf_free(&b);
@@ -65,7 +65,7 @@ void restore_command(kv_client *c)
     long long idle = -1, freq = -1, ttl;
     for (int j = 4; j < c->argc; j++) {
         int more = c->argc - j - 1;
-        str o = c->argv[j];
+        bk_str o = c->argv[j];
         if (arg_is(o, "replace")) {
             replace = 1;
         } else if (arg_is(o, "absttl")) {
@@ -89,7 +89,7 @@ void restore_command(kv_client *c)
             return;
         }
     }
-    str key = c->argv[1];
+    bk_str key = c->argv[1];
     if (!replace && db_lookup_write(c->db, key)) {
         reply_error(c, ERR_BUSYKEY);
         return;
@@ -100,7 +100,7 @@ void restore_command(kv_client *c)
         reply_error(c, "ERR Invalid TTL value, must be >= 0");
         return;
     }
-    str payload = c->argv[3];
+    bk_str payload = c->argv[3];
     if (rdb_verify_payload(payload.p, payload.len) < 0) {
         reply_error(c, ERR_PAYLOAD);
         return;
@@ -133,7 +133,7 @@ void restore_command(kv_client *c)
     if (expired) {
         rdb_value_free(&v);
         if (deleted) {
-            str del[2] = { STR("DEL"), key };
+            bk_str del[2] = { BK_STR("DEL"), key };
             kv_touch_key(c->db, key);
             kv_notify(c->db, NOTIFY_GENERIC, "del", key);
             kv_dirty(1);
@@ -148,11 +148,11 @@ void restore_command(kv_client *c)
         if (!absttl) {
             /* The AOF gets the absolute time, as Redis propagates it. */
             char ms[KV_LL_STR_MAX];
-            str *prop = kv_malloc(((size_t)c->argc + 1) * sizeof *prop);
+            bk_str *prop = kv_malloc(((size_t)c->argc + 1) * sizeof *prop);
             for (int i = 0; i < c->argc; i++)
                 prop[i] = c->argv[i];
-            prop[2] = (str){ ms, kv_fmt_ll(ms, ttl) };
-            prop[c->argc] = STR("ABSTTL");
+            prop[2] = (bk_str){ ms, kv_fmt_ll(ms, ttl) };
+            prop[c->argc] = BK_STR("ABSTTL");
             kv_propagate_as(c, c->argc + 1, prop);
             kv_free(prop);
         }
@@ -270,7 +270,7 @@ static int mig_wait(int fd, short ev, int64_t deadline)
             return -1;
         }
         struct pollfd p = { .fd = fd, .events = ev };
-        int rc = poll(&p, 1, (int)MIN(left, INT_MAX));
+        int rc = poll(&p, 1, (int)BK_MIN(left, INT_MAX));
         if (rc > 0)
             return 0;
         if (rc < 0 && errno != EINTR)
@@ -305,7 +305,7 @@ static int mig_connect(const char *host, const char *port, long long timeout)
     return fd;
 }
 
-static mig_sock *mig_get(kv_client *c, const char *name, str host, str port, long long timeout)
+static mig_sock *mig_get(kv_client *c, const char *name, bk_str host, bk_str port, long long timeout)
 {
     for (size_t i = 0; i < mig_n; i++) {
         if (strcmp(mig_cache[i]->name, name) == 0) {
@@ -316,8 +316,8 @@ static mig_sock *mig_get(kv_client *c, const char *name, str host, str port, lon
     if (mig_n == MIGRATE_CACHE_MAX)
         mig_close_at((size_t)(kv_rand64() % mig_n));
     char h[256], p[32];
-    snprintf(h, sizeof h, "%.*s", (int)MIN(host.len, sizeof h - 1), host.p);
-    snprintf(p, sizeof p, "%.*s", (int)MIN(port.len, sizeof p - 1), port.p);
+    snprintf(h, sizeof h, "%.*s", (int)BK_MIN(host.len, sizeof h - 1), host.p);
+    snprintf(p, sizeof p, "%.*s", (int)BK_MIN(port.len, sizeof p - 1), port.p);
     int fd = mig_connect(h, p, timeout);
     if (fd < 0) {
         reply_error(c, "IOERR error or timeout connecting to the client");
@@ -359,7 +359,7 @@ static int mig_read_line(mig_sock *s, char *out, size_t cap, long long timeout)
             size_t n = (size_t)(nl - s->rbuf) + 1, l = n - 1;
             if (l > 0 && s->rbuf[l - 1] == '\r')
                 l--;
-            l = MIN(l, cap - 1);
+            l = BK_MIN(l, cap - 1);
             memcpy(out, s->rbuf, l);
             out[l] = '\0';
             memmove(s->rbuf, s->rbuf + n, s->rlen - n);
@@ -382,7 +382,7 @@ static int mig_read_line(mig_sock *s, char *out, size_t cap, long long timeout)
     }
 }
 
-static void resp_bulk(buf *b, const char *p, size_t n)
+static void resp_bulk(bk_buf *b, const char *p, size_t n)
 {
     char h[32];
     int hn = snprintf(h, sizeof h, "$%zu\r\n", n);
@@ -390,7 +390,7 @@ static void resp_bulk(buf *b, const char *p, size_t n)
         abort();
 }
 
-static void resp_count(buf *b, int n)
+static void resp_count(bk_buf *b, int n)
 {
     char h[32];
     int hn = snprintf(h, sizeof h, "*%d\r\n", n);
@@ -401,10 +401,10 @@ static void resp_count(buf *b, int n)
 void migrate_command(kv_client *c)
 {
     int copy = 0, replace = 0, first_key = 3, num_keys = 1;
-    str *user = NULL, *pass = NULL;
+    bk_str *user = NULL, *pass = NULL;
     for (int j = 6; j < c->argc; j++) {
         int more = c->argc - j - 1;
-        str o = c->argv[j];
+        bk_str o = c->argv[j];
         if (arg_is(o, "copy")) {
             copy = 1;
         } else if (arg_is(o, "replace")) {
@@ -437,12 +437,12 @@ void migrate_command(kv_client *c)
         timeout = INT_MAX;
 
     /* The keys that exist, with their payloads, made before any I/O. */
-    str *keys = kv_malloc(((size_t)num_keys + 1) * sizeof *keys);
+    bk_str *keys = kv_malloc(((size_t)num_keys + 1) * sizeof *keys);
     int nk = 0;
-    buf cmd = { 0 };
+    bk_buf cmd = { 0 };
     char name[300];
-    snprintf(name, sizeof name, "%.*s:%.*s", (int)MIN(c->argv[1].len, 256), c->argv[1].p,
-             (int)MIN(c->argv[2].len, 32), c->argv[2].p);
+    snprintf(name, sizeof name, "%.*s:%.*s", (int)BK_MIN(c->argv[1].len, 256), c->argv[1].p,
+             (int)BK_MIN(c->argv[2].len, 32), c->argv[2].p);
     int may_retry = 1, write_error = 0;
     int nlookup = 0;
     for (int j = 0; j < num_keys; j++)
@@ -473,7 +473,7 @@ try_again:
         resp_bulk(&cmd, d, kv_fmt_ll(d, dbid));
     }
     for (int j = 0; j < num_keys; j++) {
-        str key = c->argv[first_key + j];
+        bk_str key = c->argv[first_key + j];
         kv_entry *e = db_find(c->db, key);
         if (!e || db_expired(e))
             continue;
@@ -484,7 +484,7 @@ try_again:
                 ttl = 1;
         }
         keys[nk++] = key;
-        buf payload = { 0 };
+        bk_buf payload = { 0 };
         rdb_dump_payload(&payload, e);
         char t[KV_LL_STR_MAX];
         resp_count(&cmd, replace ? 5 : 4);
@@ -536,8 +536,8 @@ try_again:
         mig_close_name(name);
     if (!copy && ndel > 0) {
         /* The AOF gets a DEL of the keys the target acknowledged. */
-        str *del = kv_malloc(((size_t)ndel + 1) * sizeof *del);
-        del[0] = STR("DEL");
+        bk_str *del = kv_malloc(((size_t)ndel + 1) * sizeof *del);
+        del[0] = BK_STR("DEL");
         memcpy(del + 1, keys, (size_t)ndel * sizeof *del);
         kv_propagate_as(c, ndel + 1, del);
         kv_free(del);
@@ -577,7 +577,7 @@ static void cfg_str_cb(void *ud, const char *name, const char *value)
 static void rdb_filename(char out[256])
 {
     snprintf(out, 256, "dump.rdb");
-    kv_config_get(&srv.cfg, STR("dbfilename"), cfg_str_cb, out);
+    kv_config_get(&srv.cfg, BK_STR("dbfilename"), cfg_str_cb, out);
 }
 
 static void saved(void)
@@ -802,7 +802,7 @@ void dump_debug_object(kv_client *c)
         reply_error(c, ERR_NO_KEY);
         return;
     }
-    buf b = { 0 };
+    bk_buf b = { 0 };
     rdb_save_object(&b, e);
     char extra[200] = "", line[512];
     if (e->type == KV_LIST) {

@@ -45,10 +45,10 @@ static func_lib *libs;      /* all libraries */
 static func_lib *loading;   /* the library whose code runs */
 static int ready;
 
-static str fn_key(const dict_node *n)
+static bk_str fn_key(const dict_node *n)
 {
     const func_fn *f = (const func_fn *)(const void *)n;
-    return (str){ f->lname, n->aux };
+    return (bk_str){ f->lname, n->aux };
 }
 
 static int valid_name(const char *p, size_t n)
@@ -255,7 +255,7 @@ static void globals_read_through(lua_State *L, const char *reg)
 
 /* Creates a library from code. Returns it (not yet linked), or NULL with
  * the error in err. replace: an existing library of that name may go. */
-static func_lib *lib_create(str code, int replace, char *err, size_t errlen)
+static func_lib *lib_create(bk_str code, int replace, char *err, size_t errlen)
 {
     state_init();
     if (code.len < 2 || code.p[0] != '#' || code.p[1] != '!') {
@@ -281,7 +281,7 @@ static func_lib *lib_create(str code, int replace, char *err, size_t errlen)
         if (first) {
             first = 0;
             if (!(wl == 3 && strncasecmp(w, "lua", 3) == 0)) {
-                snprintf(err, errlen, "ERR Engine '%.*s' not found", (int)MIN(wl, 100), w);
+                snprintf(err, errlen, "ERR Engine '%.*s' not found", (int)BK_MIN(wl, 100), w);
                 return NULL;
             }
             continue;
@@ -298,7 +298,7 @@ static func_lib *lib_create(str code, int replace, char *err, size_t errlen)
                 name++, nlen -= 2; /* quoted, as the shebang is split like a command line */
             continue;
         }
-        snprintf(err, errlen, "ERR Invalid metadata value given: %.*s", (int)MIN(wl, 100), w);
+        snprintf(err, errlen, "ERR Invalid metadata value given: %.*s", (int)BK_MIN(wl, 100), w);
         return NULL;
     }
     if (!name) {
@@ -405,7 +405,7 @@ static uint64_t crc64(uint64_t crc, const unsigned char *p, size_t n)
     return crc;
 }
 
-static void put_len(buf *b, uint64_t n)
+static void put_len(bk_buf *b, uint64_t n)
 {
     unsigned char t[9];
     if (n < 64) {
@@ -493,7 +493,7 @@ static int lzf_dec(const unsigned char *in, size_t ilen, unsigned char *out, siz
 
 static void function_dump(kv_client *c)
 {
-    buf b = { 0 };
+    bk_buf b = { 0 };
     /* Oldest first, as they were loaded. */
     int n = 0;
     for (func_lib *l = libs; l; l = l->next)
@@ -536,11 +536,11 @@ static void function_restore(kv_client *c)
         return;
     }
     if (c->argc == 4) {
-        if (STR_IEQ(c->argv[3], "flush"))
+        if (BK_STR_IEQ(c->argv[3], "flush"))
             policy = 0;
-        else if (STR_IEQ(c->argv[3], "append"))
+        else if (BK_STR_IEQ(c->argv[3], "append"))
             policy = 1;
-        else if (STR_IEQ(c->argv[3], "replace"))
+        else if (BK_STR_IEQ(c->argv[3], "replace"))
             policy = 2;
         else {
             reply_error(c, "ERR Wrong restore policy given, value should be either FLUSH, APPEND "
@@ -591,7 +591,7 @@ static void function_restore(kv_client *c)
             snprintf(err, sizeof err, "ERR payload version or checksum are wrong");
             break;
         }
-        func_lib *lib = lib_create((str){ code, clen }, 1, err, sizeof err);
+        func_lib *lib = lib_create((bk_str){ code, clen }, 1, err, sizeof err);
         kv_free(code);
         if (!lib)
             break;
@@ -680,18 +680,18 @@ static void reply_lib(kv_client *c, func_lib *l, int withcode)
 static void function_list(kv_client *c)
 {
     int withcode = 0;
-    str pat = STR_NULL;
+    bk_str pat = BK_STR_NULL;
     for (int i = 2; i < c->argc; i++) {
-        if (STR_IEQ(c->argv[i], "withcode") && !withcode) {
+        if (BK_STR_IEQ(c->argv[i], "withcode") && !withcode) {
             withcode = 1;
-        } else if (STR_IEQ(c->argv[i], "libraryname") && !pat.p) {
+        } else if (BK_STR_IEQ(c->argv[i], "libraryname") && !pat.p) {
             if (i + 1 >= c->argc) {
                 reply_error(c, "ERR library name argument was not given");
                 return;
             }
             pat = c->argv[++i];
         } else {
-            reply_errorf(c, "ERR Unknown argument %.*s", (int)MIN(c->argv[i].len, 128),
+            reply_errorf(c, "ERR Unknown argument %.*s", (int)BK_MIN(c->argv[i].len, 128),
                          c->argv[i].p);
             return;
         }
@@ -755,16 +755,16 @@ void function_command(kv_client *c)
     static const script_subcmd subs[] = { { "load", -3 },    { "delete", 3 }, { "flush", -2 },
                                           { "list", -2 },    { "dump", 2 },   { "restore", -3 },
                                           { "kill", 2 },     { "stats", 2 },  { "help", 2 } };
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     state_init();
     if (script_subcommand_check(c, "function", "FUNCTION", subs, sizeof subs / sizeof subs[0]) < 0)
         return;
     char err[1024];
-    if (STR_IEQ(sub, "load") && c->argc >= 3) {
+    if (BK_STR_IEQ(sub, "load") && c->argc >= 3) {
         int replace = 0;
         for (int i = 2; i < c->argc - 1; i++) {
-            if (!STR_IEQ(c->argv[i], "replace")) {
-                reply_errorf(c, "ERR Unknown option given: %.*s", (int)MIN(c->argv[i].len, 128),
+            if (!BK_STR_IEQ(c->argv[i], "replace")) {
+                reply_errorf(c, "ERR Unknown option given: %.*s", (int)BK_MIN(c->argv[i].len, 128),
                              c->argv[i].p);
                 return;
             }
@@ -777,7 +777,7 @@ void function_command(kv_client *c)
         }
         propagate(c);
         reply_bulk_cstr(c, libs->name);
-    } else if (STR_IEQ(sub, "delete") && c->argc == 3) {
+    } else if (BK_STR_IEQ(sub, "delete") && c->argc == 3) {
         func_lib **pp = NULL;
         func_lib *l = lib_find(c->argv[2].p, c->argv[2].len, &pp);
         if (!l) {
@@ -789,23 +789,23 @@ void function_command(kv_client *c)
         lib_free(l);
         propagate(c);
         reply_ok(c);
-    } else if (STR_IEQ(sub, "flush") && c->argc <= 3) {
-        if (c->argc == 3 && !STR_IEQ(c->argv[2], "sync") && !STR_IEQ(c->argv[2], "async")) {
+    } else if (BK_STR_IEQ(sub, "flush") && c->argc <= 3) {
+        if (c->argc == 3 && !BK_STR_IEQ(c->argv[2], "sync") && !BK_STR_IEQ(c->argv[2], "async")) {
             reply_error(c, "ERR FUNCTION FLUSH only supports SYNC|ASYNC option");
             return;
         }
         libs_flush();
         propagate(c);
         reply_ok(c);
-    } else if (STR_IEQ(sub, "list")) {
+    } else if (BK_STR_IEQ(sub, "list")) {
         function_list(c);
-    } else if (STR_IEQ(sub, "dump") && c->argc == 2) {
+    } else if (BK_STR_IEQ(sub, "dump") && c->argc == 2) {
         function_dump(c);
-    } else if (STR_IEQ(sub, "restore") && c->argc >= 3 && c->argc <= 4) {
+    } else if (BK_STR_IEQ(sub, "restore") && c->argc >= 3 && c->argc <= 4) {
         function_restore(c);
-    } else if (STR_IEQ(sub, "kill") && c->argc == 2) {
+    } else if (BK_STR_IEQ(sub, "kill") && c->argc == 2) {
         script_kill(c, 1);
-    } else if (STR_IEQ(sub, "stats") && c->argc == 2) {
+    } else if (BK_STR_IEQ(sub, "stats") && c->argc == 2) {
         reply_map(c, 2);
         reply_bulk_cstr(c, "running_script");
         script_reply_running(c);
@@ -820,18 +820,18 @@ void function_command(kv_client *c)
         reply_int(c, nl);
         reply_bulk_cstr(c, "functions_count");
         reply_int(c, (long long)dict_size(&fns));
-    } else if (STR_IEQ(sub, "help") && c->argc == 2) {
+    } else if (BK_STR_IEQ(sub, "help") && c->argc == 2) {
         reply_array(c, (long long)(sizeof help / sizeof help[0]));
         for (size_t i = 0; i < sizeof help / sizeof help[0]; i++)
             reply_simple(c, help[i]);
     } else {
         reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
                         "FUNCTION HELP.",
-                     (int)MIN(sub.len, 128), sub.p);
+                     (int)BK_MIN(sub.len, 128), sub.p);
     }
 }
 
-static func_fn *fn_lookup(str name)
+static func_fn *fn_lookup(bk_str name)
 {
     char low[128];
     if (name.len > sizeof low)
@@ -886,7 +886,7 @@ static void fcall_generic(kv_client *c, int ro)
 
 /* (suite) CLIENT PAUSE WRITE: whether FCALL argv names a function flagged
  * no-writes (such calls are not held). Unknown names: 0. */
-int function_call_no_writes(int argc, const str *argv)
+int function_call_no_writes(int argc, const bk_str *argv)
 {
     if (argc < 2 || !ready)
         return 0;
@@ -897,7 +897,7 @@ int function_call_no_writes(int argc, const str *argv)
 void fcall_command(kv_client *c) { fcall_generic(c, 0); }
 void fcall_ro_command(kv_client *c) { fcall_generic(c, 1); }
 
-void function_rewrite(void (*emit)(void *ud, int argc, const str *argv), void *ud)
+void function_rewrite(void (*emit)(void *ud, int argc, const bk_str *argv), void *ud)
 {
     int n = 0;
     for (func_lib *l = libs; l; l = l->next)
@@ -907,7 +907,7 @@ void function_rewrite(void (*emit)(void *ud, int argc, const str *argv), void *u
         func_lib *l = libs;
         for (int i = 0; i < k; i++)
             l = l->next;
-        str argv[3] = { STR("FUNCTION"), STR("LOAD"), { l->code, l->code_len } };
+        bk_str argv[3] = { BK_STR("FUNCTION"), BK_STR("LOAD"), { l->code, l->code_len } };
         emit(ud, 3, argv);
     }
 }

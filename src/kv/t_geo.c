@@ -15,13 +15,13 @@
 
 #define ERR_DECODE_MEMBER "ERR could not decode requested zset member"
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
 
 /* Metres per unit; -1 (after replying) for an unknown unit. */
-static double parse_unit(kv_client *c, str u)
+static double parse_unit(kv_client *c, bk_str u)
 {
     static const struct {
         const char *name;
@@ -34,7 +34,7 @@ static double parse_unit(kv_client *c, str u)
     return -1;
 }
 
-static int parse_double_msg(kv_client *c, str s, double *v, const char *msg)
+static int parse_double_msg(kv_client *c, bk_str s, double *v, const char *msg)
 {
     if (kv_parse_double(s.p, s.len, v) == 0)
         return 0;
@@ -43,7 +43,7 @@ static int parse_double_msg(kv_client *c, str s, double *v, const char *msg)
 }
 
 /* argv[0], argv[1]: longitude, latitude inside the Mercator limits. */
-static int parse_lonlat(kv_client *c, const str *argv, double xy[2])
+static int parse_lonlat(kv_client *c, const bk_str *argv, double xy[2])
 {
     if (parse_double_msg(c, argv[0], &xy[0], ERR_NOT_FLOAT) < 0 ||
         parse_double_msg(c, argv[1], &xy[1], ERR_NOT_FLOAT) < 0)
@@ -57,7 +57,7 @@ static int parse_lonlat(kv_client *c, const str *argv, double xy[2])
 }
 
 /* argv[0] radius, argv[1] unit. */
-static int parse_radius(kv_client *c, const str *argv, geohash_shape *s)
+static int parse_radius(kv_client *c, const bk_str *argv, geohash_shape *s)
 {
     double r;
     if (parse_double_msg(c, argv[0], &r, "ERR need numeric radius") < 0)
@@ -76,7 +76,7 @@ static int parse_radius(kv_client *c, const str *argv, geohash_shape *s)
 }
 
 /* argv[0] width, argv[1] height, argv[2] unit. */
-static int parse_box(kv_client *c, const str *argv, geohash_shape *s)
+static int parse_box(kv_client *c, const bk_str *argv, geohash_shape *s)
 {
     double w, h;
     if (parse_double_msg(c, argv[0], &w, "ERR need numeric width") < 0 ||
@@ -96,7 +96,7 @@ static int parse_box(kv_client *c, const str *argv, geohash_shape *s)
     return 0;
 }
 
-static int member_lonlat(zset *z, str member, double xy[2])
+static int member_lonlat(zset *z, bk_str member, double xy[2])
 {
     zs_node *n = z ? zset_find(z, member) : NULL;
     return n && geohash_decode_score(n->score, xy) ? 0 : -1;
@@ -152,7 +152,7 @@ void geoadd_command(kv_client *c)
     /* Everything is checked before the set changes. */
     uint64_t stack[16];
     uint64_t *bits = n <= 16 ? stack : kv_malloc((size_t)n * sizeof *bits);
-    str *prop = NULL;
+    bk_str *prop = NULL;
     char *digits = NULL;
     for (int k = 0; k < n; k++) {
         double xy[2];
@@ -174,7 +174,7 @@ void geoadd_command(kv_client *c)
     }
     long long added = 0, changed = 0;
     for (int k = 0; k < n; k++) {
-        str member = c->argv[first + 3 * k + 2];
+        bk_str member = c->argv[first + 3 * k + 2];
         double score = (double)bits[k];
         zs_node *x = zset_find(z, member);
         if (x) {
@@ -196,12 +196,12 @@ void geoadd_command(kv_client *c)
         int pargc = first + 2 * n;
         prop = kv_malloc((size_t)pargc * sizeof *prop);
         digits = kv_malloc((size_t)n * KV_LL_STR_MAX);
-        prop[0] = (str){ "ZADD", 4 };
+        prop[0] = (bk_str){ "ZADD", 4 };
         for (int k = 1; k < first; k++)
             prop[k] = c->argv[k];
         for (int k = 0; k < n; k++) {
             char *d = digits + (size_t)k * KV_LL_STR_MAX;
-            prop[first + 2 * k] = (str){ d, kv_fmt_ll(d, (long long)bits[k]) };
+            prop[first + 2 * k] = (bk_str){ d, kv_fmt_ll(d, (long long)bits[k]) };
             prop[first + 2 * k + 1] = c->argv[first + 3 * k + 2];
         }
         kv_propagate_as(c, pargc, prop);
@@ -216,7 +216,7 @@ cleanup:
 
 /* ---- GEOPOS / GEOHASH / GEODIST ---- */
 
-static zset *read_zset(kv_client *c, str key, int *err)
+static zset *read_zset(kv_client *c, bk_str key, int *err)
 {
     kv_entry *e = lookup_typed(c, key, KV_ZSET, 0);
     *err = e == KV_WRONGTYPE;
@@ -306,7 +306,7 @@ enum { SORT_NONE, SORT_ASC, SORT_DESC };
 
 typedef struct {
     double lon, lat, dist, score;
-    str member; /* points into the source set: valid until it changes */
+    bk_str member; /* points into the source set: valid until it changes */
 } geo_point;
 
 typedef struct {
@@ -374,7 +374,7 @@ static int cmp_dist(const void *a, const void *b, void *ud)
     return ud ? -r : r;
 }
 
-static void store_points(kv_client *c, str dst, geo_points *pts, size_t n, int storedist,
+static void store_points(kv_client *c, bk_str dst, geo_points *pts, size_t n, int storedist,
                          double conv, const char *event)
 {
     if (n == 0) {
@@ -410,7 +410,7 @@ static void store_points(kv_client *c, str dst, geo_points *pts, size_t n, int s
 
 static void georadius_generic(kv_client *c, int src_idx, int flags)
 {
-    str storekey = { NULL, 0 };
+    bk_str storekey = { NULL, 0 };
     int has_store = 0, storedist = 0;
     int err;
     zset *z = read_zset(c, c->argv[src_idx], &err);
@@ -449,8 +449,8 @@ static void georadius_generic(kv_client *c, int src_idx, int flags)
     long long count = 0;
     int remaining = c->argc - base;
     for (int i = 0; i < remaining; i++) {
-        str a = c->argv[base + i];
-        const str *next = c->argv + base + i + 1;
+        bk_str a = c->argv[base + i];
+        const bk_str *next = c->argv + base + i + 1;
         int left = remaining - i - 1; /* arguments after this one */
         if (arg_is(a, "withdist")) {
             withdist = 1;

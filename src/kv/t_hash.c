@@ -82,7 +82,7 @@ static const char *len_get(const char *p, size_t *n)
 /* One decoded entry: its bytes [at, end). */
 typedef struct {
     char *at, *end;
-    str field, value;
+    bk_str field, value;
 } small_entry;
 
 static size_t entry_size(size_t fl, size_t vl) { return 1 + len_size(fl) + len_size(vl) + fl + vl; }
@@ -99,20 +99,20 @@ static inline const char *entry_lens(const char *p, size_t *fl, size_t *vl)
     return len_get(len_get(p + 1, fl), vl);
 }
 
-static uint8_t field_tag(str field) { return (uint8_t)dict_hash32(field.p, field.len); }
+static uint8_t field_tag(bk_str field) { return (uint8_t)dict_hash32(field.p, field.len); }
 
 static char *small_decode(char *p, small_entry *e)
 {
     size_t fl, vl;
     e->at = p;
     const char *q = entry_lens(p, &fl, &vl);
-    e->field = (str){ q, fl };
-    e->value = (str){ q + fl, vl };
+    e->field = (bk_str){ q, fl };
+    e->value = (bk_str){ q + fl, vl };
     e->end = (char *)q + fl + vl;
     return e->end;
 }
 
-static int small_find(kv_hash *h, str field, uint8_t tag, small_entry *e)
+static int small_find(kv_hash *h, bk_str field, uint8_t tag, small_entry *e)
 {
     if (!h->used) /* lp may be NULL: no arithmetic on it */
         return 0;
@@ -139,13 +139,13 @@ static void small_reserve(kv_hash *h, size_t extra)
     h->lp = kv_realloc(h->lp, cap > need ? cap : need);
 }
 
-static str hfield_key(const dict_node *n)
+static bk_str hfield_key(const dict_node *n)
 {
     kv_hfield *f = (kv_hfield *)(void *)n;
-    return (str){ f->data, n->aux };
+    return (bk_str){ f->data, n->aux };
 }
 
-static kv_hfield *field_alloc(str f, str v)
+static kv_hfield *field_alloc(bk_str f, bk_str v)
 {
     kv_hfield *x = kv_malloc(sizeof *x + f.len + v.len);
     size_t room = malloc_usable_size(x) - sizeof *x - f.len;
@@ -153,7 +153,7 @@ static kv_hfield *field_alloc(str f, str v)
     x->node.aux = (uint32_t)f.len;
     x->node.hash = dict_hash32(f.p, f.len);
     x->vlen = (uint32_t)v.len;
-    x->vcap = (uint32_t)MIN(room, (size_t)UINT32_MAX);
+    x->vcap = (uint32_t)BK_MIN(room, (size_t)UINT32_MAX);
     memcpy(x->data, f.p, f.len);
     memcpy(x->data + f.len, v.p, v.len);
     return x;
@@ -214,7 +214,7 @@ kv_hash *hash_dup(kv_hash *h)
     return c;
 }
 
-int hash_get(kv_hash *h, str field, str *value)
+int hash_get(kv_hash *h, bk_str field, bk_str *value)
 {
     if (h->d) {
         kv_hfield *f = (kv_hfield *)(void *)dict_find(h->d, field.p, field.len,
@@ -231,7 +231,7 @@ int hash_get(kv_hash *h, str field, str *value)
     return 1;
 }
 
-static int dict_set(dict *d, str field, str value)
+static int dict_set(dict *d, bk_str field, bk_str value)
 {
     kv_hfield *f = (kv_hfield *)(void *)dict_find(d, field.p, field.len,
                                                    dict_hash32(field.p, field.len));
@@ -250,7 +250,7 @@ static int dict_set(dict *d, str field, str value)
     return 1;
 }
 
-int hash_set(kv_hash *h, str field, str value)
+int hash_set(kv_hash *h, bk_str field, bk_str value)
 {
     size_t vmax = max_value();
     if (!h->d && (field.len > vmax || value.len > vmax))
@@ -287,7 +287,7 @@ int hash_set(kv_hash *h, str field, str value)
     return !found;
 }
 
-int hash_del(kv_hash *h, str field)
+int hash_del(kv_hash *h, bk_str field)
 {
     if (h->d) {
         dict_node *n = dict_unlink(h->d, field.p, field.len, dict_hash32(field.p, field.len));
@@ -339,7 +339,7 @@ void hash_iter_init(hash_iter *it, kv_hash *h)
     it->end = h->used ? h->lp + h->used : h->lp;
 }
 
-int hash_iter_next(hash_iter *it, str *field, str *value)
+int hash_iter_next(hash_iter *it, bk_str *field, bk_str *value)
 {
     if (it->h->d) {
         kv_hfield *f = (kv_hfield *)(void *)dict_iter_next(&it->di);
@@ -366,7 +366,7 @@ void hash_iter_end(hash_iter *it)
 
 /* The hash at key, created when create is set. NULL: missing (or error
  * replied when *err is set). */
-static kv_hash *get_hash(kv_client *c, str key, int create, int write, int *err)
+static kv_hash *get_hash(kv_client *c, bk_str key, int create, int write, int *err)
 {
     *err = 0;
     kv_entry *e = lookup_typed(c, key, KV_HASH, write);
@@ -383,7 +383,7 @@ static kv_hash *get_hash(kv_client *c, str key, int create, int write, int *err)
     return h;
 }
 
-static void delete_if_empty(kv_client *c, str key, kv_hash *h)
+static void delete_if_empty(kv_client *c, bk_str key, kv_hash *h)
 {
     if (hash_size(h) == 0) {
         db_delete(c->db, key);
@@ -439,7 +439,7 @@ void hget_command(kv_client *c)
     kv_hash *h = get_hash(c, c->argv[1], 0, 0, &err);
     if (err)
         return;
-    str v;
+    bk_str v;
     if (h && hash_get(h, c->argv[2], &v))
         reply_bulk_str(c, v);
     else
@@ -454,7 +454,7 @@ void hmget_command(kv_client *c)
         return;
     reply_array(c, c->argc - 2);
     for (int i = 2; i < c->argc; i++) {
-        str v;
+        bk_str v;
         if (h && hash_get(h, c->argv[i], &v))
             reply_bulk_str(c, v);
         else
@@ -496,7 +496,7 @@ static void hgetall_generic(kv_client *c, int keys, int vals)
         return;
     hash_iter it;
     hash_iter_init(&it, h);
-    for (str f, v; hash_iter_next(&it, &f, &v);) {
+    for (bk_str f, v; hash_iter_next(&it, &f, &v);) {
         if (keys)
             reply_bulk_str(c, f);
         if (vals)
@@ -518,7 +518,7 @@ void hincrby_command(kv_client *c)
     kv_hash *h = get_hash(c, c->argv[1], 1, 1, &err);
     if (err)
         return;
-    str cur;
+    bk_str cur;
     if (hash_get(h, c->argv[2], &cur)) {
         if (kv_parse_ll(cur.p, cur.len, &v) < 0) {
             reply_error(c, "ERR hash value is not an integer");
@@ -531,7 +531,7 @@ void hincrby_command(kv_client *c)
     }
     v += by;
     char b[KV_LL_STR_MAX];
-    hash_set(h, c->argv[2], (str){ b, kv_fmt_ll(b, v) });
+    hash_set(h, c->argv[2], (bk_str){ b, kv_fmt_ll(b, v) });
     kv_notify(c->db, NOTIFY_HASH, "hincrby", c->argv[1]);
     kv_dirty(1);
     reply_int(c, v);
@@ -552,7 +552,7 @@ void hincrbyfloat_command(kv_client *c)
     kv_hash *h = get_hash(c, c->argv[1], 1, 1, &err);
     if (err)
         return;
-    str cur;
+    bk_str cur;
     if (hash_get(h, c->argv[2], &cur)) {
         if (kv_parse_ldouble(cur.p, cur.len, &v) < 0) {
             reply_error(c, "ERR hash value is not a float");
@@ -566,10 +566,10 @@ void hincrbyfloat_command(kv_client *c)
     }
     char b[KV_LDBL_STR_MAX];
     size_t n = kv_fmt_ldouble(b, sizeof b, v);
-    hash_set(h, c->argv[2], (str){ b, n });
+    hash_set(h, c->argv[2], (bk_str){ b, n });
     kv_notify(c->db, NOTIFY_HASH, "hincrbyfloat", c->argv[1]);
     kv_dirty(1);
-    str prop[4] = { STR("HSET"), c->argv[1], c->argv[2], { b, n } };
+    bk_str prop[4] = { BK_STR("HSET"), c->argv[1], c->argv[2], { b, n } };
     kv_propagate_as(c, 4, prop);
     reply_bulk(c, b, n);
 }
@@ -598,7 +598,7 @@ void hstrlen_command(kv_client *c)
     kv_hash *h = get_hash(c, c->argv[1], 0, 0, &err);
     if (err)
         return;
-    str v = { "", 0 };
+    bk_str v = { "", 0 };
     if (h)
         hash_get(h, c->argv[2], &v);
     reply_int(c, (long long)v.len);
@@ -609,7 +609,7 @@ void hstrlen_command(kv_client *c)
 static void hscan_small(kv_client *c, kv_hash *h)
 {
     long long count;
-    str pat = STR_NULL;
+    bk_str pat = BK_STR_NULL;
     int use_pat = 0, novalues = 0;
     for (int i = 3; i < c->argc; i++) {
         int more = c->argc - i - 1;
@@ -637,7 +637,7 @@ static void hscan_small(kv_client *c, kv_hash *h)
     long long n = 0;
     hash_iter it;
     hash_iter_init(&it, h);
-    for (str f, v; hash_iter_next(&it, &f, &v);) {
+    for (bk_str f, v; hash_iter_next(&it, &f, &v);) {
         if (use_pat && !kv_glob_match(pat.p, pat.len, f.p, f.len, 0))
             continue;
         reply_bulk_str(c, f);
@@ -672,7 +672,7 @@ void hscan_command(kv_client *c)
         scan_generic(c, hash_dict(h), 2, 2);
 }
 
-static void reply_pick(kv_client *c, str f, str v, int withvalues)
+static void reply_pick(kv_client *c, bk_str f, bk_str v, int withvalues)
 {
     if (withvalues && c->resp >= 3)
         reply_array(c, 2);
@@ -682,9 +682,9 @@ static void reply_pick(kv_client *c, str f, str v, int withvalues)
 }
 
 /* Every (field, value) of a small hash, in order, into a new array. */
-static str *small_pairs(kv_hash *h)
+static bk_str *small_pairs(kv_hash *h)
 {
-    str *all = kv_malloc(2 * (size_t)h->n * sizeof *all);
+    bk_str *all = kv_malloc(2 * (size_t)h->n * sizeof *all);
     size_t k = 0;
     hash_iter it;
     hash_iter_init(&it, h);
@@ -701,7 +701,7 @@ static void hrandfield_small(kv_client *c, kv_hash *h, long long count, int with
 {
     size_t size = h->n;
     long long per = withvalues && c->resp < 3 ? 2 : 1;
-    str *all = small_pairs(h);
+    bk_str *all = small_pairs(h);
     if (count < 0) {
         long long n = -count;
         reply_array(c, n * per);
@@ -779,7 +779,7 @@ void hrandfield_command(kv_client *c)
         } else if (hash_dict(h)) {
             reply_bulk_str(c, hfield_name((kv_hfield *)(void *)dict_random(hash_dict(h))));
         } else {
-            str *all = small_pairs(h);
+            bk_str *all = small_pairs(h);
             reply_bulk_str(c, all[2 * (kv_rand64() % h->n)]);
             kv_free(all);
         }

@@ -12,12 +12,12 @@
 #include <stdio.h>
 #include <string.h>
 
-int arg_ll(kv_client *c, str s, long long *v)
+int arg_ll(kv_client *c, bk_str s, long long *v)
 {
     return arg_ll_msg(c, s, v, ERR_NOT_INT);
 }
 
-int arg_ll_msg(kv_client *c, str s, long long *v, const char *msg)
+int arg_ll_msg(kv_client *c, bk_str s, long long *v, const char *msg)
 {
     if (kv_parse_ll(s.p, s.len, v) < 0) {
         reply_error(c, msg);
@@ -26,7 +26,7 @@ int arg_ll_msg(kv_client *c, str s, long long *v, const char *msg)
     return 0;
 }
 
-int arg_double(kv_client *c, str s, double *v)
+int arg_double(kv_client *c, bk_str s, double *v)
 {
     if (kv_parse_double(s.p, s.len, v) < 0) {
         reply_error(c, ERR_NOT_FLOAT);
@@ -35,7 +35,7 @@ int arg_double(kv_client *c, str s, double *v)
     return 0;
 }
 
-kv_entry *lookup_typed(kv_client *c, str key, int type, int write)
+kv_entry *lookup_typed(kv_client *c, bk_str key, int type, int write)
 {
     kv_entry *e = write ? db_lookup_write(c->db, key) : db_lookup_read(c->db, key);
     if (e && e->type != (uint32_t)type) {
@@ -45,7 +45,7 @@ kv_entry *lookup_typed(kv_client *c, str key, int type, int write)
     return e;
 }
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
@@ -67,7 +67,7 @@ void del_command(kv_client *c)
 
 /* EXISTS leaves the access time alone (Redis's LOOKUP_NOTOUCH); TOUCH
  * refreshes it. */
-static void exists_generic(kv_client *c, kv_entry *(*lookup)(kv_db *, str))
+static void exists_generic(kv_client *c, kv_entry *(*lookup)(kv_db *, bk_str))
 {
     long long n = 0;
     for (int i = 1; i < c->argc; i++)
@@ -99,7 +99,7 @@ static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
         return;
     int nx = 0, xx = 0, gt = 0, lt = 0;
     for (int i = 3; i < c->argc; i++) {
-        str o = c->argv[i];
+        bk_str o = c->argv[i];
         if (arg_is(o, "nx"))
             nx = 1;
         else if (arg_is(o, "xx"))
@@ -109,7 +109,7 @@ static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
         else if (arg_is(o, "lt"))
             lt = 1;
         else {
-            reply_errorf(c, "ERR Unsupported option %.*s", (int)MIN(o.len, 64), o.p);
+            reply_errorf(c, "ERR Unsupported option %.*s", (int)BK_MIN(o.len, 64), o.p);
             return;
         }
     }
@@ -145,7 +145,7 @@ static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
         return;
     }
     if (when <= srv.now_ms && !srv.loading && !repl_is_replica()) {
-        str del[2] = { STR("DEL"), c->argv[1] };
+        bk_str del[2] = { BK_STR("DEL"), c->argv[1] };
         db_delete_entry(c->db, e);
         kv_dirty(1);
         kv_propagate_as(c, 2, del);
@@ -156,7 +156,7 @@ static void expire_generic(kv_client *c, int64_t base_ms, int unit_ms)
     e = db_set_expire(c->db, e, when);
     kv_dirty(1);
     char ms[KV_LL_STR_MAX];
-    str prop[3] = { STR("PEXPIREAT"), c->argv[1], { ms, kv_fmt_ll(ms, when) } };
+    bk_str prop[3] = { BK_STR("PEXPIREAT"), c->argv[1], { ms, kv_fmt_ll(ms, when) } };
     kv_propagate_as(c, 3, prop);
     kv_notify(c->db, NOTIFY_GENERIC, "expire", c->argv[1]);
     reply_int(c, 1);
@@ -209,7 +209,7 @@ void persist_command(kv_client *c)
 
 void keys_command(kv_client *c)
 {
-    str pat = c->argv[1];
+    bk_str pat = c->argv[1];
     int all = pat.len == 1 && pat.p[0] == '*';
     size_t h = reply_defer(c);
     long long n = 0;
@@ -218,7 +218,7 @@ void keys_command(kv_client *c)
     for (kv_entry *e; (e = keytab_iter_next(&it));) {
         if (db_expired(e))
             continue;
-        str key = entry_key_str(e);
+        bk_str key = entry_key_str(e);
         if (!all && !kv_glob_match(pat.p, pat.len, key.p, key.len, 0))
             continue;
         reply_bulk_str(c, key);
@@ -260,7 +260,7 @@ void reply_scan_cursor_kv(kv_client *c, size_t cursor)
  * the first NUL, refused only for a leading space, trailing junk or a value
  * past 2^64-1. So "" and "+5" are accepted, and "-N" wraps to 2^64-N (HSCAN
  * k -1 is legal). Replies "ERR invalid cursor" and returns -1 otherwise. */
-int scan_parse_cursor(kv_client *c, str s, uint64_t *out)
+int scan_parse_cursor(kv_client *c, bk_str s, uint64_t *out)
 {
     const char *p = s.p, *e = s.p + s.len;
     const char *nul = memchr(p, '\0', s.len);
@@ -300,7 +300,7 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
     if (scan_parse_cursor(c, c->argv[cur], &cursor) < 0)
         return;
     long long count = 10;
-    str pat = STR_NULL;
+    bk_str pat = BK_STR_NULL;
     int use_pat = 0, type = -1, novalues = 0;
     for (int i = cur + 1; i < c->argc; i++) {
         int more = c->argc - i - 1;
@@ -316,7 +316,7 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
             pat = c->argv[++i];
             use_pat = !(pat.len == 1 && pat.p[0] == '*');
         } else if (kind == 0 && arg_is(c->argv[i], "type") && more >= 1) {
-            str t = c->argv[++i];
+            bk_str t = c->argv[++i];
             type = 99;
             for (int k = 0; k <= KV_STREAM; k++)
                 if (arg_is(t, obj_type_name(k)))
@@ -354,7 +354,7 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
     long long n = 0;
     for (size_t i = 0; i < acc.n; i++) {
         dict_node *dn = acc.items[i];
-        str key;
+        bk_str key;
         if (kind == 0) {
             kv_entry *e = acc.items[i];
             if (db_expired(e))
@@ -389,7 +389,7 @@ void scan_command(kv_client *c)
 
 static void rename_generic(kv_client *c, int nx)
 {
-    str src = c->argv[1], dst = c->argv[2];
+    bk_str src = c->argv[1], dst = c->argv[2];
     kv_entry *e = db_lookup_write(c->db, src);
     if (!e) {
         reply_error(c, ERR_NO_KEY);
@@ -453,7 +453,7 @@ void copy_command(kv_client *c)
             return;
         }
     }
-    str src = c->argv[1], dst = c->argv[2];
+    bk_str src = c->argv[1], dst = c->argv[2];
     if (dst_db == c->db && str_eq(src, dst)) {
         reply_error(c, "ERR source and destination objects are the same");
         return;
@@ -501,7 +501,7 @@ static const char *const object_help[] = {
 static long long object_refcount(kv_entry *e)
 {
     long long v;
-    str s;
+    bk_str s;
     if (e->type != KV_STRING)
         return 1;
     s = entry_str(e);
@@ -514,14 +514,14 @@ static long long object_refcount(kv_entry *e)
 
 void object_command(kv_client *c)
 {
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     if (arg_is(sub, "help") && c->argc != 2) {
         reply_error(c, "ERR wrong number of arguments for 'object|help' command");
         return;
     }
     if (arg_is(sub, "help")) {
-        reply_array(c, (long long)ARRAY_LEN(object_help));
-        for (size_t i = 0; i < ARRAY_LEN(object_help); i++)
+        reply_array(c, (long long)BK_ARRAY_LEN(object_help));
+        for (size_t i = 0; i < BK_ARRAY_LEN(object_help); i++)
             reply_simple(c, object_help[i]);
         return;
     }
@@ -529,12 +529,12 @@ void object_command(kv_client *c)
                 arg_is(sub, "freq") || arg_is(sub, "help");
     if (!known) {
         reply_errorf(c, "ERR unknown subcommand '%.*s'. Try OBJECT HELP.",
-                     (int)MIN(sub.len, 128), sub.p);
+                     (int)BK_MIN(sub.len, 128), sub.p);
         return;
     }
     if (c->argc != 3) {
         char name[32];
-        size_t n = MIN(sub.len, sizeof name - 1);
+        size_t n = BK_MIN(sub.len, sizeof name - 1);
         for (size_t i = 0; i < n; i++)
             name[i] = ascii_lower(sub.p[i]);
         name[n] = '\0';

@@ -18,16 +18,16 @@
 #define ERR_LCS_TYPE "ERR The specified keys must contain string values"
 #define ERR_LCS_MEM "ERR Insufficient memory, failed allocating transient memory for LCS"
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
 
 /* Reads a key for LCS: a missing key is the empty string. */
-static int lcs_operand(kv_client *c, str key, str *out)
+static int lcs_operand(kv_client *c, bk_str key, bk_str *out)
 {
     kv_entry *e = db_lookup_read(c->db, key);
-    *out = (str){ "", 0 };
+    *out = (bk_str){ "", 0 };
     if (!e)
         return 0;
     if (e->type != KV_STRING) {
@@ -53,13 +53,13 @@ static void reply_range(kv_client *c, size_t a0, size_t a1, size_t b0, size_t b1
 
 void lcs_command(kv_client *c)
 {
-    str a, b;
+    bk_str a, b;
     if (lcs_operand(c, c->argv[1], &a) < 0 || lcs_operand(c, c->argv[2], &b) < 0)
         return;
     int getidx = 0, getlen = 0, withlen = 0;
     long long minlen = 0;
     for (int j = 3; j < c->argc; j++) {
-        str o = c->argv[j];
+        bk_str o = c->argv[j];
         if (arg_is(o, "idx")) {
             getidx = 1;
         } else if (arg_is(o, "len")) {

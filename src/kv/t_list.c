@@ -125,7 +125,7 @@ void list_insert_at(kv_list *l, size_t i, kv_lelem *e)
     list_set_at(l, i, e);
 }
 
-static kv_list *get_list(kv_client *c, str key, int write, int *err)
+static kv_list *get_list(kv_client *c, bk_str key, int write, int *err)
 {
     *err = 0;
     kv_entry *e = lookup_typed(c, key, KV_LIST, write);
@@ -191,7 +191,7 @@ static void pop_generic(kv_client *c, int tail)
         reply_bulk(c, e->data, e->len);
         kv_free(e);
     } else {
-        long long n = MIN((long long)l->len, count);
+        long long n = BK_MIN((long long)l->len, count);
         reply_array(c, n);
         for (long long i = 0; i < n; i++) {
             kv_lelem *e = list_pop(l, tail);
@@ -294,7 +294,7 @@ void lset_command(kv_client *c)
     reply_ok(c);
 }
 
-static int elem_eq(kv_lelem *e, str s)
+static int elem_eq(kv_lelem *e, bk_str s)
 {
     return e->len == s.len && memcmp(e->data, s.p, s.len) == 0;
 }
@@ -312,7 +312,7 @@ void lrem_command(kv_client *c)
         reply_int(c, 0);
         return;
     }
-    str v = c->argv[3];
+    bk_str v = c->argv[3];
     long long removed = 0;
     /* Compact in one pass: keep[] written in place. */
     size_t n = l->len;
@@ -435,7 +435,7 @@ void lpos_command(kv_client *c)
             reply_error(c, ERR_SYNTAX);
             return;
         }
-        str o = c->argv[i];
+        bk_str o = c->argv[i];
         long long v;
         if (arg_ll(c, c->argv[i + 1], &v) < 0)
             return;
@@ -504,12 +504,12 @@ void lpos_command(kv_client *c)
  * list command does when served (bstate param[0]). */
 enum { LP_POP, LP_MPOP, LP_LMOVE, LP_RPOPLPUSH, LP_ASIS };
 
-static const str where_word[2] = { { "LEFT", 4 }, { "RIGHT", 5 } };
-static const str pop_word[2] = { { "LPOP", 4 }, { "RPOP", 4 } };
+static const bk_str where_word[2] = { { "LEFT", 4 }, { "RIGHT", 5 } };
+static const bk_str pop_word[2] = { { "LPOP", 4 }, { "RPOP", 4 } };
 
 /* A served client (one that blocked) writes its own AOF record; a command
  * that did not block replaces the argv its call propagates. */
-static void propagate(kv_client *c, kv_db *db, int served, int argc, const str *argv)
+static void propagate(kv_client *c, kv_db *db, int served, int argc, const bk_str *argv)
 {
     if (served)
         aof_feed(db, argc, argv);
@@ -520,10 +520,10 @@ static void propagate(kv_client *c, kv_db *db, int served, int argc, const str *
 /* Pops from the list l at key: one element with a [key, value] reply
  * (BLPOP, count < 0) or up to count with [key, [values]] (LMPOP). Deletes
  * the emptied key; propagates [LR]POP key [n]. */
-static void pop_reply(kv_client *c, kv_db *db, str key, kv_list *l, int tail, long long count,
+static void pop_reply(kv_client *c, kv_db *db, bk_str key, kv_list *l, int tail, long long count,
                       int served)
 {
-    long long n = count < 0 ? 1 : MIN(count, (long long)l->len);
+    long long n = count < 0 ? 1 : BK_MIN(count, (long long)l->len);
     reply_array(c, 2);
     reply_bulk_str(c, key);
     if (count >= 0)
@@ -534,7 +534,7 @@ static void pop_reply(kv_client *c, kv_db *db, str key, kv_list *l, int tail, lo
         kv_free(e);
     }
     char num[KV_LL_STR_MAX];
-    str argv[3] = { pop_word[tail], key, { num, kv_fmt_ll(num, n) } };
+    bk_str argv[3] = { pop_word[tail], key, { num, kv_fmt_ll(num, n) } };
     propagate(c, db, served, count < 0 ? 2 : 3, argv);
     kv_touch_key(db, key);
     kv_notify(db, NOTIFY_LIST, tail ? "rpop" : "lpop", key);
@@ -550,7 +550,7 @@ static void pop_reply(kv_client *c, kv_db *db, str key, kv_list *l, int tail, lo
  * element goes back into the same list when src is dst, so the key never
  * disappears and reappears. as: LP_ASIS (LMOVE, RPOPLPUSH) or the command
  * to propagate for a blocking one. */
-static void move_reply(kv_client *c, kv_db *db, str src, kv_list *l, str dst, int from, int to,
+static void move_reply(kv_client *c, kv_db *db, bk_str src, kv_list *l, bk_str dst, int from, int to,
                        int as, int served)
 {
     kv_entry *de = db_lookup_write(db, dst);
@@ -567,10 +567,10 @@ static void move_reply(kv_client *c, kv_db *db, str src, kv_list *l, str dst, in
     }
     list_push(d, to, e);
     if (as == LP_LMOVE) {
-        str argv[5] = { STR("LMOVE"), src, dst, where_word[from], where_word[to] };
+        bk_str argv[5] = { BK_STR("LMOVE"), src, dst, where_word[from], where_word[to] };
         propagate(c, db, served, 5, argv);
     } else if (as == LP_RPOPLPUSH) {
-        str argv[3] = { STR("RPOPLPUSH"), src, dst };
+        bk_str argv[3] = { BK_STR("RPOPLPUSH"), src, dst };
         propagate(c, db, served, 3, argv);
     }
     kv_touch_key(db, src);
@@ -585,7 +585,7 @@ static void move_reply(kv_client *c, kv_db *db, str src, kv_list *l, str dst, in
     kv_dirty(1);
 }
 
-static void move_generic(kv_client *c, str src, str dst, int from_tail, int to_tail)
+static void move_generic(kv_client *c, bk_str src, bk_str dst, int from_tail, int to_tail)
 {
     int err;
     kv_list *s = get_list(c, src, 1, &err);
@@ -624,7 +624,7 @@ void lmove_command(kv_client *c)
 
 /* A parked client's list is ready: bstate param[0] is the LP_ mode,
  * param[1] where from, param[2] where to, param[3] the count. */
-static int list_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
+static int list_serve(kv_client *c, kv_db *db, bk_str key, kv_entry *e)
 {
     const kv_bstate *b = c->bstate;
     kv_list *l = entry_obj(e);

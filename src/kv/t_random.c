@@ -16,7 +16,7 @@
  * grow its output buffer until the machine runs out. */
 #define RAND_MAX_DRAWS (1LL << 26)
 
-int arg_rand_count(kv_client *c, str s, long long *count)
+int arg_rand_count(kv_client *c, bk_str s, long long *count)
 {
     long long v;
     if (arg_ll(c, s, &v) < 0)

@@ -20,21 +20,21 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
 
 static void subcommand_unknown(kv_client *c, const char *cmd)
 {
-    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)MIN(c->argv[1].len, 128),
+    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)BK_MIN(c->argv[1].len, 128),
                  c->argv[1].p, cmd);
 }
 
 static void subcommand_arity(kv_client *c, const char *cmd)
 {
     char name[64];
-    size_t n = MIN(c->argv[1].len, 40);
+    size_t n = BK_MIN(c->argv[1].len, 40);
     for (size_t i = 0; i < n; i++)
         name[i] = ascii_lower(c->argv[1].p[i]);
     name[n] = '\0';
@@ -51,7 +51,7 @@ void ping_command(kv_client *c)
         /* RESP2 subscribers get the pong as an array, like messages */
         reply_array(c, 2);
         reply_bulk(c, "pong", 4);
-        reply_bulk_str(c, c->argc == 2 ? c->argv[1] : STR(""));
+        reply_bulk_str(c, c->argc == 2 ? c->argv[1] : BK_STR(""));
     } else if (c->argc == 2) {
         reply_bulk_str(c, c->argv[1]);
     } else {
@@ -235,7 +235,7 @@ static void set_authed(kv_client *c)
 }
 
 /* Returns 1 when authenticated, 0 after replying with the error. */
-static int check_auth(kv_client *c, str user, str pass)
+static int check_auth(kv_client *c, bk_str user, bk_str pass)
 {
     if (kv_acl_authenticate(c, user, pass) == 0) {
         set_authed(c);
@@ -256,13 +256,13 @@ void auth_command(kv_client *c)
                        "default user. Are you sure your configuration is correct?");
         return;
     }
-    str user = c->argc == 3 ? c->argv[1] : STR("default");
-    str pass = c->argv[c->argc - 1];
+    bk_str user = c->argc == 3 ? c->argv[1] : BK_STR("default");
+    bk_str pass = c->argv[c->argc - 1];
     if (check_auth(c, user, pass))
         reply_ok(c);
 }
 
-static void set_name(kv_client *c, str name)
+static void set_name(kv_client *c, bk_str name)
 {
     kv_client_set_name(c, name);
 }
@@ -282,7 +282,7 @@ void hello_command(kv_client *c)
             return;
         }
     }
-    str setname = STR_NULL, user = STR_NULL, pass = STR_NULL;
+    bk_str setname = BK_STR_NULL, user = BK_STR_NULL, pass = BK_STR_NULL;
     int has_name = 0, has_auth = 0;
     for (; i < c->argc; i++) {
         int more = c->argc - i - 1;
@@ -297,7 +297,7 @@ void hello_command(kv_client *c)
             i++;
         } else {
             reply_errorf(c, "ERR Syntax error in HELLO option '%.*s'",
-                         (int)MIN(c->argv[i].len, 128), c->argv[i].p);
+                         (int)BK_MIN(c->argv[i].len, 128), c->argv[i].p);
             return;
         }
     }
@@ -349,7 +349,7 @@ void reset_command(kv_client *c)
     kv_client_reset(c);
     kv_client_set_db(c, 0);
     c->resp = 2;
-    set_name(c, STR_NULL);
+    set_name(c, BK_STR_NULL);
     if (kv_acl_client_reset(c)) {
         set_authed(c);
     } else {
@@ -365,7 +365,7 @@ void reset_command(kv_client *c)
 typedef struct {
     kv_client *c;
     long long n;
-    buf seen; /* names already reported, NUL separated */
+    bk_buf seen; /* names already reported, NUL separated */
 } cfg_get_state;
 
 static void config_get_cb(void *ud, const char *name, const char *value)
@@ -386,7 +386,7 @@ static void config_get_cb(void *ud, const char *name, const char *value)
 
 /* Sets one option from CONFIG SET's (name, value) strings: 0, 1 when the
  * option is unknown, -1 with err filled when the value is refused. */
-static int config_set_one(kv_client *c, const char *name, str value, char *err, size_t errlen)
+static int config_set_one(kv_client *c, const char *name, bk_str value, char *err, size_t errlen)
 {
     char *val = kv_strndup(value.p, value.len);
     char **argv = &val;
@@ -440,12 +440,12 @@ static void config_set_many(kv_client *c)
 {
     int n = (c->argc - 2) / 2;
     for (int i = 0; i < n; i++) {
-        str a = c->argv[2 + 2 * i];
+        bk_str a = c->argv[2 + 2 * i];
         for (int k = 0; k < i; k++) {
-            str b = c->argv[2 + 2 * k];
+            bk_str b = c->argv[2 + 2 * k];
             if (a.len == b.len && strncasecmp(a.p, b.p, a.len) == 0) {
                 reply_errorf(c, "ERR CONFIG SET failed (possibly related to argument '%.*s') "
-                                "- duplicate parameter", (int)MIN(a.len, (size_t)128), a.p);
+                                "- duplicate parameter", (int)BK_MIN(a.len, (size_t)128), a.p);
                 return;
             }
         }
@@ -454,8 +454,8 @@ static void config_set_many(kv_client *c)
     char name[128], err[256];
     int i;
     for (i = 0; i < n; i++) {
-        str a = c->argv[2 + 2 * i];
-        size_t nl = MIN(a.len, sizeof name - 1);
+        bk_str a = c->argv[2 + 2 * i];
+        size_t nl = BK_MIN(a.len, sizeof name - 1);
         memcpy(name, a.p, nl);
         name[nl] = '\0';
         cfg_exact e = { name, NULL };
@@ -476,11 +476,11 @@ static void config_set_many(kv_client *c)
         for (int k = i - 1; k >= 0; k--) {
             if (!old[k])
                 continue;
-            str a = c->argv[2 + 2 * k];
-            size_t nl = MIN(a.len, sizeof name - 1);
+            bk_str a = c->argv[2 + 2 * k];
+            size_t nl = BK_MIN(a.len, sizeof name - 1);
             memcpy(name, a.p, nl);
             name[nl] = '\0';
-            config_set_one(c, name, (str){ old[k], strlen(old[k]) }, err, sizeof err);
+            config_set_one(c, name, (bk_str){ old[k], strlen(old[k]) }, err, sizeof err);
         }
     } else {
         reply_ok(c);
@@ -492,7 +492,7 @@ static void config_set_many(kv_client *c)
 
 void config_command(kv_client *c)
 {
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     if (arg_is(sub, "get")) {
         if (c->argc < 3) {
             subcommand_arity(c, "config");
@@ -538,7 +538,7 @@ void config_command(kv_client *c)
 
 void debug_command(kv_client *c)
 {
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     if (arg_is(sub, "sleep") && c->argc == 3) {
         double secs;
         if (arg_double(c, c->argv[2], &secs) < 0)

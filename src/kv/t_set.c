@@ -6,10 +6,10 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
-static str member_key(const dict_node *n)
+static bk_str member_key(const dict_node *n)
 {
     kv_smember *m = (kv_smember *)(void *)n;
-    return (str){ m->data, n->aux };
+    return (bk_str){ m->data, n->aux };
 }
 
 dict *set_new(void)
@@ -22,7 +22,7 @@ void set_free(dict *s)
     dict_free_owned(s);
 }
 
-static kv_smember *member_alloc(str m, uint32_t hash)
+static kv_smember *member_alloc(bk_str m, uint32_t hash)
 {
     kv_smember *x = kv_malloc(sizeof *x + m.len);
     x->node.next = NULL;
@@ -44,7 +44,7 @@ dict *set_dup(dict *s)
     return d;
 }
 
-int set_add(dict *s, str m)
+int set_add(dict *s, bk_str m)
 {
     uint32_t h = dict_hash32(m.p, m.len);
     if (dict_find(s, m.p, m.len, h))
@@ -53,12 +53,12 @@ int set_add(dict *s, str m)
     return 1;
 }
 
-int set_has(dict *s, str m)
+int set_has(dict *s, bk_str m)
 {
     return dict_find(s, m.p, m.len, dict_hash32(m.p, m.len)) != NULL;
 }
 
-int set_del(dict *s, str m)
+int set_del(dict *s, bk_str m)
 {
     dict_node *n = dict_unlink(s, m.p, m.len, dict_hash32(m.p, m.len));
     if (!n)
@@ -67,7 +67,7 @@ int set_del(dict *s, str m)
     return 1;
 }
 
-static dict *get_set(kv_client *c, str key, int write, int *err)
+static dict *get_set(kv_client *c, bk_str key, int write, int *err)
 {
     *err = 0;
     kv_entry *e = lookup_typed(c, key, KV_SET, write);
@@ -192,13 +192,13 @@ void spop_command(kv_client *c)
             reply_null(c);
         return;
     }
-    long long n = count < 0 ? 1 : MIN(count, (long long)dict_size(s));
+    long long n = count < 0 ? 1 : BK_MIN(count, (long long)dict_size(s));
     if (count >= 0)
         reply_set(c, n);
     /* SPOP is random: the AOF gets SREM of the chosen members. */
-    str *prop = kv_malloc(((size_t)n + 2) * sizeof *prop);
+    bk_str *prop = kv_malloc(((size_t)n + 2) * sizeof *prop);
     kv_smember **popped = kv_malloc(((size_t)n + 1) * sizeof *popped);
-    prop[0] = STR("SREM");
+    prop[0] = BK_STR("SREM");
     prop[1] = c->argv[1];
     for (long long i = 0; i < n; i++) {
         kv_smember *m = (kv_smember *)(void *)dict_random(s);
@@ -260,7 +260,7 @@ void srandmember_command(kv_client *c)
         rand_picker_end(&p);
         return;
     }
-    size_t size = dict_size(s), n = MIN((size_t)count, size);
+    size_t size = dict_size(s), n = BK_MIN((size_t)count, size);
     dict_node **all;
     if (RAND_FEW_DISTINCT(n, size)) {
         all = kv_malloc(n * sizeof *all);
@@ -319,7 +319,7 @@ static dict *set_op(kv_client *c, int first, int argc, int op, int write)
             dict_iter it;
             dict_iter_init(&it, sets[smallest]);
             for (dict_node *n; (n = dict_iter_next(&it));) {
-                str m = smember_str((kv_smember *)(void *)n);
+                bk_str m = smember_str((kv_smember *)(void *)n);
                 int all = 1;
                 for (int i = 0; i < nsets && all; i++)
                     if (i != smallest && !set_has(sets[i], m))

@@ -26,13 +26,13 @@
 #define ERR_BAD_ID "ERR Invalid stream ID specified as stream command argument"
 #define ERR_XADD_SMALL "ERR The ID specified in XADD is equal or smaller than the target stream top item"
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     size_t n = strlen(lower);
     return s.len == n && strncasecmp(s.p, lower, n) == 0;
 }
 
-static int is_lit(str s, const char *lit)
+static int is_lit(bk_str s, const char *lit)
 {
     size_t n = strlen(lit);
     return s.len == n && memcmp(s.p, lit, n) == 0;
@@ -59,7 +59,7 @@ static int parse_u64(const char *p, size_t n, uint64_t *out)
 
 /* Parses "ms-seq", "ms" (seq = missing_seq), and unless strict "-"/"+".
  * seq_given (when not NULL) accepts "ms-*" and tells which form it was. */
-static int id_parse(str s, st_id *id, int strict, uint64_t missing_seq, int *seq_given)
+static int id_parse(bk_str s, st_id *id, int strict, uint64_t missing_seq, int *seq_given)
 {
     if (seq_given)
         *seq_given = 1;
@@ -89,7 +89,7 @@ static int id_parse(str s, st_id *id, int strict, uint64_t missing_seq, int *seq
     return parse_u64(sp, sl, &id->seq);
 }
 
-static int id_parse_or_reply(kv_client *c, str s, st_id *id, int strict, uint64_t missing_seq,
+static int id_parse_or_reply(kv_client *c, bk_str s, st_id *id, int strict, uint64_t missing_seq,
                              int *seq_given)
 {
     if (id_parse(s, id, strict, missing_seq, seq_given) == 0)
@@ -99,7 +99,7 @@ static int id_parse_or_reply(kv_client *c, str s, st_id *id, int strict, uint64_
 }
 
 /* A range bound: "(" makes it exclusive (and parses the rest strictly). */
-static int interval_parse(kv_client *c, str s, st_id *id, int *excl, uint64_t missing_seq)
+static int interval_parse(kv_client *c, bk_str s, st_id *id, int *excl, uint64_t missing_seq)
 {
     *excl = 0;
     if (s.len > 1 && s.p[0] == '(') {
@@ -145,7 +145,7 @@ static void reply_id(kv_client *c, st_id id)
 
 /* ---- lookups ---- */
 
-static kv_stream *get_stream(kv_client *c, str key, int write, int *err)
+static kv_stream *get_stream(kv_client *c, bk_str key, int write, int *err)
 {
     *err = 0;
     kv_entry *e = lookup_typed(c, key, KV_STREAM, write);
@@ -158,7 +158,7 @@ static kv_stream *get_stream(kv_client *c, str key, int write, int *err)
 
 /* Creates a consumer and tells the keyspace: every path that creates one
  * (XGROUP CREATECONSUMER, XREADGROUP, XCLAIM, XAUTOCLAIM) does in Redis. */
-static st_consumer *consumer_add(kv_db *db, str key, st_group *g, str name)
+static st_consumer *consumer_add(kv_db *db, bk_str key, st_group *g, bk_str name)
 {
     st_consumer *cons = group_consumer_create(g, name);
     if (cons)
@@ -166,7 +166,7 @@ static st_consumer *consumer_add(kv_db *db, str key, st_group *g, str name)
     return cons;
 }
 
-static void reply_nogroup(kv_client *c, str key, str group, const char *tail)
+static void reply_nogroup(kv_client *c, bk_str key, bk_str group, const char *tail)
 {
     reply_errorf(c, "NOGROUP No such key '%.*s' or consumer group '%.*s'%s", (int)key.len, key.p,
                  (int)group.len, group.p, tail);
@@ -181,8 +181,8 @@ static struct {
     int n;
     kv_db *db;
     int argc;
-    str argv[14];
-    buf b;
+    bk_str argv[14];
+    bk_buf b;
 } held;
 
 /* Whether a write has anywhere to go: aof_feed's own test (AOF on, a
@@ -193,7 +193,7 @@ static inline int prop_wanted(void)
     return repl_feeding || srv.aof_state != 0 || srv.child_pid > 0; /* 0: AOF off */
 }
 
-static void prop(kv_client *c, int argc, const str *argv)
+static void prop(kv_client *c, int argc, const bk_str *argv)
 {
     if ((c->flags & CLIENT_NO_PROPAGATE) || srv.loading || !prop_wanted())
         return;
@@ -215,7 +215,7 @@ static void prop(kv_client *c, int argc, const str *argv)
             buf_put(&held.b, argv[i].p, argv[i].len);
         }
         for (int i = 0; i < argc; i++)
-            held.argv[i] = (str){ held.b.data + off[i], argv[i].len };
+            held.argv[i] = (bk_str){ held.b.data + off[i], argv[i].len };
         held.argc = argc;
         held.db = c->db;
         held.n = 1;
@@ -239,34 +239,34 @@ static void prop_end(void)
     held.n = 0;
 }
 
-static str fmt_ll(char *b, long long v) { return (str){ b, kv_fmt_ll(b, v) }; }
-static str fmt_id(char *b, st_id id) { return (str){ b, st_id_fmt(b, id) }; }
+static bk_str fmt_ll(char *b, long long v) { return (bk_str){ b, kv_fmt_ll(b, v) }; }
+static bk_str fmt_id(char *b, st_id id) { return (bk_str){ b, st_id_fmt(b, id) }; }
 
 /* XCLAIM key group consumer 0 id TIME ms RETRYCOUNT n FORCE JUSTID LASTID id:
  * the idempotent form of a delivery (or, for an entry gone from the stream,
  * of dropping its NACK). */
-static void prop_xclaim(kv_client *c, str key, st_group *g, st_id id, const st_nack *n)
+static void prop_xclaim(kv_client *c, bk_str key, st_group *g, st_id id, const st_nack *n)
 {
     if (!prop_wanted())
         return;
     char ib[ST_ID_STR_MAX], tb[24], rb[24], lb[ST_ID_STR_MAX];
-    str a[14] = { STR("XCLAIM"),     key,
+    bk_str a[14] = { BK_STR("XCLAIM"),     key,
                   { g->name, g->nlen }, { n->consumer->name, n->consumer->nlen },
-                  STR("0"),          fmt_id(ib, id),
-                  STR("TIME"),       fmt_ll(tb, n->delivery_ms),
-                  STR("RETRYCOUNT"), fmt_ll(rb, (long long)n->delivery_count),
-                  STR("FORCE"),      STR("JUSTID"),
-                  STR("LASTID"),     fmt_id(lb, g->last_id) };
+                  BK_STR("0"),          fmt_id(ib, id),
+                  BK_STR("TIME"),       fmt_ll(tb, n->delivery_ms),
+                  BK_STR("RETRYCOUNT"), fmt_ll(rb, (long long)n->delivery_count),
+                  BK_STR("FORCE"),      BK_STR("JUSTID"),
+                  BK_STR("LASTID"),     fmt_id(lb, g->last_id) };
     prop(c, 14, a);
 }
 
-static void prop_setid(kv_client *c, str key, st_group *g)
+static void prop_setid(kv_client *c, bk_str key, st_group *g)
 {
     if (!prop_wanted())
         return;
     char ib[ST_ID_STR_MAX], eb[24];
-    str a[7] = { STR("XGROUP"), STR("SETID"), key, { g->name, g->nlen }, fmt_id(ib, g->last_id),
-                 STR("ENTRIESREAD"), fmt_ll(eb, g->entries_read) };
+    bk_str a[7] = { BK_STR("XGROUP"), BK_STR("SETID"), key, { g->name, g->nlen }, fmt_id(ib, g->last_id),
+                 BK_STR("ENTRIESREAD"), fmt_ll(eb, g->entries_read) };
     prop(c, 7, a);
 }
 
@@ -276,7 +276,7 @@ static void reply_fields(kv_client *c, st_iter *it)
 {
     reply_array(c, (long long)it->nfields * 2);
     for (size_t i = 0; i < it->nfields; i++) {
-        str f, v;
+        bk_str f, v;
         st_iter_field(it, &f, &v);
         reply_bulk_str(c, f);
         reply_bulk_str(c, v);
@@ -286,7 +286,7 @@ static void reply_fields(kv_client *c, st_iter *it)
 enum { RWR_NOACK = 1, RWR_RAW = 2, RWR_HISTORY = 4 };
 
 typedef struct {
-    str key;
+    bk_str key;
     int propagate; /* XREADGROUP: emit XCLAIM / XGROUP SETID effects */
 } rwr_prop;
 
@@ -407,7 +407,7 @@ static int parse_trim(kv_client *c, trim_args *a, int xadd)
     int i = 2;
     for (; i < c->argc; i++) {
         int more = c->argc - 1 - i;
-        str o = c->argv[i];
+        bk_str o = c->argv[i];
         if (xadd && is_lit(o, "*")) {
             break;
         } else if ((arg_is(o, "maxlen") || arg_is(o, "minid")) && more) {
@@ -418,7 +418,7 @@ static int parse_trim(kv_client *c, trim_args *a, int xadd)
                 return -1;
             }
             a->approx = 0;
-            str nx = c->argv[i + 1];
+            bk_str nx = c->argv[i + 1];
             if (more >= 2 && is_lit(nx, "~")) {
                 a->approx = 1;
                 i++;
@@ -493,18 +493,18 @@ static int parse_trim(kv_client *c, trim_args *a, int xadd)
 static void prop_trim_rewrite(kv_client *c, kv_stream *s, const trim_args *a, int idpos,
                               st_id id)
 {
-    str *v = kv_malloc((size_t)c->argc * sizeof *v);
+    bk_str *v = kv_malloc((size_t)c->argc * sizeof *v);
     char tb[ST_ID_STR_MAX], ib[ST_ID_STR_MAX];
     int n = 0;
     for (int i = 0; i < c->argc; i++) {
         if (a->approx && a->limit_given && (i == a->limit_idx || i == a->limit_idx + 1))
             continue;
-        str x = c->argv[i];
+        bk_str x = c->argv[i];
         if (a->approx && i == a->strat_idx - 1 && is_lit(x, "~"))
-            x = STR("=");
+            x = BK_STR("=");
         else if (a->approx && i == a->strat_idx) {
             if (a->strategy == ST_TRIM_MAXLEN)
-                x = (str){ tb, kv_fmt_ll(tb, (long long)s->length) };
+                x = (bk_str){ tb, kv_fmt_ll(tb, (long long)s->length) };
             else
                 x = fmt_id(tb, stream_edge_id(s, 1));
         } else if (idpos > 0 && i == idpos && (!a->id_given || !a->seq_given))
@@ -636,7 +636,7 @@ void xlen_command(kv_client *c)
 
 static void range_generic(kv_client *c, int rev)
 {
-    str sa = c->argv[rev ? 3 : 2], ea = c->argv[rev ? 2 : 3];
+    bk_str sa = c->argv[rev ? 3 : 2], ea = c->argv[rev ? 2 : 3];
     st_id start, end;
     int sx, ex;
     long long count = -1;
@@ -784,7 +784,7 @@ void xsetid_command(kv_client *c)
  * serve needs: param[0] count, [1] noack, [2] streams_arg, [3] nstreams.
  * A "$" ID was replaced by the stream's last ID before parking, so entries
  * added later are what the client gets. */
-static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e);
+static int stream_serve(kv_client *c, kv_db *db, bk_str key, kv_entry *e);
 
 static const kv_block_kind stream_kind = { KV_STREAM, stream_serve, reply_null_array };
 
@@ -796,7 +796,7 @@ static void st_park(kv_client *c, int group_mode, int streams_arg, int nstreams,
     /* Pin "$" to the IDs resolved now: the copy blocking_park makes of
      * argv takes these strings; argv is restored right after. */
     char (*bufs)[ST_ID_STR_MAX] = NULL;
-    str *saved = NULL;
+    bk_str *saved = NULL;
     if (!group_mode) {
         bufs = kv_malloc((size_t)nstreams * sizeof *bufs);
         saved = kv_malloc((size_t)nstreams * sizeof *saved);
@@ -828,7 +828,7 @@ static void st_park(kv_client *c, int group_mode, int streams_arg, int nstreams,
     }
 }
 
-static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
+static int stream_serve(kv_client *c, kv_db *db, bk_str key, kv_entry *e)
 {
     kv_bstate *b = c->bstate;
     int group_mode = b->cmd->proc == xreadgroup_command;
@@ -840,11 +840,11 @@ static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
     if (k == n)
         return 0;
     kv_stream *s = entry_obj(e);
-    str ida = b->argv[sa + n + k];
+    bk_str ida = b->argv[sa + n + k];
     st_group *g = NULL;
     st_id gt;
     if (group_mode) {
-        str gname = { 0 };
+        bk_str gname = { 0 };
         for (int i = 1; i + 2 < b->argc; i++)
             if (arg_is(b->argv[i], "group")) {
                 gname = b->argv[i + 1];
@@ -875,7 +875,7 @@ static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
     reply_bulk_str(c, key);
     st_consumer *cons = NULL;
     if (g) {
-        str cname = { 0 };
+        bk_str cname = { 0 };
         for (int i = 1; i + 2 < b->argc; i++)
             if (arg_is(b->argv[i], "group")) {
                 cname = b->argv[i + 2];
@@ -899,7 +899,7 @@ static int stream_serve(kv_client *c, kv_db *db, str key, kv_entry *e)
  * another type (DEL, SET, FLUSHALL, ...) with an error. A stream freed while
  * it had such waiters schedules this check after the batch, when what the
  * command did is final (a RENAME over the key leaves a stream: served). */
-static void orphan_check(loop *l, timer *t)
+static void orphan_check(bk_loop *l, bk_timer *t)
 {
     (void)l, (void)t;
     for (kv_client *c = srv.clients; c; c = c->next) {
@@ -947,13 +947,13 @@ static void read_generic(kv_client *c, int group_mode)
 {
     long long count = 0, timeout = -1;
     int streams_arg = 0, nstreams = 0, noack = 0;
-    str gname = { 0 }, cname = { 0 };
+    bk_str gname = { 0 }, cname = { 0 };
     int has_group = 0;
     st_id *ids = NULL;
     st_group **groups = NULL;
     for (int i = 1; i < c->argc; i++) {
         int more = c->argc - i - 1;
-        str o = c->argv[i];
+        bk_str o = c->argv[i];
         if (arg_is(o, "block") && more) {
             i++;
 #if ST_BLOCKING
@@ -1022,7 +1022,7 @@ static void read_generic(kv_client *c, int group_mode)
     if (has_group)
         groups = kv_calloc((size_t)nstreams * sizeof *groups);
     for (int k = 0; k < nstreams; k++) {
-        str key = c->argv[streams_arg + k], ida = c->argv[streams_arg + nstreams + k];
+        bk_str key = c->argv[streams_arg + k], ida = c->argv[streams_arg + nstreams + k];
         int err;
         kv_stream *s = get_stream(c, key, 0, &err);
         if (err)
@@ -1060,7 +1060,7 @@ static void read_generic(kv_client *c, int group_mode)
     }
     size_t handle = 0, served = 0;
     for (int k = 0; k < nstreams; k++) {
-        str key = c->argv[streams_arg + k];
+        bk_str key = c->argv[streams_arg + k];
         int err;
         kv_stream *s = get_stream(c, key, 0, &err);
         if (!s)
@@ -1098,7 +1098,7 @@ static void read_generic(kv_client *c, int group_mode)
                 /* With NOACK no XCLAIM will recreate the consumer on replay:
                  * Redis 7.0 propagates its creation. */
                 if (noack) {
-                    str cc[5] = { STR("XGROUP"), STR("CREATECONSUMER"), key, gname, cname };
+                    bk_str cc[5] = { BK_STR("XGROUP"), BK_STR("CREATECONSUMER"), key, gname, cname };
                     prop(c, 5, cc);
                 }
             }
@@ -1140,10 +1140,10 @@ void xreadgroup_command(kv_client *c) { read_generic(c, 1); }
 
 /* ---- XGROUP ---- */
 
-static void subcmd_arity_error(kv_client *c, const char *cmd, str sub)
+static void subcmd_arity_error(kv_client *c, const char *cmd, bk_str sub)
 {
     char name[64];
-    size_t n = MIN(sub.len, sizeof name - 1);
+    size_t n = BK_MIN(sub.len, sizeof name - 1);
     for (size_t i = 0; i < n; i++)
         name[i] = (char)((sub.p[i] >= 'A' && sub.p[i] <= 'Z') ? sub.p[i] + 32 : sub.p[i]);
     name[n] = '\0';
@@ -1209,7 +1209,7 @@ static int check_sub(kv_client *c, const char *cmd, const void *tab, size_t n, i
         const char *name;
         int arity;
     } *t = tab;
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     for (size_t i = 0; i < n; i++) {
         if (arg_is(sub, t[i].name)) {
             int ar = t[i].arity;
@@ -1225,22 +1225,22 @@ static int check_sub(kv_client *c, const char *cmd, const void *tab, size_t n, i
     snprintf(up, sizeof up, "%s", cmd);
     for (char *p = up; *p; p++)
         *p = (char)(*p - 32);
-    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)MIN(sub.len, 128),
+    reply_errorf(c, "ERR unknown subcommand '%.*s'. Try %s HELP.", (int)BK_MIN(sub.len, 128),
                  sub.p, up);
     return -1;
 }
 
 static void reply_subcmd_syntax(kv_client *c, const char *up)
 {
-    str sub = c->argv[1];
+    bk_str sub = c->argv[1];
     reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try %s HELP.",
-                 (int)MIN(sub.len, 128), sub.p, up);
+                 (int)BK_MIN(sub.len, 128), sub.p, up);
 }
 
 void xgroup_command(kv_client *c)
 {
     int which;
-    if (check_sub(c, "xgroup", xgroup_subs, ARRAY_LEN(xgroup_subs), &which) < 0)
+    if (check_sub(c, "xgroup", xgroup_subs, BK_ARRAY_LEN(xgroup_subs), &which) < 0)
         return;
     const char *sub = xgroup_subs[which].name;
     if (strcmp(sub, "help") == 0) {
@@ -1283,7 +1283,7 @@ void xgroup_command(kv_client *c)
             }
         }
     }
-    str key = c->argv[2], gname = c->argv[3];
+    bk_str key = c->argv[2], gname = c->argv[3];
     int err;
     kv_stream *s = get_stream(c, key, 1, &err);
     if (err)
@@ -1406,10 +1406,10 @@ done:
 void xpending_command(kv_client *c)
 {
     int justinfo = c->argc == 3;
-    str key = c->argv[1], gname = c->argv[2];
+    bk_str key = c->argv[1], gname = c->argv[2];
     st_id start = ST_ID_MIN, end = ST_ID_MAX;
     long long count = 0, minidle = 0;
-    str cname = { 0 };
+    bk_str cname = { 0 };
     int has_cons = 0;
     if (c->argc != 3 && (c->argc < 6 || c->argc > 9)) {
         reply_error(c, ERR_SYNTAX);
@@ -1511,7 +1511,7 @@ void xpending_command(kv_client *c)
     reply_defer_array(c, handle, (long long)n);
 }
 
-static st_consumer *claim_consumer(kv_client *c, st_group *g, str name, st_consumer *cons)
+static st_consumer *claim_consumer(kv_client *c, st_group *g, bk_str name, st_consumer *cons)
 {
     if (cons)
         return cons;
@@ -1543,7 +1543,7 @@ static int entry_exists(kv_stream *s, st_id id)
 
 void xclaim_command(kv_client *c)
 {
-    str key = c->argv[1], gname = c->argv[2];
+    bk_str key = c->argv[1], gname = c->argv[2];
     int err;
     kv_stream *s = get_stream(c, key, 0, &err);
     if (err)
@@ -1571,7 +1571,7 @@ void xclaim_command(kv_client *c)
     st_id lastid = g->last_id;
     for (; j < c->argc; j++) {
         int more = c->argc - 1 - j;
-        str o = c->argv[j];
+        bk_str o = c->argv[j];
         if (arg_is(o, "force")) {
             force = 1;
         } else if (arg_is(o, "justid")) {
@@ -1602,7 +1602,7 @@ void xclaim_command(kv_client *c)
             if (st_id_cmp(l, lastid) > 0)
                 lastid = l;
         } else {
-            reply_errorf(c, "ERR Unrecognized XCLAIM option '%.*s'", (int)MIN(o.len, 128), o.p);
+            reply_errorf(c, "ERR Unrecognized XCLAIM option '%.*s'", (int)BK_MIN(o.len, 128), o.p);
             return;
         }
     }
@@ -1670,7 +1670,7 @@ void xclaim_command(kv_client *c)
 
 void xautoclaim_command(kv_client *c)
 {
-    str key = c->argv[1], gname = c->argv[2];
+    bk_str key = c->argv[1], gname = c->argv[2];
     long long minidle, count = 100;
     int justid = 0;
     st_id start;
@@ -1726,7 +1726,7 @@ void xautoclaim_command(kv_client *c)
     st_consumer *cons = NULL;
     /* Claimed and deleted IDs are at most count each: bound the scratch by
      * the PEL size too. */
-    size_t cap = (size_t)MIN((unsigned long long)count, (unsigned long long)g->pel.n);
+    size_t cap = (size_t)BK_MIN((unsigned long long)count, (unsigned long long)g->pel.n);
     st_id *claimed = kv_malloc((cap ? cap : 1) * sizeof *claimed);
     st_id *deleted = kv_malloc((cap ? cap : 1) * sizeof *deleted);
     size_t ndel = 0, n = 0;
@@ -1807,7 +1807,7 @@ static void xinfo_stream(kv_client *c, kv_stream *s)
     int full = 0;
     long long count = 10;
     int argc = c->argc - 3;
-    str *argv = c->argv + 3;
+    bk_str *argv = c->argv + 3;
     if (argc) {
         if (!arg_is(argv[0], "full")) {
             reply_subcmd_syntax(c, "XINFO");
@@ -1911,14 +1911,14 @@ static void xinfo_stream(kv_client *c, kv_stream *s)
 void xinfo_command(kv_client *c)
 {
     int which;
-    if (check_sub(c, "xinfo", xinfo_subs, ARRAY_LEN(xinfo_subs), &which) < 0)
+    if (check_sub(c, "xinfo", xinfo_subs, BK_ARRAY_LEN(xinfo_subs), &which) < 0)
         return;
     const char *sub = xinfo_subs[which].name;
     if (strcmp(sub, "help") == 0) {
         reply_help(c, xinfo_help);
         return;
     }
-    str key = c->argv[2];
+    bk_str key = c->argv[2];
     int err;
     kv_stream *s = get_stream(c, key, 0, &err);
     if (err)
@@ -1972,18 +1972,18 @@ void xinfo_command(kv_client *c)
 
 /* ---- AOF rewrite ---- */
 
-typedef void st_emit_fn(void *ud, int argc, const str *argv);
+typedef void st_emit_fn(void *ud, int argc, const bk_str *argv);
 
 /* Emits the commands that rebuild s under key: one XADD per entry (or the
  * XADD MAXLEN 0 trick for an empty stream), XSETID, then per group XGROUP
  * CREATE and an XCLAIM per pending entry (XGROUP CREATECONSUMER for a
  * consumer with none). */
-void stream_rewrite(kv_stream *s, str key, st_emit_fn *emit, void *ud)
+void stream_rewrite(kv_stream *s, bk_str key, st_emit_fn *emit, void *ud)
 {
     char ib[ST_ID_STR_MAX], b2[ST_ID_STR_MAX], b3[ST_ID_STR_MAX], nb[24], nb2[24];
     if (s->length) {
         size_t cap = 16;
-        str *argv = kv_malloc(cap * sizeof *argv);
+        bk_str *argv = kv_malloc(cap * sizeof *argv);
         st_iter it;
         st_iter_start(&it, s, ST_ID_MIN, ST_ID_MAX, 0);
         while (st_iter_next(&it)) {
@@ -1992,7 +1992,7 @@ void stream_rewrite(kv_stream *s, str key, st_emit_fn *emit, void *ud)
                 cap = need;
                 argv = kv_realloc(argv, cap * sizeof *argv);
             }
-            argv[0] = STR("XADD");
+            argv[0] = BK_STR("XADD");
             argv[1] = key;
             argv[2] = fmt_id(ib, it.id);
             for (size_t i = 0; i < it.nfields; i++)
@@ -2002,36 +2002,36 @@ void stream_rewrite(kv_stream *s, str key, st_emit_fn *emit, void *ud)
         st_iter_stop(&it);
         kv_free(argv);
     } else {
-        str a[7] = { STR("XADD"), key, STR("MAXLEN"), STR("0"), STR("0-1"), STR("x"), STR("y") };
+        bk_str a[7] = { BK_STR("XADD"), key, BK_STR("MAXLEN"), BK_STR("0"), BK_STR("0-1"), BK_STR("x"), BK_STR("y") };
         emit(ud, 7, a);
     }
-    str xs[7] = { STR("XSETID"),       key, fmt_id(ib, s->last_id), STR("ENTRIESADDED"),
-                  fmt_ll(nb, (long long)s->entries_added), STR("MAXDELETEDID"),
+    bk_str xs[7] = { BK_STR("XSETID"),       key, fmt_id(ib, s->last_id), BK_STR("ENTRIESADDED"),
+                  fmt_ll(nb, (long long)s->entries_added), BK_STR("MAXDELETEDID"),
                   fmt_id(b2, s->max_deleted_id) };
     emit(ud, 7, xs);
     for (size_t gi = 0; gi < s->ngroups; gi++) {
         st_group *g = s->groups[gi];
-        str gn = { g->name, g->nlen };
-        str gc[7] = { STR("XGROUP"), STR("CREATE"), key, gn, fmt_id(b3, g->last_id),
-                      STR("ENTRIESREAD"), fmt_ll(nb2, g->entries_read) };
+        bk_str gn = { g->name, g->nlen };
+        bk_str gc[7] = { BK_STR("XGROUP"), BK_STR("CREATE"), key, gn, fmt_id(b3, g->last_id),
+                      BK_STR("ENTRIESREAD"), fmt_ll(nb2, g->entries_read) };
         emit(ud, 7, gc);
         for (size_t ci = 0; ci < g->ncons; ci++) {
             st_consumer *k = g->cons[ci];
-            str cn = { k->name, k->nlen };
+            bk_str cn = { k->name, k->nlen };
             if (k->pel.n == 0) {
-                str cc[5] = { STR("XGROUP"), STR("CREATECONSUMER"), key, gn, cn };
+                bk_str cc[5] = { BK_STR("XGROUP"), BK_STR("CREATECONSUMER"), key, gn, cn };
                 emit(ud, 5, cc);
                 continue;
             }
             for (size_t q = 0; q < k->pel.n; q++) {
                 st_nack *x = k->pel.v[q];
                 char tb[24], rb[24];
-                str xc[12] = { STR("XCLAIM"),      key,
+                bk_str xc[12] = { BK_STR("XCLAIM"),      key,
                                gn,                 cn,
-                               STR("0"),           fmt_id(ib, x->id),
-                               STR("TIME"),        fmt_ll(tb, x->delivery_ms),
-                               STR("RETRYCOUNT"),  fmt_ll(rb, (long long)x->delivery_count),
-                               STR("JUSTID"),      STR("FORCE") };
+                               BK_STR("0"),           fmt_id(ib, x->id),
+                               BK_STR("TIME"),        fmt_ll(tb, x->delivery_ms),
+                               BK_STR("RETRYCOUNT"),  fmt_ll(rb, (long long)x->delivery_count),
+                               BK_STR("JUSTID"),      BK_STR("FORCE") };
                 emit(ud, 12, xc);
             }
         }

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
@@ -31,7 +31,7 @@ void get_command(kv_client *c)
         reply_null(c);
         return;
     }
-    if (UNLIKELY(e->type != KV_STRING)) {
+    if (BK_UNLIKELY(e->type != KV_STRING)) {
         reply_error(c, ERR_WRONGTYPE);
         return;
     }
@@ -41,7 +41,7 @@ void get_command(kv_client *c)
 enum { SET_NX = 1, SET_XX = 2, SET_GET = 4, SET_KEEPTTL = 8, SET_EX = 16 };
 
 /* Parses an expire argument of SET/GETEX into absolute ms. */
-static int parse_expire(kv_client *c, str v, int unit_ms, int absolute, int64_t *when)
+static int parse_expire(kv_client *c, bk_str v, int unit_ms, int absolute, int64_t *when)
 {
     long long n;
     if (arg_ll(c, v, &n) < 0)
@@ -63,7 +63,7 @@ static int parse_expire(kv_client *c, str v, int unit_ms, int absolute, int64_t 
 }
 
 /* The core of SET/SETEX/PSETEX/SETNX: flags, absolute expire (0 none). */
-static void set_generic(kv_client *c, str key, str val, int flags, int64_t when, int reply_kind)
+static void set_generic(kv_client *c, bk_str key, bk_str val, int flags, int64_t when, int reply_kind)
 {
     kv_entry *old = db_lookup_write(c->db, key);
     if (flags & SET_GET) {
@@ -98,20 +98,20 @@ static void set_generic(kv_client *c, str key, str val, int flags, int64_t when,
         /* already past: the key is gone at once */
         if (old)
             db_delete_entry(c->db, old);
-        str del[2] = { STR("DEL"), key };
+        bk_str del[2] = { BK_STR("DEL"), key };
         kv_propagate_as(c, 2, del);
     } else {
         db_store_string(c->db, key, old, val.p, val.len,
                         when ? when : (flags & SET_KEEPTTL) ? DB_KEEPTTL : 0);
         if (when) {
             char ms[KV_LL_STR_MAX];
-            str prop[5] = { STR("SET"), key, val, STR("PXAT"), { ms, kv_fmt_ll(ms, when) } };
+            bk_str prop[5] = { BK_STR("SET"), key, val, BK_STR("PXAT"), { ms, kv_fmt_ll(ms, when) } };
             kv_propagate_as(c, 5, prop);
         } else if ((flags & SET_GET) && c->argc <= 16) {
             /* replicas get SET without GET (GETSET as SET), as in Redis 7 */
-            str prop[16];
+            bk_str prop[16];
             int n = 0;
-            prop[n++] = STR("SET");
+            prop[n++] = BK_STR("SET");
             for (int i = 1; i < c->argc; i++)
                 if (i < 3 || !arg_is(c->argv[i], "get"))
                     prop[n++] = c->argv[i];
@@ -134,7 +134,7 @@ void set_command(kv_client *c)
     int flags = 0;
     int64_t when = 0;
     for (int i = 3; i < c->argc; i++) {
-        str o = c->argv[i];
+        bk_str o = c->argv[i];
         int more = c->argc - i - 1;
         if (arg_is(o, "nx") && !(flags & SET_XX)) {
             flags |= SET_NX;
@@ -209,7 +209,7 @@ void getex_command(kv_client *c)
     int64_t when = 0;
     int persist = 0, seen = 0;
     for (int i = 2; i < c->argc; i++) {
-        str o = c->argv[i];
+        bk_str o = c->argv[i];
         int more = c->argc - i - 1;
         if (arg_is(o, "persist") && !seen) {
             persist = 1;
@@ -236,21 +236,21 @@ void getex_command(kv_client *c)
     reply_bulk_str(c, entry_str(e));
     if (when) {
         if (when <= srv.now_ms && !repl_is_replica()) {
-            str del[2] = { STR("DEL"), c->argv[1] };
+            bk_str del[2] = { BK_STR("DEL"), c->argv[1] };
             db_delete_entry(c->db, e);
             kv_propagate_as(c, 2, del);
             kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
         } else {
             db_set_expire(c->db, e, when);
             char ms[KV_LL_STR_MAX];
-            str prop[3] = { STR("PEXPIREAT"), c->argv[1], { ms, kv_fmt_ll(ms, when) } };
+            bk_str prop[3] = { BK_STR("PEXPIREAT"), c->argv[1], { ms, kv_fmt_ll(ms, when) } };
             kv_propagate_as(c, 3, prop);
             kv_notify(c->db, NOTIFY_GENERIC, "expire", c->argv[1]);
         }
         kv_dirty(1);
     } else if (persist && (e->flags & ENTRY_EXPIRES)) {
         db_persist(c->db, e);
-        str prop[2] = { STR("PERSIST"), c->argv[1] };
+        bk_str prop[2] = { BK_STR("PERSIST"), c->argv[1] };
         kv_propagate_as(c, 2, prop);
         kv_notify(c->db, NOTIFY_GENERIC, "persist", c->argv[1]);
         kv_dirty(1);
@@ -377,7 +377,7 @@ void incrbyfloat_command(kv_client *c)
     db_store_string(c->db, c->argv[1], e, b, n, DB_KEEPTTL);
     kv_notify(c->db, NOTIFY_STRING, "incrbyfloat", c->argv[1]);
     kv_dirty(1);
-    str prop[4] = { STR("SET"), c->argv[1], { b, n }, STR("KEEPTTL") };
+    bk_str prop[4] = { BK_STR("SET"), c->argv[1], { b, n }, BK_STR("KEEPTTL") };
     kv_propagate_as(c, 4, prop);
     reply_bulk(c, b, n);
 }
@@ -387,7 +387,7 @@ void append_command(kv_client *c)
     kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 1);
     if (e == KV_WRONGTYPE)
         return;
-    str add = c->argv[2];
+    bk_str add = c->argv[2];
     if (!e) {
         e = db_store_string(c->db, c->argv[1], NULL, add.p, add.len, 0);
     } else {
@@ -454,7 +454,7 @@ void setrange_command(kv_client *c)
         reply_error(c, ERR_OFFSET_RANGE);
         return;
     }
-    str v = c->argv[3];
+    bk_str v = c->argv[3];
     kv_entry *e = lookup_typed(c, c->argv[1], KV_STRING, 1);
     if (e == KV_WRONGTYPE)
         return;

@@ -9,12 +9,12 @@
 
 #include <math.h>
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
 
-static zset *get_zset(kv_client *c, str key, int write, int *err)
+static zset *get_zset(kv_client *c, bk_str key, int write, int *err)
 {
     *err = 0;
     kv_entry *e = lookup_typed(c, key, KV_ZSET, write);
@@ -25,7 +25,7 @@ static zset *get_zset(kv_client *c, str key, int write, int *err)
     return e ? entry_obj(e) : NULL;
 }
 
-static void delete_if_empty(kv_client *c, str key, zset *z)
+static void delete_if_empty(kv_client *c, bk_str key, zset *z)
 {
     if (z->length == 0) {
         db_delete(c->db, key);
@@ -35,7 +35,7 @@ static void delete_if_empty(kv_client *c, str key, zset *z)
 
 /* The end of the STORE commands: dst (owned) replaces the key, or the key
  * goes when dst is empty; event is the command's notification. */
-static void store_result(kv_client *c, str key, zset *dst, const char *event)
+static void store_result(kv_client *c, bk_str key, zset *dst, const char *event)
 {
     kv_entry *old = db_lookup_write(c->db, key);
     if (dst->length) {
@@ -54,7 +54,7 @@ enum { Z_NX = 1, Z_XX = 2, Z_GT = 4, Z_LT = 8, Z_CH = 16, Z_INCR = 32 };
 
 /* Adds or updates one member; returns 1 added, 2 updated, 0 nothing,
  * -1 NaN. *out gets the resulting score. */
-static int zadd_one(zset *z, double score, str member, int flags, double *out)
+static int zadd_one(zset *z, double score, bk_str member, int flags, double *out)
 {
     zs_node *n = zset_find(z, member);
     if (n) {
@@ -86,7 +86,7 @@ static void zadd_generic(kv_client *c, int flags)
 {
     int i = 2;
     for (; i < c->argc; i++) {
-        str o = c->argv[i];
+        bk_str o = c->argv[i];
         if (arg_is(o, "nx"))
             flags |= Z_NX;
         else if (arg_is(o, "xx"))
@@ -123,7 +123,7 @@ static void zadd_generic(kv_client *c, int flags)
     double stack_scores[16];
     double *scores = nelem <= 16 ? stack_scores : kv_malloc((size_t)nelem * sizeof *scores);
     for (int k = 0; k < nelem; k++) {
-        str s = c->argv[i + 2 * k];
+        bk_str s = c->argv[i + 2 * k];
         if (kv_parse_double(s.p, s.len, &scores[k]) < 0) {
             reply_error(c, ERR_NOT_FLOAT);
             goto cleanup;
@@ -424,7 +424,7 @@ static void zrange_generic(kv_client *c, int key_idx, int by, int rev, int opts_
     int withscores = 0, has_limit = 0;
     long long offset = 0, limit = -1;
     for (int i = opts_from; i < c->argc; i++) {
-        str o = c->argv[i];
+        bk_str o = c->argv[i];
         int more = c->argc - i - 1;
         if (arg_is(o, "withscores") && !store) {
             withscores = 1;
@@ -453,10 +453,10 @@ static void zrange_generic(kv_client *c, int key_idx, int by, int rev, int opts_
         reply_error(c, "ERR syntax error, WITHSCORES not supported in combination with BYLEX");
         return;
     }
-    str a = c->argv[key_idx + 1], b = c->argv[key_idx + 2];
+    bk_str a = c->argv[key_idx + 1], b = c->argv[key_idx + 2];
     /* REV with BYSCORE/BYLEX takes max first */
     if (rev && by != BY_RANK) {
-        str t = a;
+        bk_str t = a;
         a = b;
         b = t;
     }
@@ -624,7 +624,7 @@ static void pop_generic(kv_client *c, int max)
         reply_empty_array(c);
         return;
     }
-    long long n = MIN(count, (long long)z->length);
+    long long n = BK_MIN(count, (long long)z->length);
     int nested = has_count && c->resp >= 3;
     reply_array(c, nested ? n : 2 * n);
     for (long long i = 0; i < n; i++) {
@@ -685,7 +685,7 @@ void zrandmember_command(kv_client *c)
             sink_emit(&s, zset_at_rank(z, 1 + kv_rand64() % z->length));
         return;
     }
-    size_t size = z->length, n = MIN((size_t)count, size);
+    size_t size = z->length, n = BK_MIN((size_t)count, size);
     if (RAND_FEW_DISTINCT(n, size)) {
         size_t *ranks = kv_malloc(n * sizeof *ranks);
         rand_distinct_ranks(size, ranks, n);

@@ -28,7 +28,7 @@ typedef struct {
     size_t pos; /* index in the command, to keep the sort stable */
 } zop_src;
 
-static int arg_is(str s, const char *lower)
+static int arg_is(bk_str s, const char *lower)
 {
     return str_ieq_lit(s, lower, strlen(lower));
 }
@@ -49,7 +49,7 @@ static double src_node_score(const zop_src *s, dict_node *dn)
     return s->z ? ((zs_node *)(void *)dn)->score : 1.0;
 }
 
-static int src_score(const zop_src *s, str m, double *out)
+static int src_score(const zop_src *s, bk_str m, double *out)
 {
     if (s->z) {
         zs_node *n = zset_find(s->z, m);
@@ -101,7 +101,7 @@ static void eval_inter(zop_src *src, long long n, enum zop_agg agg, zset *dst, l
     dict_iter it;
     dict_iter_init(&it, d);
     for (dict_node *dn; (dn = dict_iter_next(&it));) {
-        str m = d->key(dn);
+        bk_str m = d->key(dn);
         double acc = weighted(src_node_score(&src[0], dn), src[0].weight);
         long long i = 1;
         for (; i < n; i++) {
@@ -130,7 +130,7 @@ static void eval_union(zop_src *src, long long n, enum zop_agg agg, zset *dst)
         dict_iter it;
         dict_iter_init(&it, d);
         for (dict_node *dn; (dn = dict_iter_next(&it));) {
-            str m = d->key(dn);
+            bk_str m = d->key(dn);
             double v = weighted(src_node_score(&src[i], dn), src[i].weight);
             zs_node *x = zset_find(dst, m);
             if (x)
@@ -151,7 +151,7 @@ static void eval_diff(zop_src *src, long long n, zset *dst)
     dict_iter it;
     dict_iter_init(&it, d);
     for (dict_node *dn; (dn = dict_iter_next(&it));) {
-        str m = d->key(dn);
+        bk_str m = d->key(dn);
         double v;
         long long i = 1;
         while (i < n && !src_score(&src[i], m, &v))
@@ -178,7 +178,7 @@ static void reply_zset(kv_client *c, zset *z, int withscores)
 /* Stores z at key (taking it) and replies its size; event is the keyspace
  * notification Redis sends ("zunionstore", ...), or "del" when the result is
  * empty and replaced a key. Nothing over nothing is no change. */
-static void store_zset(kv_client *c, str key, zset *z, const char *event)
+static void store_zset(kv_client *c, bk_str key, zset *z, const char *event)
 {
     kv_entry *old = db_lookup_write(c->db, key);
     long long n = (long long)z->length;
@@ -215,7 +215,7 @@ static void zop_generic(kv_client *c, zop_spec spec)
     zop_src *src = kv_calloc((size_t)numkeys * sizeof *src);
     zset *dst = NULL;
     for (long long i = 0; i < numkeys; i++) {
-        str key = c->argv[nk_idx + 1 + i];
+        bk_str key = c->argv[nk_idx + 1 + i];
         kv_entry *e = db_lookup_read(c->db, key); /* as Redis: sources count as reads */
         src[i].weight = 1.0;
         src[i].pos = (size_t)i;
@@ -235,18 +235,18 @@ static void zop_generic(kv_client *c, zop_spec spec)
     long long limit = 0;
     int algebra = spec.kind != ZOP_DIFF && !spec.card; /* WEIGHTS and AGGREGATE allowed */
     for (int j = nk_idx + 1 + (int)numkeys; j < c->argc; j++) {
-        str o = c->argv[j];
+        bk_str o = c->argv[j];
         int more = c->argc - j - 1;
         if (algebra && arg_is(o, "weights") && more >= numkeys) {
             for (long long k = 0; k < numkeys; k++) {
-                str w = c->argv[++j];
+                bk_str w = c->argv[++j];
                 if (kv_parse_double(w.p, w.len, &src[k].weight) < 0) {
                     reply_error(c, "ERR weight value is not a float");
                     goto out;
                 }
             }
         } else if (algebra && arg_is(o, "aggregate") && more >= 1) {
-            str a = c->argv[++j];
+            bk_str a = c->argv[++j];
             if (arg_is(a, "sum"))
                 agg = AGG_SUM;
             else if (arg_is(a, "min"))
@@ -260,7 +260,7 @@ static void zop_generic(kv_client *c, zop_spec spec)
         } else if (!spec.store && !spec.card && arg_is(o, "withscores")) {
             withscores = 1;
         } else if (spec.card && arg_is(o, "limit") && more >= 1) {
-            str l = c->argv[++j];
+            bk_str l = c->argv[++j];
             if (kv_parse_ll(l.p, l.len, &limit) < 0 || limit < 0) {
                 reply_error(c, "ERR LIMIT can't be negative");
                 goto out;

@@ -43,8 +43,8 @@ struct kv_tls_client {
 
 /* A connection between accept and the end of its handshake. */
 typedef struct kv_tls_hs {
-    loop_io io;
-    timer deadline;
+    bk_io io;
+    bk_timer deadline;
     tls_conn *conn;
     int fd;
     struct sockaddr_storage ss;
@@ -100,14 +100,14 @@ static const char *auth_names[] = { "no", "optional", "yes" }; /* by TLS_VERIFY_
 /* ---- state ---- */
 
 static tls_ctx *ctx;
-static loop_io listen_io[MAX_TLS_LISTEN];
+static bk_io listen_io[MAX_TLS_LISTEN];
 static int nlisten;
 static int started; /* kv_tls_start ran: option changes apply at once */
 static kv_tls_hs *handshakes, *hs_to_free;
 static unsigned long long nhandshakes;
 static struct kv_tls_client *pending_reads;
-static timer later; /* after the batch: pending reads, freeing handshakes */
-static timer accept_resume; /* listeners paused by EMFILE listen again */
+static bk_timer later; /* after the batch: pending reads, freeing handshakes */
+static bk_timer accept_resume; /* listeners paused by EMFILE listen again */
 
 static const char *nz(const char *s)
 {
@@ -153,7 +153,7 @@ static tls_ctx *build_ctx(char *err, size_t errlen)
 
 /* ---- client I/O (server.c's hooks) ---- */
 
-static void later_cb(loop *l, timer *t);
+static void later_cb(bk_loop *l, bk_timer *t);
 
 static void queue_pending(struct kv_tls_client *t)
 {
@@ -269,7 +269,7 @@ static void hs_unlink(kv_tls_hs *h)
     if (h->next)
         h->next->prev = h->prev;
     nhandshakes--;
-    /* Its loop_io may still be in this batch: freed after it. */
+    /* Its bk_io may still be in this batch: freed after it. */
     h->next_free = hs_to_free;
     hs_to_free = h;
     if (!timer_active(&later))
@@ -289,7 +289,7 @@ static void hs_fail(kv_tls_hs *h, const char *why)
     close(h->fd);
 }
 
-static void hs_io_cb(loop *l, loop_io *io, unsigned events)
+static void hs_io_cb(bk_loop *l, bk_io *io, unsigned events)
 {
     kv_tls_hs *h = io->udata;
     int rc = tls_handshake(h->conn);
@@ -314,12 +314,12 @@ static void hs_io_cb(loop *l, loop_io *io, unsigned events)
         queue_pending(t); /* a command that came with the handshake's last flight */
 }
 
-static void hs_timeout_cb(loop *l, timer *tm)
+static void hs_timeout_cb(bk_loop *l, bk_timer *tm)
 {
     hs_fail(tm->udata, "timed out");
 }
 
-static void accept_resume_cb(loop *l, timer *t)
+static void accept_resume_cb(bk_loop *l, bk_timer *t)
 {
     for (int i = 0; i < srv.nlisten; i++)
         if (srv.listen_io[i].fd >= 0)
@@ -333,7 +333,7 @@ static void accept_resume_cb(loop *l, timer *t)
  * the backlog and the listener readable: returning at once would spin the
  * loop at 100% CPU until a descriptor frees. So every listener (plain and
  * TLS: they share the limit) stops for 100 ms, then tries again. */
-void kv_accept_failed(loop_io *io)
+void kv_accept_failed(bk_io *io)
 {
     if (errno != EMFILE && errno != ENFILE) {
         if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
@@ -354,7 +354,7 @@ void kv_accept_failed(loop_io *io)
     timer_start(&srv.loop, &accept_resume, 100);
 }
 
-static void tls_accept_cb(loop *l, loop_io *io, unsigned events)
+static void tls_accept_cb(bk_loop *l, bk_io *io, unsigned events)
 {
     for (int i = 0; i < 64; i++) {
         struct sockaddr_storage ss;
@@ -397,7 +397,7 @@ static void tls_accept_cb(loop *l, loop_io *io, unsigned events)
     }
 }
 
-static void later_cb(loop *l, timer *t)
+static void later_cb(bk_loop *l, bk_timer *t)
 {
     while (hs_to_free) {
         kv_tls_hs *h = hs_to_free;
@@ -508,7 +508,7 @@ void kv_tls_stop(void)
     }
     tls_ctx_unref(ctx);
     ctx = NULL;
-    for (size_t i = 0; i < ARRAY_LEN(topts); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(topts); i++)
         if (topts[i].kind == T_STR) {
             char **s = topts[i].p;
             kv_free(*s);
@@ -560,7 +560,7 @@ static int parse(const topt *o, const char *v, long long *val, char **sval, char
         }
         return 0;
     case T_AUTH:
-        for (size_t i = 0; i < ARRAY_LEN(auth_names); i++)
+        for (size_t i = 0; i < BK_ARRAY_LEN(auth_names); i++)
             if (strcasecmp(v, auth_names[i]) == 0) {
                 *val = (long long)i;
                 return 0;
@@ -605,7 +605,7 @@ int kv_tls_config_set(const char *name, int argc, char **argv, int at_runtime, c
                       size_t errlen)
 {
     const topt *o = NULL;
-    for (size_t i = 0; i < ARRAY_LEN(topts); i++)
+    for (size_t i = 0; i < BK_ARRAY_LEN(topts); i++)
         if (strcasecmp(name, topts[i].name) == 0)
             o = &topts[i];
     if (!o)
@@ -648,11 +648,11 @@ int kv_tls_config_set(const char *name, int argc, char **argv, int at_runtime, c
     return -1;
 }
 
-void kv_tls_config_get(str pattern, void (*fn)(void *ud, const char *name, const char *value),
+void kv_tls_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),
                        void *ud)
 {
     char val[PATH_MAX + 64];
-    for (size_t i = 0; i < ARRAY_LEN(topts); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(topts); i++) {
         const char *name = topts[i].name;
         if (!kv_glob_match(pattern.p, pattern.len, name, strlen(name), 1))
             continue;

@@ -33,16 +33,16 @@ typedef struct kv_trk_prefix {
     kv_client **clients;
     int n, cap;
     int pending; /* in srv.trk_pending */
-    buf keys;    /* queued changes: [u64 id of the client that made it][u32 len][key] */
+    bk_buf keys;    /* queued changes: [u64 id of the client that made it][u32 len][key] */
     char data[];
 } kv_trk_prefix;
 
-str tracking_prefix_str(const kv_trk_prefix *p)
+bk_str tracking_prefix_str(const kv_trk_prefix *p)
 {
-    return (str){ p->data, p->node.aux };
+    return (bk_str){ p->data, p->node.aux };
 }
 
-static str prefix_key_fn(const dict_node *n)
+static bk_str prefix_key_fn(const dict_node *n)
 {
     return tracking_prefix_str((const kv_trk_prefix *)(const void *)n);
 }
@@ -54,10 +54,10 @@ typedef struct kv_trk_key {
     char key[];
 } kv_trk_key;
 
-static str trk_key_fn(const dict_node *n)
+static bk_str trk_key_fn(const dict_node *n)
 {
     const kv_trk_key *k = (const kv_trk_key *)(const void *)n;
-    return (str){ k->key, n->aux };
+    return (bk_str){ k->key, n->aux };
 }
 
 void tracking_init(void)
@@ -96,7 +96,7 @@ void tracking_free(void)
 
 /* ---- messages ---- */
 
-static void put_bulk(buf *b, str s)
+static void put_bulk(bk_buf *b, bk_str s)
 {
     char h[32];
     int n = snprintf(h, sizeof h, "$%zu\r\n", s.len);
@@ -108,7 +108,7 @@ static void put_bulk(buf *b, str s)
 /* Formats the message for target into b; 0 when target cannot receive
  * one (RESP2 and not redirected to a subscribed connection). keys NULL:
  * the flush message (a null). */
-static int format_msg(buf *b, const kv_client *target, int redirected, const str *keys, int n)
+static int format_msg(bk_buf *b, const kv_client *target, int redirected, const bk_str *keys, int n)
 {
     static const char push[] = ">2\r\n$10\r\ninvalidate\r\n";
     static const char msg[] = "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n";
@@ -135,7 +135,7 @@ static int format_msg(buf *b, const kv_client *target, int redirected, const str
 
 /* Sends one invalidation message for the tracking client c (to it or to
  * its redirect target). */
-static void send_invalidation(kv_client *c, const str *keys, int n)
+static void send_invalidation(kv_client *c, const bk_str *keys, int n)
 {
     kv_client *target = c;
     int redirected = 0;
@@ -164,7 +164,7 @@ static void send_invalidation(kv_client *c, const str *keys, int n)
         format_msg(&srv.trk_self, target, redirected, keys, n);
         return;
     }
-    buf msg = { 0 };
+    bk_buf msg = { 0 };
     if (format_msg(&msg, target, redirected, keys, n)) {
         reply_raw(target, msg.data, msg.len);
         kv_client_output_added(target);
@@ -189,20 +189,20 @@ static kv_client *tracking_client_by_id(uint64_t id)
     return NULL;
 }
 
-static kv_trk_prefix *prefix_find(str p)
+static kv_trk_prefix *prefix_find(bk_str p)
 {
     return (kv_trk_prefix *)(void *)dict_find(&srv.trk_prefix_d, p.p, p.len,
                                                dict_hash32(p.p, p.len));
 }
 
-static int cmp_bytes(str a, str b)
+static int cmp_bytes(bk_str a, bk_str b)
 {
-    int r = memcmp(a.p, b.p, MIN(a.len, b.len));
+    int r = memcmp(a.p, b.p, BK_MIN(a.len, b.len));
     return r ? r : (a.len > b.len) - (a.len < b.len);
 }
 
 /* Where p goes in c's sorted prefixes (the first not below it). */
-static int client_prefix_pos(const kv_client *c, str p)
+static int client_prefix_pos(const kv_client *c, bk_str p)
 {
     int lo = 0, hi = c->trk_nprefixes;
     while (lo < hi) {
@@ -253,7 +253,7 @@ static void plen_ref(uint32_t len, int delta)
     srv.trk_nplens++;
 }
 
-static void prefix_add_client(kv_client *c, str p)
+static void prefix_add_client(kv_client *c, bk_str p)
 {
     if (p.len > UINT32_MAX)
         return;
@@ -313,13 +313,13 @@ static void prefix_drop_client(kv_trk_prefix *x, kv_client *c)
     free_prefix_node(&x->node, NULL);
 }
 
-static int overlaps(str a, str b)
+static int overlaps(bk_str a, bk_str b)
 {
-    return memcmp(a.p, b.p, MIN(a.len, b.len)) == 0;
+    return memcmp(a.p, b.p, BK_MIN(a.len, b.len)) == 0;
 }
 
 typedef struct {
-    str s;
+    bk_str s;
     int idx;
 } prefix_arg;
 
@@ -332,7 +332,7 @@ static int cmp_prefix_arg(const void *a, const void *b)
 
 #define PREFIX_EXACT_SCAN 2000 /* up to this many, name the pair as Redis does */
 
-int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, size_t errlen)
+int tracking_prefix_error(kv_client *c, const bk_str *prefixes, int n, char *err, size_t errlen)
 {
     static const char tail[] = "Prefixes for a single client must not overlap.";
     /* Against c's own, which never overlap each other: only the one just
@@ -342,11 +342,11 @@ int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, s
         for (int k = pos - 1; k <= pos; k++) {
             if (k < 0 || k >= c->trk_nprefixes)
                 continue;
-            str old = tracking_prefix_str(c->trk_prefixes[k]);
+            bk_str old = tracking_prefix_str(c->trk_prefixes[k]);
             if (overlaps(prefixes[i], old)) {
                 snprintf(err, errlen,
                          "ERR Prefix '%.*s' overlaps with an existing prefix '%.*s'. %s",
-                         (int)MIN(prefixes[i].len, 128), prefixes[i].p, (int)MIN(old.len, 128),
+                         (int)BK_MIN(prefixes[i].len, 128), prefixes[i].p, (int)BK_MIN(old.len, 128),
                          old.p, tail);
                 return 1;
             }
@@ -362,8 +362,8 @@ int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, s
     int a = -1, b = -1;
     for (int i = 0; i + 1 < n && a < 0; i++) {
         if (overlaps(v[i].s, v[i + 1].s)) {
-            a = MIN(v[i].idx, v[i + 1].idx);
-            b = MAX(v[i].idx, v[i + 1].idx);
+            a = BK_MIN(v[i].idx, v[i + 1].idx);
+            b = BK_MAX(v[i].idx, v[i + 1].idx);
         }
     }
     kv_free(v);
@@ -377,13 +377,13 @@ int tracking_prefix_error(kv_client *c, const str *prefixes, int n, char *err, s
                     a = i, b = j, found = 1;
     }
     snprintf(err, errlen, "ERR Prefix '%.*s' overlaps with another provided prefix '%.*s'. %s",
-             (int)MIN(prefixes[a].len, 128), prefixes[a].p, (int)MIN(prefixes[b].len, 128),
+             (int)BK_MIN(prefixes[a].len, 128), prefixes[a].p, (int)BK_MIN(prefixes[b].len, 128),
              prefixes[b].p, tail);
     return 1;
 }
 
 void tracking_enable(kv_client *c, uint64_t redir, kv_client *target, unsigned opts,
-                     const str *prefixes, int nprefixes)
+                     const bk_str *prefixes, int nprefixes)
 {
     if (!(c->cl_flags & CL_TRACKING)) {
         if (srv.trk_nclients == srv.trk_clients_cap) {
@@ -400,7 +400,7 @@ void tracking_enable(kv_client *c, uint64_t redir, kv_client *target, unsigned o
     if (opts & CL_TRK_BCAST) {
         c->cl_flags |= CL_TRK_BCAST;
         if (nprefixes == 0)
-            prefix_add_client(c, STR(""));
+            prefix_add_client(c, BK_STR(""));
         for (int i = 0; i < nprefixes; i++)
             prefix_add_client(c, prefixes[i]);
         qsort(c->trk_prefixes, (size_t)c->trk_nprefixes, sizeof *c->trk_prefixes,
@@ -442,7 +442,7 @@ void tracking_client_closed(kv_client *c)
 
 /* ---- the keys clients read ---- */
 
-static void remember_key(kv_client *c, str key)
+static void remember_key(kv_client *c, bk_str key)
 {
     uint32_t h = dict_hash32(key.p, key.len);
     kv_trk_key *k = (kv_trk_key *)(void *)dict_find(&srv.trk_keys, key.p, key.len, h);
@@ -485,7 +485,7 @@ void tracking_remember_script(kv_client *caller)
             remember_key(caller, caller->argv[i]);
 }
 
-void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const str *argv)
+void tracking_remember(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv)
 {
     if (!tracking_remembers(c) || cmd->first_key <= 0)
         return;
@@ -508,7 +508,7 @@ static void drop_key(kv_trk_key *k)
  * the client that made the change (NOLOOP clients skip their own). */
 static void invalidate_entry(kv_trk_key *k, const kv_client *changer)
 {
-    str key = { k->key, k->node.aux };
+    bk_str key = { k->key, k->node.aux };
     for (int i = 0; i < k->n; i++) {
         kv_client *t = tracking_client_by_id(k->ids[i]);
         if (!t || (t->cl_flags & CL_TRK_BCAST))
@@ -520,14 +520,14 @@ static void invalidate_entry(kv_trk_key *k, const kv_client *changer)
     drop_key(k);
 }
 
-void tracking_invalidate_key(str key)
+void tracking_invalidate_key(bk_str key)
 {
     uint64_t changer_id = srv.cl_running ? srv.cl_running->id : 0;
     for (int i = 0; i < srv.trk_nplens && srv.trk_plens[i] <= key.len; i++) {
-        kv_trk_prefix *x = prefix_find((str){ key.p, srv.trk_plens[i] });
+        kv_trk_prefix *x = prefix_find((bk_str){ key.p, srv.trk_plens[i] });
         if (!x)
             continue;
-        uint32_t len = (uint32_t)MIN(key.len, (size_t)UINT32_MAX);
+        uint32_t len = (uint32_t)BK_MIN(key.len, (size_t)UINT32_MAX);
         buf_append(&x->keys, &changer_id, sizeof changer_id);
         buf_append(&x->keys, &len, sizeof len);
         buf_append(&x->keys, key.p, len);
@@ -563,7 +563,7 @@ void tracking_invalidate_all(void)
 void tracking_broadcast(void)
 {
     srv.trk_bcast_pending = 0;
-    str *keys = NULL;
+    bk_str *keys = NULL;
     size_t cap = 0;
     for (int i = 0; i < srv.trk_npending; i++) {
         kv_trk_prefix *x = srv.trk_pending[i];
@@ -584,7 +584,7 @@ void tracking_broadcast(void)
                     cap = cap ? cap * 2 : 16;
                     keys = kv_realloc(keys, cap * sizeof *keys);
                 }
-                keys[n++] = (str){ p, len };
+                keys[n++] = (bk_str){ p, len };
             }
             if (n)
                 send_invalidation(t, keys, n);
@@ -612,7 +612,7 @@ void tracking_cron(void)
     if (!dict_size(&srv.trk_keys))
         return;
     long long max = 1000000;
-    kv_config_get(&srv.cfg, STR("tracking-table-max-keys"), read_max_keys, &max);
+    kv_config_get(&srv.cfg, BK_STR("tracking-table-max-keys"), read_max_keys, &max);
     if (max == 0)
         return; /* no limit */
     /* Bounded work per tick, like Redis's growing effort. */

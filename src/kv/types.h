@@ -38,8 +38,8 @@ typedef struct kv_hfield {
     char data[]; /* field, then value */
 } kv_hfield;
 
-static inline str hfield_name(kv_hfield *f) { return (str){ f->data, f->node.aux }; }
-static inline str hfield_value(kv_hfield *f) { return (str){ f->data + f->node.aux, f->vlen }; }
+static inline bk_str hfield_name(kv_hfield *f) { return (bk_str){ f->data, f->node.aux }; }
+static inline bk_str hfield_value(kv_hfield *f) { return (bk_str){ f->data + f->node.aux, f->vlen }; }
 
 typedef struct kv_hash {
     dict *d;       /* the hashtable encoding; NULL while small */
@@ -58,11 +58,11 @@ static inline int hash_is_small(const kv_hash *h) { return h->d == NULL; }
 static inline dict *hash_dict(kv_hash *h) { return h->d; }
 /* 1 and the value (valid until the hash changes; value may be NULL) when
  * the field is present, else 0. */
-int hash_get(kv_hash *h, str field, str *value);
+int hash_get(kv_hash *h, bk_str field, bk_str *value);
 /* Returns 1 when the field is new, 0 when updated. May convert the hash
  * to a hashtable (limits read from the config at that moment). */
-int hash_set(kv_hash *h, str field, str value);
-int hash_del(kv_hash *h, str field);
+int hash_set(kv_hash *h, bk_str field, bk_str value);
+int hash_del(kv_hash *h, bk_str field);
 /* Bytes the hash holds (MEMORY USAGE), sampling samples fields (0: all). */
 size_t hash_mem_bytes(kv_hash *h, long long samples);
 
@@ -74,7 +74,7 @@ typedef struct {
     dict_iter di;
 } hash_iter;
 void hash_iter_init(hash_iter *it, kv_hash *h);
-int hash_iter_next(hash_iter *it, str *field, str *value);
+int hash_iter_next(hash_iter *it, bk_str *field, bk_str *value);
 void hash_iter_end(hash_iter *it);
 
 /* ---- set: dict of members */
@@ -83,14 +83,14 @@ typedef struct kv_smember {
     char data[];
 } kv_smember;
 
-static inline str smember_str(kv_smember *m) { return (str){ m->data, m->node.aux }; }
+static inline bk_str smember_str(kv_smember *m) { return (bk_str){ m->data, m->node.aux }; }
 
 dict *set_new(void);
 void set_free(dict *s);
 dict *set_dup(dict *s);
-int set_add(dict *s, str m);
-int set_has(dict *s, str m);
-int set_del(dict *s, str m);
+int set_add(dict *s, bk_str m);
+int set_has(dict *s, bk_str m);
+int set_del(dict *s, bk_str m);
 
 /* ---- command handlers ---- */
 #define CMD(name) void name##_command(kv_client *c)
@@ -156,7 +156,7 @@ CMD(acl);
 CMD(zunion); CMD(zinter); CMD(zdiff); CMD(zdiffstore); CMD(zintercard); CMD(lcs);
 /* The COUNT of SRANDMEMBER/HRANDFIELD/ZRANDMEMBER, in the range Redis
  * accepts; replies the error and returns -1. */
-int arg_rand_count(kv_client *c, str s, long long *count);
+int arg_rand_count(kv_client *c, bk_str s, long long *count);
 /* WITHVALUES/WITHSCORES: Redis halves the range (two replies each). */
 int rand_pairs_check(kv_client *c, long long count);
 /* Refuses (replies, returns -1) a negative count too large to answer. */
@@ -199,22 +199,22 @@ CMD(failover);
 #undef CMD
 
 /* Helpers shared by command files. */
-int arg_ll(kv_client *c, str s, long long *v);           /* replies on error */
-int arg_ll_msg(kv_client *c, str s, long long *v, const char *msg);
-int arg_double(kv_client *c, str s, double *v);          /* replies on error */
+int arg_ll(kv_client *c, bk_str s, long long *v);           /* replies on error */
+int arg_ll_msg(kv_client *c, bk_str s, long long *v, const char *msg);
+int arg_double(kv_client *c, bk_str s, double *v);          /* replies on error */
 /* Looks up a key that must hold `type`: NULL when missing, KV_WRONGTYPE
  * (after replying the error) when it holds another type. */
 #define KV_WRONGTYPE ((kv_entry *)(uintptr_t)1)
-kv_entry *lookup_typed(kv_client *c, str key, int type, int write);
+kv_entry *lookup_typed(kv_client *c, bk_str key, int type, int write);
 /* Generic SCAN over a dict with MATCH/COUNT/(TYPE), cursor at argv[cur]. */
 void scan_generic(kv_client *c, dict *d, int cur, int kind);
-int scan_parse_cursor(kv_client *c, str s, uint64_t *out);
+int scan_parse_cursor(kv_client *c, bk_str s, uint64_t *out);
 void reply_scan_cursor_kv(kv_client *c, size_t cursor);
 /* The value of the key as a string, for STRING entries. */
-static inline str entry_str(kv_entry *e) { return (str){ entry_val(e), entry_vlen(e) }; }
+static inline bk_str entry_str(kv_entry *e) { return (bk_str){ entry_val(e), entry_vlen(e) }; }
 /* A write to the keyspace happened: counts it for AOF propagation. */
 static inline void kv_dirty(long long n) { srv.dirty += (uint64_t)n; }
 /* Replaces the argv that will be written to the AOF for this command. */
-void kv_propagate_as(kv_client *c, int argc, const str *argv);
+void kv_propagate_as(kv_client *c, int argc, const bk_str *argv);
 
 #endif

@@ -30,7 +30,7 @@ static void test_format_http_date(void **state)
         { 4102444800, "Fri, 01 Jan 2100 00:00:00 GMT" },
         { 253402300799, "Fri, 31 Dec 9999 23:59:59 GMT" },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
         char out[CLOCK_HTTP_DATE_LEN + 8];
         memset(out, 'X', sizeof out);
         clock_format_http_date(cases[i].t, out);
@@ -55,7 +55,7 @@ static void test_parse_three_formats(void **state)
         "Sunday, 06-Nov-94 08:49:37 GMT", /* RFC 850 */
         "Sun Nov  6 08:49:37 1994",       /* asctime */
     };
-    for (size_t i = 0; i < ARRAY_LEN(forms); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(forms); i++) {
         time_t t = 0;
         if (parse(forms[i], &t) != 0)
             fail_msg("\"%s\" refused", forms[i]);
@@ -158,7 +158,7 @@ static void test_parse_junk(void **state)
         "Sun Nov  6 08:49:37 GMT 1994",
         "Sun, 06 Nov 1994 08:49:37 GMT plus a lot of trailing text that is long",
     };
-    for (size_t i = 0; i < ARRAY_LEN(junk); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(junk); i++) {
         time_t t = 4242;
         if (parse(junk[i], &t) != -1)
             fail_msg("\"%s\" accepted as %lld", junk[i], (long long)t);
@@ -206,7 +206,7 @@ static void test_num_parse(void **state)
     /* Strict: no sign, no spaces, no other characters, not empty. */
     static const char *bad[] = { "", "+1", "-1", "-0", " 1", "1 ", "1 2", "\t1", "1\n",
                                  "0x10", "1e3", "1.0", "1,000", "a", "1a" };
-    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(bad); i++) {
         v = 4242;
         if (num(bad[i], UINT64_MAX, &v) != -1)
             fail_msg("\"%s\" accepted as %llu", bad[i], (unsigned long long)v);
@@ -225,7 +225,7 @@ static void test_num_format(void **state)
     static const uint64_t vals[] = { 0, 1, 9, 10, 99, 100, 12345, 4294967296ull, UINT64_MAX };
     static const char *strs[] = { "0", "1", "9", "10", "99", "100", "12345", "4294967296",
                                   "18446744073709551615" };
-    for (size_t i = 0; i < ARRAY_LEN(vals); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(vals); i++) {
         memset(out, 'X', sizeof out);
         size_t n = num_format_u64(out, vals[i]);
         assert_int_equal(n, strlen(strs[i]));

@@ -76,7 +76,7 @@ static http_conf *load(const http_cli *cli, char *err)
     err[0] = '\0';
     http_conf *c = http_conf_load(cli, err);
     if (c) {
-        assert_true(nloaded < ARRAY_LEN(loaded));
+        assert_true(nloaded < BK_ARRAY_LEN(loaded));
         loaded[nloaded++] = c;
     }
     return c;
@@ -166,7 +166,7 @@ static void test_conf_good_file(void **state)
     assert_int_equal(c->log_level, LOG_DEBUG);
     assert_string_equal(c->default_type, "text/plain");
     assert_non_null(c->mime);
-    str t = mime_lookup(c->mime, STR("x.unknownext"));
+    bk_str t = mime_lookup(c->mime, BK_STR("x.unknownext"));
     assert_int_equal(t.len, 10);
     assert_memory_equal(t.p, "text/plain", 10);
     /* Untouched keys keep their defaults. */
@@ -439,7 +439,7 @@ static void test_conf_parse_size(void **state)
         { "0x10", -1, 0 },
         { "99999999999999999999999", -1, 0 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
         uint64_t v = 12345;
         int rc = conf_parse_size(cases[i].s, &v);
         if (rc != cases[i].rc || (rc == 0 && v != cases[i].v))
@@ -481,7 +481,7 @@ static void test_conf_parse_msec(void **state)
         { "1msec", -1, 0 },
         { "4503599627370496ms", -1, 0 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
         uint64_t v = 12345;
         int rc = conf_parse_msec(cases[i].s, &v);
         if (rc != cases[i].rc || (rc == 0 && v != cases[i].v))
@@ -496,17 +496,17 @@ static void test_conf_parse_bool(void **state)
     static const char *yes[] = { "on", "yes", "true", "1", "ON", "Yes", "TRUE", "True" };
     static const char *no[] = { "off", "no", "false", "0", "OFF", "No", "FALSE", "False" };
     static const char *bad[] = { "", "2", "onn", " on", "on ", "y", "n", "enabled", "-1", "01" };
-    for (size_t i = 0; i < ARRAY_LEN(yes); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(yes); i++) {
         int b = -1;
         assert_int_equal(conf_parse_bool(yes[i], &b), 0);
         assert_int_equal(b, 1);
     }
-    for (size_t i = 0; i < ARRAY_LEN(no); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(no); i++) {
         int b = -1;
         assert_int_equal(conf_parse_bool(no[i], &b), 0);
         assert_int_equal(b, 0);
     }
-    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(bad); i++) {
         int b = -1;
         if (conf_parse_bool(bad[i], &b) != -1)
             fail_msg("\"%s\" accepted as %d", bad[i], b);

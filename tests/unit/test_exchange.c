@@ -26,7 +26,7 @@ static void say(const char *fmt, ...)
     trace_len += (size_t)n;
 }
 
-static void fake_head(http_exchange *x, int status, const str *lines, size_t nlines,
+static void fake_head(http_exchange *x, int status, const bk_str *lines, size_t nlines,
                       uint64_t length, const void *body, size_t body_len)
 {
     say("head %d ", status);
@@ -114,10 +114,10 @@ static void test_end_with_headers(void **state)
     (void)state;
     http_exchange *x = fresh(1);
     http_exchange_status(x, 201);
-    http_exchange_header(x, STR("X-A"), STR("1"));
-    http_exchange_header(x, STR("Content-Length"), STR("99")); /* managed: ignored */
-    http_exchange_header(x, STR("X-Bad"), STR("a\r\nb"));      /* would split: dropped */
-    http_exchange_header(x, STR("Bad Name"), STR("v"));        /* not a name: dropped */
+    http_exchange_header(x, BK_STR("X-A"), BK_STR("1"));
+    http_exchange_header(x, BK_STR("Content-Length"), BK_STR("99")); /* managed: ignored */
+    http_exchange_header(x, BK_STR("X-Bad"), BK_STR("a\r\nb"));      /* would split: dropped */
+    http_exchange_header(x, BK_STR("Bad Name"), BK_STR("v"));        /* not a name: dropped */
     http_exchange_end(x, "hello", 5);
     assert_string_equal(trace, "head 201 5 [X-A: 1\r\n" TEXT_PLAIN "] <hello>;finish 0;");
     done(x);
@@ -127,7 +127,7 @@ static void test_content_type_given(void **state)
 {
     (void)state;
     http_exchange *x = fresh(1);
-    http_exchange_header(x, STR("content-type"), STR("application/json"));
+    http_exchange_header(x, BK_STR("content-type"), BK_STR("application/json"));
     http_exchange_end(x, "{}", 2);
     assert_string_equal(trace, "head 200 2 [content-type: application/json\r\n] <{}>;finish 0;");
     done(x);
@@ -139,7 +139,7 @@ static void test_stream(void **state)
     http_exchange *x = fresh(1);
     http_exchange_write(x, "ab", 2);
     http_exchange_write(x, "", 0);
-    http_exchange_header(x, STR("X-Late"), STR("1")); /* after the head: ignored */
+    http_exchange_header(x, BK_STR("X-Late"), BK_STR("1")); /* after the head: ignored */
     http_exchange_end(x, "cd", 2);
     assert_string_equal(trace, "head 200 stream [" TEXT_PLAIN "] <>;body <ab>;body <cd>;finish 0;");
     done(x);
@@ -161,7 +161,7 @@ static void test_aborted_drops_output(void **state)
     http_exchange *x = fresh(1);
     http_exchange_abort(x);
     assert_int_equal(x->aborted, 1);
-    http_exchange_header(x, STR("X-A"), STR("1"));
+    http_exchange_header(x, BK_STR("X-A"), BK_STR("1"));
     http_exchange_write(x, "ab", 2);
     http_exchange_end(x, "cd", 2);
     assert_string_equal(trace, "finish 0;"); /* the protocol lets it go */
@@ -222,7 +222,7 @@ static void test_error_renderer(void **state)
     http_exchange *x = fresh(1);
     hw.error_page = renderer;
     hw.error_udata = "{\"error\":404}";
-    http_exchange_header(x, STR("X-App"), STR("kept"));
+    http_exchange_header(x, BK_STR("X-App"), BK_STR("kept"));
     http_exchange_error(x, 301, "Location: /a/\r\n");
     assert_int_equal(rendered_status, 301);
     assert_string_equal(trace, "head 301 13 [X-App: kept\r\nLocation: /a/\r\n" TEXT_PLAIN
@@ -233,7 +233,7 @@ static void test_error_renderer(void **state)
     x = fresh(1);
     hw.error_page = renderer;
     hw.error_udata = "e";
-    http_exchange_header(x, STR("X-App"), STR("dropped"));
+    http_exchange_header(x, BK_STR("X-App"), BK_STR("dropped"));
     http_exchange_fail(x, 500);
     assert_string_equal(trace, "head 500 1 [" TEXT_PLAIN "] <e>;finish 0;");
     done(x);
@@ -255,7 +255,7 @@ static void test_end_ref_and_fd(void **state)
     done(x);
 
     x = fresh(1);
-    http_exchange_end_fd(x, 7, 0, 117, STR("text/html"), release_count, &released);
+    http_exchange_end_fd(x, 7, 0, 117, BK_STR("text/html"), release_count, &released);
     assert_string_equal(trace, "head 200 117 [Content-Type: text/html\r\n] <>;fd 7 0+117;finish 0;");
     assert_int_equal(released, 2);
     done(x);
@@ -263,7 +263,7 @@ static void test_end_ref_and_fd(void **state)
     /* after the head, the file is released unsent and the stream ends */
     x = fresh(1);
     http_exchange_write(x, "a", 1);
-    http_exchange_end_fd(x, 7, 0, 117, STR("text/html"), release_count, &released);
+    http_exchange_end_fd(x, 7, 0, 117, BK_STR("text/html"), release_count, &released);
     assert_int_equal(released, 3);
     assert_string_equal(trace, "head 200 stream [" TEXT_PLAIN "] <>;body <a>;finish 0;");
     done(x);
@@ -296,7 +296,7 @@ static void test_restart(void **state)
     (void)state;
     http_exchange *x = fresh(1);
     http_exchange_status(x, 302);
-    http_exchange_header(x, STR("Content-Type"), STR("a/b"));
+    http_exchange_header(x, BK_STR("Content-Type"), BK_STR("a/b"));
     http_exchange_restart(x);
     http_exchange_end(x, "z", 1);
     assert_string_equal(trace, "head 200 1 [" TEXT_PLAIN "] <z>;finish 0;");

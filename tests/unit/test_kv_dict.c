@@ -20,10 +20,10 @@ typedef struct {
     char key[24];
 } item;
 
-static str item_key(const dict_node *n)
+static bk_str item_key(const dict_node *n)
 {
     const item *it = (const item *)(const void *)n;
-    return (str){ it->key, n->aux };
+    return (bk_str){ it->key, n->aux };
 }
 
 static item *item_new(int k)

@@ -21,10 +21,10 @@ typedef struct {
     char key[24];
 } item;
 
-static str item_key(const void *p)
+static bk_str item_key(const void *p)
 {
     const item *it = p;
-    return (str){ it->key, it->klen };
+    return (bk_str){ it->key, it->klen };
 }
 
 static item *item_new(int k)

@@ -79,7 +79,7 @@ static void test_len_round_trip(void **state)
                               UINT64_MAX };
     const size_t sizes[] = { 1, 1, 1, 2, 2, 5, 5, 9, 9 };
     for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
-        buf b = { 0 };
+        bk_buf b = { 0 };
         rdb_save_len(&b, lens[i]);
         assert_int_equal(b.len, sizes[i]);
         rdb_reader r = { (const unsigned char *)b.data, (const unsigned char *)b.data + b.len };
@@ -109,7 +109,7 @@ static void test_string_encodings(void **state)
         { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 0xc3 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        buf b = { 0 };
+        bk_buf b = { 0 };
         size_t n = strlen(cases[i].s);
         rdb_save_string(&b, cases[i].s, n);
         assert_int_equal((unsigned char)b.data[0], cases[i].first);

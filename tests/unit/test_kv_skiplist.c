@@ -41,9 +41,9 @@ static int model_sorted(const ref *m, ref *out)
     return n;
 }
 
-static str S(const char *s)
+static bk_str S(const char *s)
 {
-    return (str){ s, strlen(s) };
+    return (bk_str){ s, strlen(s) };
 }
 
 static void check_against_model(zset *z, const ref *m)
@@ -54,7 +54,7 @@ static void check_against_model(zset *z, const ref *m)
     assert_int_equal(z->length, (size_t)n);
     int i = 0;
     for (zs_node *x = z->header->lv[0].forward; x; x = x->lv[0].forward, i++) {
-        str mem = zs_member(x);
+        bk_str mem = zs_member(x);
         assert_int_equal(mem.len, strlen(sorted[i].member));
         assert_memory_equal(mem.p, sorted[i].member, mem.len);
         assert_true(x->score == sorted[i].score);
@@ -171,7 +171,7 @@ static void test_dup_and_big(void **state)
     char b[32];
     for (int i = 0; i < 20000; i++) {
         int n = snprintf(b, sizeof b, "element:%d", i);
-        zset_insert(z, (double)(i % 100), (str){ b, (size_t)n });
+        zset_insert(z, (double)(i % 100), (bk_str){ b, (size_t)n });
     }
     assert_int_equal(zset_check(z), 0);
     zset *d = zset_dup(z);

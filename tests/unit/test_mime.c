@@ -14,7 +14,7 @@
 
 static const char *lookup(const mime_table *t, const char *name, char *out, size_t cap)
 {
-    str s = mime_lookup(t, (str){ name, strlen(name) });
+    bk_str s = mime_lookup(t, (bk_str){ name, strlen(name) });
     assert_non_null(s.p);
     assert_true(s.len < cap);
     memcpy(out, s.p, s.len);

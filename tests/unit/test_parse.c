@@ -16,7 +16,7 @@ static const http_limits default_limits = { .max_head_size = 8192, .max_headers 
 
 #define assert_str(s, lit)                                   \
     do {                                                     \
-        str s_ = (s);                                        \
+        bk_str s_ = (s);                                        \
         assert_non_null(s_.p);                               \
         assert_int_equal(s_.len, strlen(lit));               \
         assert_memory_equal(s_.p, (lit), strlen(lit));       \
@@ -89,9 +89,9 @@ static void check_full_req(const http_parser *p, const char *buf)
     assert_str(http_parser_known(p, buf, HH_CONNECTION), "keep-alive");
     assert_null(http_parser_known(p, buf, HH_RANGE).p);
     assert_null(http_parser_known(p, buf, HH_TRANSFER_ENCODING).p);
-    assert_str(http_parser_header(p, buf, STR("X-Empty")), "");
-    assert_str(http_parser_header(p, buf, STR("X-Spaces")), "padded value");
-    assert_str(http_parser_header(p, buf, STR("Accept")), "*/*");
+    assert_str(http_parser_header(p, buf, BK_STR("X-Empty")), "");
+    assert_str(http_parser_header(p, buf, BK_STR("X-Spaces")), "padded value");
+    assert_str(http_parser_header(p, buf, BK_STR("Accept")), "*/*");
     assert_int_equal(p->content_length, 12);
     assert_int_equal(p->body_kind, HTTP_BODY_LENGTH);
     assert_int_equal(p->keep_alive, 1);
@@ -261,7 +261,7 @@ static void test_parse_request_targets(void **state)
         { "PUT", HTTP_PUT }, { "DELETE", HTTP_DELETE }, { "PATCH", HTTP_PATCH },
         { "OPTIONS", HTTP_OPTIONS }, { "TRACE", HTTP_TRACE }, { "CONNECT", HTTP_CONNECT },
     };
-    for (size_t i = 0; i < ARRAY_LEN(m); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(m); i++) {
         char req[128];
         int n = snprintf(req, sizeof req, "%s / HTTP/1.1\r\nHost: h\r\n\r\n", m[i].name);
         assert_int_equal(parse_str(&p, req), n);
@@ -270,7 +270,7 @@ static void test_parse_request_targets(void **state)
     }
     /* Unknown methods (tokens, case-sensitive) parse; the handler answers. */
     static const char *unknown[] = { "FOO", "get", "GETS", "PURGE", "PROPFIND" };
-    for (size_t i = 0; i < ARRAY_LEN(unknown); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(unknown); i++) {
         char req[128];
         int n = snprintf(req, sizeof req, "%s / HTTP/1.1\r\nHost: h\r\n\r\n", unknown[i]);
         assert_int_equal(parse_str(&p, req), n);
@@ -303,7 +303,7 @@ static void test_parse_keep_alive(void **state)
         { "GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n", 0 },
         { "GET / HTTP/1.0\r\nConnection: close\r\n\r\n", 0 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
         http_parser p;
         int rc = parse_str(&p, cases[i].req);
         if (rc != (int)strlen(cases[i].req))
@@ -391,7 +391,7 @@ static void test_parse_malformed(void **state)
         { "POST / HTTP/1.1\r\nHost: h\r\nExpect: foo\r\nContent-Length: 1\r\n\r\n", 0, -417 },
         { "GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue, foo\r\n\r\n", 0, -417 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
         size_t len = cases[i].len ? cases[i].len : strlen(cases[i].req);
         char *buf = malloc(len);
         assert_non_null(buf);
@@ -488,7 +488,7 @@ static void test_parse_too_many_headers(void **state)
     len += (size_t)snprintf(buf + len, sizeof buf - len, "\r\n");
     assert_int_equal(parse_all(&p, buf, len, &default_limits), (int)len);
     assert_int_equal(p.nheaders, HTTP_MAX_HEADERS);
-    assert_str(http_parser_header(&p, buf, STR("x99")), "99");
+    assert_str(http_parser_header(&p, buf, BK_STR("x99")), "99");
     len = before_end;
     len += (size_t)snprintf(buf + len, sizeof buf - len, "Extra: 1\r\n\r\n");
     assert_int_equal(parse_all(&p, buf, len, &default_limits), -431);
@@ -557,15 +557,15 @@ static void test_parse_header_lookup(void **state)
                               "x-custom-thing: two\r\nACCEPT-ENCODING: gzip\r\n\r\n";
     http_parser p;
     assert_int_equal(parse_str(&p, req), (int)sizeof req - 1);
-    assert_str(http_parser_header(&p, req, STR("x-custom-thing")), "one");
-    assert_str(http_parser_header(&p, req, STR("X-CUSTOM-THING")), "one");
-    assert_str(http_parser_header(&p, req, STR("Host")), "h");
-    assert_str(http_parser_header(&p, req, STR("accept-encoding")), "gzip");
+    assert_str(http_parser_header(&p, req, BK_STR("x-custom-thing")), "one");
+    assert_str(http_parser_header(&p, req, BK_STR("X-CUSTOM-THING")), "one");
+    assert_str(http_parser_header(&p, req, BK_STR("Host")), "h");
+    assert_str(http_parser_header(&p, req, BK_STR("accept-encoding")), "gzip");
     assert_str(http_parser_known(&p, req, HH_HOST), "h");
     assert_str(http_parser_known(&p, req, HH_ACCEPT_ENCODING), "gzip");
-    assert_null(http_parser_header(&p, req, STR("X-Custom")).p);
-    assert_null(http_parser_header(&p, req, STR("X-Custom-Thingy")).p);
-    assert_null(http_parser_header(&p, req, STR("Missing")).p);
+    assert_null(http_parser_header(&p, req, BK_STR("X-Custom")).p);
+    assert_null(http_parser_header(&p, req, BK_STR("X-Custom-Thingy")).p);
+    assert_null(http_parser_header(&p, req, BK_STR("Missing")).p);
     /* The first of repeated fields wins for known headers. */
     static const char rng[] = "GET / HTTP/1.1\r\nHost: h\r\nRange: bytes=0-1\r\n"
                               "Range: bytes=2-3\r\n\r\n";
@@ -754,7 +754,7 @@ static void test_chunked_malformed(void **state)
         { "0\r\nA: b\rX\r\n", 0 },
         { "0\r\n\rX", 0 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
         size_t len = cases[i].len ? cases[i].len : strlen(cases[i].body);
         char buf[128];
         assert_true(len <= sizeof buf);
@@ -820,7 +820,7 @@ static void test_chunked_trailer_not_a_field(void **state)
 {
     (void)state;
     static const char *bodies[] = { "0\r\nFoo bar\r\n\r\n", "0\r\nFoo : bar\r\n\r\n" };
-    for (size_t i = 0; i < ARRAY_LEN(bodies); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(bodies); i++) {
         char buf[64];
         size_t len = strlen(bodies[i]);
         memcpy(buf, bodies[i], len);

@@ -45,11 +45,11 @@ static void test_normalize_ok(void **state)
         { "/caf%C3%a9", "caf\xc3\xa9", 0 },
         { "/a+b;c=d", "a+b;c=d", 0 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
         char out[256];
         memset(out, 'X', sizeof out);
         int dir_form = -1;
-        int rc = static_normalize_path((str){ cases[i].in, strlen(cases[i].in) }, out, sizeof out,
+        int rc = static_normalize_path((bk_str){ cases[i].in, strlen(cases[i].in) }, out, sizeof out,
                                        &dir_form);
         if (rc != (int)strlen(cases[i].out) || strcmp(out, cases[i].out) != 0)
             fail_msg("case %zu (%s): rc %d out \"%s\", want \"%s\"", i, cases[i].in, rc,
@@ -88,11 +88,11 @@ static void test_normalize_errors(void **state)
         { "", 0, -400 },
         { "*", 0, -400 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
         char out[256];
         int dir_form;
         size_t len = cases[i].len ? cases[i].len : strlen(cases[i].in);
-        int rc = static_normalize_path((str){ cases[i].in, len }, out, sizeof out, &dir_form);
+        int rc = static_normalize_path((bk_str){ cases[i].in, len }, out, sizeof out, &dir_form);
         if (rc != cases[i].status)
             fail_msg("case %zu (%s): rc %d, want %d", i, cases[i].in, rc, cases[i].status);
     }
@@ -104,17 +104,17 @@ static void test_normalize_too_long(void **state)
     char out[8];
     int dir_form;
     /* The result and its NUL must fit: 7 characters do, 8 do not. */
-    assert_int_equal(static_normalize_path(STR("/abcdefg"), out, sizeof out, &dir_form), 7);
+    assert_int_equal(static_normalize_path(BK_STR("/abcdefg"), out, sizeof out, &dir_form), 7);
     assert_string_equal(out, "abcdefg");
-    assert_int_equal(static_normalize_path(STR("/abcdefgh"), out, sizeof out, &dir_form), -414);
-    assert_int_equal(static_normalize_path(STR("/abc/defg"), out, sizeof out, &dir_form), -414);
-    assert_int_equal(static_normalize_path(STR("/abc/def"), out, sizeof out, &dir_form), 7);
+    assert_int_equal(static_normalize_path(BK_STR("/abcdefgh"), out, sizeof out, &dir_form), -414);
+    assert_int_equal(static_normalize_path(BK_STR("/abc/defg"), out, sizeof out, &dir_form), -414);
+    assert_int_equal(static_normalize_path(BK_STR("/abc/def"), out, sizeof out, &dir_form), 7);
     assert_string_equal(out, "abc/def");
     /* Dot segments do not count against the limit. */
-    assert_int_equal(static_normalize_path(STR("/x/../abc/./def/"), out, sizeof out, &dir_form),
+    assert_int_equal(static_normalize_path(BK_STR("/x/../abc/./def/"), out, sizeof out, &dir_form),
                      7);
     assert_int_equal(dir_form, 1);
-    assert_int_equal(static_normalize_path(STR("/%61%62%63%64%65%66%67%68"), out, sizeof out,
+    assert_int_equal(static_normalize_path(BK_STR("/%61%62%63%64%65%66%67%68"), out, sizeof out,
                                            &dir_form),
                      -414);
 
@@ -126,10 +126,10 @@ static void test_normalize_too_long(void **state)
     assert_non_null(big);
     in[0] = '/';
     memset(in + 1, 'a', n - 1);
-    assert_int_equal(static_normalize_path((str){ in, n }, big, 1024, &dir_form), -414);
+    assert_int_equal(static_normalize_path((bk_str){ in, n }, big, 1024, &dir_form), -414);
     /* "/" + 1024 letters needs 1025 bytes; "/" + 1023 letters fits in 1024. */
-    assert_int_equal(static_normalize_path((str){ in, 1025 }, big, 1024, &dir_form), -414);
-    assert_int_equal(static_normalize_path((str){ in, 1024 }, big, 1024, &dir_form), 1023);
+    assert_int_equal(static_normalize_path((bk_str){ in, 1025 }, big, 1024, &dir_form), -414);
+    assert_int_equal(static_normalize_path((bk_str){ in, 1024 }, big, 1024, &dir_form), 1023);
     assert_int_equal(strlen(big), 1023);
     free(big);
     free(in);
@@ -148,7 +148,7 @@ static void check_ranges(const range_case *cases, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint64_t first = 777, last = 777;
-        int rc = static_parse_range((str){ cases[i].hdr, strlen(cases[i].hdr) }, cases[i].size,
+        int rc = static_parse_range((bk_str){ cases[i].hdr, strlen(cases[i].hdr) }, cases[i].size,
                                     &first, &last);
         if (rc != cases[i].rc)
             fail_msg("case %zu (%s, size %llu): rc %d, want %d", i, cases[i].hdr,
@@ -191,7 +191,7 @@ static void test_range_satisfiable(void **state)
         { "bytes=-1", 4611686018427387904ull, 1, 4611686018427387903ull,
           4611686018427387903ull },
     };
-    check_ranges(cases, ARRAY_LEN(cases));
+    check_ranges(cases, BK_ARRAY_LEN(cases));
 }
 
 static void test_range_unsatisfiable(void **state)
@@ -208,7 +208,7 @@ static void test_range_unsatisfiable(void **state)
         { "bytes=-1", 0, -416, 0, 0 },
         { "bytes=-0", 0, -416, 0, 0 },
     };
-    check_ranges(cases, ARRAY_LEN(cases));
+    check_ranges(cases, BK_ARRAY_LEN(cases));
 }
 
 static void test_range_ignored(void **state)
@@ -246,7 +246,7 @@ static void test_range_ignored(void **state)
         { "bytes=9-5", 0, 0, 0, 0 },
         { "items=0-5", 0, 0, 0, 0 },
     };
-    check_ranges(cases, ARRAY_LEN(cases));
+    check_ranges(cases, BK_ARRAY_LEN(cases));
 }
 
 /* ---- static_etag_match ---- */
@@ -254,7 +254,7 @@ static void test_range_ignored(void **state)
 static void test_etag_match(void **state)
 {
     (void)state;
-    const str etag = STR("\"1a-2b-3c\"");
+    const bk_str etag = BK_STR("\"1a-2b-3c\"");
     static const struct {
         const char *hdr;
         int match;
@@ -279,8 +279,8 @@ static void test_etag_match(void **state)
         { "", 0 },
         { ",,", 0 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
-        int m = static_etag_match((str){ cases[i].hdr, strlen(cases[i].hdr) }, etag);
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
+        int m = static_etag_match((bk_str){ cases[i].hdr, strlen(cases[i].hdr) }, etag);
         if (m != cases[i].match)
             fail_msg("case %zu (%s): %d, want %d", i, cases[i].hdr, m, cases[i].match);
     }
@@ -323,15 +323,15 @@ static void test_accepts_encoding(void **state)
         { "", "gzip", 0 },
         { ",", "gzip", 0 },
     };
-    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
-        int ok = static_accepts_encoding((str){ cases[i].hdr, strlen(cases[i].hdr) },
+    for (size_t i = 0; i < BK_ARRAY_LEN(cases); i++) {
+        int ok = static_accepts_encoding((bk_str){ cases[i].hdr, strlen(cases[i].hdr) },
                                          cases[i].coding);
         if (ok != cases[i].ok)
             fail_msg("case %zu (%s / %s): %d, want %d", i, cases[i].hdr, cases[i].coding, ok,
                      cases[i].ok);
     }
     /* No header at all: nothing is acceptable but identity. */
-    assert_int_equal(static_accepts_encoding(STR_NULL, "gzip"), 0);
+    assert_int_equal(static_accepts_encoding(BK_STR_NULL, "gzip"), 0);
 }
 
 #if 1
@@ -346,9 +346,9 @@ static void test_accepts_encoding(void **state)
 static void test_accepts_encoding_star_vs_explicit(void **state)
 {
     (void)state;
-    assert_int_equal(static_accepts_encoding(STR("*;q=0, gzip"), "gzip"), 1);
-    assert_int_equal(static_accepts_encoding(STR("*, gzip;q=0"), "gzip"), 0);
-    assert_int_equal(static_accepts_encoding(STR("*, br;q=0"), "br"), 0);
+    assert_int_equal(static_accepts_encoding(BK_STR("*;q=0, gzip"), "gzip"), 1);
+    assert_int_equal(static_accepts_encoding(BK_STR("*, gzip;q=0"), "gzip"), 0);
+    assert_int_equal(static_accepts_encoding(BK_STR("*, br;q=0"), "br"), 0);
 }
 #endif
 

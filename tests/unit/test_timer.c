@@ -23,7 +23,7 @@
 
 static int setup_loop(void **state)
 {
-    loop *l = calloc(1, sizeof *l);
+    bk_loop *l = calloc(1, sizeof *l);
     if (!l || loop_init(l, 64) < 0) {
         free(l);
         return -1;
@@ -34,14 +34,14 @@ static int setup_loop(void **state)
 
 static int teardown_loop(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     loop_free(l);
     free(l);
     return 0;
 }
 
 /* The heap invariant: positions are recorded, parents are not later. */
-static void check_heap(const loop *l)
+static void check_heap(const bk_loop *l)
 {
     for (uint32_t i = 0; i < l->heap_len; i++) {
         assert_non_null(l->heap[i]);
@@ -55,7 +55,7 @@ static void check_heap(const loop *l)
     }
 }
 
-static void no_cb(loop *l, timer *t)
+static void no_cb(bk_loop *l, bk_timer *t)
 {
     (void)l;
     (void)t;
@@ -64,11 +64,11 @@ static void no_cb(loop *l, timer *t)
 
 /* Empties the heap by repeatedly stopping the top, the order a run would
  * pop them in (by heap key). */
-static size_t drain(loop *l, timer **order, size_t cap)
+static size_t drain(bk_loop *l, bk_timer **order, size_t cap)
 {
     size_t n = 0;
     while (l->heap_len) {
-        timer *t = l->heap[0];
+        bk_timer *t = l->heap[0];
         assert_true(n < cap);
         order[n++] = t;
         timer_stop(l, t);
@@ -82,9 +82,9 @@ static size_t drain(loop *l, timer **order, size_t cap)
 
 static void test_timer_start_stop(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     l->now_ms = 1000;
-    timer a, b;
+    bk_timer a, b;
     timer_init(&a, no_cb, &a);
     timer_init(&b, no_cb, NULL);
     assert_false(timer_active(&a));
@@ -122,9 +122,9 @@ static void test_timer_start_stop(void **state)
 
 static void test_timer_extend_is_lazy(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     l->now_ms = 5000;
-    timer a, b;
+    bk_timer a, b;
     timer_init(&a, no_cb, NULL);
     timer_init(&b, no_cb, NULL);
     timer_start(l, &a, 10);
@@ -158,9 +158,9 @@ static void test_timer_extend_is_lazy(void **state)
 
 static void test_timer_shorten_moves_to_top(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     l->now_ms = 0;
-    timer t[16];
+    bk_timer t[16];
     for (int i = 0; i < 16; i++) {
         timer_init(&t[i], no_cb, NULL);
         timer_start(l, &t[i], 100 + (uint64_t)i * 10);
@@ -171,7 +171,7 @@ static void test_timer_shorten_moves_to_top(void **state)
     assert_ptr_equal(l->heap[0], &t[15]);
     assert_int_equal(t[15].when, 1);
     check_heap(l);
-    timer *order[16];
+    bk_timer *order[16];
     assert_int_equal(drain(l, order, 16), 16);
     assert_ptr_equal(order[0], &t[15]);
     for (int i = 1; i < 16; i++)
@@ -180,10 +180,10 @@ static void test_timer_shorten_moves_to_top(void **state)
 
 static void test_timer_stop_in_middle(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     l->now_ms = 0;
     enum { N = 31 };
-    timer t[N];
+    bk_timer t[N];
     for (int i = 0; i < N; i++) {
         timer_init(&t[i], no_cb, NULL);
         /* 0, 17, 34, ... mod 31: a scrambled start order, distinct keys */
@@ -192,29 +192,29 @@ static void test_timer_stop_in_middle(void **state)
     check_heap(l);
     /* Stop interior nodes, a leaf, and the top. */
     int stopped[] = { 5, 12, 30, 0, 20 };
-    for (size_t k = 0; k < ARRAY_LEN(stopped); k++) {
+    for (size_t k = 0; k < BK_ARRAY_LEN(stopped); k++) {
         timer_stop(l, &t[stopped[k]]);
         assert_false(timer_active(&t[stopped[k]]));
         check_heap(l);
     }
-    assert_int_equal(l->heap_len, N - ARRAY_LEN(stopped));
-    timer *order[N];
+    assert_int_equal(l->heap_len, N - BK_ARRAY_LEN(stopped));
+    bk_timer *order[N];
     size_t n = drain(l, order, N);
-    assert_int_equal(n, N - ARRAY_LEN(stopped));
+    assert_int_equal(n, N - BK_ARRAY_LEN(stopped));
     for (size_t i = 1; i < n; i++)
         assert_true(order[i - 1]->when < order[i]->when);
     for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < ARRAY_LEN(stopped); k++)
+        for (size_t k = 0; k < BK_ARRAY_LEN(stopped); k++)
             assert_ptr_not_equal(order[i], &t[stopped[k]]);
 }
 
 static void test_timer_many_random(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     l->now_ms = 777;
     enum { N = 1000 };
-    timer *t = calloc(N, sizeof *t);
-    timer **order = calloc(N, sizeof *order);
+    bk_timer *t = calloc(N, sizeof *t);
+    bk_timer **order = calloc(N, sizeof *order);
     assert_non_null(t);
     assert_non_null(order);
     uint32_t x = 2463534242u;
@@ -250,7 +250,7 @@ static void test_timer_many_random(void **state)
 /* ---- firing, with a real loop ---- */
 
 typedef struct rec_timer {
-    timer t;
+    bk_timer t;
     int id;
     uint64_t started;  /* l->now_ms at the last timer_start */
     uint64_t fired_at; /* l->now_ms in the callback */
@@ -266,44 +266,44 @@ typedef struct {
     int timed_out;
 } run_log;
 
-static void rec_cb(loop *l, timer *t)
+static void rec_cb(bk_loop *l, bk_timer *t)
 {
-    rec_timer *r = CONTAINER_OF(t, rec_timer, t);
+    rec_timer *r = BK_CONTAINER_OF(t, rec_timer, t);
     run_log *lg = t->udata;
     assert_false(timer_active(t)); /* stopped before its callback */
     r->fired_at = l->now_ms;
     r->deadline = t->deadline;
     r->fired++;
-    assert_true(lg->n < ARRAY_LEN(lg->order));
+    assert_true(lg->n < BK_ARRAY_LEN(lg->order));
     lg->order[lg->n++] = r;
     if (lg->n == lg->stop_after)
         loop_stop(l);
 }
 
-static void guard_cb(loop *l, timer *t)
+static void guard_cb(bk_loop *l, bk_timer *t)
 {
     run_log *lg = t->udata;
     lg->timed_out = 1;
     loop_stop(l);
 }
 
-static void rec_init(rec_timer *r, int id, run_log *lg, timer_cb cb)
+static void rec_init(rec_timer *r, int id, run_log *lg, bk_timer_cb cb)
 {
     memset(r, 0, sizeof *r);
     r->id = id;
     timer_init(&r->t, cb ? cb : rec_cb, lg);
 }
 
-static void rec_start(loop *l, rec_timer *r, uint64_t ms)
+static void rec_start(bk_loop *l, rec_timer *r, uint64_t ms)
 {
     r->started = l->now_ms;
     timer_start(l, &r->t, ms);
 }
 
 /* Runs the loop until lg->stop_after callbacks ran (or 3 s passed). */
-static void run(loop *l, run_log *lg)
+static void run(bk_loop *l, run_log *lg)
 {
-    timer guard;
+    bk_timer guard;
     timer_init(&guard, guard_cb, lg);
     timer_start(l, &guard, 3000);
     l->stopping = 0;
@@ -341,7 +341,7 @@ static void check_order(const run_log *lg)
 
 static void test_timer_fire_order(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     run_log lg = { .stop_after = 7 };
     rec_timer b, t10, t20, a, t40, c, t60, last;
     rec_init(&b, 1, &lg, NULL);
@@ -370,8 +370,8 @@ static void test_timer_fire_order(void **state)
 
     run(l, &lg);
     const rec_timer *want[] = { &b, &t10, &t20, &t40, &t60, &a, &last };
-    assert_int_equal(lg.n, ARRAY_LEN(want));
-    for (size_t i = 0; i < ARRAY_LEN(want); i++)
+    assert_int_equal(lg.n, BK_ARRAY_LEN(want));
+    for (size_t i = 0; i < BK_ARRAY_LEN(want); i++)
         check_fired(want[i]);
     check_order(&lg);
     assert_int_equal(b.deadline, base + 1);
@@ -385,7 +385,7 @@ static void test_timer_fire_order(void **state)
 
 static void test_timer_fire_many_random(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     enum { N = 40 };
     run_log lg = { .stop_after = N };
     rec_timer r[N];
@@ -422,9 +422,9 @@ static void test_timer_fire_many_random(void **state)
 }
 
 /* A callback may restart its own timer. */
-static void rearm_cb(loop *l, timer *t)
+static void rearm_cb(bk_loop *l, bk_timer *t)
 {
-    rec_timer *r = CONTAINER_OF(t, rec_timer, t);
+    rec_timer *r = BK_CONTAINER_OF(t, rec_timer, t);
     run_log *lg = t->udata;
     r->fired++;
     lg->order[lg->n++] = r;
@@ -436,7 +436,7 @@ static void rearm_cb(loop *l, timer *t)
 
 static void test_timer_rearm_from_callback(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     run_log lg = { .stop_after = 0 };
     rec_timer r;
     rec_init(&r, 1, &lg, rearm_cb);
@@ -449,24 +449,24 @@ static void test_timer_rearm_from_callback(void **state)
 
 /* A callback may stop another timer due at the same time: it then does not
  * fire. */
-static void stop_other_cb(loop *l, timer *t)
+static void stop_other_cb(bk_loop *l, bk_timer *t)
 {
-    rec_timer *r = CONTAINER_OF(t, rec_timer, t);
+    rec_timer *r = BK_CONTAINER_OF(t, rec_timer, t);
     timer_stop(l, &r->other->t);
     rec_cb(l, t);
 }
 
 /* A callback may start another timer with no delay. */
-static void start_other_cb(loop *l, timer *t)
+static void start_other_cb(bk_loop *l, bk_timer *t)
 {
-    rec_timer *r = CONTAINER_OF(t, rec_timer, t);
+    rec_timer *r = BK_CONTAINER_OF(t, rec_timer, t);
     rec_start(l, r->other, 0);
     rec_cb(l, t);
 }
 
 static void test_timer_callbacks_change_heap(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     run_log lg = { .stop_after = 4 };
     rec_timer x, y, s, z, last;
     rec_init(&x, 1, &lg, stop_other_cb);
@@ -517,7 +517,7 @@ typedef struct {
     int got, want, saw_busy;
 } pipe_log;
 
-static void pipe_cb(loop *l, loop_io *io, unsigned events)
+static void pipe_cb(bk_loop *l, bk_io *io, unsigned events)
 {
     pipe_log *pl = io->udata;
     char b[64];
@@ -531,12 +531,12 @@ static void pipe_cb(loop *l, loop_io *io, unsigned events)
 
 static void test_busy_poll(void **state)
 {
-    loop *l = *state;
+    bk_loop *l = *state;
     int p[2];
     assert_int_equal(pipe(p), 0);
     loop_set_busy_poll(l, 500);
     pipe_log pl = { .want = 200 };
-    loop_io io;
+    bk_io io;
     assert_int_equal(loop_io_start(l, &io, p[0], LOOP_READ, pipe_cb, &pl), 0);
     run_log lg = { .stop_after = 1000 };
     rec_timer r;
