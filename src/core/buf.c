@@ -1,5 +1,7 @@
 #include "core/buf.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int buf_reserve(bk_buf *b, size_t extra)
@@ -36,4 +38,23 @@ void buf_free(bk_buf *b)
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+}
+
+int buf_appendf(bk_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    if ((size_t)n >= (b->data ? b->cap - b->len : 0)) { /* did not fit: make room, again */
+        if (buf_reserve(b, (size_t)n + 1) < 0)
+            return -1;
+        va_start(ap, fmt);
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+    return 0;
 }

@@ -16,6 +16,9 @@ typedef struct {
 int buf_reserve(bk_buf *b, size_t extra);
 int buf_append(bk_buf *b, const void *p, size_t n);
 void buf_free(bk_buf *b);
+/* Appends printf-style text (whole, however long). Returns 0, or -1 when
+ * out of memory or the format fails. */
+int buf_appendf(bk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Appends without a capacity check: the caller reserved the room. */
 static inline void buf_put(bk_buf *b, const void *p, size_t n)

@@ -731,7 +731,7 @@ static void conn_after_batch(http_conn *c)
         http_h1_after_batch(c);
 }
 
-void http_conn_wait_writable(http_conn *c)
+static void conn_wait_writable(http_conn *c)
 {
     /* TLS may need the socket readable to go on writing */
     unsigned want = sock_want(c, LOOP_WRITE);
@@ -742,10 +742,22 @@ void http_conn_wait_writable(http_conn *c)
     http_conn_arm(c, c->conf->send_timeout);
 }
 
-void http_conn_writable_again(http_conn *c)
+static void conn_writable_again(http_conn *c)
 {
     c->write_blocked = 0;
     loop_io_set(&c->hw->w.loop, &c->io, LOOP_READ);
+}
+
+int http_conn_flush_step(http_conn *c)
+{
+    int rc = http_conn_flush(c);
+    if (rc < 0)
+        http_conn_close(c);
+    else if (rc == 0)
+        conn_wait_writable(c);
+    else if (c->write_blocked)
+        conn_writable_again(c);
+    return rc;
 }
 
 void http_conn_release_input(http_conn *c)

@@ -145,10 +145,9 @@ void http_conn_out_seg(http_conn *c, out_seg s);
 /* Writes the queue: 1 when all is sent, 0 when the socket is full, -1 on
  * error (close). */
 int http_conn_flush(http_conn *c);
-/* The socket is full: wait until it can take more (send_timeout). */
-void http_conn_wait_writable(http_conn *c);
-/* ... and it can again: back to waiting for input. */
-void http_conn_writable_again(http_conn *c);
+/* Flushes and waits for what the socket says: 1 all sent (waiting for
+ * input again), 0 the socket is full (waiting to write), -1 c is closed. */
+int http_conn_flush_step(http_conn *c);
 /* Closes the socket (a handler still at work keeps the struct). */
 void http_conn_close(http_conn *c);
 /* After the last response: close, lingering when the client may still

@@ -202,17 +202,8 @@ void http_h1_after_batch(http_conn *c)
     if (!c->b)
         return; /* idle already (queued for a flush, then went idle) */
     for (;;) {
-        int rc = http_conn_flush(c);
-        if (rc < 0) {
-            http_conn_close(c);
+        if (http_conn_flush_step(c) <= 0)
             return;
-        }
-        if (rc == 0) {
-            http_conn_wait_writable(c);
-            return;
-        }
-        if (c->write_blocked)
-            http_conn_writable_again(c);
         if (c->closing || (c->must_close && c->state != CONN_HANDLER)) {
             http_conn_close_after_response(c);
             return;

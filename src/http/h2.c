@@ -247,7 +247,8 @@ static void resume(h2_stream *st)
 /* A response of known length takes its pieces from the exchange's arena
  * (no malloc; bounded by the response); a streamed one from malloc, each
  * freed once sent, so a long stream does not grow the arena. */
-static h2_piece *piece_add(h2_stream *st, uint8_t kind, size_t copy)
+static h2_piece *piece_add(h2_stream *st, uint8_t kind, size_t copy, uint64_t len,
+                           http_release_fn release, void *arg)
 {
     h2_piece *p = NULL;
     if (!st->counting && copy <= 4096)
@@ -261,6 +262,10 @@ static h2_piece *piece_add(h2_stream *st, uint8_t kind, size_t copy)
     }
     memset(p, 0, sizeof *p);
     p->in_arena = (uint8_t)in_arena;
+    p->len = len;
+    p->release = release;
+    p->arg = arg;
+    st->out_len += len;
     p->kind = kind;
     *st->out_tail = p;
     st->out_tail = &p->next;
@@ -269,10 +274,8 @@ static h2_piece *piece_add(h2_stream *st, uint8_t kind, size_t copy)
 
 static void body_copy(h2_stream *st, const void *data, size_t n)
 {
-    h2_piece *p = piece_add(st, P_COPY, n);
+    h2_piece *p = piece_add(st, P_COPY, n, n, NULL, NULL);
     memcpy(p->data, data, n);
-    p->len = n;
-    st->out_len += n;
 }
 
 /* ASCII lower case, for header names (HTTP/2 sends them lowered). */
@@ -417,12 +420,7 @@ static void h2_send_ref(http_exchange *x, const char *p, size_t n, http_release_
         resume(st);
         return;
     }
-    h2_piece *pc = piece_add(st, P_REF, 0);
-    pc->mem = p;
-    pc->len = n;
-    pc->release = release;
-    pc->arg = arg;
-    st->out_len += n;
+    piece_add(st, P_REF, 0, n, release, arg)->mem = p;
     resume(st);
 }
 
@@ -435,13 +433,9 @@ static void h2_send_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
             release(arg);
         return;
     }
-    h2_piece *pc = piece_add(st, P_FD, 0);
+    h2_piece *pc = piece_add(st, P_FD, 0, len, release, arg);
     pc->fd = fd;
     pc->off = off;
-    pc->len = len;
-    pc->release = release;
-    pc->arg = arg;
-    st->out_len += len;
     resume(st);
 }
 
@@ -600,14 +594,6 @@ static void stream_respond_error(h2_stream *st, int status)
     http_exchange_error(&st->x, status, NULL);
 }
 
-static int buf_add(bk_buf *b, const void *p, size_t n)
-{
-    if (buf_reserve(b, n) < 0)
-        return -1;
-    buf_put(b, p, n);
-    return 0;
-}
-
 /* The request head as HTTP/1.1 text, parsed by the HTTP/1.1 parser: the
  * handlers and the exchange see one kind of request. 0, or the status to
  * refuse it with. */
@@ -624,20 +610,20 @@ static int stream_build_head(h2_stream *st)
     if (!st->method.len || !st->path.len)
         return 400; /* (CONNECT: no path) */
     bk_buf *h = &st->head;
-    if (buf_add(h, st->method.p, st->method.len) < 0 || buf_add(h, " ", 1) < 0 ||
-        buf_add(h, st->path.p, st->path.len) < 0 || buf_add(h, " HTTP/1.1\r\n", 11) < 0)
+    if (buf_append(h, st->method.p, st->method.len) < 0 || buf_append(h, " ", 1) < 0 ||
+        buf_append(h, st->path.p, st->path.len) < 0 || buf_append(h, " HTTP/1.1\r\n", 11) < 0)
         return 500;
     if (!st->has_host && st->authority.len &&
-        (buf_add(h, "host: ", 6) < 0 || buf_add(h, st->authority.p, st->authority.len) < 0 ||
-         buf_add(h, "\r\n", 2) < 0))
+        (buf_append(h, "host: ", 6) < 0 || buf_append(h, st->authority.p, st->authority.len) < 0 ||
+         buf_append(h, "\r\n", 2) < 0))
         return 500;
-    if (st->lines.len && buf_add(h, st->lines.data, st->lines.len) < 0)
+    if (st->lines.len && buf_append(h, st->lines.data, st->lines.len) < 0)
         return 500;
-    if (st->cookie.len && (buf_add(h, "cookie: ", 8) < 0 ||
-                           buf_add(h, st->cookie.data, st->cookie.len) < 0 ||
-                           buf_add(h, "\r\n", 2) < 0))
+    if (st->cookie.len && (buf_append(h, "cookie: ", 8) < 0 ||
+                           buf_append(h, st->cookie.data, st->cookie.len) < 0 ||
+                           buf_append(h, "\r\n", 2) < 0))
         return 500;
-    if (buf_add(h, "\r\n", 2) < 0)
+    if (buf_append(h, "\r\n", 2) < 0)
         return 500;
     buf_free(&st->lines);
     buf_free(&st->cookie);
@@ -727,12 +713,12 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
         if (slot) {
             slot->p = (const char *)(uintptr_t)st->pseudo.len; /* rebased later */
             slot->len = valuelen;
-            bad = buf_add(&st->pseudo, v, valuelen);
+            bad = buf_append(&st->pseudo, v, valuelen);
         }
     } else if (namelen == 6 && memcmp(n, "cookie", 6) == 0) {
         if (st->cookie.len)
-            bad = buf_add(&st->cookie, "; ", 2);
-        bad |= buf_add(&st->cookie, v, valuelen);
+            bad = buf_append(&st->cookie, "; ", 2);
+        bad |= buf_append(&st->cookie, v, valuelen);
     } else {
         if (namelen == 4 && memcmp(n, "host", 4) == 0)
             st->has_host = 1;
@@ -771,7 +757,7 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
         return 0;
     }
-    if (st->body.len + len > max || buf_add(&st->body, data, len) < 0) {
+    if (st->body.len + len > max || buf_append(&st->body, data, len) < 0) {
         st->body_over = 1;
         s->body_bytes -= st->body.len;
         buf_free(&st->body);
@@ -1105,7 +1091,7 @@ int http_h2_upgrade(http_conn *c)
     http_conn_out_commit(c, sizeof sw - 1);
     /* The request moves to stream 1: its head is copied (the parser's
      * offsets are relative to it), and leaves the input buffer. */
-    if (buf_add(&st->head, head, c->head_len) < 0)
+    if (buf_append(&st->head, head, c->head_len) < 0)
         return -1;
     st->parser = *p;
     c->req_start += c->head_len;
@@ -1230,17 +1216,8 @@ void http_h2_after_batch(http_conn *c)
     http_worker *hw = c->hw;
     for (;;) {
         int more = http_h2_output(c);
-        int rc = http_conn_flush(c);
-        if (rc < 0) {
-            http_conn_close(c);
+        if (http_conn_flush_step(c) <= 0)
             return;
-        }
-        if (rc == 0) {
-            http_conn_wait_writable(c);
-            return;
-        }
-        if (c->write_blocked)
-            http_conn_writable_again(c);
         if (!more)
             break;
     }

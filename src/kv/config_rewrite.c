@@ -162,18 +162,6 @@ static const char *const memory_opts[] = {
     "stream-node-max-bytes", "hll-sparse-max-bytes", "cluster-link-sendbuf-limit",
 };
 
-static void addf(bk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(bk_buf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        buf_append(b, tmp, BK_MIN((size_t)n, sizeof tmp - 1));
-}
-
 /* "value" with C escapes, as Redis's sdscatrepr. */
 static void add_quoted(bk_buf *b, const char *s)
 {
@@ -189,7 +177,7 @@ static void add_quoted(bk_buf *b, const char *s)
         } else if (isprint(*p)) {
             buf_append(b, p, 1);
         } else {
-            addf(b, "\\x%02x", *p);
+            buf_appendf(b, "\\x%02x", *p);
         }
     }
     buf_append(b, "\"", 1);
@@ -202,13 +190,13 @@ static void add_memory(bk_buf *b, const char *v)
     if (kv_parse_ll(v, strlen(v), &n) < 0)
         buf_append(b, v, strlen(v)); /* "5%" */
     else if (n && n % gb == 0)
-        addf(b, "%lldgb", n / gb);
+        buf_appendf(b, "%lldgb", n / gb);
     else if (n && n % mb == 0)
-        addf(b, "%lldmb", n / mb);
+        buf_appendf(b, "%lldmb", n / mb);
     else if (n && n % kb == 0)
-        addf(b, "%lldkb", n / kb);
+        buf_appendf(b, "%lldkb", n / kb);
     else
-        addf(b, "%lld", n);
+        buf_appendf(b, "%lld", n);
 }
 
 /* ---- the file, line by line ---- */
@@ -336,7 +324,7 @@ static void rewrite_simple(rw_state *st, const char *name, const char *v, const 
         return;
     }
     bk_buf b = { 0 };
-    addf(&b, "%s ", name);
+    buf_appendf(&b, "%s ", name);
     if (!*v || in_set(name, string_opts, BK_ARRAY_LEN(string_opts)))
         add_quoted(&b, v); /* an empty value must stay one word: "" */
     else if (in_set(name, memory_opts, BK_ARRAY_LEN(memory_opts)))
@@ -355,7 +343,7 @@ static void rewrite_save(rw_state *st, const char *v)
     } else {
         for (int i = 0; i + 1 < argc; i += 2) {
             bk_buf b = { 0 };
-            addf(&b, "save %s %s", argv[i], argv[i + 1]);
+            buf_appendf(&b, "save %s %s", argv[i], argv[i + 1]);
             rewrite_line(st, "save", buf_take(&b), 1);
         }
     }
@@ -378,12 +366,12 @@ static void rewrite_obuf(rw_state *st, const char *v, const char *def)
                 force = strcmp(dv[j + 1], cur[i + 1]) || strcmp(dv[j + 2], cur[i + 2]) ||
                         strcmp(dv[j + 3], cur[i + 3]);
         bk_buf b = { 0 };
-        addf(&b, "client-output-buffer-limit %s ",
+        buf_appendf(&b, "client-output-buffer-limit %s ",
              strcasecmp(cur[i], "slave") == 0 ? "replica" : cur[i]);
         add_memory(&b, cur[i + 1]);
         buf_append(&b, " ", 1);
         add_memory(&b, cur[i + 2]);
-        addf(&b, " %s", cur[i + 3]);
+        buf_appendf(&b, " %s", cur[i + 3]);
         rewrite_line(st, "client-output-buffer-limit", buf_take(&b), force);
     }
     if (nc >= 0)
@@ -412,7 +400,7 @@ static void build(rw_state *st, const opt_list *cur)
         } else if (strcasecmp(name, "replicaof") == 0) {
             if (*v) {
                 bk_buf b = { 0 };
-                addf(&b, "replicaof %s", v);
+                buf_appendf(&b, "replicaof %s", v);
                 rewrite_line(st, name, buf_take(&b), 1);
             }
             mark_done(st, name); /* not a replica: no line */

@@ -1634,18 +1634,6 @@ static void human(char *out, size_t n, double v)
         snprintf(out, n, "%.2fG", v / 1024 / 1024 / 1024);
 }
 
-static void addf(bk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(bk_buf *b, const char *fmt, ...)
-{
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        buf_append(b, line, BK_MIN((size_t)n, sizeof line - 1));
-}
-
 static size_t client_buffers(size_t *max_in, size_t *max_out)
 {
     size_t total = 0;
@@ -1672,7 +1660,7 @@ static void info_server(bk_buf *b)
     struct utsname un;
     uname(&un);
     int64_t uptime = (srv.now_ms - srv.start_ms) / 1000;
-    addf(b, "# Server\r\nredis_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
+    buf_appendf(b, "# Server\r\nredis_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
             "redis_build_id:0\r\nredis_mode:standalone\r\nos:%s %s %s\r\narch_bits:%d\r\n"
             "monotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\n"
             "atomicvar_api:c11-builtin\r\ngcc_version:%d.%d.%d\r\nprocess_id:%d\r\n"
@@ -1697,7 +1685,7 @@ static void info_clients(bk_buf *b)
 {
     size_t max_in, max_out;
     client_buffers(&max_in, &max_out);
-    addf(b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
+    buf_appendf(b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
             "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
             "blocked_clients:%llu\r\ntracking_clients:%d\r\nclients_in_timeout_table:%llu\r\n",
          (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, max_in,
@@ -1723,7 +1711,7 @@ static void info_memory(bk_buf *b)
     size_t lua_mem = script_lua_memory();
     char h6[32];
     human(h6, sizeof h6, (double)lua_mem);
-    addf(b, "# Memory\r\nused_memory:%zu\r\nused_memory_human:%s\r\nused_memory_rss:%zu\r\n"
+    buf_appendf(b, "# Memory\r\nused_memory:%zu\r\nused_memory_human:%s\r\nused_memory_rss:%zu\r\n"
             "used_memory_rss_human:%s\r\nused_memory_peak:%zu\r\nused_memory_peak_human:%s\r\n"
             "used_memory_peak_perc:%.2f%%\r\nused_memory_overhead:%zu\r\n"
             "used_memory_startup:0\r\nused_memory_dataset:%zu\r\n"
@@ -1755,7 +1743,7 @@ static void info_memory(bk_buf *b)
 
 static void info_persistence(bk_buf *b)
 {
-    addf(b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
+    buf_appendf(b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
             "current_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\n"
             "current_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\n"
             "rdb_changes_since_last_save:%llu\r\nrdb_bgsave_in_progress:%d\r\n"
@@ -1779,7 +1767,7 @@ static void info_persistence(bk_buf *b)
          srv.aof_last_bgrewrite_ok ? "ok" : "err", (unsigned long long)srv.aof_rewrites,
          srv.aof_last_write_ok ? "ok" : "err");
     if (srv.aof_state)
-        addf(b, "aof_current_size:%llu\r\naof_base_size:%llu\r\naof_pending_rewrite:0\r\n"
+        buf_appendf(b, "aof_current_size:%llu\r\naof_base_size:%llu\r\naof_pending_rewrite:0\r\n"
                 "aof_buffer_length:%zu\r\naof_pending_bio_fsync:0\r\naof_delayed_fsync:0\r\n",
              (unsigned long long)srv.aof_current_size, (unsigned long long)srv.aof_base_size,
              srv.aof_buf.len);
@@ -1790,7 +1778,7 @@ static void info_stats(bk_buf *b)
 {
     unsigned long long sync[3];
     repl_sync_counts(sync);
-    addf(b, "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
+    buf_appendf(b, "# Stats\r\ntotal_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
             "instantaneous_ops_per_sec:%llu\r\ntotal_net_input_bytes:%llu\r\n"
             "total_net_output_bytes:%llu\r\ntotal_net_repl_input_bytes:0\r\n"
             "total_net_repl_output_bytes:0\r\ninstantaneous_input_kbps:%.2f\r\n"
@@ -1841,7 +1829,7 @@ static void info_cpu(bk_buf *b)
     struct rusage ru, ch;
     getrusage(RUSAGE_SELF, &ru);
     getrusage(RUSAGE_CHILDREN, &ch);
-    addf(b, "# CPU\r\nused_cpu_sys:%ld.%06ld\r\nused_cpu_user:%ld.%06ld\r\n"
+    buf_appendf(b, "# CPU\r\nused_cpu_sys:%ld.%06ld\r\nused_cpu_user:%ld.%06ld\r\n"
             "used_cpu_sys_children:%ld.%06ld\r\nused_cpu_user_children:%ld.%06ld\r\n"
             "used_cpu_sys_main_thread:%ld.%06ld\r\nused_cpu_user_main_thread:%ld.%06ld\r\n",
          (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, (long)ru.ru_utime.tv_sec,
@@ -1852,7 +1840,7 @@ static void info_cpu(bk_buf *b)
 
 static void info_modules(bk_buf *b)
 {
-    addf(b, "# Modules\r\n");
+    buf_appendf(b, "# Modules\r\n");
 }
 
 static double cmd_usec(const kv_cmd_stats *st)
@@ -1866,7 +1854,7 @@ static double cmd_usec(const kv_cmd_stats *st)
 static void info_commandstats(bk_buf *b)
 {
     struct kv_introspect *in = srv.introspect;
-    addf(b, "# Commandstats\r\n");
+    buf_appendf(b, "# Commandstats\r\n");
     for (size_t i = 0; i < kv_ncommands; i++) {
         kv_cmd_stats *st = &srv.cmd_stats[i];
         if (in->container[i]) {
@@ -1878,7 +1866,7 @@ static void info_commandstats(bk_buf *b)
                     ss->name[nl] != '|')
                     continue;
                 double usec = (double)ss->ticks / kv_ticks_per_us();
-                addf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=0,"
+                buf_appendf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=0,"
                         "failed_calls=%llu\r\n",
                      ss->name, (unsigned long long)ss->calls, (unsigned long long)usec,
                      usec / (double)ss->calls, (unsigned long long)ss->failed);
@@ -1888,7 +1876,7 @@ static void info_commandstats(bk_buf *b)
         if (!st->calls && !st->rejected && !st->failed)
             continue;
         double usec = cmd_usec(st);
-        addf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+        buf_appendf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
                 "failed_calls=%llu\r\n",
              kv_commands[i].name, (unsigned long long)st->calls, (unsigned long long)usec,
              st->calls ? usec / (double)st->calls : 0.0, (unsigned long long)st->rejected,
@@ -1899,9 +1887,9 @@ static void info_commandstats(bk_buf *b)
 static void info_errorstats(bk_buf *b)
 {
     struct kv_introspect *in = srv.introspect;
-    addf(b, "# Errorstats\r\n");
+    buf_appendf(b, "# Errorstats\r\n");
     for (int i = 0; i < in->nerrs; i++)
-        addf(b, "errorstat_%s:count=%llu\r\n", in->errs[i].code,
+        buf_appendf(b, "errorstat_%s:count=%llu\r\n", in->errs[i].code,
              (unsigned long long)in->errs[i].count);
 }
 
@@ -1922,7 +1910,7 @@ static double percentile(const uint64_t *h, uint64_t total, double pct)
 
 static void info_latencystats(bk_buf *b)
 {
-    addf(b, "# Latencystats\r\n");
+    buf_appendf(b, "# Latencystats\r\n");
     lat_line lines[64];
     for (size_t i = 0; i < kv_ncommands; i++) {
         int n = lat_lines(i, lines, (int)BK_ARRAY_LEN(lines));
@@ -1933,23 +1921,23 @@ static void info_latencystats(bk_buf *b)
                 total += h[k];
             if (!total)
                 continue;
-            addf(b, "latency_percentiles_usec_%s:", lines[j].name);
+            buf_appendf(b, "latency_percentiles_usec_%s:", lines[j].name);
             for (int k = 0; k < srv.nlatency_pcts; k++)
-                addf(b, "%sp%g=%.3f", k ? "," : "", srv.latency_pcts[k],
+                buf_appendf(b, "%sp%g=%.3f", k ? "," : "", srv.latency_pcts[k],
                      percentile(h, total, srv.latency_pcts[k]));
-            addf(b, "\r\n");
+            buf_appendf(b, "\r\n");
         }
     }
 }
 
 static void info_cluster(bk_buf *b)
 {
-    addf(b, "# Cluster\r\ncluster_enabled:0\r\n");
+    buf_appendf(b, "# Cluster\r\ncluster_enabled:0\r\n");
 }
 
 static void info_keyspace(bk_buf *b)
 {
-    addf(b, "# Keyspace\r\n");
+    buf_appendf(b, "# Keyspace\r\n");
     for (int i = 0; i < srv.cfg.databases; i++) {
         kv_db *db = &srv.dbs[i];
         if (db_size(db) == 0)
@@ -1963,7 +1951,7 @@ static void info_keyspace(bk_buf *b)
                 n++;
             }
         }
-        addf(b, "db%d:keys=%zu,expires=%zu,avg_ttl=%lld\r\n", i, db_size(db), db->vol_len,
+        buf_appendf(b, "db%d:keys=%zu,expires=%zu,avg_ttl=%lld\r\n", i, db_size(db), db->vol_len,
              n ? sum / n : 0);
     }
 }
@@ -2005,7 +1993,7 @@ void info_command(kv_client *c)
         if (!(want & (1u << i)))
             continue;
         if (b.len)
-            addf(&b, "\r\n");
+            buf_appendf(&b, "\r\n");
         sections[i].fn(&b);
     }
     reply_verbatim(c, b.data ? b.data : "", b.len, "txt");

@@ -2027,25 +2027,13 @@ void role_command(kv_client *c)
     }
 }
 
-static void addf(bk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(bk_buf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        buf_append(b, tmp, (size_t)BK_MIN((size_t)n, sizeof tmp - 1));
-}
-
 void repl_info(bk_buf *b)
 {
-    addf(b, "# Replication\r\nrole:%s\r\n", R.host ? "slave" : "master");
+    buf_appendf(b, "# Replication\r\nrole:%s\r\n", R.host ? "slave" : "master");
     if (R.host) {
         long long last_io = R.master ? (srv.now_ms - R.master->last_ms) / 1000
                                      : (srv.now_ms - R.last_io_ms) / 1000;
-        addf(b,
+        buf_appendf(b,
              "master_host:%s\r\nmaster_port:%d\r\nmaster_link_status:%s\r\n"
              "master_last_io_seconds_ago:%lld\r\nmaster_sync_in_progress:%d\r\n"
              "slave_read_repl_offset:%lld\r\nslave_repl_offset:%lld\r\n",
@@ -2055,7 +2043,7 @@ void repl_info(bk_buf *b)
         if (R.state == LS_TRANSFER) {
             long long total = R.xfer_size;
             long long read = (long long)R.in.len;
-            addf(b,
+            buf_appendf(b,
                  "master_sync_total_bytes:%lld\r\nmaster_sync_read_bytes:%lld\r\n"
                  "master_sync_left_bytes:%lld\r\nmaster_sync_perc:%.2f\r\n"
                  "master_sync_last_io_seconds_ago:%lld\r\n",
@@ -2064,26 +2052,26 @@ void repl_info(bk_buf *b)
                  (long long)((srv.now_ms - R.last_io_ms) / 1000));
         }
         if (R.state != LS_CONNECTED)
-            addf(b, "master_link_down_since_seconds:%lld\r\n",
+            buf_appendf(b, "master_link_down_since_seconds:%lld\r\n",
                  R.down_since_ms ? (long long)((srv.now_ms - R.down_since_ms) / 1000) : -1LL);
-        addf(b, "slave_priority:%d\r\nslave_read_only:%d\r\nreplica_announced:%d\r\n",
+        buf_appendf(b, "slave_priority:%d\r\nslave_read_only:%d\r\nreplica_announced:%d\r\n",
              R.priority, R.read_only, R.announced);
     }
-    addf(b, "connected_slaves:%d\r\n", R.nreplicas);
+    buf_appendf(b, "connected_slaves:%d\r\n", R.nreplicas);
     if (!R.host || 1) {
         if (R.min_to_write)
-            addf(b, "min_slaves_good_slaves:%d\r\n", R.good);
+            buf_appendf(b, "min_slaves_good_slaves:%d\r\n", R.good);
     }
     for (int i = 0; i < R.nreplicas; i++) {
         kv_client *r = R.replicas[i];
         char ip[64];
         long long lag = (srv.now_ms - r->repl_ack_ms) / 1000;
-        addf(b, "slave%d:ip=%s,port=%d,state=%s,offset=%lld,lag=%lld\r\n", i,
+        buf_appendf(b, "slave%d:ip=%s,port=%d,state=%s,offset=%lld,lag=%lld\r\n", i,
              replica_ip(r, ip, sizeof ip), r->repl_listen_port,
              rs_names[r->repl_state < 0 || r->repl_state > RS_ONLINE ? 0 : r->repl_state],
              r->repl_ack_off, lag);
     }
-    addf(b,
+    buf_appendf(b,
          "master_failover_state:%s\r\nmaster_replid:%s\r\nmaster_replid2:%s\r\n"
          "master_repl_offset:%lld\r\nsecond_repl_offset:%lld\r\nrepl_backlog_active:%d\r\n"
          "repl_backlog_size:%lld\r\nrepl_backlog_first_byte_offset:%lld\r\n"
@@ -2102,7 +2090,7 @@ void repl_sync_counts(unsigned long long out[3])
 
 void repl_info_stats(bk_buf *b)
 {
-    addf(b, "sync_full:%llu\r\nsync_partial_ok:%llu\r\nsync_partial_err:%llu\r\n",
+    buf_appendf(b, "sync_full:%llu\r\nsync_partial_ok:%llu\r\nsync_partial_err:%llu\r\n",
          (unsigned long long)R.sync_full, (unsigned long long)R.sync_partial_ok,
          (unsigned long long)R.sync_partial_err);
 }

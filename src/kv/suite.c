@@ -74,8 +74,8 @@ static const char *const module_help[] = {
     "LOAD <path> [<arg> ...]",
     "    Load a module library from <path>, passing to it any optional arguments.",
     "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
-    "    Load a module library from <path>, while passing it module configurations and "
-    "optional arguments.",
+    ("    Load a module library from <path>, while passing it module configurations and "
+     "optional arguments."),
     "UNLOAD <name>",
     "    Unload a module.",
     "HELP",
