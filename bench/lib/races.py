@@ -510,14 +510,26 @@ def run_redis_benchmark_cmd(prefix, port, n, pipeline, command, clients=50):
                                      f"{first_line(p.stderr or p.stdout)}"}
 
 
-def build_xgroup_load(tmp):
-    out = tmp / "xgroup_load"
+def build_tool(tmp, name):
+    """Builds bench/lib/NAME.c (a load generator of the kv race) once per run."""
+    out = tmp / name
     if not out.exists():
-        p = subprocess.run(["cc", "-O2", "-o", str(out), str(LIB / "xgroup_load.c")],
+        p = subprocess.run(["cc", "-O2", "-o", str(out), str(LIB / f"{name}.c")],
                            capture_output=True, text=True)
         if p.returncode != 0:
-            raise BenchError(f"cannot build bench/lib/xgroup_load.c: {p.stderr.strip()}")
+            raise BenchError(f"cannot build bench/lib/{name}.c: {p.stderr.strip()}")
     return out
+
+
+def run_resp_load(prefix, tool, port, n, depth, command, clients=50):
+    """bench/lib/resp_load.c: `command` n times over `clients` connections,
+    `depth` in flight on each (redis-benchmark's -c/-P), operations/s."""
+    p = subprocess.run(list(prefix) + [str(tool), str(port), str(clients), str(depth), str(n)]
+                       + list(command), capture_output=True, text=True, timeout=600)
+    m = re.match(r"ops (\d+) seconds ([\d.]+) rate ([\d.]+)", p.stdout.strip())
+    if p.returncode != 0 or not m:
+        return {"value": None, "failed": f"resp_load exit {p.returncode}: {first_line(p.stderr)}"}
+    return {"value": float(m.group(3)), "failed": ""}
 
 
 def run_xgroup(prefix, tool, port, entries, pid, conns=16, count=10):
@@ -632,7 +644,10 @@ def race_kv(ctx):
     def cpu_result(r, used_ns, count):
         return {"value": None if r["failed"] else used_ns / count / 1000, "failed": r["failed"]}
 
-    def bench_case(servers, key, cname, load, command, depth, n, target, headline, metric="ops/s"):
+    def bench_case(servers, key, cname, load, command, depth, n, target, headline, metric="ops/s",
+                   lean=None):
+        """lean: the resp_load binary, which then sends `command` (an argv)
+        instead of redis-benchmark."""
         case = new_case(key, cname, load, ["brisk", "redis"], metric=metric, target=target,
                         headline=headline)
         cpu = cpu_case(key, cname, load)
@@ -641,7 +656,9 @@ def race_kv(ctx):
             count = max(10000, n // 10) if warm else n  # warm-up: a tenth
             cmd = command(srv) if callable(command) else command
             c0 = cpu_ns(srv.proc.pid)
-            if isinstance(cmd, str):
+            if lean:
+                r = run_resp_load(cli_pin, lean, srv.port, count, depth, cmd)
+            elif isinstance(cmd, str):
                 r = run_redis_benchmark(cli_pin, srv.port, [cmd], count, depth)[cmd.upper()]
             else:
                 r = run_redis_benchmark_cmd(cli_pin, srv.port, count, depth, cmd)
@@ -671,11 +688,26 @@ def race_kv(ctx):
             bench_case(servers, f"evalsha-p{depth}", f"EVALSHA INCR -P {depth}",
                        f"redis-benchmark -c 50 -P {depth} -n {n} EVALSHA {sha} 1 counter",
                        ["EVALSHA", sha, "1", "counter"], depth, n, 1.3, True)
+        # The same commands from bench/lib/resp_load.c, a client that skips
+        # replies instead of decoding them: redis-benchmark's one thread is
+        # the limit at -P 16 before either server is.
+        lean = build_tool(tmp, "resp_load")
+        value = "x" * 64  # redis-benchmark -d 64
+        lean_cmds = {"set": ["SET", "key:__rand_int__", value], "get": ["GET", "key:__rand_int__"],
+                     "zadd": ["ZADD", "myzset", "0", "element:__rand_int__"],
+                     "evalsha": ["EVALSHA", sha, "1", "counter"]}
+        for depth, n, target in ((16, 3 * s.kv_n16, 1.3), (1, s.kv_n1, 1.1)):
+            for t, cmd in lean_cmds.items():
+                bench_case(servers, f"{t}-p{depth}-lean", f"{t.upper()} -P {depth}, lean client",
+                           f"bench/lib/resp_load.c -c 50 -P {depth} -n {n} "
+                           + " ".join("<64 x 'x'>" if a == value else a for a in cmd),
+                           cmd, depth, n, 1.3 if t == "evalsha" else target, depth == 16,
+                           lean=lean)
         for depth, n in ((16, s.kv_n16), (1, s.kv_n1)):
             bench_case(servers, f"xadd-p{depth}", f"XADD -P {depth}",
                        f"redis-benchmark -c 50 -P {depth} -n {n} XADD bench:xadd * f v",
                        ["XADD", "bench:xadd", "*", "f", "v"], depth, n, 1.3, depth == 16)
-        tool = build_xgroup_load(tmp)
+        tool = build_tool(tmp, "xgroup_load")
         case = new_case("xgroup", "XREADGROUP+XACK, COUNT 10",
                         f"bench/lib/xgroup_load.c: 16 connections drain {s.kv_n16:,} entries",
                         ["brisk", "redis"], metric="entries/s", target=1.3, headline=True)
@@ -753,7 +785,13 @@ def race_kv(ctx):
                          "at -P 16 and -P 1); the streams issue (XADD and XREADGROUP+XACK >= 1.3x, RSS "
                          "per entry <= 0.8x); the replication issue (SET -P 16 with a replica >= 1.3x, "
                          "full sync time <= Redis's; BGSAVE side by side, no target).")
-    race["notes"].append("redis-benchmark is single-threaded: at -P 16 it can be the limit for both.")
+    race["notes"].append("redis-benchmark is single-threaded: at -P 16 it can be the limit for both. "
+                         "The \"lean client\" cases send the same commands from bench/lib/resp_load.c "
+                         "(same -c 50 and -P, the command encoded once, replies skipped rather than "
+                         "decoded, one epoll thread): its CPU goes to the kernel, so the server is the "
+                         "limit. The value of SET is redis-benchmark's -d 64 (64 x 'x'), the keys are "
+                         "the literal `key:__rand_int__` and `element:__rand_int__`, as redis-benchmark "
+                         "sends them without -r.")
     if ctx["costs"]:
         spec = {"proto": "resp"}
         for name in ("brisk", "redis"):
