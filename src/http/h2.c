@@ -23,6 +23,10 @@ typedef struct h2_piece h2_piece;
 
 enum { P_COPY, P_REF, P_FD };
 
+typedef struct {
+    uint32_t off, len;
+} h2_span;
+
 /* A piece of a response body, waiting for the peer's flow-control window. */
 struct h2_piece {
     h2_piece *next;
@@ -45,17 +49,17 @@ struct h2_stream {
     uint8_t dispatched;   /* the request went to a handler (or was refused) */
     uint8_t head_only;    /* HEAD: no body */
     uint8_t too_big;      /* header block over max_header_size */
-    uint8_t has_host;
-    uint8_t expect100;
     uint8_t provider;     /* the response has a body to stream */
     uint8_t deferred;     /* the body's reader waits for data */
     uint8_t eof;          /* the response has ended */
     uint8_t body_over;    /* request body over max_body_size: refused, the rest dropped */
     uint8_t counting;     /* body of unknown length: resp_bytes counts what is written */
+    uint16_t bad;         /* the status a bad field calls for (the first one) */
     uint32_t hdr_bytes;
     int status;
     uint64_t resp_bytes;  /* for the access log, as HTTP/1.1 logs it */
-    bk_str method, path, authority; /* offsets into pseudo, fixed up at the end */
+    h2_span pm, pp, pa;   /* :method, :path, :authority in head */
+    bk_str method, path;  /* in head, once it is complete */
     h2_piece *out, **out_tail;
     uint64_t out_len;
     union {               /* the client, copied: the stream may outlive the connection */
@@ -64,10 +68,8 @@ struct h2_stream {
         struct sockaddr_in6 in6;
     } peer;
     /* Kept by the worker's pool of streams, their memory with them: */
-    bk_buf pseudo;           /* :method, :path, :authority values */
-    bk_buf lines;            /* the other header fields, "name: value\r\n" */
     bk_buf cookie;           /* cookie fields joined with "; " (RFC 9113 8.2.3) */
-    bk_buf head;             /* the request head as HTTP/1.1 text, for the parser */
+    bk_buf head;             /* the decoded fields, which parser points into */
     bk_buf body;
     http_parser parser;
     http_exchange x;      /* reset (one arena chunk kept) */
@@ -115,7 +117,7 @@ static h2_stream *stream_new(h2_session *s, int32_t id)
     if (st) {
         stream_pool = st->deferred_next;
         stream_pool_n--;
-        memset(st, 0, offsetof(h2_stream, pseudo)); /* the rest was reset for reuse */
+        memset(st, 0, offsetof(h2_stream, cookie)); /* the rest was reset for reuse */
     } else {
         st = calloc(1, sizeof *st);
         if (!st)
@@ -163,7 +165,7 @@ static void stream_free(h2_stream *st)
     http_conf_release(st->x.conf);
     st->x.conf = NULL;
     int keep = stream_pool_n < STREAM_POOL_MAX;
-    bk_buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
+    bk_buf *bufs[] = { &st->cookie, &st->head, &st->body };
     for (size_t i = 0; i < BK_ARRAY_LEN(bufs); i++) {
         if (!keep || bufs[i]->cap > STREAM_BUF_KEEP)
             buf_free(bufs[i]);
@@ -188,7 +190,7 @@ void http_h2_release_pools(void)
     while (stream_pool) {
         h2_stream *st = stream_pool;
         stream_pool = st->deferred_next;
-        bk_buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
+        bk_buf *bufs[] = { &st->cookie, &st->head, &st->body };
         for (size_t i = 0; i < BK_ARRAY_LEN(bufs); i++)
             buf_free(bufs[i]);
         http_exchange_reset(&st->x, 1);
@@ -594,46 +596,46 @@ static void stream_respond_error(h2_stream *st, int status)
     http_exchange_error(&st->x, status, NULL);
 }
 
-/* The request head as HTTP/1.1 text, parsed by the HTTP/1.1 parser: the
- * handlers and the exchange see one kind of request. 0, or the status to
- * refuse it with. */
-static int stream_build_head(h2_stream *st)
+/* The end of a request's header block: the fields were checked as they
+ * came (on_header); now the request line's parts, Host from :authority
+ * when no host field came, the cookie crumbs as one field, and the rules
+ * of a complete head (http_parser_end_fields), as HTTP/1.1 applies them.
+ * 0, or the status to refuse the request with. */
+static int stream_end_head(h2_stream *st)
 {
-    /* Offsets were stored in the p fields: rebase them, pseudo is final. */
-    const char *ps = st->pseudo.data;
-    bk_str *slots[] = { &st->method, &st->path, &st->authority };
-    for (size_t i = 0; i < BK_ARRAY_LEN(slots); i++)
-        *slots[i] = ps && slots[i]->len ? (bk_str){ ps + (uintptr_t)slots[i]->p, slots[i]->len }
-                                        : BK_STR_NULL;
     if (st->too_big)
         return 431;
-    if (!st->method.len || !st->path.len)
+    if (!st->pm.len || !st->pp.len)
         return 400; /* (CONNECT: no path) */
     bk_buf *h = &st->head;
-    if (buf_append(h, st->method.p, st->method.len) < 0 || buf_append(h, " ", 1) < 0 ||
-        buf_append(h, st->path.p, st->path.len) < 0 || buf_append(h, " HTTP/1.1\r\n", 11) < 0)
-        return 500;
-    if (!st->has_host && st->authority.len &&
-        (buf_append(h, "host: ", 6) < 0 || buf_append(h, st->authority.p, st->authority.len) < 0 ||
-         buf_append(h, "\r\n", 2) < 0))
-        return 500;
-    if (st->lines.len && buf_append(h, st->lines.data, st->lines.len) < 0)
-        return 500;
-    if (st->cookie.len && (buf_append(h, "cookie: ", 8) < 0 ||
-                           buf_append(h, st->cookie.data, st->cookie.len) < 0 ||
-                           buf_append(h, "\r\n", 2) < 0))
-        return 500;
-    if (buf_append(h, "\r\n", 2) < 0)
-        return 500;
-    buf_free(&st->lines);
-    buf_free(&st->cookie);
+    http_parser *p = &st->parser;
     const http_limits *lim = &st->x.conf->limits;
-    if (h->len > lim->max_head_size)
+    int rc = http_parser_set_line(p, h->data, st->pm.off, st->pm.len, st->pp.off, st->pp.len);
+    if (rc < 0)
+        return -rc;
+    if (st->bad)
+        return st->bad;
+    if (!p->known[HH_HOST] && st->pa.len) {
+        if (buf_append(h, "host", 4) < 0)
+            return 500;
+        rc = http_parser_add_field(p, h->data, (uint32_t)h->len - 4, 4, st->pa.off, st->pa.len, lim);
+        if (rc < 0)
+            return -rc;
+    }
+    if (st->cookie.len) {
+        uint32_t at = (uint32_t)h->len;
+        if (buf_append(h, "cookie: ", 8) < 0 || buf_append(h, st->cookie.data, st->cookie.len) < 0 ||
+            buf_append(h, "\r\n", 2) < 0)
+            return 500;
+        st->cookie.len = 0;
+        rc = http_parser_add_field(p, h->data, at, 6, at + 8, (uint32_t)h->len - at - 10, lim);
+        if (rc < 0)
+            return -rc;
+    }
+    if (h->len > HTTP_MAX_HEAD_SIZE) /* (never: the fields' count keeps it below) */
         return 431;
-    int rc = http_parse_head(&st->parser, h->data, h->len, lim);
-    if (rc <= 0)
-        return rc < 0 ? -rc : 400;
-    return 0;
+    rc = http_parser_end_fields(p);
+    return rc < 0 ? -rc : 0;
 }
 
 static void stream_dispatch(h2_stream *st)
@@ -701,40 +703,43 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
         return 0;
     }
     const char *n = (const char *)name, *v = (const char *)value;
-    int bad = 0;
+    bk_buf *h = &st->head;
     if (namelen && n[0] == ':') {
-        bk_str *slot = NULL;
+        h2_span *slot = NULL;
         if (namelen == 7 && memcmp(n, ":method", 7) == 0)
-            slot = &st->method;
+            slot = &st->pm;
         else if (namelen == 5 && memcmp(n, ":path", 5) == 0)
-            slot = &st->path;
+            slot = &st->pp;
         else if (namelen == 10 && memcmp(n, ":authority", 10) == 0)
-            slot = &st->authority;
+            slot = &st->pa;
         if (slot) {
-            slot->p = (const char *)(uintptr_t)st->pseudo.len; /* rebased later */
-            slot->len = valuelen;
-            bad = buf_append(&st->pseudo, v, valuelen);
+            slot->off = (uint32_t)h->len;
+            slot->len = (uint32_t)valuelen;
+            if (buf_append(h, v, valuelen) < 0)
+                st->too_big = 1; /* out of memory: refused the same way */
         }
     } else if (namelen == 6 && memcmp(n, "cookie", 6) == 0) {
-        if (st->cookie.len)
-            bad = buf_append(&st->cookie, "; ", 2);
-        bad |= buf_append(&st->cookie, v, valuelen);
-    } else {
-        if (namelen == 4 && memcmp(n, "host", 4) == 0)
-            st->has_host = 1;
-        else if (namelen == 6 && memcmp(n, "expect", 6) == 0 && valuelen == 12 &&
-                 strncasecmp(v, "100-continue", 12) == 0)
-            st->expect100 = 1;
-        bad = buf_reserve(&st->lines, namelen + valuelen + 4);
-        if (!bad) {
-            buf_put(&st->lines, n, namelen);
-            buf_put(&st->lines, ": ", 2);
-            buf_put(&st->lines, v, valuelen);
-            buf_put(&st->lines, "\r\n", 2);
+        if ((st->cookie.len && buf_append(&st->cookie, "; ", 2) < 0) ||
+            buf_append(&st->cookie, v, valuelen) < 0)
+            st->too_big = 1;
+    } else if (!st->bad) {
+        /* "name: value\r\n" as HTTP/1.1 has it, checked as the HTTP/1.1
+         * parser checks a field line (the same code). */
+        if (buf_reserve(h, namelen + valuelen + 4) < 0) {
+            st->too_big = 1;
+            return 0;
         }
+        uint32_t at = (uint32_t)h->len;
+        buf_put(h, n, namelen);
+        buf_put(h, ": ", 2);
+        buf_put(h, v, valuelen);
+        buf_put(h, "\r\n", 2);
+        int rc = http_parser_add_field(&st->parser, h->data, at, (uint32_t)namelen,
+                                       at + (uint32_t)namelen + 2, (uint32_t)valuelen,
+                                       &st->x.conf->limits);
+        if (rc < 0)
+            st->bad = (uint16_t)-rc;
     }
-    if (bad)
-        st->too_big = 1; /* out of memory: refused the same way */
     return 0;
 }
 
@@ -779,12 +784,15 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
             return 0;
         s->progress = 1;
         if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-            int status = stream_build_head(st);
+            int status = stream_end_head(st);
+            const char *hd = st->head.data;
+            st->method = st->pm.len ? (bk_str){ hd + st->pm.off, st->pm.len } : BK_STR_NULL;
+            st->path = st->pp.len ? (bk_str){ hd + st->pp.off, st->pp.len } : BK_STR_NULL;
             if (status) {
                 stream_respond_error(st, status);
                 return 0;
             }
-            if (st->expect100 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+            if (st->parser.known[HH_EXPECT] && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
                 nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)"100", 7, 3,
                                   NGHTTP2_NV_FLAG_NONE };
                 nghttp2_submit_headers(ng, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL);

@@ -121,6 +121,26 @@ void http_parser_reset(http_parser *p)
     memset(p, 0, offsetof(http_parser, hdr));
 }
 
+static uint8_t method_id(const char *m, uint32_t len)
+{
+    if (len == 3 && memcmp(m, "GET", 3) == 0) /* nearly every request */
+        return HTTP_GET;
+    for (size_t i = 0; i < BK_ARRAY_LEN(methods); i++)
+        if (methods[i].len == len && memcmp(methods[i].name, m, len) == 0)
+            return methods[i].id;
+    return HTTP_METHOD_UNKNOWN;
+}
+
+/* The request target's form, once its characters are checked: origin-form,
+ * "*" for OPTIONS, or absolute-form. An unknown method (a token) parses:
+ * the handler decides (brisk's files answer 501, an application's router
+ * 405 with Allow). */
+static int target_form_ok(const http_parser *p, const char *t, uint32_t len)
+{
+    return t[0] == '/' || (p->method == HTTP_OPTIONS && len == 1 && t[0] == '*') ||
+           (len > 7 && (memcmp(t, "http://", 7) == 0 || memcmp(t, "https://", 8) == 0));
+}
+
 static int parse_request_line(http_parser *p, const char *line, uint32_t off, uint32_t len)
 {
     uint32_t i = 0;
@@ -129,15 +149,7 @@ static int parse_request_line(http_parser *p, const char *line, uint32_t off, ui
     if (i == 0 || i == len || line[i] != ' ')
         return -400;
     p->method_len = (uint16_t)i;
-    p->method = HTTP_METHOD_UNKNOWN;
-    if (i == 3 && memcmp(line, "GET", 3) == 0) /* nearly every request */
-        p->method = HTTP_GET;
-    else
-        for (size_t m = 0; m < BK_ARRAY_LEN(methods); m++)
-            if (methods[m].len == i && memcmp(methods[m].name, line, i) == 0) {
-                p->method = methods[m].id;
-                break;
-            }
+    p->method = method_id(line, i);
 
     uint32_t t = ++i;
     while (i < len && IS(TARGET, line[i]))
@@ -158,11 +170,7 @@ static int parse_request_line(http_parser *p, const char *line, uint32_t off, ui
         return -505;
     p->version_minor = minor == '0' ? 0 : 1;
 
-    /* An unknown method (a token) parses: the handler decides (brisk's
-     * files answer 501, an application's router 405 with Allow). */
-    if (line[t] != '/' && !(p->method == HTTP_OPTIONS && p->target_len == 1 && line[t] == '*') &&
-        !(p->target_len > 7 && (memcmp(line + t, "http://", 7) == 0 ||
-                                memcmp(line + t, "https://", 8) == 0)))
+    if (!target_form_ok(p, line + t, p->target_len))
         return -400;
     p->line_off = (uint16_t)off;
     p->line_len = (uint16_t)len;
@@ -236,6 +244,51 @@ static int on_known_header(http_parser *p, int id, const char *v, uint32_t len)
     return 0;
 }
 
+/* A field value's characters (HTAB, SP, VCHAR, obs-text); 0 when bad. */
+static int value_ok(const char *v, uint32_t len)
+{
+    uint32_t i = 0;
+    for (uint64_t w; i + 8 <= len; i += 8) { /* clean words first, then byte by byte */
+        memcpy(&w, v + i, 8);
+        if (bytes8_has_below(w, 0x20) | bytes8_has(w, 0x7f))
+            break;
+    }
+    for (; i < len; i++)
+        if (!IS(VALUE, v[i]))
+            return 0;
+    return 1;
+}
+
+/* Records a checked field (offsets from base, value trimmed) and applies
+ * the meaning of a known one. */
+static int add_field(http_parser *p, const char *base, uint32_t name_off, uint32_t name_len,
+                     uint32_t val_off, uint32_t val_len, const http_limits *lim)
+{
+    if (p->nheaders >= lim->max_headers)
+        return -431;
+    http_hdr_off *h = &p->hdr[p->nheaders];
+    h->name_off = (uint16_t)name_off;
+    h->name_len = (uint16_t)name_len;
+    h->val_off = (uint16_t)val_off;
+    h->val_len = (uint16_t)val_len;
+    p->nheaders++;
+
+    bk_str name = { base + name_off, name_len };
+    for (size_t k = 0; k < BK_ARRAY_LEN(known_headers); k++) {
+        if (known_headers[k].len != name_len ||
+            !str_ieq_lit(name, known_headers[k].lower, name_len))
+            continue;
+        int id = known_headers[k].id;
+        int rc = on_known_header(p, id, base + val_off, val_len);
+        if (rc < 0)
+            return rc;
+        if (!p->known[id])
+            p->known[id] = (uint8_t)p->nheaders;
+        break;
+    }
+    return 0;
+}
+
 static int parse_header_line(http_parser *p, const char *line, uint32_t off, uint32_t len,
                              const http_limits *lim)
 {
@@ -248,40 +301,10 @@ static int parse_header_line(http_parser *p, const char *line, uint32_t off, uin
         return -400; /* empty name, no colon, or whitespace before it */
     uint32_t name_len = i;
     uint32_t vs = i + 1, ve = len;
-    uint32_t v = vs;
-    for (uint64_t w; v + 8 <= len; v += 8) { /* clean words first, then byte by byte */
-        memcpy(&w, line + v, 8);
-        if (bytes8_has_below(w, 0x20) | bytes8_has(w, 0x7f))
-            break;
-    }
-    for (; v < len; v++)
-        if (!IS(VALUE, line[v]))
-            return -400;
+    if (!value_ok(line + vs, ve - vs))
+        return -400;
     trim_ows(line, &vs, &ve);
-
-    if (p->nheaders >= lim->max_headers)
-        return -431;
-    http_hdr_off *h = &p->hdr[p->nheaders];
-    h->name_off = (uint16_t)off;
-    h->name_len = (uint16_t)name_len;
-    h->val_off = (uint16_t)(off + vs);
-    h->val_len = (uint16_t)(ve - vs);
-    p->nheaders++;
-
-    bk_str name = { line, name_len };
-    for (size_t k = 0; k < BK_ARRAY_LEN(known_headers); k++) {
-        if (known_headers[k].len != name_len ||
-            !str_ieq_lit(name, known_headers[k].lower, name_len))
-            continue;
-        int id = known_headers[k].id;
-        int rc = on_known_header(p, id, line + vs, ve - vs);
-        if (rc < 0)
-            return rc;
-        if (!p->known[id])
-            p->known[id] = (uint8_t)p->nheaders;
-        break;
-    }
-    return 0;
+    return add_field(p, line - off, off, name_len, off + vs, ve - vs, lim);
 }
 
 static int finish_head(http_parser *p)
@@ -343,6 +366,52 @@ int http_parse_head(http_parser *p, const char *buf, size_t len, const http_limi
         if (rc < 0)
             return rc;
     }
+}
+
+/* ---- requests whose fields come decoded (HTTP/2) ---- */
+
+int http_parser_set_line(http_parser *p, const char *base, uint32_t method_off,
+                         uint32_t method_len, uint32_t target_off, uint32_t target_len)
+{
+    const char *m = base + method_off, *t = base + target_off;
+    if (!method_len || !target_len)
+        return -400;
+    for (uint32_t i = 0; i < method_len; i++)
+        if (!IS(TOKEN, m[i]))
+            return -400;
+    for (uint32_t i = 0; i < target_len; i++)
+        if (!IS(TARGET, t[i]))
+            return -400;
+    p->method = method_id(m, method_len);
+    p->method_len = (uint16_t)method_len;
+    p->line_off = (uint16_t)method_off;
+    p->line_len = 0; /* no request line */
+    p->target_off = (uint16_t)target_off;
+    p->target_len = (uint16_t)target_len;
+    p->version_minor = 1;
+    return target_form_ok(p, t, target_len) ? 0 : -400;
+}
+
+int http_parser_add_field(http_parser *p, const char *base, uint32_t name_off, uint32_t name_len,
+                          uint32_t val_off, uint32_t val_len, const http_limits *lim)
+{
+    const char *n = base + name_off;
+    if (!name_len)
+        return -400;
+    for (uint32_t i = 0; i < name_len; i++)
+        if (!IS(TOKEN, n[i]))
+            return -400;
+    if (!value_ok(base + val_off, val_len))
+        return -400;
+    uint32_t vs = val_off, ve = val_off + val_len;
+    trim_ows(base, &vs, &ve);
+    return add_field(p, base, name_off, name_len, vs, ve - vs, lim);
+}
+
+int http_parser_end_fields(http_parser *p)
+{
+    p->in_headers = 1;
+    return finish_head(p);
 }
 
 bk_str http_parser_header(const http_parser *p, const char *base, bk_str name)

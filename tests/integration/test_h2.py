@@ -321,6 +321,42 @@ def test_request_headers_reach_the_handler_as_in_http1(hs):
     assert '"GET /hello.txt HTTP/2.0" 200 14 "-" "h2-test"' in hs.log.read_text()
 
 
+def test_request_fields_checked_as_in_http1(start_brisk, cert, tmp_path):
+    """The decoded fields fill the request directly, with the HTTP/1.1
+    parser's checks: Host from :authority, cookie crumbs joined, fields in
+    order; a bad Host field, an Expect other than 100-continue, a '#' in the
+    path and too many fields refused as HTTP/1.1 refuses them."""
+    cgi = tmp_path / "cgi"
+    cgi.mkdir()
+    (cgi / "env.sh").write_text("#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
+                                "echo \"$REQUEST_METHOD|$REQUEST_URI|$QUERY_STRING|$HTTP_HOST|"
+                                "$HTTP_COOKIE|$HTTP_X_A|$HTTP_USER_AGENT\"\n")
+    os.chmod(cgi / "env.sh", 0o755)
+    port = free_port()
+    srv = start_brisk(config=f"listen = 127.0.0.1:{port}\nroot = {{root}}\nworkers = 1\n"
+                             f"access_log = off\ncgi = /cgi-bin/ {cgi}\n",
+                      listens=[("127.0.0.1", port)])
+    with Client(port) as c:
+        st, _, out = c.get("/cgi-bin/env.sh?q=1", authority="example.org:8080",
+                           headers=[("cookie", "a=1"), ("x-a", "v a"), ("cookie", "b=2"),
+                                    ("user-agent", "h2-test")])
+        assert st == 200, out
+        assert out == b"GET|/cgi-bin/env.sh?q=1|q=1|example.org:8080|a=1; b=2|v a|h2-test\n"
+        # a host field wins over :authority, and is checked as a Host header
+        st, _, out = c.get("/cgi-bin/env.sh", headers=[("host", "h.example")])
+        assert st == 200 and out.split(b"|")[3] == b"h.example"
+        assert c.get("/cgi-bin/env.sh", headers=[("host", "a:1:2")])[0] == 400
+        assert c.get("/cgi-bin/env.sh", headers=[("host", "a"), ("host", "b")])[0] in (400, None)
+        assert c.get("/cgi-bin/env.sh", headers=[("expect", "200-ok")])[0] == 417
+        assert c.get("/cgi-bin/env.sh", headers=[("x-n", str(i)) for i in range(101)])[0] == 431
+        st, _, _ = c.get("/cgi-bin/env.sh#frag")
+        assert st in (400, None)  # HTTP/1.1 refuses a fragment; nghttp2 may reset first
+        assert c.get("/cgi-bin/env.sh", method="B@D")[0] in (400, None)
+        assert c.get("/cgi-bin/env.sh", headers=[("content-length", "x")])[0] in (400, None)
+        assert c.get("/cgi-bin/env.sh")[0] == 200  # the connection goes on
+    srv.stop()
+
+
 def test_header_block_over_the_limit_431_hpack_bomb(hs):
     """One 4 KiB field in the HPACK table, then referenced 500 times: 2 MB
     decoded from a few KiB on the wire. Refused with 431 without keeping it;
