@@ -184,6 +184,7 @@ static void stream_free(h2_stream *st)
 }
 
 static void mem_release_spares(void);
+static void head_cache_free(void);
 
 void http_h2_release_pools(void)
 {
@@ -197,6 +198,7 @@ void http_h2_release_pools(void)
         free(st);
     }
     stream_pool_n = 0;
+    head_cache_free();
     mem_release_spares();
 }
 
@@ -312,6 +314,53 @@ static int connection_specific(const char *n, size_t len)
 static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *b, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *ud);
 
+/* Response heads split once: a handler's header lines are "Name: value\r\n"
+ * text, which HTTP/2 wants as lower-case names and values apart. A static
+ * file's head is the same text on every request (its cache entry's), so
+ * each thread keeps the split of a few recent heads, found by where the
+ * text lives and its length, and used when the text is the same: its
+ * lowered copy and its fields' places are taken, no scan. */
+#define HEAD_SLOTS 32
+#define HEAD_TEXT_MAX 512
+#define HEAD_FIELDS_MAX 16
+
+typedef struct {
+    uint32_t len; /* of the text; 0: empty slot */
+    uint32_t n;
+    struct { uint16_t name_off, name_len, val_off, val_len; } f[HEAD_FIELDS_MAX];
+    char text[HEAD_TEXT_MAX];    /* as the handler gave it */
+    char lowered[HEAD_TEXT_MAX]; /* names lowered */
+} head_split;
+
+static _Thread_local head_split *head_cache; /* HEAD_SLOTS, made on first use */
+
+static void head_cache_free(void)
+{
+    free(head_cache);
+    head_cache = NULL;
+}
+
+static head_split *head_slot(const bk_str *lines, size_t nlines, size_t total)
+{
+    if (!nlines || total > HEAD_TEXT_MAX)
+        return NULL;
+    if (!head_cache && !(head_cache = calloc(HEAD_SLOTS, sizeof *head_cache)))
+        return NULL;
+    uintptr_t h = (uintptr_t)lines[0].p;
+    h = (h >> 4) ^ (h >> 12) ^ total ^ (nlines << 5);
+    return &head_cache[h % HEAD_SLOTS];
+}
+
+static int head_same(const head_split *hs, const bk_str *lines, size_t nlines, size_t total)
+{
+    if (hs->len != total)
+        return 0;
+    for (size_t i = 0, o = 0; i < nlines; o += lines[i].len, i++)
+        if (lines[i].len && memcmp(hs->text + o, lines[i].p, lines[i].len) != 0)
+            return 0;
+    return 1;
+}
+
 static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size_t nlines,
                          uint64_t length, const void *body, size_t body_len)
 {
@@ -328,7 +377,12 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
         total += lines[i].len;
     char *t = http_exchange_alloc(x, total + 32);
     size_t nmax = 4;
-    if (t) {
+    head_split *hs = head_slot(lines, nlines, total);
+    int hit = t && hs && head_same(hs, lines, nlines, total);
+    if (hit) {
+        memcpy(t, hs->lowered, total);
+        nmax += hs->n;
+    } else if (t) {
         size_t o = 0;
         for (size_t i = 0; i < nlines; i++)
             if (lines[i].len) {
@@ -355,7 +409,13 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
     NV("server", 6, SERVER_NAME, sizeof SERVER_NAME - 1);
     /* (the worker's clock string: rewritten in place once a second, same length) */
     NV("date", 4, x->hw->w.clock.http_date, CLOCK_HTTP_DATE_LEN);
-    for (char *p = t, *end = t + total; p < end && n < nmax;) {
+    if (hit) {
+        for (uint32_t i = 0; i < hs->n; i++)
+            NV(t + hs->f[i].name_off, hs->f[i].name_len, t + hs->f[i].val_off, hs->f[i].val_len);
+        hs = NULL; /* nothing to keep */
+    }
+    size_t first = n;
+    for (char *p = t, *end = t + (hit ? 0 : total); p < end && n < nmax;) {
         char *q = p;
         for (uint64_t w; q + 8 <= end; q += 8) { /* eight bytes at a time */
             memcpy(&w, q, 8);
@@ -382,6 +442,21 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
                 NV(p, nl, v, (size_t)(ve - v));
         }
         p = eol + 1;
+    }
+    if (hs && n - first <= HEAD_FIELDS_MAX) { /* kept for the next time */
+        hs->len = (uint32_t)total;
+        hs->n = (uint32_t)(n - first);
+        for (uint32_t i = 0; i < hs->n; i++) {
+            const nghttp2_nv *f = &nv[first + i];
+            hs->f[i].name_off = (uint16_t)((const char *)f->name - t);
+            hs->f[i].name_len = (uint16_t)f->namelen;
+            hs->f[i].val_off = (uint16_t)((const char *)f->value - t);
+            hs->f[i].val_len = (uint16_t)f->valuelen;
+        }
+        for (size_t i = 0, o = 0; i < nlines; o += lines[i].len, i++)
+            if (lines[i].len)
+                memcpy(hs->text + o, lines[i].p, lines[i].len);
+        memcpy(hs->lowered, t, total);
     }
     if (length != HTTP_LEN_NONE && length != HTTP_LEN_STREAM && n < nmax)
         NV("content-length", 14, clen, (size_t)num_format_u64(clen, length));
