@@ -94,6 +94,7 @@ struct h2_session {
     uint8_t dead;         /* the session failed: close */
     uint64_t body_bytes;  /* request bodies held by this connection's streams */
     h2_stream *upgraded;  /* Upgrade: h2c: stream 1, until the client's preface */
+    h2_stream *decoding;  /* the stream whose request head is being decoded */
     int32_t max_id;       /* highest stream the client has opened */
 };
 
@@ -210,6 +211,8 @@ static void stream_detach(h2_stream *st)
         return;
     if (s->upgraded == st)
         s->upgraded = NULL;
+    if (s->decoding == st)
+        s->decoding = NULL;
     if (st->prev)
         st->prev->next = st->next;
     else
@@ -761,15 +764,24 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     if (!st)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, st);
+    s->decoding = st;
     return 0;
+}
+
+/* The stream of a frame: the one being decoded (no lookup), or nghttp2's. */
+static inline h2_stream *frame_stream(nghttp2_session *ng, h2_session *s, int32_t id)
+{
+    if (s->decoding && s->decoding->id == id)
+        return s->decoding;
+    return nghttp2_session_get_stream_user_data(ng, id);
 }
 
 static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *ud)
 {
-    (void)flags, (void)ud;
-    h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    (void)flags;
+    h2_stream *st = frame_stream(ng, ud, frame->hd.stream_id);
     if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST || st->too_big)
         return 0; /* (trailers are dropped) */
     st->hdr_bytes += (uint32_t)(namelen + valuelen + 4);
@@ -854,7 +866,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     h2_stream *st;
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
-        st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+        st = frame_stream(ng, s, frame->hd.stream_id);
         if (!st)
             return 0;
         s->progress = 1;

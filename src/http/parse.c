@@ -78,23 +78,24 @@ static const struct {
 #undef X
 };
 
+/* The headers the server acts on, by name length (at most two share one):
+ * a field's name is compared with these only. */
+#define KNOWN_NAME_MAX 17
 static const struct {
     const char *lower;
-    uint8_t len;
     uint8_t id;
-} known_headers[] = {
-    { "content-length", 14, HH_CONTENT_LENGTH },
-    { "transfer-encoding", 17, HH_TRANSFER_ENCODING },
-    { "connection", 10, HH_CONNECTION },
-    { "host", 4, HH_HOST },
-    { "expect", 6, HH_EXPECT },
-    { "if-none-match", 13, HH_IF_NONE_MATCH },
-    { "if-modified-since", 17, HH_IF_MODIFIED_SINCE },
-    { "range", 5, HH_RANGE },
-    { "if-range", 8, HH_IF_RANGE },
-    { "accept-encoding", 15, HH_ACCEPT_ENCODING },
-    { "user-agent", 10, HH_USER_AGENT },
-    { "referer", 7, HH_REFERER },
+} known_by_len[KNOWN_NAME_MAX + 1][2] = {
+    [4] = { { "host", HH_HOST } },
+    [5] = { { "range", HH_RANGE } },
+    [6] = { { "expect", HH_EXPECT } },
+    [7] = { { "referer", HH_REFERER } },
+    [8] = { { "if-range", HH_IF_RANGE } },
+    [10] = { { "connection", HH_CONNECTION }, { "user-agent", HH_USER_AGENT } },
+    [13] = { { "if-none-match", HH_IF_NONE_MATCH } },
+    [14] = { { "content-length", HH_CONTENT_LENGTH } },
+    [15] = { { "accept-encoding", HH_ACCEPT_ENCODING } },
+    [17] = { { "transfer-encoding", HH_TRANSFER_ENCODING },
+             { "if-modified-since", HH_IF_MODIFIED_SINCE } },
 };
 
 bk_str http_status_reason(int status)
@@ -273,12 +274,13 @@ static int add_field(http_parser *p, const char *base, uint32_t name_off, uint32
     h->val_len = (uint16_t)val_len;
     p->nheaders++;
 
+    if (name_len > KNOWN_NAME_MAX)
+        return 0;
     bk_str name = { base + name_off, name_len };
-    for (size_t k = 0; k < BK_ARRAY_LEN(known_headers); k++) {
-        if (known_headers[k].len != name_len ||
-            !str_ieq_lit(name, known_headers[k].lower, name_len))
+    for (size_t k = 0; k < 2 && known_by_len[name_len][k].lower; k++) {
+        if (!str_ieq_lit(name, known_by_len[name_len][k].lower, name_len))
             continue;
-        int id = known_headers[k].id;
+        int id = known_by_len[name_len][k].id;
         int rc = on_known_header(p, id, base + val_off, val_len);
         if (rc < 0)
             return rc;
