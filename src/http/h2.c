@@ -54,8 +54,12 @@ struct h2_stream {
     uint8_t eof;          /* the response has ended */
     uint8_t body_over;    /* request body over max_body_size: refused, the rest dropped */
     uint8_t counting;     /* body of unknown length: resp_bytes counts what is written */
+    uint8_t malformed;    /* RFC 9113 8.1.1: reset with PROTOCOL_ERROR */
+    uint8_t seen;         /* F_* fields seen */
     uint16_t bad;         /* the status a bad field calls for (the first one) */
     uint32_t hdr_bytes;
+    uint64_t clen;        /* content-length, when F_CLEN */
+    uint64_t data_len;    /* request body bytes received */
     int status;
     uint64_t resp_bytes;  /* for the access log, as HTTP/1.1 logs it */
     h2_span pm, pp, pa;   /* :method, :path, :authority in head */
@@ -674,11 +678,14 @@ static void stream_respond_error(h2_stream *st, int status)
     http_exchange_error(&st->x, status, NULL);
 }
 
+static int authority_chars_ok(const char *v, size_t len);
+
 /* The end of a request's header block: the fields were checked as they
  * came (on_header); now the request line's parts, Host from :authority
  * when no host field came, the cookie crumbs as one field, and the rules
  * of a complete head (http_parser_end_fields), as HTTP/1.1 applies them.
- * 0, or the status to refuse the request with. */
+ * 0, the status to refuse the request with, or -1 when its :authority is
+ * malformed (reset the stream). */
 static int stream_end_head(h2_stream *st)
 {
     if (st->too_big)
@@ -698,7 +705,7 @@ static int stream_end_head(h2_stream *st)
             return 500;
         rc = http_parser_add_field(p, h->data, (uint32_t)h->len - 4, 4, st->pa.off, st->pa.len, lim);
         if (rc < 0)
-            return -rc;
+            return authority_chars_ok(h->data + st->pa.off, st->pa.len) ? -rc : -1;
     }
     if (st->cookie.len) {
         uint32_t at = (uint32_t)h->len;
@@ -731,6 +738,164 @@ static void stream_dispatch(h2_stream *st)
     s->handlers++;
     hw->stats.requests++;
     hw->handler(&st->x, hw->handler_udata);
+}
+
+/* ---- well-formed requests (RFC 9113 8.1.1, 8.2, 8.3) ----
+ * nghttp2's HTTP messaging checks are off (nghttp2_option_set_no_http_
+ * messaging): they are made here, in the pass over the fields that fills
+ * the request anyway. A malformed request's stream is reset with
+ * PROTOCOL_ERROR, as nghttp2 did; what is well-formed HTTP/2 but bad HTTP
+ * (a '#' in the path, a bad Host, an Expect other than 100-continue, ...)
+ * gets the HTTP/1.1 parser's status. */
+
+enum { F_METHOD = 1, F_PATH = 2, F_SCHEME = 4, F_AUTHORITY = 8, F_HOST = 16, F_REGULAR = 32,
+       F_CLEN = 64 };
+
+static void stream_malformed(h2_stream *st)
+{
+    if (st->malformed || !st->s)
+        return;
+    st->malformed = 1;
+    nghttp2_submit_rst_stream(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
+}
+
+#define CHAR_IS(cls, ch) (http_char_class[(unsigned char)(ch)] & HTTP_CH_##cls)
+
+/* authority = [ userinfo "@" ] host [ ":" port ] (RFC 3986 3.2): its
+ * characters only; Host's syntax is the HTTP/1.1 parser's to check. */
+static int authority_chars_ok(const char *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!CHAR_IS(REGNAME, v[i]) && v[i] != ':' && v[i] != '@' && v[i] != '[' && v[i] != ']')
+            return 0;
+    return 1;
+}
+
+/* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) */
+static int scheme_ok(const char *v, size_t len)
+{
+    if (!len || (unsigned char)((v[0] | 0x20) - 'a') >= 26)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((unsigned char)((c | 0x20) - 'a') >= 26 && (unsigned char)(c - '0') >= 10 &&
+            c != '+' && c != '-' && c != '.')
+            return 0;
+    }
+    return 1;
+}
+
+/* A field value must not hold NUL, CR or LF, nor start or end with a
+ * space or a tab (RFC 9113 8.2.1). (Other controls are the HTTP/1.1
+ * checks': 400.) */
+static int value_well_formed(const char *v, size_t len)
+{
+    if (!len)
+        return 1;
+    if (v[0] == ' ' || v[0] == '\t' || v[len - 1] == ' ' || v[len - 1] == '\t')
+        return 0;
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= len; i += 8) { /* no control byte at all: the usual case */
+        memcpy(&w, v + i, 8);
+        if (bytes8_has_below(w, 0x20))
+            break;
+    }
+    for (; i < len; i++)
+        if (v[i] == 0 || v[i] == '\r' || v[i] == '\n')
+            return 0;
+    return 1;
+}
+
+static int field_well_formed(h2_stream *st, const char *n, size_t nl, const char *v, size_t vl)
+{
+    if (!nl)
+        return 0;
+    if (n[0] == ':') {
+        unsigned bit;
+        int ok;
+        if (st->seen & F_REGULAR)
+            return 0; /* pseudo-header fields come first */
+        /* (The characters of :method and :path are the HTTP/1.1 checks',
+         * those of :authority too when it becomes the Host: 400; see
+         * stream_end_head.) */
+        if (nl == 7 && memcmp(n, ":method", 7) == 0) {
+            bit = F_METHOD;
+            ok = vl > 0;
+        } else if (nl == 5 && memcmp(n, ":path", 5) == 0) {
+            bit = F_PATH;
+            ok = vl > 0;
+        } else if (nl == 7 && memcmp(n, ":scheme", 7) == 0) {
+            bit = F_SCHEME;
+            ok = scheme_ok(v, vl);
+        } else if (nl == 10 && memcmp(n, ":authority", 10) == 0) {
+            bit = F_AUTHORITY;
+            ok = 1;
+        } else {
+            return 0; /* unknown, or a response's (:status), or :protocol (not offered) */
+        }
+        if (st->seen & bit)
+            return 0;
+        st->seen |= (uint8_t)bit;
+        return ok;
+    }
+    st->seen |= F_REGULAR;
+    /* No upper case in a name (its other characters: the HTTP/1.1 checks') */
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= nl; i += 8) {
+        memcpy(&w, n + i, 8);
+        if (upper8(w))
+            return 0;
+    }
+    for (; i < nl; i++)
+        if ((unsigned char)(n[i] - 'A') < 26)
+            return 0;
+    if (!value_well_formed(v, vl) || connection_specific(n, nl))
+        return 0;
+    switch (nl) {
+    case 2:
+        if (n[0] == 't' && n[1] == 'e')
+            return vl == 8 && strncasecmp(v, "trailers", 8) == 0;
+        break;
+    case 4:
+        if (memcmp(n, "host", 4) == 0) {
+            if (st->seen & F_HOST)
+                return 0;
+            st->seen |= F_HOST;
+            return authority_chars_ok(v, vl);
+        }
+        break;
+    case 14:
+        if (memcmp(n, "content-length", 14) == 0) {
+            if (st->seen & F_CLEN)
+                return 0;
+            st->seen |= F_CLEN;
+            return num_parse_u64(v, vl, (uint64_t)1 << 62, &st->clen) == 0;
+        }
+        break;
+    }
+    return 1;
+}
+
+/* At the end of a request's header block: the fields a request needs. */
+static int request_well_formed(const h2_stream *st, int end_stream)
+{
+    const char *m = st->head.data + st->pm.off;
+    if (st->pm.len == 7 && memcmp(m, "CONNECT", 7) == 0) {
+        if ((st->seen & (F_PATH | F_SCHEME)) || !(st->seen & F_AUTHORITY))
+            return 0;
+    } else {
+        if ((st->seen & (F_METHOD | F_PATH | F_SCHEME)) != (F_METHOD | F_PATH | F_SCHEME) ||
+            !(st->seen & (F_AUTHORITY | F_HOST)))
+            return 0;
+        const char *path = st->head.data + st->pp.off;
+        if (path[0] != '/' &&
+            !(st->pp.len == 1 && path[0] == '*' && st->pm.len == 7 && memcmp(m, "OPTIONS", 7) == 0))
+            return 0;
+    }
+    if ((st->seen & (F_AUTHORITY | F_HOST)) == (F_AUTHORITY | F_HOST) &&
+        !authority_chars_ok(st->head.data + st->pa.off, st->pa.len))
+        return 0; /* (not the Host: checked here) */
+    return !end_stream || !(st->seen & F_CLEN) || st->clen == 0;
 }
 
 /* HEADERS on a stream below the highest opened, which nghttp2 neither has
@@ -782,14 +947,25 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 {
     (void)flags;
     h2_stream *st = frame_stream(ng, ud, frame->hd.stream_id);
-    if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST || st->too_big)
-        return 0; /* (trailers are dropped) */
+    const char *n = (const char *)name, *v = (const char *)value;
+    if (!st || st->malformed)
+        return 0;
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        if (namelen && n[0] == ':') /* (trailers are dropped; no pseudo-header in them) */
+            stream_malformed(st);
+        return 0;
+    }
+    if (st->too_big)
+        return 0;
     st->hdr_bytes += (uint32_t)(namelen + valuelen + 4);
     if (st->hdr_bytes > st->x.conf->limits.max_head_size) {
         st->too_big = 1; /* decoded on, kept no more: 431 at the end */
         return 0;
     }
-    const char *n = (const char *)name, *v = (const char *)value;
+    if (!field_well_formed(st, n, namelen, v, valuelen)) {
+        stream_malformed(st);
+        return 0;
+    }
     bk_buf *h = &st->head;
     if (namelen && n[0] == ':') {
         h2_span *slot = NULL;
@@ -836,7 +1012,14 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
     (void)flags;
     h2_session *s = ud;
     h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
-    if (!st || st->dispatched || st->body_over)
+    if (!st || st->malformed)
+        return 0;
+    st->data_len += len;
+    if ((st->seen & F_CLEN) && st->data_len > st->clen) {
+        stream_malformed(st); /* more than its content-length (RFC 9113 8.1.1) */
+        return 0;
+    }
+    if (st->dispatched || st->body_over)
         return 0;
     s->progress = 1;
     uint64_t max = st->x.conf->max_body_size;
@@ -867,14 +1050,32 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
         st = frame_stream(ng, s, frame->hd.stream_id);
-        if (!st)
+        if (!st || st->malformed)
             return 0;
         s->progress = 1;
+        if (frame->headers.cat != NGHTTP2_HCAT_REQUEST && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+            stream_malformed(st); /* trailers end the stream */
+            return 0;
+        }
+        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST && !st->too_big &&
+            !request_well_formed(st, frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+            stream_malformed(st);
+            return 0;
+        }
+        if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && (st->seen & F_CLEN) &&
+            st->data_len != st->clen) {
+            stream_malformed(st); /* less than its content-length */
+            return 0;
+        }
         if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
             int status = stream_end_head(st);
             const char *hd = st->head.data;
             st->method = st->pm.len ? (bk_str){ hd + st->pm.off, st->pm.len } : BK_STR_NULL;
             st->path = st->pp.len ? (bk_str){ hd + st->pp.off, st->pp.len } : BK_STR_NULL;
+            if (status < 0) {
+                stream_malformed(st);
+                return 0;
+            }
             if (status) {
                 stream_respond_error(st, status);
                 return 0;
@@ -890,8 +1091,13 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         return 0;
     case NGHTTP2_DATA:
         st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-        if (st && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
-            stream_dispatch(st);
+        if (!st || st->malformed || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            return 0;
+        if ((st->seen & F_CLEN) && st->data_len != st->clen) {
+            stream_malformed(st); /* less than its content-length */
+            return 0;
+        }
+        stream_dispatch(st);
         return 0;
     case NGHTTP2_SETTINGS:
         if (s->upgraded && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
@@ -1061,6 +1267,9 @@ static int session_setup(void)
      * STREAM_CLOSED error RFC 9113 5.1 asks for.) */
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     nghttp2_option_set_max_settings(opt, 32);
+    /* HTTP messaging's checks are ours (see request_well_formed): made in
+     * the pass that fills the request, not in one more of nghttp2's. */
+    nghttp2_option_set_no_http_messaging(opt, 1);
     callbacks = cb;
     options = opt;
     return 0;

@@ -357,6 +357,67 @@ def test_request_fields_checked_as_in_http1(start_brisk, cert, tmp_path):
     srv.stop()
 
 
+def test_malformed_requests_are_reset(hs):
+    """RFC 9113 8.1.1: malformed requests get RST_STREAM(PROTOCOL_ERROR)
+    (brisk checks them itself, in its one pass over the fields)."""
+    def reset(c, sid):
+        st, _, _ = c.response(sid)
+        assert st is None
+        codes = [ev.error_code for ev in c.events
+                 if isinstance(ev, h2.events.StreamReset) and ev.stream_id == sid]
+        assert codes == [h2.errors.ErrorCodes.PROTOCOL_ERROR]
+
+    with Client(hs.port) as c:
+        for headers in ([("User-Agent", "x")], [("te", "gzip")], [("connection", "close")],
+                        [("x-a", " lead")], [("x-a", "trail ")], [("x-a", "a\x00b")],
+                        [("host", "a b")], [("content-length", "1x")],
+                        [("content-length", "1"), ("content-length", "1")]):
+            reset(c, c.request("/hello.txt", headers=headers))
+        assert c.get("/hello.txt", headers=[("te", "trailers")])[0] == 200
+        assert c.get("/hello.txt", headers=[("x-a", "a\x01b")])[0] == 400  # as HTTP/1.1
+        # pseudo-header fields: unknown, a response's, twice, after a regular one, missing
+        for hdrs in ([(":method", "GET"), (":path", "/hello.txt"), (":scheme", "http"),
+                      (":authority", "l"), (":foo", "x")],
+                     [(":method", "GET"), (":path", "/hello.txt"), (":scheme", "http"),
+                      (":authority", "l"), (":status", "200")],
+                     [(":method", "GET"), (":method", "GET"), (":path", "/hello.txt"),
+                      (":scheme", "http"), (":authority", "l")],
+                     [(":method", "GET"), (":path", "/hello.txt"), ("x-a", "1"),
+                      (":scheme", "http"), (":authority", "l")],
+                     [(":method", "GET"), (":path", "/hello.txt"), (":authority", "l")],
+                     [(":method", "GET"), (":path", "/hello.txt"), (":scheme", "h t"),
+                      (":authority", "l")],
+                     [(":method", "GET"), (":path", "*"), (":scheme", "http"),
+                      (":authority", "l")],
+                     [(":method", "GET"), (":path", "/"), (":scheme", "http")]):
+            sid = c.conn.get_next_available_stream_id()
+            c.conn.send_headers(sid, hdrs, end_stream=True)
+            c.flush()
+            reset(c, sid)
+        # a body longer or shorter than its content-length
+        for n in (3, 5):
+            sid = c.request("/hello.txt", method="POST", headers=[("content-length", "4")],
+                            body=b"x" * n)
+            reset(c, sid)
+        # trailers: with a pseudo-header field, or without END_STREAM
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":path", "/hello.txt"),
+                                  (":scheme", "http"), (":authority", "l")])
+        c.conn.send_data(sid, b"abc")
+        c.conn.send_headers(sid, [(":path", "/x")], end_stream=True)
+        c.flush()
+        reset(c, sid)
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":path", "/hello.txt"),
+                                  (":scheme", "http"), (":authority", "l")])
+        c.flush()
+        # (h2 will not send trailers without END_STREAM: the frame by hand)
+        c.raw(frame(0x1, 0x4, sid, c.conn.encoder.encode([("x-trailer", "1")])))
+        reset(c, sid)
+        assert c.get("/hello.txt")[0] == 200  # the connection goes on
+    alive(hs)
+
+
 def test_header_block_over_the_limit_431_hpack_bomb(hs):
     """One 4 KiB field in the HPACK table, then referenced 500 times: 2 MB
     decoded from a few KiB on the wire. Refused with 431 without keeping it;
