@@ -879,7 +879,7 @@ static int field_well_formed(h2_stream *st, const char *n, size_t nl, const char
 /* At the end of a request's header block: the fields a request needs. */
 static int request_well_formed(const h2_stream *st, int end_stream)
 {
-    const char *m = st->head.data + st->pm.off;
+    const char *m = st->pm.len ? st->head.data + st->pm.off : "";
     if (st->pm.len == 7 && memcmp(m, "CONNECT", 7) == 0) {
         if ((st->seen & (F_PATH | F_SCHEME)) || !(st->seen & F_AUTHORITY))
             return 0;

@@ -415,6 +415,20 @@ def test_malformed_requests_are_reset(hs):
         c.raw(frame(0x1, 0x4, sid, c.conn.encoder.encode([("x-trailer", "1")])))
         reset(c, sid)
         assert c.get("/hello.txt")[0] == 200  # the connection goes on
+    # an empty header block (raw frames: h2 would not send it)
+    with socket.create_connection(("127.0.0.1", hs.port), timeout=5) as sock:
+        sock.sendall(PREFACE + frame(0x4, 0, 0) + frame(0x1, 0x5, 1, b""))
+        buf, rst = b"", None
+        while rst is None:
+            data = sock.recv(65536)
+            assert data, "closed without RST_STREAM"
+            buf += data
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t, sid = int.from_bytes(buf[:3], "big"), buf[3], int.from_bytes(buf[5:9], "big")
+                if t == 0x3 and sid == 1:
+                    rst = int.from_bytes(buf[9:13], "big")
+                buf = buf[9 + n:]
+        assert rst == 1  # PROTOCOL_ERROR
     alive(hs)
 
 
