@@ -55,6 +55,7 @@ struct h2_stream {
     uint8_t body_over;    /* request body over max_body_size: refused, the rest dropped */
     uint8_t counting;     /* body of unknown length: resp_bytes counts what is written */
     uint8_t malformed;    /* RFC 9113 8.1.1: reset with PROTOCOL_ERROR */
+    uint8_t remote_ended; /* the client sent END_STREAM or RST_STREAM */
     uint8_t seen;         /* F_* fields seen */
     uint16_t bad;         /* the status a bad field calls for (the first one) */
     uint32_t hdr_bytes;
@@ -86,6 +87,8 @@ struct h2_stream {
 static _Thread_local h2_stream *stream_pool;
 static _Thread_local uint32_t stream_pool_n;
 
+#define CLOSED_KEEP 128 /* streams closed lately, remembered (as many as may be open) */
+
 struct h2_session {
     nghttp2_session *ng;
     http_conn *c;
@@ -100,6 +103,14 @@ struct h2_session {
     h2_stream *upgraded;  /* Upgrade: h2c: stream 1, until the client's preface */
     h2_stream *decoding;  /* the stream whose request head is being decoded */
     int32_t max_id;       /* highest stream the client has opened */
+    uint32_t closed_next; /* the oldest of closed[] */
+    uint32_t scan_skip;   /* input bytes before the next frame header (input_scan) */
+    uint8_t scan_have;    /* bytes of scan_hd read */
+    uint8_t scan_hd[9];
+    struct {
+        int32_t id;
+        uint8_t remote_ended;
+    } closed[CLOSED_KEEP]; /* streams closed lately (closed_lookup) */
 };
 
 static const http_proto_ops h2_ops;
@@ -786,8 +797,8 @@ static int scheme_ok(const char *v, size_t len)
 }
 
 /* A field value must not hold NUL, CR or LF, nor start or end with a
- * space or a tab (RFC 9113 8.2.1). (Other controls are the HTTP/1.1
- * checks': 400.) */
+ * space or a tab (RFC 9113 8.2.1), nor other controls than HTAB (RFC 9110
+ * 5.5; nghttp2 reset those too). */
 static int value_well_formed(const char *v, size_t len)
 {
     if (!len)
@@ -797,11 +808,11 @@ static int value_well_formed(const char *v, size_t len)
     size_t i = 0;
     for (uint64_t w; i + 8 <= len; i += 8) { /* no control byte at all: the usual case */
         memcpy(&w, v + i, 8);
-        if (bytes8_has_below(w, 0x20))
+        if (bytes8_has_below(w, 0x20) | bytes8_has(w, 0x7f))
             break;
     }
     for (; i < len; i++)
-        if (v[i] == 0 || v[i] == '\r' || v[i] == '\n')
+        if (((unsigned char)v[i] < 0x20 && v[i] != '\t') || v[i] == 0x7f)
             return 0;
     return 1;
 }
@@ -898,19 +909,47 @@ static int request_well_formed(const h2_stream *st, int end_stream)
     return !end_stream || !(st->seen & F_CLEN) || st->clen == 0;
 }
 
-/* HEADERS on a stream below the highest opened, which nghttp2 neither has
- * open nor remembers closed, reuses an identifier that was skipped (so
- * implicitly closed, RFC 9113 5.1.1) or long closed: a connection error.
- * (nghttp2 ignores such frames, to spare clients that send trailers on a
- * stream the server has just reset; those streams it still remembers.) */
+/* Streams closed lately, remembered for the frames a client may still send
+ * on them: nghttp2 keeps no closed streams (SETTINGS_NO_RFC7540_PRIORITIES,
+ * below). 1 when the client had ended id (END_STREAM or RST_STREAM) before
+ * it closed, 0 when the server closed it first, -1 when not remembered. */
+static int closed_lookup(const h2_session *s, int32_t id)
+{
+    for (uint32_t i = 0; i < CLOSED_KEEP; i++)
+        if (s->closed[i].id == id)
+            return s->closed[i].remote_ended;
+    return -1;
+}
+
+/* Frames on streams nghttp2 no longer has (RFC 9113 5.1):
+ * - on a stream closed lately whose client had ended it: a connection
+ *   error STREAM_CLOSED (it sent frames after END_STREAM or RST_STREAM);
+ *   one the server reset first: ignored (frames may be in flight);
+ * - HEADERS below the highest stream opened, not remembered: a skipped
+ *   (so implicitly closed, 5.1.1) or long closed stream: PROTOCOL_ERROR;
+ * - PRIORITY on stream 0: PROTOCOL_ERROR (6.3; nghttp2 ignores PRIORITY
+ *   frames without RFC 7540 priorities). */
 static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
 {
     h2_session *s = ud;
-    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+    int32_t id = hd->stream_id;
+    if (hd->type == NGHTTP2_PRIORITY && id == 0) {
+        nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
         return 0;
-    if (hd->stream_id > s->max_id)
-        s->max_id = hd->stream_id;
-    else if (hd->stream_id < s->max_id && !nghttp2_session_find_stream(ng, hd->stream_id))
+    }
+    if ((hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_DATA) || !(id & 1))
+        return 0;
+    if (id > s->max_id) {
+        if (hd->type == NGHTTP2_HEADERS)
+            s->max_id = id;
+        return 0; /* (DATA on an idle stream: nghttp2's PROTOCOL_ERROR) */
+    }
+    if ((s->decoding && s->decoding->id == id) || nghttp2_session_find_stream(ng, id))
+        return 0;
+    int ended = closed_lookup(s, id);
+    if (ended == 1)
+        nghttp2_session_terminate_session(ng, NGHTTP2_STREAM_CLOSED);
+    else if (ended < 0 && hd->type == NGHTTP2_HEADERS && id < s->max_id)
         nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
     return 0;
 }
@@ -1047,7 +1086,16 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 {
     h2_session *s = ud;
     h2_stream *st;
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (st = frame_stream(ng, s, frame->hd.stream_id)))
+        st->remote_ended = 1;
     switch (frame->hd.type) {
+    case NGHTTP2_RST_STREAM:
+        if ((st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id)))
+            st->remote_ended = 1;
+        return 0;
+
     case NGHTTP2_HEADERS:
         st = frame_stream(ng, s, frame->hd.stream_id);
         if (!st || st->malformed)
@@ -1114,8 +1162,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *ud)
 {
-    (void)error_code, (void)ud;
+    (void)error_code;
+    h2_session *s = ud;
     h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (id & 1) {
+        uint32_t i = s->closed_next++ % CLOSED_KEEP;
+        s->closed[i].id = id;
+        s->closed[i].remote_ended = st ? st->remote_ended : 0;
+    }
     if (st)
         stream_gone(st);
     return 0;
@@ -1287,6 +1341,7 @@ static h2_session *session_new(http_conn *c)
     if (!s)
         return NULL;
     s->c = c;
+    s->scan_skip = HTTP_H2_PREFACE_LEN;
     if (nghttp2_session_server_new3(&s->ng, callbacks, s, options, &mem_funcs) != 0) {
         free(s);
         return NULL;
@@ -1296,6 +1351,9 @@ static h2_session *session_new(http_conn *c)
         { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, streams },
         { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, c->conf->limits.max_head_size },
         { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+        /* RFC 9113 deprecates RFC 7540's priorities: nghttp2 keeps no
+         * dependency tree, nor closed streams for it (closed_lookup). */
+        { NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
     };
     nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, BK_ARRAY_LEN(iv));
     c->b->h2 = s;
@@ -1412,6 +1470,78 @@ int http_h2_upgrade(http_conn *c)
     return 1;
 }
 
+/* Feeds in[0, n) to nghttp2; 0, or -1 when the session failed. */
+static int feed(h2_session *s, const char *in, size_t n)
+{
+    if (!n || s->dead)
+        return s->dead ? -1 : 0;
+    ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)in, n);
+    if (r < 0) {
+        log_debug("HTTP/2: closing the connection: %s", nghttp2_strerror((int)r));
+        s->dead = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* The frames nghttp2 drops without a word now that it keeps no closed
+ * streams and no priorities (SETTINGS_NO_RFC7540_PRIORITIES): DATA on a
+ * stream it no longer has, and PRIORITY. The input's frame headers are
+ * followed; before a DATA or PRIORITY frame, what precedes it is fed, so
+ * that the check sees the streams as nghttp2 will:
+ * - DATA on a stream closed lately whose client had ended it: a connection
+ *   error STREAM_CLOSED (RFC 9113 5.1), as nghttp2 gave when it kept them;
+ * - PRIORITY making a stream depend on itself: a stream error
+ *   PROTOCOL_ERROR (5.3.1; checked when its payload is in one read).
+ * Returns the bytes fed so far; the caller feeds the rest. */
+static size_t input_scan(h2_session *s, const char *in, size_t n)
+{
+    size_t pos = 0, fed = 0;
+    while (pos < n && !s->dead) {
+        if (s->scan_skip) {
+            size_t k = BK_MIN((size_t)s->scan_skip, n - pos);
+            pos += k;
+            s->scan_skip -= (uint32_t)k;
+            continue;
+        }
+        size_t k = BK_MIN((size_t)(9 - s->scan_have), n - pos);
+        memcpy(s->scan_hd + s->scan_have, in + pos, k);
+        s->scan_have += (uint8_t)k;
+        pos += k;
+        if (s->scan_have < 9)
+            break;
+        s->scan_have = 0;
+        const uint8_t *h = s->scan_hd;
+        uint32_t len = (uint32_t)h[0] << 16 | (uint32_t)h[1] << 8 | h[2];
+        int32_t id = (int32_t)(((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 |
+                                h[8]) & 0x7fffffff);
+        s->scan_skip = len;
+        if (h[3] == NGHTTP2_PRIORITY) {
+            if (len == 5 && n - pos >= 5) {
+                const uint8_t *d = (const uint8_t *)in + pos;
+                uint32_t dep = ((uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 |
+                                (uint32_t)d[2] << 8 | d[3]) & 0x7fffffff;
+                if ((int32_t)dep == id) /* (nghttp2 made it a connection error) */
+                    nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
+            }
+            continue;
+        }
+        if (h[3] != NGHTTP2_DATA || !(id & 1))
+            continue;
+        /* nghttp2 first sees what comes before this frame (its header may
+         * have begun in an earlier read, fed then) */
+        size_t start = pos >= 9 ? pos - 9 : 0;
+        if (start > fed) {
+            if (feed(s, in + fed, start - fed) < 0)
+                break;
+            fed = start;
+        }
+        if (id <= s->max_id && closed_lookup(s, id) == 1) /* (closed: ids are not reused) */
+            nghttp2_session_terminate_session(s->ng, NGHTTP2_STREAM_CLOSED);
+    }
+    return fed;
+}
+
 int http_h2_input(http_conn *c)
 {
     h2_session *s = sess(c);
@@ -1419,13 +1549,11 @@ int http_h2_input(http_conn *c)
     if (!s || s->dead)
         return -1;
     if (avail) {
+        const char *in = c->in + c->req_start;
         s->in_input = 1;
-        ssize_t n = nghttp2_session_mem_recv(s->ng, (const uint8_t *)c->in + c->req_start, avail);
+        size_t fed = input_scan(s, in, avail);
+        feed(s, in + fed, avail - fed);
         s->in_input = 0;
-        if (n < 0) {
-            log_debug("HTTP/2: closing the connection: %s", nghttp2_strerror((int)n));
-            s->dead = 1;
-        }
     }
     c->in_len = c->req_start = 0;
     return s->dead ? -1 : 0;

@@ -374,7 +374,9 @@ def test_malformed_requests_are_reset(hs):
                         [("content-length", "1"), ("content-length", "1")]):
             reset(c, c.request("/hello.txt", headers=headers))
         assert c.get("/hello.txt", headers=[("te", "trailers")])[0] == 200
-        assert c.get("/hello.txt", headers=[("x-a", "a\x01b")])[0] == 400  # as HTTP/1.1
+        for bad in ("a\x01b", "a\x7fb", "a\rb"):
+            reset(c, c.request("/hello.txt", headers=[("x-a", bad)]))
+        assert c.get("/hello.txt", headers=[("x-a", "a\tb \xe9")])[0] == 200
         # pseudo-header fields: unknown, a response's, twice, after a regular one, missing
         for hdrs in ([(":method", "GET"), (":path", "/hello.txt"), (":scheme", "http"),
                       (":authority", "l"), (":foo", "x")],
@@ -415,6 +417,16 @@ def test_malformed_requests_are_reset(hs):
         c.raw(frame(0x1, 0x4, sid, c.conn.encoder.encode([("x-trailer", "1")])))
         reset(c, sid)
         assert c.get("/hello.txt")[0] == 200  # the connection goes on
+    # frames the client had in flight on a stream the server reset are
+    # ignored (RFC 9113 5.1), the connection goes on
+    with Client(hs.port) as c:
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":path", "/hello.txt"),
+                                  (":scheme", "http"), (":authority", "l"), ("te", "gzip")])
+        c.flush()
+        reset(c, sid)
+        c.raw(frame(0x0, 0x1, sid, b"late"))
+        assert c.get("/hello.txt")[0] == 200 and c.goaway is None
     # an empty header block (raw frames: h2 would not send it)
     with socket.create_connection(("127.0.0.1", hs.port), timeout=5) as sock:
         sock.sendall(PREFACE + frame(0x4, 0, 0) + frame(0x1, 0x5, 1, b""))
