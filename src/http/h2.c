@@ -850,15 +850,8 @@ static int field_well_formed(h2_stream *st, const char *n, size_t nl, const char
         return ok;
     }
     st->seen |= F_REGULAR;
-    /* No upper case in a name (its other characters: the HTTP/1.1 checks') */
-    size_t i = 0;
-    for (uint64_t w; i + 8 <= nl; i += 8) {
-        memcpy(&w, n + i, 8);
-        if (upper8(w))
-            return 0;
-    }
-    for (; i < nl; i++)
-        if ((unsigned char)(n[i] - 'A') < 26)
+    for (size_t i = 0; i < nl; i++) /* lower-case token characters */
+        if (!CHAR_IS(TOKEN, n[i]) || (unsigned char)(n[i] - 'A') < 26)
             return 0;
     if (!value_well_formed(v, vl) || connection_specific(n, nl))
         return 0;
@@ -1025,8 +1018,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
             buf_append(&st->cookie, v, valuelen) < 0)
             st->too_big = 1;
     } else if (!st->bad) {
-        /* "name: value\r\n" as HTTP/1.1 has it, checked as the HTTP/1.1
-         * parser checks a field line (the same code). */
+        /* "name: value\r\n" as HTTP/1.1 has it; its characters were
+         * checked (field_well_formed), the rest is the HTTP/1.1 parser's. */
         if (buf_reserve(h, namelen + valuelen + 4) < 0) {
             st->too_big = 1;
             return 0;
@@ -1036,9 +1029,9 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
         buf_put(h, ": ", 2);
         buf_put(h, v, valuelen);
         buf_put(h, "\r\n", 2);
-        int rc = http_parser_add_field(&st->parser, h->data, at, (uint32_t)namelen,
-                                       at + (uint32_t)namelen + 2, (uint32_t)valuelen,
-                                       &st->x.conf->limits);
+        int rc = http_parser_add_checked_field(&st->parser, h->data, at, (uint32_t)namelen,
+                                               at + (uint32_t)namelen + 2, (uint32_t)valuelen,
+                                               &st->x.conf->limits);
         if (rc < 0)
             st->bad = (uint16_t)-rc;
     }

@@ -415,6 +415,13 @@ int http_parser_add_field(http_parser *p, const char *base, uint32_t name_off, u
     return add_field(p, base, name_off, name_len, vs, ve - vs, lim);
 }
 
+int http_parser_add_checked_field(http_parser *p, const char *base, uint32_t name_off,
+                                  uint32_t name_len, uint32_t val_off, uint32_t val_len,
+                                  const http_limits *lim)
+{
+    return add_field(p, base, name_off, name_len, val_off, val_len, lim);
+}
+
 int http_parser_end_fields(http_parser *p)
 {
     p->in_headers = 1;

@@ -88,6 +88,13 @@ int http_parser_set_line(http_parser *p, const char *base, uint32_t method_off,
                          uint32_t method_len, uint32_t target_off, uint32_t target_len);
 int http_parser_add_field(http_parser *p, const char *base, uint32_t name_off, uint32_t name_len,
                           uint32_t val_off, uint32_t val_len, const http_limits *lim);
+/* The same for a field the caller has checked as http_parser_add_field
+ * would (name: token characters; value: field characters without spaces
+ * at either end): only the count, the place and the meaning (Host's
+ * syntax, Content-Length, ...) remain. */
+int http_parser_add_checked_field(http_parser *p, const char *base, uint32_t name_off,
+                                  uint32_t name_len, uint32_t val_off, uint32_t val_len,
+                                  const http_limits *lim);
 int http_parser_end_fields(http_parser *p);
 
 static inline bk_str http_parser_slice(const char *base, uint16_t off, uint16_t len)
