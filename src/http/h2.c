@@ -23,6 +23,10 @@ typedef struct h2_piece h2_piece;
 
 enum { P_COPY, P_REF, P_FD };
 
+typedef struct {
+    uint32_t off, len;
+} h2_span;
+
 /* A piece of a response body, waiting for the peer's flow-control window. */
 struct h2_piece {
     h2_piece *next;
@@ -45,17 +49,22 @@ struct h2_stream {
     uint8_t dispatched;   /* the request went to a handler (or was refused) */
     uint8_t head_only;    /* HEAD: no body */
     uint8_t too_big;      /* header block over max_header_size */
-    uint8_t has_host;
-    uint8_t expect100;
     uint8_t provider;     /* the response has a body to stream */
     uint8_t deferred;     /* the body's reader waits for data */
     uint8_t eof;          /* the response has ended */
     uint8_t body_over;    /* request body over max_body_size: refused, the rest dropped */
     uint8_t counting;     /* body of unknown length: resp_bytes counts what is written */
+    uint8_t malformed;    /* RFC 9113 8.1.1: reset with PROTOCOL_ERROR */
+    uint8_t remote_ended; /* the client sent END_STREAM or RST_STREAM */
+    uint8_t seen;         /* F_* fields seen */
+    uint16_t bad;         /* the status a bad field calls for (the first one) */
     uint32_t hdr_bytes;
+    uint64_t clen;        /* content-length, when F_CLEN */
+    uint64_t data_len;    /* request body bytes received */
     int status;
     uint64_t resp_bytes;  /* for the access log, as HTTP/1.1 logs it */
-    bk_str method, path, authority; /* offsets into pseudo, fixed up at the end */
+    h2_span pm, pp, pa;   /* :method, :path, :authority in head */
+    bk_str method, path;  /* in head, once it is complete */
     h2_piece *out, **out_tail;
     uint64_t out_len;
     union {               /* the client, copied: the stream may outlive the connection */
@@ -64,10 +73,8 @@ struct h2_stream {
         struct sockaddr_in6 in6;
     } peer;
     /* Kept by the worker's pool of streams, their memory with them: */
-    bk_buf pseudo;           /* :method, :path, :authority values */
-    bk_buf lines;            /* the other header fields, "name: value\r\n" */
     bk_buf cookie;           /* cookie fields joined with "; " (RFC 9113 8.2.3) */
-    bk_buf head;             /* the request head as HTTP/1.1 text, for the parser */
+    bk_buf head;             /* the decoded fields, which parser points into */
     bk_buf body;
     http_parser parser;
     http_exchange x;      /* reset (one arena chunk kept) */
@@ -79,6 +86,8 @@ struct h2_stream {
 #define STREAM_BUF_KEEP 16384
 static _Thread_local h2_stream *stream_pool;
 static _Thread_local uint32_t stream_pool_n;
+
+#define CLOSED_KEEP 128 /* streams closed lately, remembered (as many as may be open) */
 
 struct h2_session {
     nghttp2_session *ng;
@@ -92,7 +101,16 @@ struct h2_session {
     uint8_t dead;         /* the session failed: close */
     uint64_t body_bytes;  /* request bodies held by this connection's streams */
     h2_stream *upgraded;  /* Upgrade: h2c: stream 1, until the client's preface */
+    h2_stream *decoding;  /* the stream whose request head is being decoded */
     int32_t max_id;       /* highest stream the client has opened */
+    uint32_t closed_next; /* the oldest of closed[] */
+    uint32_t scan_skip;   /* input bytes before the next frame header (input_scan) */
+    uint8_t scan_have;    /* bytes of scan_hd read */
+    uint8_t scan_hd[9];
+    struct {
+        int32_t id;
+        uint8_t remote_ended;
+    } closed[CLOSED_KEEP]; /* streams closed lately (closed_lookup) */
 };
 
 static const http_proto_ops h2_ops;
@@ -115,7 +133,7 @@ static h2_stream *stream_new(h2_session *s, int32_t id)
     if (st) {
         stream_pool = st->deferred_next;
         stream_pool_n--;
-        memset(st, 0, offsetof(h2_stream, pseudo)); /* the rest was reset for reuse */
+        memset(st, 0, offsetof(h2_stream, cookie)); /* the rest was reset for reuse */
     } else {
         st = calloc(1, sizeof *st);
         if (!st)
@@ -163,7 +181,7 @@ static void stream_free(h2_stream *st)
     http_conf_release(st->x.conf);
     st->x.conf = NULL;
     int keep = stream_pool_n < STREAM_POOL_MAX;
-    bk_buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
+    bk_buf *bufs[] = { &st->cookie, &st->head, &st->body };
     for (size_t i = 0; i < BK_ARRAY_LEN(bufs); i++) {
         if (!keep || bufs[i]->cap > STREAM_BUF_KEEP)
             buf_free(bufs[i]);
@@ -182,19 +200,21 @@ static void stream_free(h2_stream *st)
 }
 
 static void mem_release_spares(void);
+static void head_cache_free(void);
 
 void http_h2_release_pools(void)
 {
     while (stream_pool) {
         h2_stream *st = stream_pool;
         stream_pool = st->deferred_next;
-        bk_buf *bufs[] = { &st->pseudo, &st->lines, &st->cookie, &st->head, &st->body };
+        bk_buf *bufs[] = { &st->cookie, &st->head, &st->body };
         for (size_t i = 0; i < BK_ARRAY_LEN(bufs); i++)
             buf_free(bufs[i]);
         http_exchange_reset(&st->x, 1);
         free(st);
     }
     stream_pool_n = 0;
+    head_cache_free();
     mem_release_spares();
 }
 
@@ -206,6 +226,8 @@ static void stream_detach(h2_stream *st)
         return;
     if (s->upgraded == st)
         s->upgraded = NULL;
+    if (s->decoding == st)
+        s->decoding = NULL;
     if (st->prev)
         st->prev->next = st->next;
     else
@@ -310,6 +332,53 @@ static int connection_specific(const char *n, size_t len)
 static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *b, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *ud);
 
+/* Response heads split once: a handler's header lines are "Name: value\r\n"
+ * text, which HTTP/2 wants as lower-case names and values apart. A static
+ * file's head is the same text on every request (its cache entry's), so
+ * each thread keeps the split of a few recent heads, found by where the
+ * text lives and its length, and used when the text is the same: its
+ * lowered copy and its fields' places are taken, no scan. */
+#define HEAD_SLOTS 32
+#define HEAD_TEXT_MAX 512
+#define HEAD_FIELDS_MAX 16
+
+typedef struct {
+    uint32_t len; /* of the text; 0: empty slot */
+    uint32_t n;
+    struct { uint16_t name_off, name_len, val_off, val_len; } f[HEAD_FIELDS_MAX];
+    char text[HEAD_TEXT_MAX];    /* as the handler gave it */
+    char lowered[HEAD_TEXT_MAX]; /* names lowered */
+} head_split;
+
+static _Thread_local head_split *head_cache; /* HEAD_SLOTS, made on first use */
+
+static void head_cache_free(void)
+{
+    free(head_cache);
+    head_cache = NULL;
+}
+
+static head_split *head_slot(const bk_str *lines, size_t nlines, size_t total)
+{
+    if (!nlines || total > HEAD_TEXT_MAX)
+        return NULL;
+    if (!head_cache && !(head_cache = calloc(HEAD_SLOTS, sizeof *head_cache)))
+        return NULL;
+    uintptr_t h = (uintptr_t)lines[0].p;
+    h = (h >> 4) ^ (h >> 12) ^ total ^ (nlines << 5);
+    return &head_cache[h % HEAD_SLOTS];
+}
+
+static int head_same(const head_split *hs, const bk_str *lines, size_t nlines, size_t total)
+{
+    if (hs->len != total)
+        return 0;
+    for (size_t i = 0, o = 0; i < nlines; o += lines[i].len, i++)
+        if (lines[i].len && memcmp(hs->text + o, lines[i].p, lines[i].len) != 0)
+            return 0;
+    return 1;
+}
+
 static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size_t nlines,
                          uint64_t length, const void *body, size_t body_len)
 {
@@ -326,7 +395,12 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
         total += lines[i].len;
     char *t = http_exchange_alloc(x, total + 32);
     size_t nmax = 4;
-    if (t) {
+    head_split *hs = head_slot(lines, nlines, total);
+    int hit = t && hs && head_same(hs, lines, nlines, total);
+    if (hit) {
+        memcpy(t, hs->lowered, total);
+        nmax += hs->n;
+    } else if (t) {
         size_t o = 0;
         for (size_t i = 0; i < nlines; i++)
             if (lines[i].len) {
@@ -353,7 +427,13 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
     NV("server", 6, SERVER_NAME, sizeof SERVER_NAME - 1);
     /* (the worker's clock string: rewritten in place once a second, same length) */
     NV("date", 4, x->hw->w.clock.http_date, CLOCK_HTTP_DATE_LEN);
-    for (char *p = t, *end = t + total; p < end && n < nmax;) {
+    if (hit) {
+        for (uint32_t i = 0; i < hs->n; i++)
+            NV(t + hs->f[i].name_off, hs->f[i].name_len, t + hs->f[i].val_off, hs->f[i].val_len);
+        hs = NULL; /* nothing to keep */
+    }
+    size_t first = n;
+    for (char *p = t, *end = t + (hit ? 0 : total); p < end && n < nmax;) {
         char *q = p;
         for (uint64_t w; q + 8 <= end; q += 8) { /* eight bytes at a time */
             memcpy(&w, q, 8);
@@ -380,6 +460,21 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
                 NV(p, nl, v, (size_t)(ve - v));
         }
         p = eol + 1;
+    }
+    if (hs && n - first <= HEAD_FIELDS_MAX) { /* kept for the next time */
+        hs->len = (uint32_t)total;
+        hs->n = (uint32_t)(n - first);
+        for (uint32_t i = 0; i < hs->n; i++) {
+            const nghttp2_nv *f = &nv[first + i];
+            hs->f[i].name_off = (uint16_t)((const char *)f->name - t);
+            hs->f[i].name_len = (uint16_t)f->namelen;
+            hs->f[i].val_off = (uint16_t)((const char *)f->value - t);
+            hs->f[i].val_len = (uint16_t)f->valuelen;
+        }
+        for (size_t i = 0, o = 0; i < nlines; o += lines[i].len, i++)
+            if (lines[i].len)
+                memcpy(hs->text + o, lines[i].p, lines[i].len);
+        memcpy(hs->lowered, t, total);
     }
     if (length != HTTP_LEN_NONE && length != HTTP_LEN_STREAM && n < nmax)
         NV("content-length", 14, clen, (size_t)num_format_u64(clen, length));
@@ -594,46 +689,49 @@ static void stream_respond_error(h2_stream *st, int status)
     http_exchange_error(&st->x, status, NULL);
 }
 
-/* The request head as HTTP/1.1 text, parsed by the HTTP/1.1 parser: the
- * handlers and the exchange see one kind of request. 0, or the status to
- * refuse it with. */
-static int stream_build_head(h2_stream *st)
+static int authority_chars_ok(const char *v, size_t len);
+
+/* The end of a request's header block: the fields were checked as they
+ * came (on_header); now the request line's parts, Host from :authority
+ * when no host field came, the cookie crumbs as one field, and the rules
+ * of a complete head (http_parser_end_fields), as HTTP/1.1 applies them.
+ * 0, the status to refuse the request with, or -1 when its :authority is
+ * malformed (reset the stream). */
+static int stream_end_head(h2_stream *st)
 {
-    /* Offsets were stored in the p fields: rebase them, pseudo is final. */
-    const char *ps = st->pseudo.data;
-    bk_str *slots[] = { &st->method, &st->path, &st->authority };
-    for (size_t i = 0; i < BK_ARRAY_LEN(slots); i++)
-        *slots[i] = ps && slots[i]->len ? (bk_str){ ps + (uintptr_t)slots[i]->p, slots[i]->len }
-                                        : BK_STR_NULL;
     if (st->too_big)
         return 431;
-    if (!st->method.len || !st->path.len)
+    if (!st->pm.len || !st->pp.len)
         return 400; /* (CONNECT: no path) */
     bk_buf *h = &st->head;
-    if (buf_append(h, st->method.p, st->method.len) < 0 || buf_append(h, " ", 1) < 0 ||
-        buf_append(h, st->path.p, st->path.len) < 0 || buf_append(h, " HTTP/1.1\r\n", 11) < 0)
-        return 500;
-    if (!st->has_host && st->authority.len &&
-        (buf_append(h, "host: ", 6) < 0 || buf_append(h, st->authority.p, st->authority.len) < 0 ||
-         buf_append(h, "\r\n", 2) < 0))
-        return 500;
-    if (st->lines.len && buf_append(h, st->lines.data, st->lines.len) < 0)
-        return 500;
-    if (st->cookie.len && (buf_append(h, "cookie: ", 8) < 0 ||
-                           buf_append(h, st->cookie.data, st->cookie.len) < 0 ||
-                           buf_append(h, "\r\n", 2) < 0))
-        return 500;
-    if (buf_append(h, "\r\n", 2) < 0)
-        return 500;
-    buf_free(&st->lines);
-    buf_free(&st->cookie);
+    http_parser *p = &st->parser;
     const http_limits *lim = &st->x.conf->limits;
-    if (h->len > lim->max_head_size)
+    int rc = http_parser_set_line(p, h->data, st->pm.off, st->pm.len, st->pp.off, st->pp.len);
+    if (rc < 0)
+        return -rc;
+    if (st->bad)
+        return st->bad;
+    if (!p->known[HH_HOST] && st->pa.len) {
+        if (buf_append(h, "host", 4) < 0)
+            return 500;
+        rc = http_parser_add_field(p, h->data, (uint32_t)h->len - 4, 4, st->pa.off, st->pa.len, lim);
+        if (rc < 0)
+            return authority_chars_ok(h->data + st->pa.off, st->pa.len) ? -rc : -1;
+    }
+    if (st->cookie.len) {
+        uint32_t at = (uint32_t)h->len;
+        if (buf_append(h, "cookie: ", 8) < 0 || buf_append(h, st->cookie.data, st->cookie.len) < 0 ||
+            buf_append(h, "\r\n", 2) < 0)
+            return 500;
+        st->cookie.len = 0;
+        rc = http_parser_add_field(p, h->data, at, 6, at + 8, (uint32_t)h->len - at - 10, lim);
+        if (rc < 0)
+            return -rc;
+    }
+    if (h->len > HTTP_MAX_HEAD_SIZE) /* (never: the fields' count keeps it below) */
         return 431;
-    int rc = http_parse_head(&st->parser, h->data, h->len, lim);
-    if (rc <= 0)
-        return rc < 0 ? -rc : 400;
-    return 0;
+    rc = http_parser_end_fields(p);
+    return rc < 0 ? -rc : 0;
 }
 
 static void stream_dispatch(h2_stream *st)
@@ -653,19 +751,198 @@ static void stream_dispatch(h2_stream *st)
     hw->handler(&st->x, hw->handler_udata);
 }
 
-/* HEADERS on a stream below the highest opened, which nghttp2 neither has
- * open nor remembers closed, reuses an identifier that was skipped (so
- * implicitly closed, RFC 9113 5.1.1) or long closed: a connection error.
- * (nghttp2 ignores such frames, to spare clients that send trailers on a
- * stream the server has just reset; those streams it still remembers.) */
+/* ---- well-formed requests (RFC 9113 8.1.1, 8.2, 8.3) ----
+ * nghttp2's HTTP messaging checks are off (nghttp2_option_set_no_http_
+ * messaging): they are made here, in the pass over the fields that fills
+ * the request anyway. A malformed request's stream is reset with
+ * PROTOCOL_ERROR, as nghttp2 did; what is well-formed HTTP/2 but bad HTTP
+ * (a '#' in the path, a bad Host, an Expect other than 100-continue, ...)
+ * gets the HTTP/1.1 parser's status. */
+
+enum { F_METHOD = 1, F_PATH = 2, F_SCHEME = 4, F_AUTHORITY = 8, F_HOST = 16, F_REGULAR = 32,
+       F_CLEN = 64 };
+
+static void stream_malformed(h2_stream *st)
+{
+    if (st->malformed || !st->s)
+        return;
+    st->malformed = 1;
+    nghttp2_submit_rst_stream(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
+}
+
+#define CHAR_IS(cls, ch) (http_char_class[(unsigned char)(ch)] & HTTP_CH_##cls)
+
+/* authority = [ userinfo "@" ] host [ ":" port ] (RFC 3986 3.2): its
+ * characters only; Host's syntax is the HTTP/1.1 parser's to check. */
+static int authority_chars_ok(const char *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!CHAR_IS(REGNAME, v[i]) && v[i] != ':' && v[i] != '@' && v[i] != '[' && v[i] != ']')
+            return 0;
+    return 1;
+}
+
+/* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) */
+static int scheme_ok(const char *v, size_t len)
+{
+    if (!len || (unsigned char)((v[0] | 0x20) - 'a') >= 26)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((unsigned char)((c | 0x20) - 'a') >= 26 && (unsigned char)(c - '0') >= 10 &&
+            c != '+' && c != '-' && c != '.')
+            return 0;
+    }
+    return 1;
+}
+
+/* A field value must not hold NUL, CR or LF, nor start or end with a
+ * space or a tab (RFC 9113 8.2.1), nor other controls than HTAB (RFC 9110
+ * 5.5; nghttp2 reset those too). */
+static int value_well_formed(const char *v, size_t len)
+{
+    if (!len)
+        return 1;
+    if (v[0] == ' ' || v[0] == '\t' || v[len - 1] == ' ' || v[len - 1] == '\t')
+        return 0;
+    size_t i = 0;
+    for (uint64_t w; i + 8 <= len; i += 8) { /* no control byte at all: the usual case */
+        memcpy(&w, v + i, 8);
+        if (bytes8_has_below(w, 0x20) | bytes8_has(w, 0x7f))
+            break;
+    }
+    for (; i < len; i++)
+        if (((unsigned char)v[i] < 0x20 && v[i] != '\t') || v[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+static int field_well_formed(h2_stream *st, const char *n, size_t nl, const char *v, size_t vl)
+{
+    if (!nl)
+        return 0;
+    if (n[0] == ':') {
+        unsigned bit;
+        int ok;
+        if (st->seen & F_REGULAR)
+            return 0; /* pseudo-header fields come first */
+        /* (The characters of :method and :path are the HTTP/1.1 checks',
+         * those of :authority too when it becomes the Host: 400; see
+         * stream_end_head.) */
+        if (nl == 7 && memcmp(n, ":method", 7) == 0) {
+            bit = F_METHOD;
+            ok = vl > 0;
+        } else if (nl == 5 && memcmp(n, ":path", 5) == 0) {
+            bit = F_PATH;
+            ok = vl > 0;
+        } else if (nl == 7 && memcmp(n, ":scheme", 7) == 0) {
+            bit = F_SCHEME;
+            ok = scheme_ok(v, vl);
+        } else if (nl == 10 && memcmp(n, ":authority", 10) == 0) {
+            bit = F_AUTHORITY;
+            ok = 1;
+        } else {
+            return 0; /* unknown, or a response's (:status), or :protocol (not offered) */
+        }
+        if (st->seen & bit)
+            return 0;
+        st->seen |= (uint8_t)bit;
+        return ok;
+    }
+    st->seen |= F_REGULAR;
+    for (size_t i = 0; i < nl; i++) /* lower-case token characters */
+        if (!CHAR_IS(TOKEN, n[i]) || (unsigned char)(n[i] - 'A') < 26)
+            return 0;
+    if (!value_well_formed(v, vl) || connection_specific(n, nl))
+        return 0;
+    switch (nl) {
+    case 2:
+        if (n[0] == 't' && n[1] == 'e')
+            return vl == 8 && strncasecmp(v, "trailers", 8) == 0;
+        break;
+    case 4:
+        if (memcmp(n, "host", 4) == 0) {
+            if (st->seen & F_HOST)
+                return 0;
+            st->seen |= F_HOST;
+            return authority_chars_ok(v, vl);
+        }
+        break;
+    case 14:
+        if (memcmp(n, "content-length", 14) == 0) {
+            if (st->seen & F_CLEN)
+                return 0;
+            st->seen |= F_CLEN;
+            return num_parse_u64(v, vl, (uint64_t)1 << 62, &st->clen) == 0;
+        }
+        break;
+    }
+    return 1;
+}
+
+/* At the end of a request's header block: the fields a request needs. */
+static int request_well_formed(const h2_stream *st, int end_stream)
+{
+    const char *m = st->pm.len ? st->head.data + st->pm.off : "";
+    if (st->pm.len == 7 && memcmp(m, "CONNECT", 7) == 0) {
+        if ((st->seen & (F_PATH | F_SCHEME)) || !(st->seen & F_AUTHORITY))
+            return 0;
+    } else {
+        if ((st->seen & (F_METHOD | F_PATH | F_SCHEME)) != (F_METHOD | F_PATH | F_SCHEME) ||
+            !(st->seen & (F_AUTHORITY | F_HOST)))
+            return 0;
+        const char *path = st->head.data + st->pp.off;
+        if (path[0] != '/' &&
+            !(st->pp.len == 1 && path[0] == '*' && st->pm.len == 7 && memcmp(m, "OPTIONS", 7) == 0))
+            return 0;
+    }
+    if ((st->seen & (F_AUTHORITY | F_HOST)) == (F_AUTHORITY | F_HOST) &&
+        !authority_chars_ok(st->head.data + st->pa.off, st->pa.len))
+        return 0; /* (not the Host: checked here) */
+    return !end_stream || !(st->seen & F_CLEN) || st->clen == 0;
+}
+
+/* Streams closed lately, remembered for the frames a client may still send
+ * on them: nghttp2 keeps no closed streams (SETTINGS_NO_RFC7540_PRIORITIES,
+ * below). 1 when the client had ended id (END_STREAM or RST_STREAM) before
+ * it closed, 0 when the server closed it first, -1 when not remembered. */
+static int closed_lookup(const h2_session *s, int32_t id)
+{
+    for (uint32_t i = 0; i < CLOSED_KEEP; i++)
+        if (s->closed[i].id == id)
+            return s->closed[i].remote_ended;
+    return -1;
+}
+
+/* Frames on streams nghttp2 no longer has (RFC 9113 5.1):
+ * - on a stream closed lately whose client had ended it: a connection
+ *   error STREAM_CLOSED (it sent frames after END_STREAM or RST_STREAM);
+ *   one the server reset first: ignored (frames may be in flight);
+ * - HEADERS below the highest stream opened, not remembered: a skipped
+ *   (so implicitly closed, 5.1.1) or long closed stream: PROTOCOL_ERROR;
+ * - PRIORITY on stream 0: PROTOCOL_ERROR (6.3; nghttp2 ignores PRIORITY
+ *   frames without RFC 7540 priorities). */
 static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
 {
     h2_session *s = ud;
-    if (hd->type != NGHTTP2_HEADERS || !(hd->stream_id & 1))
+    int32_t id = hd->stream_id;
+    if (hd->type == NGHTTP2_PRIORITY && id == 0) {
+        nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
         return 0;
-    if (hd->stream_id > s->max_id)
-        s->max_id = hd->stream_id;
-    else if (hd->stream_id < s->max_id && !nghttp2_session_find_stream(ng, hd->stream_id))
+    }
+    if ((hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_DATA) || !(id & 1))
+        return 0;
+    if (id > s->max_id) {
+        if (hd->type == NGHTTP2_HEADERS)
+            s->max_id = id;
+        return 0; /* (DATA on an idle stream: nghttp2's PROTOCOL_ERROR) */
+    }
+    if ((s->decoding && s->decoding->id == id) || nghttp2_session_find_stream(ng, id))
+        return 0;
+    int ended = closed_lookup(s, id);
+    if (ended == 1)
+        nghttp2_session_terminate_session(ng, NGHTTP2_STREAM_CLOSED);
+    else if (ended < 0 && hd->type == NGHTTP2_HEADERS && id < s->max_id)
         nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
     return 0;
 }
@@ -684,57 +961,80 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     if (!st)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, st);
+    s->decoding = st;
     return 0;
+}
+
+/* The stream of a frame: the one being decoded (no lookup), or nghttp2's. */
+static inline h2_stream *frame_stream(nghttp2_session *ng, h2_session *s, int32_t id)
+{
+    if (s->decoding && s->decoding->id == id)
+        return s->decoding;
+    return nghttp2_session_get_stream_user_data(ng, id);
 }
 
 static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *ud)
 {
-    (void)flags, (void)ud;
-    h2_stream *st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-    if (!st || frame->headers.cat != NGHTTP2_HCAT_REQUEST || st->too_big)
-        return 0; /* (trailers are dropped) */
+    (void)flags;
+    h2_stream *st = frame_stream(ng, ud, frame->hd.stream_id);
+    const char *n = (const char *)name, *v = (const char *)value;
+    if (!st || st->malformed)
+        return 0;
+    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        if (namelen && n[0] == ':') /* (trailers are dropped; no pseudo-header in them) */
+            stream_malformed(st);
+        return 0;
+    }
+    if (st->too_big)
+        return 0;
     st->hdr_bytes += (uint32_t)(namelen + valuelen + 4);
     if (st->hdr_bytes > st->x.conf->limits.max_head_size) {
         st->too_big = 1; /* decoded on, kept no more: 431 at the end */
         return 0;
     }
-    const char *n = (const char *)name, *v = (const char *)value;
-    int bad = 0;
+    if (!field_well_formed(st, n, namelen, v, valuelen)) {
+        stream_malformed(st);
+        return 0;
+    }
+    bk_buf *h = &st->head;
     if (namelen && n[0] == ':') {
-        bk_str *slot = NULL;
+        h2_span *slot = NULL;
         if (namelen == 7 && memcmp(n, ":method", 7) == 0)
-            slot = &st->method;
+            slot = &st->pm;
         else if (namelen == 5 && memcmp(n, ":path", 5) == 0)
-            slot = &st->path;
+            slot = &st->pp;
         else if (namelen == 10 && memcmp(n, ":authority", 10) == 0)
-            slot = &st->authority;
+            slot = &st->pa;
         if (slot) {
-            slot->p = (const char *)(uintptr_t)st->pseudo.len; /* rebased later */
-            slot->len = valuelen;
-            bad = buf_append(&st->pseudo, v, valuelen);
+            slot->off = (uint32_t)h->len;
+            slot->len = (uint32_t)valuelen;
+            if (buf_append(h, v, valuelen) < 0)
+                st->too_big = 1; /* out of memory: refused the same way */
         }
     } else if (namelen == 6 && memcmp(n, "cookie", 6) == 0) {
-        if (st->cookie.len)
-            bad = buf_append(&st->cookie, "; ", 2);
-        bad |= buf_append(&st->cookie, v, valuelen);
-    } else {
-        if (namelen == 4 && memcmp(n, "host", 4) == 0)
-            st->has_host = 1;
-        else if (namelen == 6 && memcmp(n, "expect", 6) == 0 && valuelen == 12 &&
-                 strncasecmp(v, "100-continue", 12) == 0)
-            st->expect100 = 1;
-        bad = buf_reserve(&st->lines, namelen + valuelen + 4);
-        if (!bad) {
-            buf_put(&st->lines, n, namelen);
-            buf_put(&st->lines, ": ", 2);
-            buf_put(&st->lines, v, valuelen);
-            buf_put(&st->lines, "\r\n", 2);
+        if ((st->cookie.len && buf_append(&st->cookie, "; ", 2) < 0) ||
+            buf_append(&st->cookie, v, valuelen) < 0)
+            st->too_big = 1;
+    } else if (!st->bad) {
+        /* "name: value\r\n" as HTTP/1.1 has it; its characters were
+         * checked (field_well_formed), the rest is the HTTP/1.1 parser's. */
+        if (buf_reserve(h, namelen + valuelen + 4) < 0) {
+            st->too_big = 1;
+            return 0;
         }
+        uint32_t at = (uint32_t)h->len;
+        buf_put(h, n, namelen);
+        buf_put(h, ": ", 2);
+        buf_put(h, v, valuelen);
+        buf_put(h, "\r\n", 2);
+        int rc = http_parser_add_checked_field(&st->parser, h->data, at, (uint32_t)namelen,
+                                               at + (uint32_t)namelen + 2, (uint32_t)valuelen,
+                                               &st->x.conf->limits);
+        if (rc < 0)
+            st->bad = (uint16_t)-rc;
     }
-    if (bad)
-        st->too_big = 1; /* out of memory: refused the same way */
     return 0;
 }
 
@@ -744,7 +1044,14 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
     (void)flags;
     h2_session *s = ud;
     h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
-    if (!st || st->dispatched || st->body_over)
+    if (!st || st->malformed)
+        return 0;
+    st->data_len += len;
+    if ((st->seen & F_CLEN) && st->data_len > st->clen) {
+        stream_malformed(st); /* more than its content-length (RFC 9113 8.1.1) */
+        return 0;
+    }
+    if (st->dispatched || st->body_over)
         return 0;
     s->progress = 1;
     uint64_t max = st->x.conf->max_body_size;
@@ -772,19 +1079,49 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 {
     h2_session *s = ud;
     h2_stream *st;
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (st = frame_stream(ng, s, frame->hd.stream_id)))
+        st->remote_ended = 1;
     switch (frame->hd.type) {
+    case NGHTTP2_RST_STREAM:
+        if ((st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id)))
+            st->remote_ended = 1;
+        return 0;
+
     case NGHTTP2_HEADERS:
-        st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-        if (!st)
+        st = frame_stream(ng, s, frame->hd.stream_id);
+        if (!st || st->malformed)
             return 0;
         s->progress = 1;
+        if (frame->headers.cat != NGHTTP2_HCAT_REQUEST && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+            stream_malformed(st); /* trailers end the stream */
+            return 0;
+        }
+        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST && !st->too_big &&
+            !request_well_formed(st, frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+            stream_malformed(st);
+            return 0;
+        }
+        if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && (st->seen & F_CLEN) &&
+            st->data_len != st->clen) {
+            stream_malformed(st); /* less than its content-length */
+            return 0;
+        }
         if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-            int status = stream_build_head(st);
+            int status = stream_end_head(st);
+            const char *hd = st->head.data;
+            st->method = st->pm.len ? (bk_str){ hd + st->pm.off, st->pm.len } : BK_STR_NULL;
+            st->path = st->pp.len ? (bk_str){ hd + st->pp.off, st->pp.len } : BK_STR_NULL;
+            if (status < 0) {
+                stream_malformed(st);
+                return 0;
+            }
             if (status) {
                 stream_respond_error(st, status);
                 return 0;
             }
-            if (st->expect100 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+            if (st->parser.known[HH_EXPECT] && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
                 nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)"100", 7, 3,
                                   NGHTTP2_NV_FLAG_NONE };
                 nghttp2_submit_headers(ng, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL);
@@ -795,8 +1132,13 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         return 0;
     case NGHTTP2_DATA:
         st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-        if (st && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
-            stream_dispatch(st);
+        if (!st || st->malformed || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            return 0;
+        if ((st->seen & F_CLEN) && st->data_len != st->clen) {
+            stream_malformed(st); /* less than its content-length */
+            return 0;
+        }
+        stream_dispatch(st);
         return 0;
     case NGHTTP2_SETTINGS:
         if (s->upgraded && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
@@ -813,8 +1155,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *ud)
 {
-    (void)error_code, (void)ud;
+    (void)error_code;
+    h2_session *s = ud;
     h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
+    if (id & 1) {
+        uint32_t i = s->closed_next++ % CLOSED_KEEP;
+        s->closed[i].id = id;
+        s->closed[i].remote_ended = st ? st->remote_ended : 0;
+    }
     if (st)
         stream_gone(st);
     return 0;
@@ -966,6 +1314,9 @@ static int session_setup(void)
      * STREAM_CLOSED error RFC 9113 5.1 asks for.) */
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     nghttp2_option_set_max_settings(opt, 32);
+    /* HTTP messaging's checks are ours (see request_well_formed): made in
+     * the pass that fills the request, not in one more of nghttp2's. */
+    nghttp2_option_set_no_http_messaging(opt, 1);
     callbacks = cb;
     options = opt;
     return 0;
@@ -983,6 +1334,7 @@ static h2_session *session_new(http_conn *c)
     if (!s)
         return NULL;
     s->c = c;
+    s->scan_skip = HTTP_H2_PREFACE_LEN;
     if (nghttp2_session_server_new3(&s->ng, callbacks, s, options, &mem_funcs) != 0) {
         free(s);
         return NULL;
@@ -992,6 +1344,9 @@ static h2_session *session_new(http_conn *c)
         { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, streams },
         { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, c->conf->limits.max_head_size },
         { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+        /* RFC 9113 deprecates RFC 7540's priorities: nghttp2 keeps no
+         * dependency tree, nor closed streams for it (closed_lookup). */
+        { NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
     };
     nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, BK_ARRAY_LEN(iv));
     c->b->h2 = s;
@@ -1108,6 +1463,78 @@ int http_h2_upgrade(http_conn *c)
     return 1;
 }
 
+/* Feeds in[0, n) to nghttp2; 0, or -1 when the session failed. */
+static int feed(h2_session *s, const char *in, size_t n)
+{
+    if (!n || s->dead)
+        return s->dead ? -1 : 0;
+    ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)in, n);
+    if (r < 0) {
+        log_debug("HTTP/2: closing the connection: %s", nghttp2_strerror((int)r));
+        s->dead = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* The frames nghttp2 drops without a word now that it keeps no closed
+ * streams and no priorities (SETTINGS_NO_RFC7540_PRIORITIES): DATA on a
+ * stream it no longer has, and PRIORITY. The input's frame headers are
+ * followed; before a DATA or PRIORITY frame, what precedes it is fed, so
+ * that the check sees the streams as nghttp2 will:
+ * - DATA on a stream closed lately whose client had ended it: a connection
+ *   error STREAM_CLOSED (RFC 9113 5.1), as nghttp2 gave when it kept them;
+ * - PRIORITY making a stream depend on itself: a stream error
+ *   PROTOCOL_ERROR (5.3.1; checked when its payload is in one read).
+ * Returns the bytes fed so far; the caller feeds the rest. */
+static size_t input_scan(h2_session *s, const char *in, size_t n)
+{
+    size_t pos = 0, fed = 0;
+    while (pos < n && !s->dead) {
+        if (s->scan_skip) {
+            size_t k = BK_MIN((size_t)s->scan_skip, n - pos);
+            pos += k;
+            s->scan_skip -= (uint32_t)k;
+            continue;
+        }
+        size_t k = BK_MIN((size_t)(9 - s->scan_have), n - pos);
+        memcpy(s->scan_hd + s->scan_have, in + pos, k);
+        s->scan_have += (uint8_t)k;
+        pos += k;
+        if (s->scan_have < 9)
+            break;
+        s->scan_have = 0;
+        const uint8_t *h = s->scan_hd;
+        uint32_t len = (uint32_t)h[0] << 16 | (uint32_t)h[1] << 8 | h[2];
+        int32_t id = (int32_t)(((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 |
+                                h[8]) & 0x7fffffff);
+        s->scan_skip = len;
+        if (h[3] == NGHTTP2_PRIORITY) {
+            if (len == 5 && n - pos >= 5) {
+                const uint8_t *d = (const uint8_t *)in + pos;
+                uint32_t dep = ((uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 |
+                                (uint32_t)d[2] << 8 | d[3]) & 0x7fffffff;
+                if ((int32_t)dep == id) /* (nghttp2 made it a connection error) */
+                    nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
+            }
+            continue;
+        }
+        if (h[3] != NGHTTP2_DATA || !(id & 1))
+            continue;
+        /* nghttp2 first sees what comes before this frame (its header may
+         * have begun in an earlier read, fed then) */
+        size_t start = pos >= 9 ? pos - 9 : 0;
+        if (start > fed) {
+            if (feed(s, in + fed, start - fed) < 0)
+                break;
+            fed = start;
+        }
+        if (id <= s->max_id && closed_lookup(s, id) == 1) /* (closed: ids are not reused) */
+            nghttp2_session_terminate_session(s->ng, NGHTTP2_STREAM_CLOSED);
+    }
+    return fed;
+}
+
 int http_h2_input(http_conn *c)
 {
     h2_session *s = sess(c);
@@ -1115,13 +1542,11 @@ int http_h2_input(http_conn *c)
     if (!s || s->dead)
         return -1;
     if (avail) {
+        const char *in = c->in + c->req_start;
         s->in_input = 1;
-        ssize_t n = nghttp2_session_mem_recv(s->ng, (const uint8_t *)c->in + c->req_start, avail);
+        size_t fed = input_scan(s, in, avail);
+        feed(s, in + fed, avail - fed);
         s->in_input = 0;
-        if (n < 0) {
-            log_debug("HTTP/2: closing the connection: %s", nghttp2_strerror((int)n));
-            s->dead = 1;
-        }
     }
     c->in_len = c->req_start = 0;
     return s->dead ? -1 : 0;

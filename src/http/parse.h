@@ -77,6 +77,26 @@ void http_parser_reset(http_parser *p);
  * request, after which the connection must be closed. */
 int http_parse_head(http_parser *p, const char *buf, size_t len, const http_limits *lim);
 
+/* The same checks for a request whose fields a protocol has decoded
+ * itself (HTTP/2): it copies them into one buffer (base, at most
+ * HTTP_MAX_HEAD_SIZE bytes: offsets are 16-bit) and passes their offsets.
+ * The method and target (checked as in a request line; version 1.1), then
+ * each field (name: token characters; value: field characters, trimmed of
+ * spaces), then the end: each returns 0 or a negative status, as
+ * http_parse_head does (Host, Content-Length, Expect, ... included). */
+int http_parser_set_line(http_parser *p, const char *base, uint32_t method_off,
+                         uint32_t method_len, uint32_t target_off, uint32_t target_len);
+int http_parser_add_field(http_parser *p, const char *base, uint32_t name_off, uint32_t name_len,
+                          uint32_t val_off, uint32_t val_len, const http_limits *lim);
+/* The same for a field the caller has checked as http_parser_add_field
+ * would (name: token characters; value: field characters without spaces
+ * at either end): only the count, the place and the meaning (Host's
+ * syntax, Content-Length, ...) remain. */
+int http_parser_add_checked_field(http_parser *p, const char *base, uint32_t name_off,
+                                  uint32_t name_len, uint32_t val_off, uint32_t val_len,
+                                  const http_limits *lim);
+int http_parser_end_fields(http_parser *p);
+
 static inline bk_str http_parser_slice(const char *base, uint16_t off, uint16_t len)
 {
     return (bk_str){ base + off, len };

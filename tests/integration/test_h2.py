@@ -321,6 +321,129 @@ def test_request_headers_reach_the_handler_as_in_http1(hs):
     assert '"GET /hello.txt HTTP/2.0" 200 14 "-" "h2-test"' in hs.log.read_text()
 
 
+def test_request_fields_checked_as_in_http1(start_brisk, cert, tmp_path):
+    """The decoded fields fill the request directly, with the HTTP/1.1
+    parser's checks: Host from :authority, cookie crumbs joined, fields in
+    order; a bad Host field, an Expect other than 100-continue, a '#' in the
+    path and too many fields refused as HTTP/1.1 refuses them."""
+    cgi = tmp_path / "cgi"
+    cgi.mkdir()
+    (cgi / "env.sh").write_text("#!/bin/sh\nprintf 'Content-Type: text/plain\\r\\n\\r\\n'\n"
+                                "echo \"$REQUEST_METHOD|$REQUEST_URI|$QUERY_STRING|$HTTP_HOST|"
+                                "$HTTP_COOKIE|$HTTP_X_A|$HTTP_USER_AGENT\"\n")
+    os.chmod(cgi / "env.sh", 0o755)
+    port = free_port()
+    srv = start_brisk(config=f"listen = 127.0.0.1:{port}\nroot = {{root}}\nworkers = 1\n"
+                             f"access_log = off\ncgi = /cgi-bin/ {cgi}\n",
+                      listens=[("127.0.0.1", port)])
+    with Client(port) as c:
+        st, _, out = c.get("/cgi-bin/env.sh?q=1", authority="example.org:8080",
+                           headers=[("cookie", "a=1"), ("x-a", "v a"), ("cookie", "b=2"),
+                                    ("user-agent", "h2-test")])
+        assert st == 200, out
+        assert out == b"GET|/cgi-bin/env.sh?q=1|q=1|example.org:8080|a=1; b=2|v a|h2-test\n"
+        # a host field wins over :authority, and is checked as a Host header
+        st, _, out = c.get("/cgi-bin/env.sh", headers=[("host", "h.example")])
+        assert st == 200 and out.split(b"|")[3] == b"h.example"
+        assert c.get("/cgi-bin/env.sh", headers=[("host", "a:1:2")])[0] == 400
+        assert c.get("/cgi-bin/env.sh", headers=[("host", "a"), ("host", "b")])[0] in (400, None)
+        assert c.get("/cgi-bin/env.sh", headers=[("expect", "200-ok")])[0] == 417
+        assert c.get("/cgi-bin/env.sh", headers=[("x-n", str(i)) for i in range(101)])[0] == 431
+        st, _, _ = c.get("/cgi-bin/env.sh#frag")
+        assert st in (400, None)  # HTTP/1.1 refuses a fragment; nghttp2 may reset first
+        assert c.get("/cgi-bin/env.sh", method="B@D")[0] in (400, None)
+        assert c.get("/cgi-bin/env.sh", headers=[("content-length", "x")])[0] in (400, None)
+        assert c.get("/cgi-bin/env.sh")[0] == 200  # the connection goes on
+    srv.stop()
+
+
+def test_malformed_requests_are_reset(hs):
+    """RFC 9113 8.1.1: malformed requests get RST_STREAM(PROTOCOL_ERROR)
+    (brisk checks them itself, in its one pass over the fields)."""
+    def reset(c, sid):
+        st, _, _ = c.response(sid)
+        assert st is None
+        codes = [ev.error_code for ev in c.events
+                 if isinstance(ev, h2.events.StreamReset) and ev.stream_id == sid]
+        assert codes == [h2.errors.ErrorCodes.PROTOCOL_ERROR]
+
+    with Client(hs.port) as c:
+        for headers in ([("User-Agent", "x")], [("te", "gzip")], [("connection", "close")],
+                        [("x-a", " lead")], [("x-a", "trail ")], [("x-a", "a\x00b")],
+                        [("host", "a b")], [("content-length", "1x")],
+                        [("content-length", "1"), ("content-length", "1")]):
+            reset(c, c.request("/hello.txt", headers=headers))
+        assert c.get("/hello.txt", headers=[("te", "trailers")])[0] == 200
+        for bad in ("a\x01b", "a\x7fb", "a\rb"):
+            reset(c, c.request("/hello.txt", headers=[("x-a", bad)]))
+        assert c.get("/hello.txt", headers=[("x-a", "a\tb \xe9")])[0] == 200
+        # pseudo-header fields: unknown, a response's, twice, after a regular one, missing
+        for hdrs in ([(":method", "GET"), (":path", "/hello.txt"), (":scheme", "http"),
+                      (":authority", "l"), (":foo", "x")],
+                     [(":method", "GET"), (":path", "/hello.txt"), (":scheme", "http"),
+                      (":authority", "l"), (":status", "200")],
+                     [(":method", "GET"), (":method", "GET"), (":path", "/hello.txt"),
+                      (":scheme", "http"), (":authority", "l")],
+                     [(":method", "GET"), (":path", "/hello.txt"), ("x-a", "1"),
+                      (":scheme", "http"), (":authority", "l")],
+                     [(":method", "GET"), (":path", "/hello.txt"), (":authority", "l")],
+                     [(":method", "GET"), (":path", "/hello.txt"), (":scheme", "h t"),
+                      (":authority", "l")],
+                     [(":method", "GET"), (":path", "*"), (":scheme", "http"),
+                      (":authority", "l")],
+                     [(":method", "GET"), (":path", "/"), (":scheme", "http")]):
+            sid = c.conn.get_next_available_stream_id()
+            c.conn.send_headers(sid, hdrs, end_stream=True)
+            c.flush()
+            reset(c, sid)
+        # a body longer or shorter than its content-length
+        for n in (3, 5):
+            sid = c.request("/hello.txt", method="POST", headers=[("content-length", "4")],
+                            body=b"x" * n)
+            reset(c, sid)
+        # trailers: with a pseudo-header field, or without END_STREAM
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":path", "/hello.txt"),
+                                  (":scheme", "http"), (":authority", "l")])
+        c.conn.send_data(sid, b"abc")
+        c.conn.send_headers(sid, [(":path", "/x")], end_stream=True)
+        c.flush()
+        reset(c, sid)
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":path", "/hello.txt"),
+                                  (":scheme", "http"), (":authority", "l")])
+        c.flush()
+        # (h2 will not send trailers without END_STREAM: the frame by hand)
+        c.raw(frame(0x1, 0x4, sid, c.conn.encoder.encode([("x-trailer", "1")])))
+        reset(c, sid)
+        assert c.get("/hello.txt")[0] == 200  # the connection goes on
+    # frames the client had in flight on a stream the server reset are
+    # ignored (RFC 9113 5.1), the connection goes on
+    with Client(hs.port) as c:
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":path", "/hello.txt"),
+                                  (":scheme", "http"), (":authority", "l"), ("te", "gzip")])
+        c.flush()
+        reset(c, sid)
+        c.raw(frame(0x0, 0x1, sid, b"late"))
+        assert c.get("/hello.txt")[0] == 200 and c.goaway is None
+    # an empty header block (raw frames: h2 would not send it)
+    with socket.create_connection(("127.0.0.1", hs.port), timeout=5) as sock:
+        sock.sendall(PREFACE + frame(0x4, 0, 0) + frame(0x1, 0x5, 1, b""))
+        buf, rst = b"", None
+        while rst is None:
+            data = sock.recv(65536)
+            assert data, "closed without RST_STREAM"
+            buf += data
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t, sid = int.from_bytes(buf[:3], "big"), buf[3], int.from_bytes(buf[5:9], "big")
+                if t == 0x3 and sid == 1:
+                    rst = int.from_bytes(buf[9:13], "big")
+                buf = buf[9 + n:]
+        assert rst == 1  # PROTOCOL_ERROR
+    alive(hs)
+
+
 def test_header_block_over_the_limit_431_hpack_bomb(hs):
     """One 4 KiB field in the HPACK table, then referenced 500 times: 2 MB
     decoded from a few KiB on the wire. Refused with 431 without keeping it;
