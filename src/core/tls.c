@@ -777,7 +777,8 @@ ssize_t tls_sendfile(tls_conn *c, int fd, off_t off, size_t n)
 void tls_shutdown(tls_conn *c)
 {
     ERR_clear_error();
-    if (SSL_is_init_finished(c->ssl))
+    /* Once: a second SSL_shutdown would read the socket for the peer's. */
+    if (SSL_is_init_finished(c->ssl) && !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN))
         SSL_shutdown(c->ssl); /* (buffered: close_notify joins wbuf) */
     ERR_clear_error();
     send_quietly(c);

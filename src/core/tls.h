@@ -94,8 +94,8 @@ size_t tls_unsent(const tls_conn *c);
  * not (the caller falls back to pread + tls_write). */
 ssize_t tls_sendfile(tls_conn *c, int fd, off_t off, size_t n);
 int tls_ktls_send(const tls_conn *c);
-/* Sends close_notify (best effort, never blocks: under coalescing, what
- * the socket does not take stays in tls_unsent for a tls_flush). */
+/* Sends close_notify, once (best effort, never blocks: under coalescing,
+ * what the socket does not take stays in tls_unsent for a tls_flush). */
 void tls_shutdown(tls_conn *c);
 
 unsigned tls_want(const tls_conn *c); /* TLS_WANT_* for the last EAGAIN */

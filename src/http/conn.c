@@ -670,7 +670,13 @@ void http_conn_arm(http_conn *c, uint64_t ms)
  * bytes with a reset that could destroy the response in flight. */
 void http_conn_close_after_response(http_conn *c)
 {
-    if (!c->must_close || c->state == CONN_LINGER) {
+    if (c->state == CONN_LINGER) {
+        http_conn_close(c);
+        return;
+    }
+    /* TLS: a close_notify that the full socket cannot take now is sent by
+     * lingering, the FIN after it, rather than lost. */
+    if (!c->must_close && (BK_LIKELY(!c->tls) || (tls_shutdown(c->tls), !tls_unsent(c->tls)))) {
         http_conn_close(c);
         return;
     }
