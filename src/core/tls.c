@@ -735,11 +735,9 @@ ssize_t tls_write(tls_conn *c, const void *p, size_t n)
 
 int tls_flush(tls_conn *c)
 {
-    if (c->woff == c->wlen)
-        return 0;
-    if (send_out(c) < 0)
+    if (c->woff < c->wlen && send_out(c) < 0)
         return -1;
-    wbuf_put(c); /* empty: the thread's spare again */
+    wbuf_put(c); /* empty (or never taken): the thread's spare again */
     return 0;
 }
 
