@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <openssl/core_names.h>
@@ -43,10 +45,24 @@ struct tls_ctx {
     char expires[40];
 };
 
+/* Coalesced writes (tls_buffer_writes): records are encrypted into wbuf
+ * and go to the socket together, one send(2) per WBUF_FLUSH_AT bytes of
+ * ciphertext instead of one per 16 KiB record. Before each record there
+ * is room for a whole one (WBUF_RECORD: 16 KiB of plaintext, the header,
+ * the tag and padding), so the buffer never refuses OpenSSL a write. */
+#define WBUF_FLUSH_AT (64 * 1024)
+#define WBUF_RECORD (16 * 1024 + 512)
+#define WBUF_CAP (WBUF_FLUSH_AT + 2 * WBUF_RECORD)
+
 struct tls_conn {
     SSL *ssl;
     tls_ctx *ctx;
     unsigned want;
+    int fd;
+    uint8_t buffer_wanted;  /* tls_buffer_writes was called */
+    uint8_t buffered;       /* ... and the write BIO is wbuf (no kTLS) */
+    char *wbuf;             /* ciphertext not yet sent: [woff, wlen); NULL when empty */
+    size_t woff, wlen;
 };
 
 void tls_config_defaults(tls_config *c)
@@ -436,6 +452,141 @@ void tls_ctx_describe(const tls_ctx *t, char *out, size_t n)
     snprintf(out, n, "%s, expires %s", t->subject, t->expires);
 }
 
+/* ---- the ciphertext buffer under coalesced writes ---- */
+
+static pthread_once_t wbio_once = PTHREAD_ONCE_INIT;
+static BIO_METHOD *wbio_method; /* set once, then only read */
+static pthread_key_t spare_key; /* each thread's spare buffer (one), freed at thread exit */
+static int wbio_ready;
+
+/* A buffer for c's ciphertext: the thread's spare, or a new one. A
+ * connection holds one only while it has ciphertext to send, so an idle
+ * one costs nothing and a busy thread reuses the same memory. */
+static int wbuf_get(tls_conn *c)
+{
+    char *b = pthread_getspecific(spare_key);
+    if (b)
+        pthread_setspecific(spare_key, NULL);
+    else if (!(b = malloc(WBUF_CAP)))
+        return -1;
+    c->wbuf = b;
+    c->woff = c->wlen = 0;
+    return 0;
+}
+
+static void wbuf_put(tls_conn *c)
+{
+    if (!c->wbuf)
+        return;
+    if (pthread_getspecific(spare_key) || pthread_setspecific(spare_key, c->wbuf) != 0)
+        free(c->wbuf);
+    c->wbuf = NULL;
+    c->woff = c->wlen = 0;
+}
+
+/* The write BIO: appends records to wbuf; never touches the socket. */
+static int wbio_write(BIO *b, const char *p, size_t n, size_t *done)
+{
+    tls_conn *c = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    if (!c->wbuf && wbuf_get(c) < 0)
+        return 0; /* out of memory: the write fails (EPROTO) */
+    size_t k = WBUF_CAP - c->wlen < n ? WBUF_CAP - c->wlen : n;
+    if (k == 0) { /* (never: see WBUF_RECORD) the caller sends first */
+        BIO_set_retry_write(b);
+        return 0;
+    }
+    memcpy(c->wbuf + c->wlen, p, k);
+    c->wlen += k;
+    *done = k;
+    return 1;
+}
+
+static long wbio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)b, (void)num, (void)ptr;
+    /* A flush (after handshake messages such as a KeyUpdate) succeeds: the
+     * records wait in wbuf for tls_flush, or tls_read's attempt. */
+    return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+static int wbio_create(BIO *b)
+{
+    BIO_set_init(b, 1);
+    return 1;
+}
+
+static void wbio_init(void)
+{
+    if (pthread_key_create(&spare_key, free) != 0)
+        return;
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "brisk ciphertext");
+    if (!m || BIO_meth_set_write_ex(m, wbio_write) != 1 || BIO_meth_set_ctrl(m, wbio_ctrl) != 1 ||
+        BIO_meth_set_create(m, wbio_create) != 1) {
+        BIO_meth_free(m);
+        return;
+    }
+    wbio_method = m;
+    wbio_ready = 1;
+}
+
+/* Sends the pending ciphertext: 0 all of it, -1 with errno (EAGAIN: the
+ * socket is full; a short send is taken as full, the next would only say
+ * EAGAIN). */
+static int send_out(tls_conn *c)
+{
+    while (c->woff < c->wlen) {
+        size_t n = c->wlen - c->woff;
+        ssize_t w = send(c->fd, c->wbuf + c->woff, n, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                c->want = TLS_WANT_WRITE;
+                errno = EAGAIN;
+            }
+            return -1;
+        }
+        c->woff += (size_t)w;
+        if ((size_t)w < n) {
+            c->want = TLS_WANT_WRITE;
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+    c->woff = c->wlen = 0;
+    return 0;
+}
+
+/* Sends what it can without reporting anything (errno and want kept): for
+ * bytes OpenSSL wrote on its own, an alert or a KeyUpdate. What the socket
+ * does not take waits for the next tls_flush. */
+static void send_quietly(tls_conn *c)
+{
+    if (c->woff == c->wlen)
+        return;
+    int e = errno;
+    unsigned want = c->want;
+    if (send_out(c) == 0)
+        wbuf_put(c);
+    errno = e;
+    c->want = want;
+}
+
+/* After the handshake: the write BIO becomes wbuf, unless kTLS sends. */
+static void start_buffering(tls_conn *c)
+{
+    c->buffer_wanted = 0;
+    if (tls_ktls_send(c) || (pthread_once(&wbio_once, wbio_init), !wbio_ready))
+        return;
+    BIO *b = BIO_new(wbio_method);
+    if (!b)
+        return; /* out of memory: records go to the socket one by one */
+    BIO_set_data(b, c);
+    SSL_set0_wbio(c->ssl, b); /* the socket BIO stays as the read BIO */
+    c->buffered = 1;
+}
+
 /* ---- connections ---- */
 
 tls_conn *tls_conn_new(tls_ctx *t, int fd)
@@ -453,6 +604,7 @@ tls_conn *tls_conn_new(tls_ctx *t, int fd)
     SSL_set_accept_state(c->ssl);
     tls_ctx_ref(t);
     c->ctx = t;
+    c->fd = fd;
     return c;
 }
 
@@ -461,8 +613,17 @@ void tls_conn_free(tls_conn *c)
     if (!c)
         return;
     SSL_free(c->ssl);
+    wbuf_put(c);
     tls_ctx_unref(c->ctx);
     free(c);
+}
+
+void tls_buffer_writes(tls_conn *c)
+{
+    if (SSL_is_init_finished(c->ssl))
+        start_buffering(c);
+    else
+        c->buffer_wanted = 1;
 }
 
 /* Maps an OpenSSL result to the read/write convention; rc <= 0. */
@@ -490,6 +651,8 @@ static int io_result(tls_conn *c, int rc)
         return -1;
     default:
         errno = EPROTO;
+        if (c->buffered)
+            send_quietly(c); /* the fatal alert, as a socket BIO would have sent it */
         return -1;
     }
 }
@@ -501,6 +664,8 @@ int tls_handshake(tls_conn *c)
     int rc = SSL_do_handshake(c->ssl);
     if (rc == 1) {
         c->want = 0;
+        if (c->buffer_wanted)
+            start_buffering(c);
         return 1;
     }
     int r = io_result(c, rc);
@@ -517,9 +682,34 @@ ssize_t tls_read(tls_conn *c, void *p, size_t n)
     ERR_clear_error();
     errno = 0;
     int rc = SSL_read_ex(c->ssl, p, n, &got);
-    if (rc == 1)
-        return (ssize_t)got;
-    return io_result(c, 0);
+    ssize_t r = rc == 1 ? (ssize_t)got : io_result(c, 0);
+    if (__builtin_expect(c->wlen > c->woff, 0))
+        send_quietly(c); /* a read that wrote: a KeyUpdate answered */
+    return r;
+}
+
+/* tls_write under tls_buffer_writes: records into wbuf, sent whenever
+ * WBUF_FLUSH_AT bytes wait. Both kinds of tls_write go on until all is
+ * taken or the socket is full, so a short count means "full". */
+static ssize_t write_buffered(tls_conn *c, const char *p, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        if (c->wlen - c->woff >= WBUF_FLUSH_AT || (c->wbuf && WBUF_CAP - c->wlen < WBUF_RECORD)) {
+            if (send_out(c) < 0)
+                break;
+        }
+        size_t k = 0;
+        ERR_clear_error();
+        errno = 0;
+        if (SSL_write_ex(c->ssl, p + done, n - done, &k) != 1) {
+            if (io_result(c, 0) == 0)
+                errno = EPIPE;
+            break;
+        }
+        done += k; /* one record (SSL_MODE_ENABLE_PARTIAL_WRITE) */
+    }
+    return done ? (ssize_t)done : -1;
 }
 
 ssize_t tls_write(tls_conn *c, const void *p, size_t n)
@@ -527,17 +717,33 @@ ssize_t tls_write(tls_conn *c, const void *p, size_t n)
     size_t done = 0;
     if (n == 0)
         return 0;
-    ERR_clear_error();
-    errno = 0;
-    int rc = SSL_write_ex(c->ssl, p, n, &done);
-    if (rc == 1)
-        return (ssize_t)done;
-    int r = io_result(c, 0);
-    if (r == 0) {
-        errno = EPIPE;
-        return -1;
+    if (c->buffered)
+        return write_buffered(c, p, n);
+    while (done < n) { /* a record per SSL_write_ex, straight to the socket */
+        size_t k = 0;
+        ERR_clear_error();
+        errno = 0;
+        if (SSL_write_ex(c->ssl, (const char *)p + done, n - done, &k) != 1) {
+            if (io_result(c, 0) == 0)
+                errno = EPIPE;
+            break;
+        }
+        done += k;
     }
-    return r;
+    return done ? (ssize_t)done : -1;
+}
+
+int tls_flush(tls_conn *c)
+{
+    if (c->woff < c->wlen && send_out(c) < 0)
+        return -1;
+    wbuf_put(c); /* empty (or never taken): the thread's spare again */
+    return 0;
+}
+
+size_t tls_unsent(const tls_conn *c)
+{
+    return c->wlen - c->woff;
 }
 
 int tls_ktls_send(const tls_conn *c)
@@ -547,7 +753,7 @@ int tls_ktls_send(const tls_conn *c)
 
 ssize_t tls_sendfile(tls_conn *c, int fd, off_t off, size_t n)
 {
-    if (!tls_ktls_send(c)) {
+    if (c->buffered || !tls_ktls_send(c)) {
         errno = ENOTSUP;
         return -1;
     }
@@ -569,9 +775,11 @@ ssize_t tls_sendfile(tls_conn *c, int fd, off_t off, size_t n)
 void tls_shutdown(tls_conn *c)
 {
     ERR_clear_error();
-    if (SSL_is_init_finished(c->ssl))
-        SSL_shutdown(c->ssl);
+    /* Once: a second SSL_shutdown would read the socket for the peer's. */
+    if (SSL_is_init_finished(c->ssl) && !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN))
+        SSL_shutdown(c->ssl); /* (buffered: close_notify joins wbuf) */
     ERR_clear_error();
+    send_quietly(c);
 }
 
 unsigned tls_want(const tls_conn *c)

@@ -13,6 +13,14 @@
  * Data can sit inside the TLS layer (decrypted, or read ahead): read until
  * EAGAIN, or check tls_pending(), before waiting for the socket again.
  *
+ * Coalesced writes (tls_buffer_writes): without kTLS, OpenSSL writes one
+ * record of 16 KiB at most per send(2). A connection that opts in has its
+ * records encrypted into a buffer instead and sent 64 KiB at a time; what
+ * is left when tls_write returns is sent by tls_flush, which the caller
+ * must call (and, on EAGAIN, call again when the socket is writable) before
+ * it takes its output for sent. The buffer is held only while ciphertext
+ * waits (an idle connection has none).
+ *
  * Thread safety: a tls_ctx may be used by connections on many threads at
  * once; a tls_conn belongs to one thread. */
 #ifndef BRISK_CORE_TLS_H
@@ -66,13 +74,28 @@ int tls_handshake(tls_conn *c);
 /* Like read(2)/write(2); 0 from tls_read is the peer's end (close_notify
  * or a plain EOF). */
 ssize_t tls_read(tls_conn *c, void *p, size_t n);
+/* Returns the plaintext bytes taken: all of them, or fewer when the
+ * socket is full (or failed: the next call says how). Coalescing: they may
+ * sit in the buffer as ciphertext (tls_unsent) until tls_flush. After -1
+ * with EAGAIN, or a short count, the rest must be offered again unchanged
+ * (OpenSSL's rule for a record it could not finish). */
 ssize_t tls_write(tls_conn *c, const void *p, size_t n);
+/* Coalesced writes from the end of the handshake on, unless kTLS sends
+ * (callable before or after tls_handshake). */
+void tls_buffer_writes(tls_conn *c);
+/* Sends the buffered ciphertext: 0 when none is left, -1 with errno
+ * (EAGAIN: again when the socket is writable). 0 at once without
+ * coalescing. */
+int tls_flush(tls_conn *c);
+/* Bytes of ciphertext not yet sent (coalescing only; else 0). */
+size_t tls_unsent(const tls_conn *c);
 /* Sends n bytes of file fd from off without copying them through user space
  * when kernel TLS carries the connection; -1 with errno ENOTSUP when it does
  * not (the caller falls back to pread + tls_write). */
 ssize_t tls_sendfile(tls_conn *c, int fd, off_t off, size_t n);
 int tls_ktls_send(const tls_conn *c);
-/* Sends close_notify (best effort, never blocks). */
+/* Sends close_notify, once (best effort, never blocks: under coalescing,
+ * what the socket does not take stays in tls_unsent for a tls_flush). */
 void tls_shutdown(tls_conn *c);
 
 unsigned tls_want(const tls_conn *c); /* TLS_WANT_* for the last EAGAIN */

@@ -31,30 +31,32 @@ static int conn_tls_more(const http_conn *c);
  * listener). Everything above (HTTP/1.1 framing, exchanges, handlers) is
  * the same for both; a plain connection pays one pointer test per call. */
 
-/* A TLS write moves at most one record (16 KiB of plaintext); small
- * segments (headers, then a body) are gathered into one record and file
- * data is read through a buffer of the same size when kTLS cannot send it.
- * The bytes of a write that returned EAGAIN are offered again, unchanged,
- * at the head of the next one (OpenSSL requires it; segments only advance
- * by what was reported sent). */
-#define TLS_CHUNK (16 * 1024)
+/* Small segments (headers, then a body) are gathered into one record of
+ * TLS_RECORD bytes; file data is read TLS_FILE_CHUNK at a time when kTLS
+ * cannot send it, so that a 1 MiB file costs 16 preads, and the records go
+ * out 64 KiB at a time (tls_buffer_writes; the rest by tls_flush at the
+ * end of http_conn_flush). The bytes of a write that came back short are
+ * offered again, unchanged, at the head of the next one (OpenSSL requires
+ * it; segments only advance by what was reported taken). */
+#define TLS_RECORD (16 * 1024)
+#define TLS_FILE_CHUNK (64 * 1024)
 
 /* Not inlined: its buffer stays off the plain path's stack frame. */
 __attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const struct iovec *iov,
                                                          size_t cnt)
 {
-    char chunk[TLS_CHUNK];
+    char chunk[TLS_RECORD];
     size_t done = 0, i = 0, at = 0; /* at: offset in iov[i] */
     while (i < cnt) {
         const char *p;
         size_t n;
-        if (iov[i].iov_len - at >= TLS_CHUNK || i + 1 == cnt) {
+        if (iov[i].iov_len - at >= TLS_RECORD || i + 1 == cnt) {
             p = (const char *)iov[i].iov_base + at; /* large or last: as is */
             n = iov[i].iov_len - at;
         } else {
             n = 0;
-            for (size_t j = i, o = at; j < cnt && n < TLS_CHUNK; j++, o = 0) {
-                size_t k = BK_MIN(iov[j].iov_len - o, TLS_CHUNK - n);
+            for (size_t j = i, o = at; j < cnt && n < TLS_RECORD; j++, o = 0) {
+                size_t k = BK_MIN(iov[j].iov_len - o, TLS_RECORD - n);
                 memcpy(chunk + n, (const char *)iov[j].iov_base + o, k);
                 n += k;
             }
@@ -71,14 +73,16 @@ __attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const stru
             if (at == iov[i].iov_len)
                 i++, at = 0;
         }
+        if ((size_t)w < n)
+            break; /* the socket is full */
         while (i < cnt && iov[i].iov_len == 0)
             i++;
     }
     return (ssize_t)done;
 }
 
-/* tls_sendfile under kTLS; else pread into a fixed buffer and tls_write,
- * until n bytes are sent or the socket is full. */
+/* tls_sendfile under kTLS; else pread into a buffer and tls_write, until
+ * n bytes are taken or the socket is full. */
 __attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, off_t *off,
                                                            size_t n)
 {
@@ -88,7 +92,7 @@ __attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, 
             *off += w;
         return w;
     }
-    char chunk[TLS_CHUNK];
+    char chunk[TLS_FILE_CHUNK];
     size_t done = 0;
     while (done < n) {
         ssize_t r = pread(fd, chunk, BK_MIN(n - done, sizeof chunk), *off);
@@ -104,6 +108,8 @@ __attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, 
             return done && errno == EAGAIN ? (ssize_t)done : -1;
         done += (size_t)w; /* (a short write: the rest is read again) */
         *off += w;
+        if (w < r)
+            break; /* the socket is full */
     }
     return (ssize_t)done;
 }
@@ -129,11 +135,28 @@ static inline ssize_t sock_sendfile(http_conn *c, int fd, off_t *off, size_t n)
     return sendfile(c->io.fd, fd, off, n);
 }
 
-static inline void sock_shutdown_write(http_conn *c)
+/* 1: the write side is shut; 0: TLS records (close_notify) wait to be
+ * sent first (c->fin_due: the lingering sends them, then the FIN). */
+static inline int sock_shutdown_write(http_conn *c)
 {
-    if (BK_UNLIKELY(c->tls))
+    if (BK_UNLIKELY(c->tls)) {
         tls_shutdown(c->tls); /* close_notify before the FIN */
+        if (tls_unsent(c->tls)) {
+            c->fin_due = 1;
+            return 0;
+        }
+    }
     shutdown(c->io.fd, SHUT_WR);
+    return 1;
+}
+
+/* Sends the ciphertext left in the TLS session (coalesced writes): 1 all
+ * sent, 0 the socket is full, -1 error. */
+static inline int sock_flush(http_conn *c)
+{
+    if (BK_LIKELY(!c->tls) || tls_flush(c->tls) == 0)
+        return 1;
+    return errno == EAGAIN ? 0 : -1;
 }
 
 /* What a TLS connection waits for after an EAGAIN: a read may need the
@@ -461,7 +484,8 @@ void http_conn_census(http_worker *hw, http_census *out)
 static int conn_is_idle(const http_conn *c)
 {
     return c->state == CONN_HEAD && c->in_len == c->req_start &&
-           (!c->b || c->b->nsegs == c->b->seg_head) && !c->resp_open;
+           (!c->b || c->b->nsegs == c->b->seg_head) && !c->resp_open &&
+           (!c->tls || !tls_unsent(c->tls)); /* (the last records of a response) */
 }
 
 void http_conn_close_idle(http_worker *hw)
@@ -583,6 +607,9 @@ int http_conn_flush(http_conn *c)
         if ((size_t)n < total)
             return 0;
     }
+    int rc = sock_flush(c); /* the last records, coalesced */
+    if (rc <= 0)
+        return rc;
     c->b->nsegs = c->b->seg_head = 0;
     c->b->out.len = 0;
     return 1;
@@ -643,23 +670,42 @@ void http_conn_arm(http_conn *c, uint64_t ms)
  * bytes with a reset that could destroy the response in flight. */
 void http_conn_close_after_response(http_conn *c)
 {
-    if (!c->must_close || c->state == CONN_LINGER) {
+    if (c->state == CONN_LINGER) {
         http_conn_close(c);
         return;
     }
-    sock_shutdown_write(c);
+    /* TLS: a close_notify that the full socket cannot take now is sent by
+     * lingering, the FIN after it, rather than lost. */
+    if (!c->must_close && (BK_LIKELY(!c->tls) || (tls_shutdown(c->tls), !tls_unsent(c->tls)))) {
+        http_conn_close(c);
+        return;
+    }
+    int shut = sock_shutdown_write(c);
     c->state = CONN_LINGER;
     if (c->in) {
         inbuf_put(c->hw, c->in);
         c->in = NULL;
     }
     c->in_len = c->req_start = 0;
-    loop_io_set(&c->hw->w.loop, &c->io, LOOP_READ);
+    loop_io_set(&c->hw->w.loop, &c->io, shut ? LOOP_READ : LOOP_READ | LOOP_WRITE);
     http_conn_arm(c, c->conf->linger_timeout);
 }
 
-static void conn_linger_read(http_conn *c)
+static void conn_linger_read(http_conn *c, unsigned events)
 {
+    if (BK_UNLIKELY(c->fin_due) && (events & (LOOP_WRITE | LOOP_ERR | LOOP_HUP))) {
+        /* TLS: the close_notify the socket could not take, then the FIN */
+        int rc = sock_flush(c);
+        if (rc < 0) {
+            http_conn_close(c);
+            return;
+        }
+        if (rc > 0) {
+            c->fin_due = 0;
+            shutdown(c->io.fd, SHUT_WR);
+            loop_io_set(&c->hw->w.loop, &c->io, LOOP_READ);
+        }
+    }
     /* Raw bytes, TLS or not: they are thrown away, and the TLS session,
      * its close_notify sent, has nothing more to do. */
     char sink[4096];
@@ -779,7 +825,7 @@ static void conn_io(bk_loop *l, bk_io *io, unsigned events)
     http_conn *c = io->udata;
     c->in_dispatch = 1;
     if (c->state == CONN_LINGER) {
-        conn_linger_read(c);
+        conn_linger_read(c, events);
     } else if (c->write_blocked) {
         /* (a TLS write may wait for the socket to be readable) */
         if ((events & (LOOP_WRITE | LOOP_ERR | LOOP_HUP)) || BK_UNLIKELY(c->tls)) {
@@ -825,6 +871,7 @@ static void conn_tls_start(http_conn *c)
         http_conn_close(c);
         return;
     }
+    tls_buffer_writes(c->tls); /* unless kTLS sends: see tls_sock_writev */
     c->state = CONN_TLS_HANDSHAKE;
     conn_handshake(c);
 }

@@ -376,10 +376,74 @@ static void test_bad_configs_refused_clearly(void **state)
     expect_refused(NULL, NULL, NULL, "needs a certificate file");
 }
 
+/* Coalesced writes: records wait in the buffer until 64 KiB do or
+ * tls_flush; a full socket leaves ciphertext in tls_unsent, sent by the
+ * next tls_flush; the bytes arrive exact and in order; close_notify too. */
+static void test_coalesced_writes(void **state)
+{
+    tls_ctx *t = server_ctx(NULL, 0);
+    SSL_CTX *cc = client_ctx(0);
+    pair p;
+    pair_open(&p, t, cc);
+    tls_buffer_writes(p.s);
+    assert_int_equal(handshake(&p), 1);
+    char buf[4096];
+    memset(buf, 'a', 1000);
+    assert_int_equal(tls_write(p.s, buf, 1000), 1000);
+    assert_true(tls_unsent(p.s) > 1000); /* one record, not sent yet */
+    assert_int_equal(SSL_read(p.c, buf, sizeof buf), -1);
+    assert_int_equal(tls_flush(p.s), 0);
+    assert_int_equal(tls_unsent(p.s), 0);
+    assert_int_equal(SSL_read(p.c, buf, sizeof buf), 1000);
+
+    /* 3 MiB through a socket that takes far less: write until full, then
+     * read some and flush, as a server's event loop would */
+    size_t total = 3 << 20, sent = 0, got = 0;
+    unsigned char *src = malloc(total), *dst = malloc(total);
+    assert_non_null(src);
+    assert_non_null(dst);
+    for (size_t i = 0; i < total; i++)
+        src[i] = (unsigned char)(i * 7 + i / 251);
+    int saw_unsent = 0;
+    for (int rounds = 0; got < total && rounds < 100000; rounds++) {
+        if (tls_flush(p.s) == 0 && sent < total) {
+            ssize_t w = tls_write(p.s, src + sent, total - sent);
+            if (w > 0)
+                sent += (size_t)w;
+            else
+                assert_int_equal(errno, EAGAIN);
+            if (sent == total && tls_flush(p.s) < 0)
+                assert_int_equal(errno, EAGAIN);
+        } else if (tls_unsent(p.s)) {
+            assert_int_equal(errno, EAGAIN);
+            assert_int_equal(tls_want(p.s), TLS_WANT_WRITE);
+            saw_unsent = 1;
+        }
+        int r = SSL_read(p.c, dst + got, (int)(total - got < 7000 ? total - got : 7000));
+        if (r > 0)
+            got += (size_t)r;
+    }
+    assert_true(saw_unsent);
+    assert_int_equal(got, total);
+    assert_memory_equal(src, dst, total);
+    assert_int_equal(tls_unsent(p.s), 0);
+    free(src);
+    free(dst);
+
+    tls_shutdown(p.s);
+    assert_int_equal(tls_unsent(p.s), 0);
+    assert_int_equal(SSL_read(p.c, buf, sizeof buf), 0);
+    assert_int_equal(SSL_get_error(p.c, 0), SSL_ERROR_ZERO_RETURN);
+    pair_close(&p);
+    SSL_CTX_free(cc);
+    tls_ctx_unref(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_handshake_alpn_and_data),
+        cmocka_unit_test(test_coalesced_writes),
         cmocka_unit_test(test_no_common_alpn_goes_on_without),
         cmocka_unit_test(test_old_protocols_refused),
         cmocka_unit_test(test_resumption_by_tickets),
