@@ -388,6 +388,11 @@ static void config_get_cb(void *ud, const char *name, const char *value)
  * option is unknown, -1 with err filled when the value is refused. */
 static int config_set_one(kv_client *c, const char *name, bk_str value, char *err, size_t errlen)
 {
+    if ((strcasecmp(name, "dir") == 0 || strcasecmp(name, "dbfilename") == 0) &&
+        !kv_protected_action_allowed("enable-protected-configs", c->addr)) {
+        snprintf(err, errlen, "can't set protected config");
+        return -1;
+    }
     char *val = kv_strndup(value.p, value.len);
     char **argv = &val;
     int argc = 1;
