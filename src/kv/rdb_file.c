@@ -8,6 +8,7 @@
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/script.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -78,9 +79,21 @@ static void key_delay(int usec)
         usleep((useconds_t)usec);
 }
 
+static uint64_t keys_written; /* by the last write_keyspace (childinfo) */
+
+/* One function library: its opcode and code (Redis 7.0's FUNCTION2). */
+static void out_function(void *ud, const char *code, size_t len)
+{
+    rdb_out *o = ud;
+    unsigned char op = RDB_OPCODE_FUNCTION2;
+    out_bytes(o, &op, 1);
+    rdb_save_string(&o->b, code, len);
+}
+
 static int write_keyspace(rdb_out *o, int with_repl)
 {
     char v[64];
+    uint64_t nkeys = 0;
     out_bytes(o, "REDIS0010", 9);
     out_aux(o, "redis-ver", KV_VERSION);
     out_aux(o, "redis-bits", sizeof(void *) == 8 ? "64" : "32");
@@ -97,6 +110,7 @@ static int write_keyspace(rdb_out *o, int with_repl)
         out_aux(o, "repl-offset", v);
     }
     out_aux(o, "aof-base", "0");
+    function_rdb_each(out_function, o); /* after the aux fields, as Redis */
     for (int d = 0; d < srv.cfg.databases; d++) {
         kv_db *db = &srv.dbs[d];
         if (db_size(db) == 0)
@@ -128,6 +142,7 @@ static int write_keyspace(rdb_out *o, int with_repl)
                 out_flush(o); /* the bytes go out at the slowed pace */
                 key_delay(rdb_key_save_delay);
             }
+            childinfo_progress(++nkeys);
             if (o->failed)
                 break;
         }
@@ -140,6 +155,7 @@ static int write_keyspace(rdb_out *o, int with_repl)
     put_le64(crc, o->crc);
     out_bytes(o, crc, 8);
     out_flush(o); /* (this flush also folds the CRC into o->crc: unused) */
+    keys_written = nkeys;
     return o->failed ? -1 : 0;
 }
 
@@ -185,6 +201,7 @@ int rdb_save_file(const char *path)
         (void)fsync(dfd);
         close(dfd);
     }
+    childinfo_final(keys_written); /* a BGSAVE child's last report */
     return 0;
 }
 
@@ -234,16 +251,6 @@ static int load_aux(rdb_reader *r, int *have)
     }
     kv_free(k);
     kv_free(v);
-    return 0;
-}
-
-static int skip_string(rdb_reader *r)
-{
-    char *s;
-    size_t n;
-    if (rdb_load_string(r, &s, &n) < 0)
-        return -1;
-    kv_free(s);
     return 0;
 }
 
@@ -313,12 +320,21 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
             if (load_aux(&r, &have_repl) < 0)
                 goto short_read;
             continue;
-        case RDB_OPCODE_FUNCTION2:
-            /* A library's code: brisk-kv has no functions to load it into. */
-            if (skip_string(&r) < 0)
+        case RDB_OPCODE_FUNCTION2: {
+            /* A library's code: loaded (a library of its name replaced). */
+            char *code;
+            size_t clen;
+            if (rdb_load_string(&r, &code, &clen) < 0)
                 goto short_read;
-            log_warn("RDB holds a function library: skipped");
+            char ferr[256];
+            int frc = function_rdb_load(code, clen, ferr, sizeof ferr);
+            kv_free(code);
+            if (frc < 0) {
+                snprintf(err, errlen, "Failed loading library: %s", ferr);
+                return -1;
+            }
             continue;
+        }
         case RDB_OPCODE_MODULE_AUX:
             snprintf(err, errlen, "The RDB file contains module AUX data, not supported");
             return -1;

@@ -10,6 +10,7 @@
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/rdb.h"
+#include "kv/script.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -126,6 +127,10 @@ static struct {
     long long xfer_size; /* -1: EOF-mark framing */
     size_t xfer_scanned; /* bytes of R.in searched for the EOF mark */
     int xfer_header;
+    /* a diskless load (repl-diskless-load) in progress: loading (clients
+     * get LOADING) or async loading (swapdb with the master's replid: the
+     * old data is served until the new replaces it) */
+    int xfer_loading, async_loading;
     char eofmark[EOF_MARK_LEN];
     int64_t last_io_ms, down_since_ms, handshake_start_ms;
     kv_client *master;
@@ -397,6 +402,25 @@ static void waiting_remove(kv_client *c)
     }
 }
 
+/* The full-sync child serves no replica any more: a diskless one is
+ * killed at once; a disk one too unless save points make its snapshot
+ * useful (Redis's rules). */
+static void child_useless(void)
+{
+    if (R.child <= 0 || (!R.child_diskless && srv.cfg.save && srv.cfg.save[0]))
+        return;
+    if (R.child_diskless)
+        log_warn("Diskless rdb transfer, last replica dropped, killing fork child.");
+    else
+        log_info("Killing the RDB child of a full sync: no replica waits for it any more");
+    kill(R.child, SIGKILL);
+    waitpid(R.child, NULL, 0);
+    R.child = 0;
+    R.child_n = 0;
+    if (R.child_tmp[0])
+        unlink(R.child_tmp);
+}
+
 void repl_client_closed(kv_client *c)
 {
     if (c->repl_flags & REPL_C_WAITING)
@@ -406,10 +430,17 @@ void repl_client_closed(kv_client *c)
             R.resume[i] = R.resume[--R.nresume];
     if (c->repl_flags & REPL_C_REPLICA) {
         replicas_remove(c);
-        for (int i = 0; i < R.child_n; i++)
-            if (R.child_set[i] == c)
+        int was_waiting = 0, others = 0;
+        for (int i = 0; i < R.child_n; i++) {
+            if (R.child_set[i] == c) {
                 R.child_set[i] = NULL;
+                was_waiting = 1;
+            }
+            others += R.child_set[i] != NULL;
+        }
         log_info("Connection with replica %s lost.", c->addr);
+        if (was_waiting && !others)
+            child_useless();
     }
     if (c->repl_flags & REPL_C_MASTER && c == R.master) {
         /* Keep what we have: the next PSYNC continues from it. */
@@ -526,18 +557,24 @@ static int child_send(int *fds, int n, int diskless, const char *tmp, int stream
         setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     }
     bk_buf img = { 0 };
+    char mark[EOF_MARK_LEN + 1];
+    if (diskless) {
+        /* The header first, as Redis: the replicas know at once that the
+         * transfer started (a diskless load shows loading from here). */
+        random_id(mark);
+        char hdr[64];
+        int k = snprintf(hdr, sizeof hdr, "$EOF:%s\r\n", mark);
+        for (int i = 0; i < n; i++)
+            if (write_fully(fds[i], hdr, (size_t)k) < 0)
+                failed |= 1 << i;
+    }
     if (snapshot_image(stream_db, &img) < 0)
         return (1 << n) - 1;
     if (diskless) {
-        for (int i = 0; i < n; i++) {
-            char mark[EOF_MARK_LEN + 1], hdr[64];
-            random_id(mark);
-            int k = snprintf(hdr, sizeof hdr, "$EOF:%s\r\n", mark);
-            if (write_fully(fds[i], hdr, (size_t)k) < 0 ||
-                write_fully(fds[i], img.data, img.len) < 0 ||
-                write_fully(fds[i], mark, EOF_MARK_LEN) < 0)
+        for (int i = 0; i < n; i++)
+            if (!(failed & (1 << i)) && (write_fully(fds[i], img.data, img.len) < 0 ||
+                                         write_fully(fds[i], mark, EOF_MARK_LEN) < 0))
                 failed |= 1 << i;
-        }
         return failed;
     }
     int fd = open(tmp, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
@@ -646,6 +683,14 @@ static void start_full_sync(void)
 static void child_done(int status)
 {
     int failed = WIFEXITED(status) ? WEXITSTATUS(status) : 0xff;
+    R.child = 0; /* reaped: closing a failed replica below must not kill it again */
+    if (R.child_diskless) {
+        int up = 0;
+        for (int i = 0; i < R.child_n; i++)
+            up += R.child_set[i] && !(failed & (1 << i));
+        if (up)
+            log_info("Diskless rdb transfer, done reading from pipe, %d replicas still up.", up);
+    }
     for (int i = 0; i < R.child_n; i++) {
         kv_client *c = R.child_set[i];
         if (!c)
@@ -925,8 +970,58 @@ static void wait_check(int timeouts)
 
 /* ---- our master: the handshake ---- */
 
+/* Whether the RDB about to come loads "from the socket" as Redis's
+ * repl-diskless-load decides: swapdb always, on-empty-db when we hold no
+ * key. (brisk-kv buffers the RDB either way; this decides what clients
+ * see meanwhile.) */
+static int diskless_load(void)
+{
+    if (strcasecmp(R.diskless_load, "swapdb") == 0)
+        return 1;
+    if (strcasecmp(R.diskless_load, "on-empty-db") != 0)
+        return 0;
+    for (int d = 0; d < srv.cfg.databases; d++)
+        if (db_size(&srv.dbs[d]))
+            return 0;
+    return 1;
+}
+
+static void xfer_loading_begin(void)
+{
+    if (!diskless_load())
+        return;
+    /* Redis streams a diskless load key by key; brisk-kv buffers the RDB
+     * and loads it whole at the end (so it does not log Redis's "Loading
+     * DB in memory" here): clients see loading / async_loading meanwhile. */
+    log_info("MASTER <-> REPLICA sync: diskless load (%s): receiving the RDB, loaded when "
+             "complete", R.diskless_load);
+    if (strcasecmp(R.diskless_load, "swapdb") == 0 && memcmp(R.replid, R.master_replid, 40) == 0) {
+        R.async_loading = 1; /* the old data is the same history: keep serving it */
+        return;
+    }
+    R.xfer_loading = 1;
+    srv.loading = 1;
+    srv.script_timedout = KV_BUSY_LOADING; /* clients get LOADING, as during a load */
+}
+
+static void xfer_loading_end(void)
+{
+    R.async_loading = 0;
+    if (!R.xfer_loading)
+        return;
+    R.xfer_loading = 0;
+    srv.loading = 0;
+    srv.script_timedout = 0;
+}
+
+int repl_async_loading(void)
+{
+    return R.async_loading;
+}
+
 static void link_close(void)
 {
+    xfer_loading_end();
     if (R.fd >= 0) {
         loop_io_stop(&srv.loop, &R.io);
         close(R.fd);
@@ -1071,6 +1166,10 @@ static int rdb_stream_db(const char *data, size_t n)
 
 static void load_transfer(const char *data, size_t n)
 {
+    log_info(R.xfer_loading || R.async_loading
+                 ? "MASTER <-> REPLICA sync: loading the RDB received (diskless load)"
+                 : "MASTER <-> REPLICA sync: Loading DB in memory");
+    xfer_loading_end();
     /* A damaged image is refused before the dataset is emptied: the
      * replica keeps serving what it had (Redis empties it first). */
     if (n >= 9 + 8) {
@@ -1092,6 +1191,7 @@ static void load_transfer(const char *data, size_t n)
         kv_touch_db(&srv.dbs[d]);
     }
     tracking_invalidate_all();
+    function_rdb_flush(); /* the master's libraries replace ours */
     char err[256] = "";
     srv.loading = 1;
     int rc = rdb_load_image((const unsigned char *)data, n, 1, err, sizeof err);
@@ -1254,7 +1354,10 @@ static void link_read(void)
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
-        if (R.state == LS_TRANSFER)
+        if (R.state == LS_TRANSFER && (R.xfer_loading || R.async_loading))
+            log_warn("Internal error in RDB reading from the master's socket: unexpected EOF "
+                     "after %zu bytes (diskless load); the old dataset is kept", R.in.len);
+        else if (R.state == LS_TRANSFER)
             log_warn("I/O error trying to sync with MASTER: connection lost after %zu bytes of "
                      "the RDB; the dataset is kept", R.in.len);
         link_fail(n == 0 ? "connection closed" : strerror(errno));
@@ -1319,6 +1422,7 @@ static void link_read(void)
         R.xfer_header = 0;
         log_info("MASTER <-> REPLICA sync: receiving %s",
                  R.xfer_size < 0 ? "streamed RDB" : "bulk RDB");
+        xfer_loading_begin();
     }
     if (R.state == LS_TRANSFER && !R.xfer_header)
         transfer_progress();
@@ -1812,10 +1916,13 @@ int repl_no_expire(void)
 
 void repl_master_error(kv_client *c, const char *msg)
 {
-    if (!(c->repl_flags & REPL_C_MASTER))
-        return;
-    log_warn("== CRITICAL == This replica is sending an error to its master: '%s' after "
-             "processing the command '%s'", msg, c->cmd ? c->cmd->name : "<unknown>");
+    const kv_cmd *cmd = c->cmd ? c->cmd : c->lastcmd;
+    if (c->repl_flags & REPL_C_MASTER)
+        log_warn("== CRITICAL == This replica is sending an error to its master: '%s' after "
+                 "processing the command '%s'", msg, cmd ? cmd->name : "<unknown>");
+    else if (c->repl_flags & REPL_C_REPLICA)
+        log_warn("== CRITICAL == This master is sending an error to its replica: '%s' after "
+                 "processing the command '%s'", msg, cmd ? cmd->name : "<unknown>");
 }
 
 void repl_replica_replied(kv_client *c)
@@ -1826,10 +1933,11 @@ void repl_replica_replied(kv_client *c)
                                               "memory", "script", "function", "command", "acl",
                                               "slowlog", "latency", "pubsub", "cluster", "module" };
     char name[96] = "<unknown>";
-    if (c->cmd) {
-        snprintf(name, sizeof name, "%s", c->cmd->name);
+    const kv_cmd *cmd = c->cmd ? c->cmd : c->lastcmd; /* a rejected command has no c->cmd */
+    if (cmd) {
+        snprintf(name, sizeof name, "%s", cmd->name);
         for (size_t i = 0; i < BK_ARRAY_LEN(containers) && c->argc > 1; i++) {
-            if (strcmp(c->cmd->name, containers[i]) == 0) {
+            if (strcmp(cmd->name, containers[i]) == 0) {
                 size_t k = strlen(name);
                 int n = (int)BK_MIN(c->argv[1].len, sizeof name - k - 2);
                 snprintf(name + k, sizeof name - k, "|%.*s", n, c->argv[1].p);
@@ -1943,7 +2051,12 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
     if (c->repl_flags & REPL_C_MASTER)
         return 0;
     const char *err = NULL;
-    if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !(cmd->flags & CMD_STALE))
+    if (BK_UNLIKELY(R.async_loading) &&
+        (cmd->proc == replicaof_command || cmd->proc == sync_command ||
+         cmd->proc == save_command || cmd->proc == bgsave_command ||
+         cmd->proc == bgrewriteaof_command))
+        err = "LOADING Redis is loading the dataset in memory"; /* Redis's no-async-loading */
+    else if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !(cmd->flags & CMD_STALE))
         err = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
     else if (R.host && R.read_only && (cmd->flags & CMD_WRITE))
         err = "READONLY You can't write against a read only replica.";

@@ -832,6 +832,13 @@ void kv_call(kv_client *c)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
+    /* A replica's link carries the stream: it may not read or write keys
+     * (Redis's rejection; the error is logged and the replica dropped). */
+    if (BK_UNLIKELY(c->repl_flags & REPL_C_REPLICA) && (cmd->flags & (CMD_READONLY | CMD_WRITE))) {
+        srv.cmd_stats[cmd - kv_commands].rejected++;
+        reply_error(c, "ERR Replica can't interact with the keyspace");
+        return;
+    }
     if (BK_UNLIKELY(repl_guard) && repl_deny(c, cmd))
         return;
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {

@@ -822,6 +822,8 @@ void repl_debug_replicate(kv_client *c); /* DEBUG REPLICATE cmd args...: stream 
 void dump_flushall(void);
 /* A full-sync RDB child runs (INFO rdb_bgsave_in_progress counts it, as Redis). */
 int repl_rdb_child_running(void);
+/* A swapdb diskless load keeps serving the old data (INFO async_loading). */
+int repl_async_loading(void);
 /* An error reply to our master (its replies are dropped): logged as
  * Redis's "== CRITICAL ==" line, so a diverging replica shows in the log. */
 void repl_master_error(kv_client *c, const char *msg);
