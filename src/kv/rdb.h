@@ -166,6 +166,32 @@ extern rdb_repl_aux rdb_loaded_repl;
  * slept per key written / loaded; negative -N sleeps 1 us every N keys. */
 extern int rdb_key_save_delay, rdb_key_load_delay;
 
+/* A load that takes the RDB as it arrives (a replica's diskless load):
+ * keys go into dbs[0..ndbs) (a replica's spare set, swapped in when the
+ * load is done); function libraries are kept until rdb_stream_functions
+ * installs them in place of the current ones. rdb_stream_feed parses the
+ * whole items in p[0..n) (stopping past max_bytes, so the event loop gets
+ * a turn) and says in *used how many bytes it took: 1 when the EOF opcode
+ * and checksum were read, 0 for more, -1 with err (final: no more bytes
+ * come, so an item cut short is an error). */
+typedef struct rdb_stream {
+    kv_db *dbs;
+    int ndbs, header, ver, db, have_repl;
+    int64_t expire;
+    uint64_t crc;
+    size_t loaded;
+    struct {
+        char *code;
+        size_t len;
+    } *funcs;
+    int nfuncs;
+} rdb_stream;
+void rdb_stream_init(rdb_stream *s, kv_db *dbs, int ndbs);
+int rdb_stream_feed(rdb_stream *s, const unsigned char *p, size_t n, int final, size_t max_bytes,
+                    size_t *used, char *err, size_t errlen);
+int rdb_stream_functions(rdb_stream *s, char *err, size_t errlen);
+void rdb_stream_free(rdb_stream *s);
+
 /* childinfo.c: a BGSAVE child's progress and copy-on-write size, sent to
  * the parent over a pipe (INFO persistence's current_* fields). The parent
  * calls childinfo_open before fork, then childinfo_in_child (child) or

@@ -131,6 +131,14 @@ static struct {
      * get LOADING) or async loading (swapdb with the master's replid: the
      * old data is served until the new replaces it) */
     int xfer_loading, async_loading;
+    /* that load, key by key as the RDB comes, into a spare set of dbs
+     * swapped in at the end (the old data stays until then) */
+    int streaming, read_held;
+    rdb_stream stream;
+    kv_db *spare;
+    size_t xfer_fed;   /* RDB bytes parsed and dropped from R.in */
+    size_t feed_retry; /* parse again once this many bytes wait (an item cut short) */
+    bk_timer feed_timer;
     char eofmark[EOF_MARK_LEN];
     int64_t last_io_ms, down_since_ms, handshake_start_ms;
     kv_client *master;
@@ -990,11 +998,13 @@ static void xfer_loading_begin(void)
 {
     if (!diskless_load())
         return;
-    /* Redis streams a diskless load key by key; brisk-kv buffers the RDB
-     * and loads it whole at the end (so it does not log Redis's "Loading
-     * DB in memory" here): clients see loading / async_loading meanwhile. */
-    log_info("MASTER <-> REPLICA sync: diskless load (%s): receiving the RDB, loaded when "
-             "complete", R.diskless_load);
+    log_info("MASTER <-> REPLICA sync: Loading DB in memory");
+    R.spare = kv_malloc((size_t)srv.cfg.databases * sizeof *R.spare);
+    for (int d = 0; d < srv.cfg.databases; d++)
+        db_init(&R.spare[d], d);
+    rdb_stream_init(&R.stream, R.spare, srv.cfg.databases);
+    R.streaming = 1;
+    R.feed_retry = 0;
     if (strcasecmp(R.diskless_load, "swapdb") == 0 && memcmp(R.replid, R.master_replid, 40) == 0) {
         R.async_loading = 1; /* the old data is the same history: keep serving it */
         return;
@@ -1004,8 +1014,24 @@ static void xfer_loading_begin(void)
     srv.script_timedout = KV_BUSY_LOADING; /* clients get LOADING, as during a load */
 }
 
+static void stream_discard(void)
+{
+    if (!R.streaming)
+        return;
+    R.streaming = 0;
+    rdb_stream_free(&R.stream);
+    for (int d = 0; d < srv.cfg.databases; d++)
+        db_free(&R.spare[d]);
+    kv_free(R.spare);
+    R.spare = NULL;
+    if (timer_active(&R.feed_timer))
+        timer_stop(&srv.loop, &R.feed_timer);
+    R.read_held = 0;
+}
+
 static void xfer_loading_end(void)
 {
+    stream_discard();
     R.async_loading = 0;
     if (!R.xfer_loading)
         return;
@@ -1164,6 +1190,8 @@ static int rdb_stream_db(const char *data, size_t n)
     return db;
 }
 
+static void transfer_loaded(int stream_db);
+
 static void load_transfer(const char *data, size_t n)
 {
     log_info(R.xfer_loading || R.async_loading
@@ -1205,6 +1233,12 @@ static void load_transfer(const char *data, size_t n)
         return;
     }
     log_info("MASTER <-> REPLICA sync: Finished with success");
+    transfer_loaded(stream_db);
+}
+
+/* After a full sync's load: the master's history becomes ours. */
+static void transfer_loaded(int stream_db)
+{
     memcpy(R.replid, R.master_replid, 41);
     memcpy(R.replid2, ZERO_ID, 41);
     R.second_offset = -1;
@@ -1232,9 +1266,15 @@ static void load_transfer(const char *data, size_t n)
         aof_set_enabled(0), aof_set_enabled(1);
 }
 
+static void stream_progress(void);
+
 /* The RDB bytes so far are in R.in (after the header). */
 static void transfer_progress(void)
 {
+    if (R.streaming) {
+        stream_progress();
+        return;
+    }
     if (R.xfer_size >= 0) {
         if ((long long)R.in.len < R.xfer_size)
             return;
@@ -1267,6 +1307,123 @@ static void transfer_progress(void)
         kv_client_process_input(R.master);
     }
     buf_free(&rest);
+}
+
+/* Unparsed RDB bytes a streaming load lets wait before it stops reading
+ * the socket (the master then waits: its transfer goes at our pace). */
+#define STREAM_HOLD (4u << 20)
+
+static void feed_cb(bk_loop *l, bk_timer *t)
+{
+    (void)l;
+    (void)t;
+    if (R.streaming)
+        stream_progress();
+}
+
+/* The streamed load is complete: the spare dbs take the place of ours. */
+static void stream_commit(void)
+{
+    char err[256];
+    for (int d = 0; d < srv.cfg.databases; d++) {
+        kv_db *x = &srv.dbs[d], *y = &R.spare[d];
+        kv_touch_flushed_db(x, y);
+        keytab tk = x->keys;
+        x->keys = y->keys;
+        y->keys = tk;
+        kv_entry **tv = x->vol;
+        size_t tl = x->vol_len, tc = x->vol_cap;
+        x->vol = y->vol;
+        x->vol_len = y->vol_len;
+        x->vol_cap = y->vol_cap;
+        y->vol = tv;
+        y->vol_len = tl;
+        y->vol_cap = tc;
+        blocking_signal_db(x);
+    }
+    tracking_invalidate_all();
+    if (rdb_stream_functions(&R.stream, err, sizeof err) < 0)
+        log_warn("MASTER <-> REPLICA sync: a function library of the master did not load: %s",
+                 err);
+    int stream_db = rdb_loaded_repl.stream_db;
+    xfer_loading_end(); /* frees the spare set, now holding the old data */
+    log_info("MASTER <-> REPLICA sync: Finished with success");
+    bk_buf rest = { 0 };
+    if (R.in.len)
+        buf_append(&rest, R.in.data, R.in.len);
+    transfer_loaded(stream_db);
+    if (rest.len && R.master) {
+        buf_append(&R.master->rbuf, rest.data, rest.len);
+        kv_client_process_input(R.master);
+    }
+    buf_free(&rest);
+}
+
+static void stream_consume(size_t n)
+{
+    memmove(R.in.data, R.in.data + n, R.in.len - n);
+    R.in.len -= n;
+    R.xfer_scanned = R.xfer_scanned > n ? R.xfer_scanned - n : 0;
+}
+
+/* Parses what came of the RDB (a turn's worth: loading-process-events-
+ * interval-bytes), then lets the event loop run; reading the socket waits
+ * while STREAM_HOLD bytes are unparsed. */
+static void stream_progress(void)
+{
+    size_t avail, end = 0;
+    int final = 0;
+    if (R.xfer_size >= 0) {
+        size_t left = (size_t)R.xfer_size - R.xfer_fed;
+        final = R.in.len >= left;
+        avail = final ? left : R.in.len;
+        end = left;
+    } else {
+        size_t from = R.xfer_scanned > EOF_MARK_LEN ? R.xfer_scanned - EOF_MARK_LEN : 0;
+        R.xfer_scanned = R.in.len;
+        char *m = R.in.len > from ? memmem(R.in.data + from, R.in.len - from, R.eofmark,
+                                           EOF_MARK_LEN)
+                                  : NULL;
+        final = m != NULL;
+        avail = m ? (size_t)(m - R.in.data) : R.in.len > EOF_MARK_LEN ? R.in.len - EOF_MARK_LEN : 0;
+        end = avail + EOF_MARK_LEN;
+    }
+    if (!final && avail < R.feed_retry)
+        return;
+    long long turn = repl_loading_events_interval();
+    if (turn <= 0)
+        turn = 2097152;
+    size_t used;
+    char err[256] = "";
+    int rc = rdb_stream_feed(&R.stream, (const unsigned char *)R.in.data, avail, final,
+                             (size_t)turn, &used, err, sizeof err);
+    if (rc < 0) {
+        log_warn("Internal error in RDB reading from the master's socket: %s (diskless load); "
+                 "the old dataset is kept", err);
+        link_fail("bad RDB");
+        return;
+    }
+    if (rc == 1) {
+        stream_consume(R.xfer_size >= 0 ? used : end); /* and the EOF mark */
+        stream_commit();
+        return;
+    }
+    R.xfer_fed += used;
+    stream_consume(used);
+    avail -= used;
+    /* Stopped for the turn's budget: more after the loop's turn. Else an
+     * item is cut short: parse again when twice its bytes are here. */
+    int budget = used >= (size_t)turn;
+    R.feed_retry = budget ? 0 : avail * 2 + 1;
+    if (budget && !timer_active(&R.feed_timer)) {
+        timer_init(&R.feed_timer, feed_cb, NULL);
+        timer_start(&srv.loop, &R.feed_timer, 0);
+    }
+    int hold = budget && R.in.len >= STREAM_HOLD;
+    if (hold != R.read_held && R.fd >= 0) {
+        R.read_held = hold;
+        loop_io_set(&srv.loop, &R.io, hold ? 0 : LOOP_READ);
+    }
 }
 
 /* One reply line of the handshake (without CRLF). */
@@ -1420,6 +1577,7 @@ static void link_read(void)
         memmove(R.in.data, nl + 1, R.in.len - used);
         R.in.len -= used;
         R.xfer_header = 0;
+        R.xfer_fed = 0;
         log_info("MASTER <-> REPLICA sync: receiving %s",
                  R.xfer_size < 0 ? "streamed RDB" : "bulk RDB");
         xfer_loading_begin();
