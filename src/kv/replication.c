@@ -10,8 +10,8 @@
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/rdb.h"
-#include "kv/script.h"
 #include "kv/reply.h"
+#include "kv/script.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -429,6 +431,25 @@ static void child_useless(void)
         unlink(R.child_tmp);
 }
 
+void repl_flushall(void)
+{
+    if (R.child <= 0)
+        return;
+    /* Its snapshot is stale: the replicas it served start over (Redis kills
+     * any RDB child on FLUSHALL). */
+    log_warn("Background RDB transfer terminated by FLUSHALL: its replicas resync");
+    kill(R.child, SIGKILL);
+    waitpid(R.child, NULL, 0);
+    R.child = 0;
+    int n = R.child_n;
+    R.child_n = 0;
+    for (int i = 0; i < n; i++)
+        if (R.child_set[i])
+            kv_client_close(R.child_set[i]);
+    if (R.child_tmp[0])
+        unlink(R.child_tmp);
+}
+
 void repl_client_closed(kv_client *c)
 {
     if (c->repl_flags & REPL_C_WAITING)
@@ -686,6 +707,8 @@ static void start_full_sync(void)
     R.child_diskless = diskless;
     log_info("Starting BGSAVE for SYNC with target: %s (pid %d, %d replica(s))",
              diskless ? "replicas sockets" : "disk", (int)pid, live);
+    if (diskless)
+        log_info("Background RDB transfer started by pid %d", (int)pid);
 }
 
 static void child_done(int status)
@@ -1979,6 +2002,28 @@ static void refresh_good(void)
     R.good = good;
 }
 
+/* The sync child writes the RDB to the replicas' sockets itself: a replica
+ * whose socket has unsent bytes that did not move for repl-timeout is cut
+ * (shutdown reaches the child's copy of the socket too, so the child goes
+ * on with the others), as Redis drops a replica that stops reading. */
+static void child_replica_timeouts(void)
+{
+    for (int i = 0; i < R.child_n; i++) {
+        kv_client *c = R.child_set[i];
+        int outq = 0;
+        if (!c || c->fd < 0 || ioctl(c->fd, SIOCOUTQ, &outq) < 0)
+            continue;
+        if (outq != c->repl_outq || outq == 0 || !c->repl_outq_ms) {
+            c->repl_outq = outq;
+            c->repl_outq_ms = srv.now_ms;
+        } else if (srv.now_ms - c->repl_outq_ms > (int64_t)R.timeout * 1000) {
+            log_warn("Disconnecting timedout replica (full sync): %s", c->addr);
+            shutdown(c->fd, SHUT_RDWR);
+            kv_client_close(c);
+        }
+    }
+}
+
 void repl_cron(void)
 {
     if (R.child > 0) {
@@ -1986,6 +2031,8 @@ void repl_cron(void)
         pid_t pid = waitpid(R.child, &status, WNOHANG);
         if (pid == R.child)
             child_done(status);
+        else
+            child_replica_timeouts();
     }
     /* Diskless: wait repl-diskless-sync-delay for more replicas to arrive. */
     int waiting = 0;

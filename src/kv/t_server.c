@@ -126,6 +126,7 @@ void flushall_command(kv_client *c)
     }
     kv_dirty(1);
     dump_flushall();
+    repl_flushall();
     reply_ok(c);
 }
 

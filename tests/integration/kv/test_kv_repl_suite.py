@@ -218,16 +218,16 @@ def test_streamed_diskless_load_paces_the_master(kv_factory, mode):
         mc.rpush(f"l{i}", "a", i)
         mc.setex(f"e{i}", 1000, "v")
     mc.function_load(LIB2)
-    r = kv_factory("--repl-diskless-load", mode, "--key-load-delay", "100",
+    r = kv_factory("--repl-diskless-load", mode, "--key-load-delay", "300",
                    "--loading-process-events-interval-bytes", "65536",
                    "--enable-debug-command", "yes")
     rc = r.client()
     rc.replicaof("127.0.0.1", m.port)
-    wait_for(lambda: info(rc, "persistence")["loading"] == 1, 10, "loading")
+    wait_for(lambda: info(rc, "persistence")["loading"] == 1, 30, "loading")
     assert "Loading DB in memory" in r.output()
     time.sleep(0.5)
     # the replica is still loading and answers INFO meanwhile; the master's
-    # child still waits on it (12000 keys x 100 us is over a second)
+    # child still waits on it (12000 keys x 300 us is over 3 seconds)
     assert info(rc, "persistence")["loading"] == 1
     assert info(mc, "persistence")["rdb_bgsave_in_progress"] == 1
     wait_link_up(rc)
@@ -299,3 +299,30 @@ def test_streamed_load_of_a_bad_rdb_keeps_the_data(kv_factory, payload):
     else:
         assert "Internal error in RDB" in out, out[-2000:]
         assert rc.get("mine") == b"1"
+
+
+def test_stalled_replica_is_cut_from_a_full_sync(kv_factory):
+    """The suite's 'diskless timeout replicas drop during rdb pipe': a replica
+    that stops reading mid-transfer (SIGSTOP) is dropped after repl-timeout
+    and the other one still gets the whole dataset."""
+    import signal as sig
+    m = kv_factory("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "1",
+                   "--repl-diskless-sync-max-replicas", "2", "--rdbcompression", "no",
+                   "--enable-debug-command", "yes")
+    mc = m.client()
+    mc.execute_command("DEBUG", "POPULATE", 20000, "test", 10000)
+    slow = kv_factory("--repl-diskless-load", "swapdb", "--key-load-delay", "100")
+    fast = kv_factory("--enable-debug-command", "yes")
+    slow.client().replicaof("127.0.0.1", m.port)
+    fast.client().replicaof("127.0.0.1", m.port)
+    wait_for(lambda: "Loading DB in memory" in slow.output(), 30, "the slow load")
+    mc.config_set("repl-timeout", 2)
+    slow.proc.send_signal(sig.SIGSTOP)
+    try:
+        wait_for(lambda: "Disconnecting timedout replica (full sync)" in m.output(), 40, "the cut")
+        wait_for(lambda: info(mc, "persistence")["rdb_bgsave_in_progress"] == 0, 60, "child end")
+        wait_link_up(fast.client())
+        assert "done reading from pipe, 1 replicas still up" in m.output()
+        assert fast.client().execute_command("DEBUG", "DIGEST") == mc.execute_command("DEBUG", "DIGEST")
+    finally:
+        slow.proc.send_signal(sig.SIGCONT)
