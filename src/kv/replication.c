@@ -197,8 +197,11 @@ static void update_flags(void)
     repl_guard = R.host != NULL || R.min_to_write > 0 || misconf();
 }
 
+static void stream_discard(void);
+
 static void repl_at_exit(void)
 {
+    stream_discard(); /* a diskless load in progress: its spare dbs */
     if (R.child > 0) {
         kill(R.child, SIGKILL);
         waitpid(R.child, NULL, 0);

@@ -204,6 +204,7 @@ def test_useless_sync_child_is_killed(kv_factory, real):
     assert not list(m.dir.glob("temp-*.rdb"))
 
 
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("mode", ["swapdb", "on-empty-db"])
 def test_streamed_diskless_load_paces_the_master(kv_factory, mode):
     """A diskless load takes the RDB key by key as it comes (key-load-delay
@@ -213,12 +214,12 @@ def test_streamed_diskless_load_paces_the_master(kv_factory, mode):
     m = kv_factory("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
                    "--rdbcompression", "no", "--enable-debug-command", "yes")
     mc = m.client()
-    mc.execute_command("DEBUG", "POPULATE", 12000, "test", 10000)
+    mc.execute_command("DEBUG", "POPULATE", 3000, "test", 10000)
     for i in range(100):
         mc.rpush(f"l{i}", "a", i)
         mc.setex(f"e{i}", 1000, "v")
     mc.function_load(LIB2)
-    r = kv_factory("--repl-diskless-load", mode, "--key-load-delay", "300",
+    r = kv_factory("--repl-diskless-load", mode, "--key-load-delay", "1000",
                    "--loading-process-events-interval-bytes", "65536",
                    "--enable-debug-command", "yes")
     rc = r.client()
@@ -227,11 +228,13 @@ def test_streamed_diskless_load_paces_the_master(kv_factory, mode):
     assert "Loading DB in memory" in r.output()
     time.sleep(0.5)
     # the replica is still loading and answers INFO meanwhile; the master's
-    # child still waits on it (12000 keys x 300 us is over 3 seconds)
+    # child still waits on it (3000 keys x 1 ms is over 3 seconds)
     assert info(rc, "persistence")["loading"] == 1
     assert info(mc, "persistence")["rdb_bgsave_in_progress"] == 1
     wait_link_up(rc)
-    assert rc.execute_command("DEBUG", "DIGEST") == mc.execute_command("DEBUG", "DIGEST")
+    digest = [c.execute_command("DEBUG", "DIGEST")
+              for c in (r.client(socket_timeout=300), m.client(socket_timeout=300))]
+    assert digest[0] == digest[1]
     assert rc.ttl("e5") > 900 and codes(rc) == [LIB2.encode()]
     assert "Finished with success" in r.output()
 
@@ -301,6 +304,7 @@ def test_streamed_load_of_a_bad_rdb_keeps_the_data(kv_factory, payload):
         assert rc.get("mine") == b"1"
 
 
+@pytest.mark.timeout(180)
 def test_stalled_replica_is_cut_from_a_full_sync(kv_factory):
     """The suite's 'diskless timeout replicas drop during rdb pipe': a replica
     that stops reading mid-transfer (SIGSTOP) is dropped after repl-timeout
@@ -310,7 +314,7 @@ def test_stalled_replica_is_cut_from_a_full_sync(kv_factory):
                    "--repl-diskless-sync-max-replicas", "2", "--rdbcompression", "no",
                    "--enable-debug-command", "yes")
     mc = m.client()
-    mc.execute_command("DEBUG", "POPULATE", 20000, "test", 10000)
+    mc.execute_command("DEBUG", "POPULATE", 3000, "test", 10000)  # 30 MB: past the socket buffers
     slow = kv_factory("--repl-diskless-load", "swapdb", "--key-load-delay", "100")
     fast = kv_factory("--enable-debug-command", "yes")
     slow.client().replicaof("127.0.0.1", m.port)
@@ -323,6 +327,8 @@ def test_stalled_replica_is_cut_from_a_full_sync(kv_factory):
         wait_for(lambda: info(mc, "persistence")["rdb_bgsave_in_progress"] == 0, 60, "child end")
         wait_link_up(fast.client())
         assert "done reading from pipe, 1 replicas still up" in m.output()
-        assert fast.client().execute_command("DEBUG", "DIGEST") == mc.execute_command("DEBUG", "DIGEST")
+        digest = [c.execute_command("DEBUG", "DIGEST")
+                  for c in (fast.client(socket_timeout=300), m.client(socket_timeout=300))]
+        assert digest[0] == digest[1]
     finally:
         slow.proc.send_signal(sig.SIGCONT)
