@@ -38,6 +38,7 @@
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <time.h>
 #include <unistd.h>
 
 int repl_feeding;
@@ -434,23 +435,23 @@ static void child_useless(void)
         unlink(R.child_tmp);
 }
 
+static void child_done(int status);
+
 void repl_flushall(void)
 {
     if (R.child <= 0)
         return;
     /* Its snapshot is stale: the replicas it served start over (Redis kills
      * any RDB child on FLUSHALL). */
-    log_warn("Background RDB transfer terminated by FLUSHALL: its replicas resync");
-    kill(R.child, SIGKILL);
-    waitpid(R.child, NULL, 0);
-    R.child = 0;
-    int n = R.child_n;
-    R.child_n = 0;
-    for (int i = 0; i < n; i++)
-        if (R.child_set[i])
-            kv_client_close(R.child_set[i]);
-    if (R.child_tmp[0])
-        unlink(R.child_tmp);
+    int status;
+    if (waitpid(R.child, &status, WNOHANG) != R.child) {
+        log_warn("Background RDB transfer terminated by FLUSHALL: its replicas resync");
+        kill(R.child, SIGKILL);
+        waitpid(R.child, &status, 0);
+        if (R.child_tmp[0])
+            unlink(R.child_tmp);
+    }
+    child_done(status); /* a child that had finished still counts */
 }
 
 void repl_client_closed(kv_client *c)
@@ -1392,10 +1393,11 @@ static void stream_consume(size_t n)
     R.xfer_scanned = R.xfer_scanned > n ? R.xfer_scanned - n : 0;
 }
 
-/* Parses what came of the RDB (a turn's worth: loading-process-events-
- * interval-bytes), then lets the event loop run; reading the socket waits
- * while STREAM_HOLD bytes are unparsed. */
-static void stream_progress(void)
+/* One turn of a streaming load: parses what came of the RDB, at most
+ * loading-process-events-interval-bytes. Returns 1 when more is waiting to
+ * be parsed, 0 when it waits for bytes, -1 when the load ended (done or
+ * failed). */
+static int stream_step(void)
 {
     size_t avail, end = 0;
     int final = 0;
@@ -1415,7 +1417,7 @@ static void stream_progress(void)
         end = avail + EOF_MARK_LEN;
     }
     if (!final && avail < R.feed_retry)
-        return;
+        return 0;
     long long turn = repl_loading_events_interval();
     if (turn <= 0)
         turn = 2097152;
@@ -1427,25 +1429,46 @@ static void stream_progress(void)
         log_warn("Internal error in RDB reading from the master's socket: %s (diskless load); "
                  "the old dataset is kept", err);
         link_fail("bad RDB");
-        return;
+        return -1;
     }
     if (rc == 1) {
         stream_consume(R.xfer_size >= 0 ? used : end); /* and the EOF mark */
         stream_commit();
-        return;
+        return -1;
     }
     R.xfer_fed += used;
     stream_consume(used);
     avail -= used;
-    /* Stopped for the turn's budget: more after the loop's turn. Else an
-     * item is cut short: parse again when twice its bytes are here. */
+    /* Stopped for the turn's budget: more to parse. Else an item is cut
+     * short: parse again when twice its bytes are here. */
     int budget = used >= (size_t)turn;
     R.feed_retry = budget ? 0 : avail * 2 + 1;
-    if (budget && !timer_active(&R.feed_timer)) {
+    return budget;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Turns of the streaming load for up to 5 ms, then the event loop runs
+ * (clients get their LOADING / async-loading answers); a timer continues.
+ * Reading the socket waits while STREAM_HOLD bytes are unparsed. */
+static void stream_progress(void)
+{
+    int64_t t0 = mono_ms();
+    int more;
+    while ((more = stream_step()) == 1 && mono_ms() - t0 < 5)
+        ;
+    if (more < 0 || !R.streaming)
+        return;
+    if (more && !timer_active(&R.feed_timer)) {
         timer_init(&R.feed_timer, feed_cb, NULL);
-        timer_start(&srv.loop, &R.feed_timer, 0);
+        timer_start(&srv.loop, &R.feed_timer, 1); /* 1: after the I/O of the next turn */
     }
-    int hold = budget && R.in.len >= STREAM_HOLD;
+    int hold = more && R.in.len >= STREAM_HOLD;
     if (hold != R.read_held && R.fd >= 0) {
         R.read_held = hold;
         loop_io_set(&srv.loop, &R.io, hold ? 0 : LOOP_READ);
