@@ -141,6 +141,7 @@ static struct {
     kv_db *spare;
     size_t xfer_fed;   /* RDB bytes parsed and dropped from R.in */
     size_t feed_retry; /* parse again once this many bytes wait (an item cut short) */
+    int64_t retry_at_ms; /* no reconnection before (a broken full sync) */
     bk_timer feed_timer;
     char eofmark[EOF_MARK_LEN];
     int64_t last_io_ms, down_since_ms, handshake_start_ms;
@@ -1088,6 +1089,10 @@ static void link_close(void)
 static void link_fail(const char *why)
 {
     log_warn("Master link to %s:%d: %s", R.host, R.port, why);
+    /* A full sync that broke off is retried on the next second's cron, as
+     * Redis's replica does (not at once: the master just lost a child) */
+    if (R.state == LS_TRANSFER)
+        R.retry_at_ms = srv.now_ms + 1000;
     link_close();
     R.state = LS_CONNECT;
     if (R.fo_state == FO_IN_PROGRESS)
@@ -2074,7 +2079,7 @@ void repl_cron(void)
                     (R.diskless_max && waiting >= R.diskless_max)))
         start_full_sync();
     if (R.host) {
-        if (R.state == LS_CONNECT)
+        if (R.state == LS_CONNECT && srv.now_ms >= R.retry_at_ms)
             link_connect();
         else if (R.state != LS_CONNECTED && R.state != LS_NONE &&
                  srv.now_ms - R.last_io_ms > (int64_t)R.timeout * 1000)
