@@ -114,9 +114,10 @@ def wait_port(port: int, timeout: float = 10.0) -> bool:
 def run_one(suite: Path, binary: str, is_redis: bool, test: str, timeout: int, tmp: Path) -> dict:
     port = free_port()
     data = Path(tempfile.mkdtemp(dir=tmp))
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data)]
-    if is_redis:
-        argv += ["--save", "", "--appendonly", "no"]
+    # Both servers alike: no save points (the default has some since brisk-kv
+    # follows Redis 7.0's), no AOF.
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
+            "--save", "", "--appendonly", "no"]
     with open(data / "server.log", "wb") as logf:
         srv = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT)
     try:

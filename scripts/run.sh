@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 kv_pid=""
 if [ -x "$bin/brisk-kv" ]; then
   mkdir -p build/run
-  "$bin/brisk-kv" --port 6379 --dir build/run &
+  "$bin/brisk-kv" --port 6379 --dir build/run --save "" &
   kv_pid=$!
   echo "brisk-kv: redis-cli -p 6379 (data in build/run/)"
 fi

@@ -524,6 +524,8 @@ const kv_cmd kv_commands[] = {
       "An internal command for configuring the replication stream.", "3.0.0", NULL, "@admin @slow @dangerous" },
     { "failover", -1, CMD_ADMIN | CMD_NOSCRIPT | CMD_STALE, failover_command, 0, 0, 0, "server",
       "Start a coordinated failover between this server and one of its replicas.", "6.2.0", NULL, "@admin @slow @dangerous" },
+    { "lolwut", -1, CMD_READONLY | CMD_FAST, lolwut_command, 0, 0, 0, "server",
+      "Display some computer art and the Redis version", "5.0.0", NULL, "@read @fast" },
     /* -- end repl -- */
 };
 

@@ -143,6 +143,26 @@ const char *kv_config_noop_str(const char *name)
     return NULL;
 }
 
+static const char *protected_action_names[] = { "no", "yes", "local" };
+
+static int is_protected_action_option(const char *name)
+{
+    return strcasecmp(name, "enable-debug-command") == 0 ||
+           strcasecmp(name, "enable-protected-configs") == 0 ||
+           strcasecmp(name, "enable-module-command") == 0;
+}
+
+int kv_protected_action_allowed(const char *option, const char *addr)
+{
+    const char *v = kv_config_noop_str(option);
+    if (!v || strcmp(v, "no") == 0)
+        return 0;
+    if (strcmp(v, "yes") == 0)
+        return 1;
+    /* local: Redis compares the peer address with 127.0.0.1 and ::1 */
+    return strncmp(addr, "127.0.0.1:", 10) == 0 || strncmp(addr, "[::1]:", 6) == 0;
+}
+
 const char *kv_policy_name(enum kv_policy p) { return policy_names[p]; }
 const char *kv_fsync_name(enum kv_fsync f) { return fsync_names[f]; }
 
@@ -179,7 +199,7 @@ void kv_config_defaults(kv_config *cfg)
     cfg->aof_load_truncated = 1;
     cfg->loglevel = 2; /* LOG_INFO */
     cfg->logfile = xstrdup("");
-    cfg->save = xstrdup("");
+    cfg->save = xstrdup("3600 1 300 100 60 10000"); /* Redis 7.0's save points */
     cfg->timeout = 0;
     cfg->tcp_backlog = 511;
     cfg->active_expire_effort = 1;
@@ -499,6 +519,21 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
                 if (argc != 1) {
                     snprintf(err, errlen, "wrong number of arguments");
                     return -1;
+                }
+                if (is_protected_action_option(name)) {
+                    /* security switches: the config file or command line only */
+                    int k = at_runtime ? -1
+                                       : pick(argv[0], protected_action_names,
+                                              BK_ARRAY_LEN(protected_action_names));
+                    if (at_runtime)
+                        snprintf(err, errlen, "can't set immutable config");
+                    else if (k < 0)
+                        snprintf(err, errlen,
+                                 "argument(s) must be one of the following: no, yes, local");
+                    else
+                        snprintf(noops[i].value, sizeof noops[i].value, "%s",
+                                 protected_action_names[k]);
+                    return k < 0 ? -1 : 0;
                 }
                 if (strcasecmp(name, "maxmemory-clients") == 0)
                     return check_maxmemory_clients(argv[0], noops[i].value,

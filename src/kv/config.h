@@ -35,6 +35,10 @@ void kv_config_snapshot_defaults(void);
 enum { KV_SHUTDOWN_SAVE = 1, KV_SHUTDOWN_NOSAVE = 2, KV_SHUTDOWN_NOW = 4, KV_SHUTDOWN_FORCE = 8 };
 int kv_shutdown_flags(int sig);
 int kv_config_rewrite(int force_all, char *err, size_t errlen);
+/* enable-debug-command, enable-protected-configs and enable-module-command
+ * (no, yes or local: loopback clients only), as Redis 7.0 reads them:
+ * whether the client at addr ("ip:port", c->addr) may use the feature. */
+int kv_protected_action_allowed(const char *option, const char *addr);
 int kv_split_line(const char *line, char ***argv);
 void kv_free_argv(int argc, char **argv);
 

@@ -6,6 +6,7 @@
 #include "kv/mem.h"
 #include "kv/notify.h"
 #include "kv/pubsub.h"
+#include "kv/rdb.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -1743,24 +1744,30 @@ static void info_memory(bk_buf *b)
 
 static void info_persistence(bk_buf *b)
 {
-    buf_appendf(b, "# Persistence\r\nloading:%d\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\n"
-            "current_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\n"
-            "current_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\n"
+    const kv_childinfo *ci = &childinfo;
+    buf_appendf(b, "# Persistence\r\nloading:%d\r\nasync_loading:%d\r\ncurrent_cow_peak:%llu\r\n"
+            "current_cow_size:%llu\r\ncurrent_cow_size_age:%lld\r\ncurrent_fork_perc:%.2f\r\n"
+            "current_save_keys_processed:%llu\r\ncurrent_save_keys_total:%llu\r\n"
             "rdb_changes_since_last_save:%llu\r\nrdb_bgsave_in_progress:%d\r\n"
             "rdb_last_save_time:%lld\r\nrdb_last_bgsave_status:%s\r\n"
             "rdb_last_bgsave_time_sec:%lld\r\nrdb_current_bgsave_time_sec:%lld\r\nrdb_saves:%llu\r\n"
-            "rdb_last_cow_size:0\r\nrdb_last_load_keys_expired:%llu\r\n"
+            "rdb_last_cow_size:%llu\r\nrdb_last_load_keys_expired:%llu\r\n"
             "rdb_last_load_keys_loaded:%llu\r\naof_enabled:%d\r\naof_rewrite_in_progress:%d\r\n"
             "aof_rewrite_scheduled:%d\r\naof_last_rewrite_time_sec:-1\r\n"
             "aof_current_rewrite_time_sec:%lld\r\naof_last_bgrewrite_status:%s\r\n"
             "aof_rewrites:%llu\r\naof_rewrites_consecutive_failures:0\r\n"
             "aof_last_write_status:%s\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\n"
             "module_fork_last_cow_size:0\r\n",
-         srv.loading, (unsigned long long)(srv.dirty - srv.rdb_dirty_at_save),
+         srv.loading, repl_async_loading(), (unsigned long long)ci->cow_peak, (unsigned long long)ci->cow,
+         ci->cow_at_ms ? (long long)((srv.now_ms - ci->cow_at_ms) / 1000) : 0LL,
+         ci->keys_total ? 100.0 * (double)ci->keys_done / (double)ci->keys_total : 0.0,
+         (unsigned long long)ci->keys_done, (unsigned long long)ci->keys_total,
+         (unsigned long long)(srv.dirty - srv.rdb_dirty_at_save),
          srv.rdb_child_pid > 0 || repl_rdb_child_running(), (long long)srv.lastsave,
          srv.rdb_last_bgsave_failed ? "err" : "ok", (long long)srv.rdb_last_bgsave_secs - 1,
          srv.rdb_child_pid > 0 ? (long long)((srv.now_ms - srv.rdb_save_start_ms) / 1000) : -1LL,
-         (unsigned long long)srv.rdb_saves, (unsigned long long)srv.rdb_load_expired,
+         (unsigned long long)srv.rdb_saves, (unsigned long long)ci->last_cow,
+         (unsigned long long)srv.rdb_load_expired,
          (unsigned long long)srv.rdb_load_loaded, srv.aof_state != 0,
          srv.child_pid > 0, srv.aof_rewrite_scheduled,
          srv.child_pid > 0 ? (long long)((srv.now_ms - srv.aof_rewrite_start_ms) / 1000) : -1LL,

@@ -165,6 +165,61 @@ extern rdb_repl_aux rdb_loaded_repl;
 /* rdb-key-save-delay / key-load-delay (Redis's test knobs): microseconds
  * slept per key written / loaded; negative -N sleeps 1 us every N keys. */
 extern int rdb_key_save_delay, rdb_key_load_delay;
+
+/* A load that takes the RDB as it arrives (a replica's diskless load):
+ * keys go into dbs[0..ndbs) (a replica's spare set, swapped in when the
+ * load is done); function libraries are kept until rdb_stream_functions
+ * installs them in place of the current ones. rdb_stream_feed parses the
+ * whole items in p[0..n) (stopping past max_bytes, so the event loop gets
+ * a turn) and says in *used how many bytes it took: 1 when the EOF opcode
+ * and checksum were read, 0 for more, -1 with err (final: no more bytes
+ * come, so an item cut short is an error). */
+typedef struct rdb_stream {
+    kv_db *dbs;
+    int ndbs, header, ver, db, have_repl;
+    int64_t expire;
+    uint64_t crc;
+    size_t loaded;
+    struct {
+        char *code;
+        size_t len;
+    } *funcs;
+    int nfuncs;
+} rdb_stream;
+void rdb_stream_init(rdb_stream *s, kv_db *dbs, int ndbs);
+int rdb_stream_feed(rdb_stream *s, const unsigned char *p, size_t n, int final, size_t max_bytes,
+                    size_t *used, char *err, size_t errlen);
+int rdb_stream_functions(rdb_stream *s, char *err, size_t errlen);
+void rdb_stream_free(rdb_stream *s);
+
+/* childinfo.c: a BGSAVE child's progress and copy-on-write size, sent to
+ * the parent over a pipe (INFO persistence's current_* fields). The parent
+ * calls childinfo_open before fork, then childinfo_in_child (child) or
+ * childinfo_in_parent; the child's writer calls childinfo_progress per key
+ * and childinfo_final when the save worked; the parent's cron calls
+ * childinfo_poll, and childinfo_child_ended once the child is reaped. */
+typedef struct {
+    uint64_t keys_done, keys_total;
+    uint64_t cow, cow_peak; /* bytes, while a child runs */
+    int64_t cow_at_ms;      /* when cow was last reported (0: never) */
+    uint64_t last_cow;      /* rdb_last_cow_size: what the last good save reported */
+} kv_childinfo;
+extern kv_childinfo childinfo;
+extern int childinfo_fd;
+int childinfo_open(int fds[2]);
+void childinfo_in_child(int fds[2]);
+void childinfo_in_parent(int fds[2], uint64_t keys_total);
+void childinfo_progress_slow(uint64_t keys);
+/* Cheap per key: looks at the clock once per 64 keys (every key when
+ * rdb-key-save-delay slows the save down). */
+static inline void childinfo_progress(uint64_t keys)
+{
+    if (BK_UNLIKELY(childinfo_fd >= 0) && ((keys & 63) == 0 || rdb_key_save_delay))
+        childinfo_progress_slow(keys);
+}
+void childinfo_final(uint64_t keys);
+void childinfo_poll(void);
+void childinfo_child_ended(int ok);
 /* replication.c: the fields a file saved now carries. Returns 0 when it
  * carries none (a master without backlog, a replica that never synced). */
 int repl_rdb_save_info(rdb_repl_aux *out);

@@ -8,6 +8,7 @@
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/script.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -78,9 +79,21 @@ static void key_delay(int usec)
         usleep((useconds_t)usec);
 }
 
+static uint64_t keys_written; /* by the last write_keyspace (childinfo) */
+
+/* One function library: its opcode and code (Redis 7.0's FUNCTION2). */
+static void out_function(void *ud, const char *code, size_t len)
+{
+    rdb_out *o = ud;
+    unsigned char op = RDB_OPCODE_FUNCTION2;
+    out_bytes(o, &op, 1);
+    rdb_save_string(&o->b, code, len);
+}
+
 static int write_keyspace(rdb_out *o, int with_repl)
 {
     char v[64];
+    uint64_t nkeys = 0;
     out_bytes(o, "REDIS0010", 9);
     out_aux(o, "redis-ver", KV_VERSION);
     out_aux(o, "redis-bits", sizeof(void *) == 8 ? "64" : "32");
@@ -97,6 +110,7 @@ static int write_keyspace(rdb_out *o, int with_repl)
         out_aux(o, "repl-offset", v);
     }
     out_aux(o, "aof-base", "0");
+    function_rdb_each(out_function, o); /* after the aux fields, as Redis */
     for (int d = 0; d < srv.cfg.databases; d++) {
         kv_db *db = &srv.dbs[d];
         if (db_size(db) == 0)
@@ -128,6 +142,7 @@ static int write_keyspace(rdb_out *o, int with_repl)
                 out_flush(o); /* the bytes go out at the slowed pace */
                 key_delay(rdb_key_save_delay);
             }
+            childinfo_progress(++nkeys);
             if (o->failed)
                 break;
         }
@@ -140,6 +155,7 @@ static int write_keyspace(rdb_out *o, int with_repl)
     put_le64(crc, o->crc);
     out_bytes(o, crc, 8);
     out_flush(o); /* (this flush also folds the CRC into o->crc: unused) */
+    keys_written = nkeys;
     return o->failed ? -1 : 0;
 }
 
@@ -185,6 +201,7 @@ int rdb_save_file(const char *path)
         (void)fsync(dfd);
         close(dfd);
     }
+    childinfo_final(keys_written); /* a BGSAVE child's last report */
     return 0;
 }
 
@@ -234,16 +251,6 @@ static int load_aux(rdb_reader *r, int *have)
     }
     kv_free(k);
     kv_free(v);
-    return 0;
-}
-
-static int skip_string(rdb_reader *r)
-{
-    char *s;
-    size_t n;
-    if (rdb_load_string(r, &s, &n) < 0)
-        return -1;
-    kv_free(s);
     return 0;
 }
 
@@ -313,12 +320,21 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
             if (load_aux(&r, &have_repl) < 0)
                 goto short_read;
             continue;
-        case RDB_OPCODE_FUNCTION2:
-            /* A library's code: brisk-kv has no functions to load it into. */
-            if (skip_string(&r) < 0)
+        case RDB_OPCODE_FUNCTION2: {
+            /* A library's code: loaded (a library of its name replaced). */
+            char *code;
+            size_t clen;
+            if (rdb_load_string(&r, &code, &clen) < 0)
                 goto short_read;
-            log_warn("RDB holds a function library: skipped");
+            char ferr[256];
+            int frc = function_rdb_load(code, clen, ferr, sizeof ferr);
+            kv_free(code);
+            if (frc < 0) {
+                snprintf(err, errlen, "Failed loading library: %s", ferr);
+                return -1;
+            }
             continue;
+        }
         case RDB_OPCODE_MODULE_AUX:
             snprintf(err, errlen, "The RDB file contains module AUX data, not supported");
             return -1;
@@ -436,4 +452,186 @@ int rdb_load_file(const char *path, int merge, char *err, size_t errlen)
     }
     kv_free(img);
     return rc < 0 ? -1 : 1;
+}
+
+/* ---- streaming load (a replica's diskless load) ---- */
+
+void rdb_stream_init(rdb_stream *s, kv_db *dbs, int ndbs)
+{
+    memset(s, 0, sizeof *s);
+    s->dbs = dbs;
+    s->ndbs = ndbs;
+    s->expire = -1;
+    memset(&rdb_loaded_repl, 0, sizeof rdb_loaded_repl);
+    rdb_loaded_repl.stream_db = -1;
+}
+
+void rdb_stream_free(rdb_stream *s)
+{
+    for (int i = 0; i < s->nfuncs; i++)
+        kv_free(s->funcs[i].code);
+    kv_free(s->funcs);
+    s->funcs = NULL;
+    s->nfuncs = 0;
+}
+
+int rdb_stream_functions(rdb_stream *s, char *err, size_t errlen)
+{
+    function_rdb_flush();
+    for (int i = 0; i < s->nfuncs; i++)
+        if (function_rdb_load(s->funcs[i].code, s->funcs[i].len, err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
+/* One item (an opcode and what follows it, or a key and its value) from r:
+ * 1 done, 2 the EOF opcode and checksum, 0 not all there yet, -1 corrupt
+ * (or cut short: the caller tells the two apart by whether more comes). */
+static int stream_item(rdb_stream *s, rdb_reader *r, char *err, size_t errlen)
+{
+    unsigned type;
+    uint64_t a, b;
+    if (rd_u8(r, &type) < 0)
+        return 0;
+    switch (type) {
+    case RDB_OPCODE_EXPIRETIME_MS:
+        if (rd_le(r, 8, &a) < 0)
+            return 0;
+        s->expire = (int64_t)a;
+        return 1;
+    case RDB_OPCODE_EXPIRETIME:
+        if (rd_le(r, 4, &a) < 0)
+            return 0;
+        s->expire = (int64_t)a * 1000;
+        return 1;
+    case RDB_OPCODE_FREQ:
+        return rd_u8(r, &type) < 0 ? 0 : 1;
+    case RDB_OPCODE_IDLE:
+        return rdb_load_len(r, &a) < 0 ? 0 : 1;
+    case RDB_OPCODE_SELECTDB:
+        if (rdb_load_len(r, &a) < 0)
+            return 0;
+        if (a >= (uint64_t)s->ndbs) {
+            snprintf(err, errlen, "the master's RDB selects DB %llu (we have %d)",
+                     (unsigned long long)a, s->ndbs);
+            return -1;
+        }
+        s->db = (int)a;
+        return 1;
+    case RDB_OPCODE_RESIZEDB:
+        return rdb_load_len(r, &a) < 0 || rdb_load_len(r, &b) < 0 ? 0 : 1;
+    case RDB_OPCODE_AUX:
+        return load_aux(r, &s->have_repl) < 0 ? 0 : 1;
+    case RDB_OPCODE_FUNCTION2: {
+        char *code;
+        size_t clen;
+        if (rdb_load_string(r, &code, &clen) < 0)
+            return 0;
+        s->funcs = kv_realloc(s->funcs, (size_t)(s->nfuncs + 1) * sizeof *s->funcs);
+        s->funcs[s->nfuncs].code = code;
+        s->funcs[s->nfuncs++].len = clen;
+        return 1;
+    }
+    case RDB_OPCODE_MODULE_AUX:
+        snprintf(err, errlen, "The RDB file contains module AUX data, not supported");
+        return -1;
+    case RDB_OPCODE_EOF:
+        return 2;
+    default:
+        break;
+    }
+    char *key;
+    size_t klen;
+    rdb_value v;
+    if (rdb_load_string(r, &key, &klen) < 0)
+        return 0;
+    if (rdb_load_object(r, (int)type, &v) < 0) {
+        kv_free(key);
+        snprintf(err, errlen, "Bad data format (type %u) loading a key: truncated or corrupt RDB",
+                 type);
+        return -1;
+    }
+    kv_db *db = &s->dbs[s->db];
+    bk_str k = { key, klen };
+    if (db_find(db, k)) {
+        rdb_value_free(&v);
+        snprintf(err, errlen, "RDB has duplicated key '%.*s' in DB %d", (int)BK_MIN(klen, 128),
+                 key, s->db);
+        kv_free(key);
+        return -1;
+    }
+    kv_entry *e = rdb_value_store(db, k, &v); /* a replica keeps expired keys: the master deletes */
+    if (s->expire != -1)
+        db_set_expire(db, e, s->expire);
+    s->loaded++;
+    kv_free(key);
+    s->expire = -1;
+    if (BK_UNLIKELY(rdb_key_load_delay))
+        key_delay(rdb_key_load_delay);
+    return 1;
+}
+
+int rdb_stream_feed(rdb_stream *s, const unsigned char *p, size_t n, int final, size_t max_bytes,
+                    size_t *used, char *err, size_t errlen)
+{
+    *used = 0;
+    rdb_reader r = { p, p + n };
+    if (!s->header) {
+        if (n < 9)
+            goto need_more;
+        if (memcmp(p, "REDIS", 5) != 0) {
+            snprintf(err, errlen, "Wrong signature trying to load DB from the master");
+            return -1;
+        }
+        int ver = 0;
+        for (int i = 5; i < 9; i++)
+            ver = ver * 10 + (p[i] >= '0' && p[i] <= '9' ? p[i] - '0' : 100);
+        if (ver < 1 || ver > RDB_VERSION) {
+            snprintf(err, errlen, "Can't handle RDB format version %d", ver);
+            return -1;
+        }
+        s->ver = ver;
+        s->header = 1;
+        s->crc = rdb_crc64(s->crc, p, 9);
+        r.p += 9;
+    }
+    while ((size_t)(r.p - p) < max_bytes) {
+        const unsigned char *start = r.p;
+        int rc = stream_item(s, &r, err, errlen);
+        if (rc == 2) {
+            s->crc = rdb_crc64(s->crc, start, 1);
+            uint64_t want = 0;
+            if (s->ver >= 5 && rd_le(&r, 8, &want) < 0) {
+                r.p = start;
+                goto need_more;
+            }
+            if (want && want != s->crc) {
+                snprintf(err, errlen, "Wrong RDB checksum expected: (%016llx) got (%016llx)",
+                         (unsigned long long)want, (unsigned long long)s->crc);
+                return -1;
+            }
+            *used = (size_t)(r.p - p);
+            rdb_loaded_repl.valid = s->have_repl == 3;
+            srv.rdb_load_loaded = s->loaded;
+            srv.rdb_load_expired = 0;
+            log_info("Done loading RDB, keys loaded: %zu, keys expired: 0.", s->loaded);
+            return 1;
+        }
+        if (rc == 0 || (rc < 0 && !final)) {
+            r.p = start; /* the rest of this item is still on its way */
+            goto need_more;
+        }
+        if (rc < 0)
+            return -1;
+        s->crc = rdb_crc64(s->crc, start, (size_t)(r.p - start));
+    }
+    *used = (size_t)(r.p - p);
+    return 0;
+need_more:
+    *used = (size_t)(r.p - p);
+    if (final) {
+        snprintf(err, errlen, "Unexpected EOF reading RDB file (%zu bytes in)", n);
+        return -1;
+    }
+    return 0;
 }

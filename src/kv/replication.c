@@ -11,6 +11,7 @@
 #include "kv/mem.h"
 #include "kv/rdb.h"
 #include "kv/reply.h"
+#include "kv/script.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -28,6 +30,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -35,6 +38,7 @@
 #include <sys/wait.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <time.h>
 #include <unistd.h>
 
 int repl_feeding;
@@ -126,6 +130,19 @@ static struct {
     long long xfer_size; /* -1: EOF-mark framing */
     size_t xfer_scanned; /* bytes of R.in searched for the EOF mark */
     int xfer_header;
+    /* a diskless load (repl-diskless-load) in progress: loading (clients
+     * get LOADING) or async loading (swapdb with the master's replid: the
+     * old data is served until the new replaces it) */
+    int xfer_loading, async_loading;
+    /* that load, key by key as the RDB comes, into a spare set of dbs
+     * swapped in at the end (the old data stays until then) */
+    int streaming, read_held;
+    rdb_stream stream;
+    kv_db *spare;
+    size_t xfer_fed;   /* RDB bytes parsed and dropped from R.in */
+    size_t feed_retry; /* parse again once this many bytes wait (an item cut short) */
+    int64_t retry_at_ms; /* no reconnection before (a broken full sync) */
+    bk_timer feed_timer;
     char eofmark[EOF_MARK_LEN];
     int64_t last_io_ms, down_since_ms, handshake_start_ms;
     kv_client *master;
@@ -182,8 +199,11 @@ static void update_flags(void)
     repl_guard = R.host != NULL || R.min_to_write > 0 || misconf();
 }
 
+static void stream_discard(void);
+
 static void repl_at_exit(void)
 {
+    stream_discard(); /* a diskless load in progress: its spare dbs */
     if (R.child > 0) {
         kill(R.child, SIGKILL);
         waitpid(R.child, NULL, 0);
@@ -397,6 +417,44 @@ static void waiting_remove(kv_client *c)
     }
 }
 
+/* The full-sync child serves no replica any more: a diskless one is
+ * killed at once; a disk one too unless save points make its snapshot
+ * useful (Redis's rules). */
+static void child_useless(void)
+{
+    if (R.child <= 0 || (!R.child_diskless && srv.cfg.save && srv.cfg.save[0]))
+        return;
+    if (R.child_diskless)
+        log_warn("Diskless rdb transfer, last replica dropped, killing fork child.");
+    else
+        log_info("Killing the RDB child of a full sync: no replica waits for it any more");
+    kill(R.child, SIGKILL);
+    waitpid(R.child, NULL, 0);
+    R.child = 0;
+    R.child_n = 0;
+    if (R.child_tmp[0])
+        unlink(R.child_tmp);
+}
+
+static void child_done(int status);
+
+void repl_flushall(void)
+{
+    if (R.child <= 0)
+        return;
+    /* Its snapshot is stale: the replicas it served start over (Redis kills
+     * any RDB child on FLUSHALL). */
+    int status;
+    if (waitpid(R.child, &status, WNOHANG) != R.child) {
+        log_warn("Background RDB transfer terminated by FLUSHALL: its replicas resync");
+        kill(R.child, SIGKILL);
+        waitpid(R.child, &status, 0);
+        if (R.child_tmp[0])
+            unlink(R.child_tmp);
+    }
+    child_done(status); /* a child that had finished still counts */
+}
+
 void repl_client_closed(kv_client *c)
 {
     if (c->repl_flags & REPL_C_WAITING)
@@ -406,10 +464,17 @@ void repl_client_closed(kv_client *c)
             R.resume[i] = R.resume[--R.nresume];
     if (c->repl_flags & REPL_C_REPLICA) {
         replicas_remove(c);
-        for (int i = 0; i < R.child_n; i++)
-            if (R.child_set[i] == c)
+        int was_waiting = 0, others = 0;
+        for (int i = 0; i < R.child_n; i++) {
+            if (R.child_set[i] == c) {
                 R.child_set[i] = NULL;
+                was_waiting = 1;
+            }
+            others += R.child_set[i] != NULL;
+        }
         log_info("Connection with replica %s lost.", c->addr);
+        if (was_waiting && !others)
+            child_useless();
     }
     if (c->repl_flags & REPL_C_MASTER && c == R.master) {
         /* Keep what we have: the next PSYNC continues from it. */
@@ -526,18 +591,24 @@ static int child_send(int *fds, int n, int diskless, const char *tmp, int stream
         setsockopt(fds[i], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     }
     bk_buf img = { 0 };
+    char mark[EOF_MARK_LEN + 1];
+    if (diskless) {
+        /* The header first, as Redis: the replicas know at once that the
+         * transfer started (a diskless load shows loading from here). */
+        random_id(mark);
+        char hdr[64];
+        int k = snprintf(hdr, sizeof hdr, "$EOF:%s\r\n", mark);
+        for (int i = 0; i < n; i++)
+            if (write_fully(fds[i], hdr, (size_t)k) < 0)
+                failed |= 1 << i;
+    }
     if (snapshot_image(stream_db, &img) < 0)
         return (1 << n) - 1;
     if (diskless) {
-        for (int i = 0; i < n; i++) {
-            char mark[EOF_MARK_LEN + 1], hdr[64];
-            random_id(mark);
-            int k = snprintf(hdr, sizeof hdr, "$EOF:%s\r\n", mark);
-            if (write_fully(fds[i], hdr, (size_t)k) < 0 ||
-                write_fully(fds[i], img.data, img.len) < 0 ||
-                write_fully(fds[i], mark, EOF_MARK_LEN) < 0)
+        for (int i = 0; i < n; i++)
+            if (!(failed & (1 << i)) && (write_fully(fds[i], img.data, img.len) < 0 ||
+                                         write_fully(fds[i], mark, EOF_MARK_LEN) < 0))
                 failed |= 1 << i;
-        }
         return failed;
     }
     int fd = open(tmp, O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644);
@@ -641,11 +712,21 @@ static void start_full_sync(void)
     R.child_diskless = diskless;
     log_info("Starting BGSAVE for SYNC with target: %s (pid %d, %d replica(s))",
              diskless ? "replicas sockets" : "disk", (int)pid, live);
+    if (diskless)
+        log_info("Background RDB transfer started by pid %d", (int)pid);
 }
 
 static void child_done(int status)
 {
     int failed = WIFEXITED(status) ? WEXITSTATUS(status) : 0xff;
+    R.child = 0; /* reaped: closing a failed replica below must not kill it again */
+    if (R.child_diskless) {
+        int up = 0;
+        for (int i = 0; i < R.child_n; i++)
+            up += R.child_set[i] && !(failed & (1 << i));
+        if (up)
+            log_info("Diskless rdb transfer, done reading from pipe, %d replicas still up.", up);
+    }
     for (int i = 0; i < R.child_n; i++) {
         kv_client *c = R.child_set[i];
         if (!c)
@@ -925,8 +1006,76 @@ static void wait_check(int timeouts)
 
 /* ---- our master: the handshake ---- */
 
+/* Whether the RDB about to come loads "from the socket" as Redis's
+ * repl-diskless-load decides: swapdb always, on-empty-db when we hold no
+ * key. (brisk-kv buffers the RDB either way; this decides what clients
+ * see meanwhile.) */
+static int diskless_load(void)
+{
+    if (strcasecmp(R.diskless_load, "swapdb") == 0)
+        return 1;
+    if (strcasecmp(R.diskless_load, "on-empty-db") != 0)
+        return 0;
+    for (int d = 0; d < srv.cfg.databases; d++)
+        if (db_size(&srv.dbs[d]))
+            return 0;
+    return 1;
+}
+
+static void xfer_loading_begin(void)
+{
+    if (!diskless_load())
+        return;
+    log_info("MASTER <-> REPLICA sync: Loading DB in memory");
+    R.spare = kv_malloc((size_t)srv.cfg.databases * sizeof *R.spare);
+    for (int d = 0; d < srv.cfg.databases; d++)
+        db_init(&R.spare[d], d);
+    rdb_stream_init(&R.stream, R.spare, srv.cfg.databases);
+    R.streaming = 1;
+    R.feed_retry = 0;
+    if (strcasecmp(R.diskless_load, "swapdb") == 0 && memcmp(R.replid, R.master_replid, 40) == 0) {
+        R.async_loading = 1; /* the old data is the same history: keep serving it */
+        return;
+    }
+    R.xfer_loading = 1;
+    srv.loading = 1;
+    srv.script_timedout = KV_BUSY_LOADING; /* clients get LOADING, as during a load */
+}
+
+static void stream_discard(void)
+{
+    if (!R.streaming)
+        return;
+    R.streaming = 0;
+    rdb_stream_free(&R.stream);
+    for (int d = 0; d < srv.cfg.databases; d++)
+        db_free(&R.spare[d]);
+    kv_free(R.spare);
+    R.spare = NULL;
+    if (timer_active(&R.feed_timer))
+        timer_stop(&srv.loop, &R.feed_timer);
+    R.read_held = 0;
+}
+
+static void xfer_loading_end(void)
+{
+    stream_discard();
+    R.async_loading = 0;
+    if (!R.xfer_loading)
+        return;
+    R.xfer_loading = 0;
+    srv.loading = 0;
+    srv.script_timedout = 0;
+}
+
+int repl_async_loading(void)
+{
+    return R.async_loading;
+}
+
 static void link_close(void)
 {
+    xfer_loading_end();
     if (R.fd >= 0) {
         loop_io_stop(&srv.loop, &R.io);
         close(R.fd);
@@ -940,6 +1089,10 @@ static void link_close(void)
 static void link_fail(const char *why)
 {
     log_warn("Master link to %s:%d: %s", R.host, R.port, why);
+    /* A full sync that broke off is retried on the next second's cron, as
+     * Redis's replica does (not at once: the master just lost a child) */
+    if (R.state == LS_TRANSFER)
+        R.retry_at_ms = srv.now_ms + 1000;
     link_close();
     R.state = LS_CONNECT;
     if (R.fo_state == FO_IN_PROGRESS)
@@ -1069,8 +1222,14 @@ static int rdb_stream_db(const char *data, size_t n)
     return db;
 }
 
+static void transfer_loaded(int stream_db);
+
 static void load_transfer(const char *data, size_t n)
 {
+    log_info(R.xfer_loading || R.async_loading
+                 ? "MASTER <-> REPLICA sync: loading the RDB received (diskless load)"
+                 : "MASTER <-> REPLICA sync: Loading DB in memory");
+    xfer_loading_end();
     /* A damaged image is refused before the dataset is emptied: the
      * replica keeps serving what it had (Redis empties it first). */
     if (n >= 9 + 8) {
@@ -1092,6 +1251,7 @@ static void load_transfer(const char *data, size_t n)
         kv_touch_db(&srv.dbs[d]);
     }
     tracking_invalidate_all();
+    function_rdb_flush(); /* the master's libraries replace ours */
     char err[256] = "";
     srv.loading = 1;
     int rc = rdb_load_image((const unsigned char *)data, n, 1, err, sizeof err);
@@ -1105,6 +1265,12 @@ static void load_transfer(const char *data, size_t n)
         return;
     }
     log_info("MASTER <-> REPLICA sync: Finished with success");
+    transfer_loaded(stream_db);
+}
+
+/* After a full sync's load: the master's history becomes ours. */
+static void transfer_loaded(int stream_db)
+{
     memcpy(R.replid, R.master_replid, 41);
     memcpy(R.replid2, ZERO_ID, 41);
     R.second_offset = -1;
@@ -1132,9 +1298,15 @@ static void load_transfer(const char *data, size_t n)
         aof_set_enabled(0), aof_set_enabled(1);
 }
 
+static void stream_progress(void);
+
 /* The RDB bytes so far are in R.in (after the header). */
 static void transfer_progress(void)
 {
+    if (R.streaming) {
+        stream_progress();
+        return;
+    }
     if (R.xfer_size >= 0) {
         if ((long long)R.in.len < R.xfer_size)
             return;
@@ -1167,6 +1339,145 @@ static void transfer_progress(void)
         kv_client_process_input(R.master);
     }
     buf_free(&rest);
+}
+
+/* Unparsed RDB bytes a streaming load lets wait before it stops reading
+ * the socket (the master then waits: its transfer goes at our pace). */
+#define STREAM_HOLD (4u << 20)
+
+static void feed_cb(bk_loop *l, bk_timer *t)
+{
+    (void)l;
+    (void)t;
+    if (R.streaming)
+        stream_progress();
+}
+
+/* The streamed load is complete: the spare dbs take the place of ours. */
+static void stream_commit(void)
+{
+    char err[256];
+    for (int d = 0; d < srv.cfg.databases; d++) {
+        kv_db *x = &srv.dbs[d], *y = &R.spare[d];
+        kv_touch_flushed_db(x, y);
+        keytab tk = x->keys;
+        x->keys = y->keys;
+        y->keys = tk;
+        kv_entry **tv = x->vol;
+        size_t tl = x->vol_len, tc = x->vol_cap;
+        x->vol = y->vol;
+        x->vol_len = y->vol_len;
+        x->vol_cap = y->vol_cap;
+        y->vol = tv;
+        y->vol_len = tl;
+        y->vol_cap = tc;
+        blocking_signal_db(x);
+    }
+    tracking_invalidate_all();
+    if (rdb_stream_functions(&R.stream, err, sizeof err) < 0)
+        log_warn("MASTER <-> REPLICA sync: a function library of the master did not load: %s",
+                 err);
+    int stream_db = rdb_loaded_repl.stream_db;
+    xfer_loading_end(); /* frees the spare set, now holding the old data */
+    log_info("MASTER <-> REPLICA sync: Finished with success");
+    bk_buf rest = { 0 };
+    if (R.in.len)
+        buf_append(&rest, R.in.data, R.in.len);
+    transfer_loaded(stream_db);
+    if (rest.len && R.master) {
+        buf_append(&R.master->rbuf, rest.data, rest.len);
+        kv_client_process_input(R.master);
+    }
+    buf_free(&rest);
+}
+
+static void stream_consume(size_t n)
+{
+    memmove(R.in.data, R.in.data + n, R.in.len - n);
+    R.in.len -= n;
+    R.xfer_scanned = R.xfer_scanned > n ? R.xfer_scanned - n : 0;
+}
+
+/* One turn of a streaming load: parses what came of the RDB, at most
+ * loading-process-events-interval-bytes. Returns 1 when more is waiting to
+ * be parsed, 0 when it waits for bytes, -1 when the load ended (done or
+ * failed). */
+static int stream_step(void)
+{
+    size_t avail, end = 0;
+    int final = 0;
+    if (R.xfer_size >= 0) {
+        size_t left = (size_t)R.xfer_size - R.xfer_fed;
+        final = R.in.len >= left;
+        avail = final ? left : R.in.len;
+        end = left;
+    } else {
+        size_t from = R.xfer_scanned > EOF_MARK_LEN ? R.xfer_scanned - EOF_MARK_LEN : 0;
+        R.xfer_scanned = R.in.len;
+        char *m = R.in.len > from ? memmem(R.in.data + from, R.in.len - from, R.eofmark,
+                                           EOF_MARK_LEN)
+                                  : NULL;
+        final = m != NULL;
+        avail = m ? (size_t)(m - R.in.data) : R.in.len > EOF_MARK_LEN ? R.in.len - EOF_MARK_LEN : 0;
+        end = avail + EOF_MARK_LEN;
+    }
+    if (!final && avail < R.feed_retry)
+        return 0;
+    long long turn = repl_loading_events_interval();
+    if (turn <= 0)
+        turn = 2097152;
+    size_t used;
+    char err[256] = "";
+    int rc = rdb_stream_feed(&R.stream, (const unsigned char *)R.in.data, avail, final,
+                             (size_t)turn, &used, err, sizeof err);
+    if (rc < 0) {
+        log_warn("Internal error in RDB reading from the master's socket: %s (diskless load); "
+                 "the old dataset is kept", err);
+        link_fail("bad RDB");
+        return -1;
+    }
+    if (rc == 1) {
+        stream_consume(R.xfer_size >= 0 ? used : end); /* and the EOF mark */
+        stream_commit();
+        return -1;
+    }
+    R.xfer_fed += used;
+    stream_consume(used);
+    avail -= used;
+    /* Stopped for the turn's budget: more to parse. Else an item is cut
+     * short: parse again when twice its bytes are here. */
+    int budget = used >= (size_t)turn;
+    R.feed_retry = budget ? 0 : avail * 2 + 1;
+    return budget;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Turns of the streaming load for up to 5 ms, then the event loop runs
+ * (clients get their LOADING / async-loading answers); a timer continues.
+ * Reading the socket waits while STREAM_HOLD bytes are unparsed. */
+static void stream_progress(void)
+{
+    int64_t t0 = mono_ms();
+    int more;
+    while ((more = stream_step()) == 1 && mono_ms() - t0 < 5)
+        ;
+    if (more < 0 || !R.streaming)
+        return;
+    if (more && !timer_active(&R.feed_timer)) {
+        timer_init(&R.feed_timer, feed_cb, NULL);
+        timer_start(&srv.loop, &R.feed_timer, 1); /* 1: after the I/O of the next turn */
+    }
+    int hold = more && R.in.len >= STREAM_HOLD;
+    if (hold != R.read_held && R.fd >= 0) {
+        R.read_held = hold;
+        loop_io_set(&srv.loop, &R.io, hold ? 0 : LOOP_READ);
+    }
 }
 
 /* One reply line of the handshake (without CRLF). */
@@ -1254,7 +1565,10 @@ static void link_read(void)
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
-        if (R.state == LS_TRANSFER)
+        if (R.state == LS_TRANSFER && (R.xfer_loading || R.async_loading))
+            log_warn("Internal error in RDB reading from the master's socket: unexpected EOF "
+                     "after %zu bytes (diskless load); the old dataset is kept", R.in.len);
+        else if (R.state == LS_TRANSFER)
             log_warn("I/O error trying to sync with MASTER: connection lost after %zu bytes of "
                      "the RDB; the dataset is kept", R.in.len);
         link_fail(n == 0 ? "connection closed" : strerror(errno));
@@ -1317,8 +1631,10 @@ static void link_read(void)
         memmove(R.in.data, nl + 1, R.in.len - used);
         R.in.len -= used;
         R.xfer_header = 0;
+        R.xfer_fed = 0;
         log_info("MASTER <-> REPLICA sync: receiving %s",
                  R.xfer_size < 0 ? "streamed RDB" : "bulk RDB");
+        xfer_loading_begin();
     }
     if (R.state == LS_TRANSFER && !R.xfer_header)
         transfer_progress();
@@ -1717,6 +2033,28 @@ static void refresh_good(void)
     R.good = good;
 }
 
+/* The sync child writes the RDB to the replicas' sockets itself: a replica
+ * whose socket has unsent bytes that did not move for repl-timeout is cut
+ * (shutdown reaches the child's copy of the socket too, so the child goes
+ * on with the others), as Redis drops a replica that stops reading. */
+static void child_replica_timeouts(void)
+{
+    for (int i = 0; i < R.child_n; i++) {
+        kv_client *c = R.child_set[i];
+        int outq = 0;
+        if (!c || c->fd < 0 || ioctl(c->fd, SIOCOUTQ, &outq) < 0)
+            continue;
+        if (outq != c->repl_outq || outq == 0 || !c->repl_outq_ms) {
+            c->repl_outq = outq;
+            c->repl_outq_ms = srv.now_ms;
+        } else if (srv.now_ms - c->repl_outq_ms > (int64_t)R.timeout * 1000) {
+            log_warn("Disconnecting timedout replica (full sync): %s", c->addr);
+            shutdown(c->fd, SHUT_RDWR);
+            kv_client_close(c);
+        }
+    }
+}
+
 void repl_cron(void)
 {
     if (R.child > 0) {
@@ -1724,6 +2062,8 @@ void repl_cron(void)
         pid_t pid = waitpid(R.child, &status, WNOHANG);
         if (pid == R.child)
             child_done(status);
+        else
+            child_replica_timeouts();
     }
     /* Diskless: wait repl-diskless-sync-delay for more replicas to arrive. */
     int waiting = 0;
@@ -1739,7 +2079,7 @@ void repl_cron(void)
                     (R.diskless_max && waiting >= R.diskless_max)))
         start_full_sync();
     if (R.host) {
-        if (R.state == LS_CONNECT)
+        if (R.state == LS_CONNECT && srv.now_ms >= R.retry_at_ms)
             link_connect();
         else if (R.state != LS_CONNECTED && R.state != LS_NONE &&
                  srv.now_ms - R.last_io_ms > (int64_t)R.timeout * 1000)
@@ -1812,10 +2152,13 @@ int repl_no_expire(void)
 
 void repl_master_error(kv_client *c, const char *msg)
 {
-    if (!(c->repl_flags & REPL_C_MASTER))
-        return;
-    log_warn("== CRITICAL == This replica is sending an error to its master: '%s' after "
-             "processing the command '%s'", msg, c->cmd ? c->cmd->name : "<unknown>");
+    const kv_cmd *cmd = c->cmd ? c->cmd : c->lastcmd;
+    if (c->repl_flags & REPL_C_MASTER)
+        log_warn("== CRITICAL == This replica is sending an error to its master: '%s' after "
+                 "processing the command '%s'", msg, cmd ? cmd->name : "<unknown>");
+    else if (c->repl_flags & REPL_C_REPLICA)
+        log_warn("== CRITICAL == This master is sending an error to its replica: '%s' after "
+                 "processing the command '%s'", msg, cmd ? cmd->name : "<unknown>");
 }
 
 void repl_replica_replied(kv_client *c)
@@ -1826,10 +2169,11 @@ void repl_replica_replied(kv_client *c)
                                               "memory", "script", "function", "command", "acl",
                                               "slowlog", "latency", "pubsub", "cluster", "module" };
     char name[96] = "<unknown>";
-    if (c->cmd) {
-        snprintf(name, sizeof name, "%s", c->cmd->name);
+    const kv_cmd *cmd = c->cmd ? c->cmd : c->lastcmd; /* a rejected command has no c->cmd */
+    if (cmd) {
+        snprintf(name, sizeof name, "%s", cmd->name);
         for (size_t i = 0; i < BK_ARRAY_LEN(containers) && c->argc > 1; i++) {
-            if (strcmp(c->cmd->name, containers[i]) == 0) {
+            if (strcmp(cmd->name, containers[i]) == 0) {
                 size_t k = strlen(name);
                 int n = (int)BK_MIN(c->argv[1].len, sizeof name - k - 2);
                 snprintf(name + k, sizeof name - k, "|%.*s", n, c->argv[1].p);
@@ -1943,7 +2287,12 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
     if (c->repl_flags & REPL_C_MASTER)
         return 0;
     const char *err = NULL;
-    if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !(cmd->flags & CMD_STALE))
+    if (BK_UNLIKELY(R.async_loading) &&
+        (cmd->proc == replicaof_command || cmd->proc == sync_command ||
+         cmd->proc == save_command || cmd->proc == bgsave_command ||
+         cmd->proc == bgrewriteaof_command))
+        err = "LOADING Redis is loading the dataset in memory"; /* Redis's no-async-loading */
+    else if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !(cmd->flags & CMD_STALE))
         err = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
     else if (R.host && R.read_only && (cmd->flags & CMD_WRITE))
         err = "READONLY You can't write against a read only replica.";

@@ -796,6 +796,18 @@ void kv_call(kv_client *c)
             c->flags |= CLIENT_DIRTY_EXEC;
         return;
     }
+    /* DEBUG only where enable-debug-command lets it (Redis checks this
+     * before authentication); MODULE LOAD/UNLOAD refuse in suite.c. */
+    if (BK_UNLIKELY(cmd->proc == debug_command) &&
+        !kv_protected_action_allowed("enable-debug-command", c->addr)) {
+        srv.cmd_stats[cmd - kv_commands].rejected++;
+        reply_error(c, "ERR DEBUG command not allowed. If the enable-debug-command option is set "
+                       "to \"local\", you can run it from a local connection, otherwise you need "
+                       "to set this option in the configuration file, and then restart the server.");
+        if (c->flags & CLIENT_MULTI)
+            c->flags |= CLIENT_DIRTY_EXEC;
+        return;
+    }
     /* Not authenticated: refused unless the default user became nopass. */
     if (BK_UNLIKELY(!(c->flags & CLIENT_AUTHED)) && !(cmd->flags & CMD_NO_AUTH) &&
         !kv_acl_default_nopass()) {
@@ -818,6 +830,13 @@ void kv_call(kv_client *c)
     if (BK_UNLIKELY(srv.script_timedout) && busy_refuses(c, cmd)) {
         if (c->flags & CLIENT_MULTI)
             c->flags |= CLIENT_DIRTY_EXEC;
+        return;
+    }
+    /* A replica's link carries the stream: it may not read or write keys
+     * (Redis's rejection; the error is logged and the replica dropped). */
+    if (BK_UNLIKELY(c->repl_flags & REPL_C_REPLICA) && (cmd->flags & (CMD_READONLY | CMD_WRITE))) {
+        srv.cmd_stats[cmd - kv_commands].rejected++;
+        reply_error(c, "ERR Replica can't interact with the keyspace");
         return;
     }
     if (BK_UNLIKELY(repl_guard) && repl_deny(c, cmd))

@@ -276,6 +276,8 @@ struct kv_client {
     long long repl_wait_num;
     int64_t repl_wait_deadline; /* 0 = no timeout */
     char repl_ip[46];           /* REPLCONF ip-address, else the peer address */
+    int repl_outq;              /* full sync by the child: unsent bytes seen last */
+    int64_t repl_outq_ms;       /* and when they last moved */
     /* -- end repl -- */
     /* -- client fields: stream -- */
     /* -- end stream -- */
@@ -822,6 +824,10 @@ void repl_debug_replicate(kv_client *c); /* DEBUG REPLICATE cmd args...: stream 
 void dump_flushall(void);
 /* A full-sync RDB child runs (INFO rdb_bgsave_in_progress counts it, as Redis). */
 int repl_rdb_child_running(void);
+/* A swapdb diskless load keeps serving the old data (INFO async_loading). */
+int repl_async_loading(void);
+/* FLUSHALL: a full-sync child's snapshot is stale: it stops, its replicas resync. */
+void repl_flushall(void);
 /* An error reply to our master (its replies are dropped): logged as
  * Redis's "== CRITICAL ==" line, so a diverging replica shows in the log. */
 void repl_master_error(kv_client *c, const char *msg);

@@ -2,9 +2,12 @@
  * CLUSTER (cluster support disabled), ASKING, READWRITE and MODULE (no
  * module can be loaded). They exist so that COMMAND LIST/INFO/COUNT, ACL
  * rules and clients probing them see what a real redis-server shows. */
+#include "kv/config.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
+
+#include <strings.h>
 
 #define ERR_NO_CLUSTER "ERR This instance has cluster support disabled"
 
@@ -93,11 +96,15 @@ void module_command(kv_client *c)
             reply_simple(c, module_help[i]);
     } else if (s == &module_subs[1]) {
         reply_empty_array(c); /* no module is ever loaded */
-    } else {
-        /* enable-module-command is "no" and cannot change at run time */
+    } else if (!kv_protected_action_allowed("enable-module-command", c->addr)) {
         reply_error(c, "ERR MODULE command not allowed. If the enable-module-command option is "
                        "set to \"local\", you can run it from a local connection, otherwise you "
                        "need to set this option in the configuration file, and then restart the "
                        "server.");
+    } else if (c->argv[1].len == 6 && strncasecmp(c->argv[1].p, "unload", 6) == 0) {
+        reply_error(c, "ERR Error unloading module: no such module with that name");
+    } else {
+        /* brisk-kv loads no modules: what Redis answers when loading fails */
+        reply_error(c, "ERR Error loading the extension. Please check the server logs.");
     }
 }

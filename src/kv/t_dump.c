@@ -609,8 +609,13 @@ static int bgsave_start(void)
 {
     char path[256];
     rdb_filename(path);
+    int info_fds[2];
+    childinfo_open(info_fds);
     pid_t pid = fork();
     if (pid < 0) {
+        for (int i = 0; i < 2; i++)
+            if (info_fds[i] >= 0)
+                close(info_fds[i]);
         srv.rdb_last_bgsave_failed = 1;
         srv.rdb_save_start_ms = srv.now_ms;
         log_warn("Can't save in background: fork: %s", strerror(errno));
@@ -619,8 +624,13 @@ static int bgsave_start(void)
     if (pid == 0) {
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
+        childinfo_in_child(info_fds);
         _exit(rdb_save_file(path) == 0 ? 0 : 1);
     }
+    uint64_t keys = 0;
+    for (int d = 0; d < srv.cfg.databases; d++)
+        keys += db_size(&srv.dbs[d]);
+    childinfo_in_parent(info_fds, keys);
     srv.rdb_child_pid = pid;
     srv.rdb_dirty_at_fork = srv.dirty;
     srv.rdb_save_start_ms = srv.now_ms;
@@ -634,9 +644,12 @@ static void bgsave_check_child(void)
         return;
     int status;
     pid_t pid = waitpid(srv.rdb_child_pid, &status, WNOHANG);
-    if (pid == 0)
+    if (pid == 0) {
+        childinfo_poll();
         return;
+    }
     int ok = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    childinfo_child_ended(ok);
     if (!ok) {
         char tmp[64];
         snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)srv.rdb_child_pid);
@@ -690,6 +703,7 @@ static void bgsave_kill_child(void)
     char tmp[64];
     kill(srv.rdb_child_pid, SIGKILL);
     waitpid(srv.rdb_child_pid, NULL, 0);
+    childinfo_child_ended(0);
     snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)srv.rdb_child_pid);
     unlink(tmp);
     srv.rdb_child_pid = -1;

@@ -911,3 +911,32 @@ void function_rewrite(void (*emit)(void *ud, int argc, const bk_str *argv), void
         emit(ud, 3, argv);
     }
 }
+
+/* ---- RDB (rdb_file.c): every library's code, oldest first, and back ---- */
+
+void function_rdb_each(void (*fn)(void *ud, const char *code, size_t len), void *ud)
+{
+    int n = 0;
+    for (func_lib *l = libs; l; l = l->next)
+        n++;
+    for (int k = n - 1; k >= 0; k--) {
+        func_lib *l = libs;
+        for (int i = 0; i < k; i++)
+            l = l->next;
+        fn(ud, l->code, l->code_len);
+    }
+}
+
+int function_rdb_load(const char *code, size_t len, char *err, size_t errlen)
+{
+    /* a library of the same name goes (an RDB replaces what it names) */
+    func_lib *lib = lib_create((bk_str){ code, len }, 1, err, errlen);
+    if (!lib || lib_install(lib, 1, err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+void function_rdb_flush(void)
+{
+    libs_flush();
+}

@@ -332,7 +332,13 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
     uint64_t v = cursor;
     /* Ten empty buckets per wanted element at most; COUNT may be LLONG_MAX. */
     long long maxiter = count > LLONG_MAX / 10 ? LLONG_MAX : count * 10;
-    if (kind == 0) {
+    dict_node **sorted = kind == 1 ? set_intset_nodes(d) : NULL;
+    if (sorted) {
+        /* what Redis holds as an intset it answers in full, sorted */
+        acc.items = (void **)sorted;
+        acc.n = acc.cap = dict_size(d);
+        v = 0;
+    } else if (kind == 0) {
         do {
             v = keytab_scan(&c->db->keys, v, scan_collect, &acc);
         } while (v && maxiter-- && (long long)acc.n < count);

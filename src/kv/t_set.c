@@ -6,6 +6,10 @@
 #include "kv/types.h"
 #include "kv/util.h"
 
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
 static bk_str member_key(const dict_node *n)
 {
     kv_smember *m = (kv_smember *)(void *)n;
@@ -118,17 +122,81 @@ void srem_command(kv_client *c)
     reply_int(c, n);
 }
 
-static void reply_members(kv_client *c, dict *s)
+static int cfg_intset_entries(void)
 {
-    reply_set(c, s ? (long long)dict_size(s) : 0);
-    if (!s)
-        return;
+    static const char *v;
+    if (!v)
+        v = kv_config_noop_str("set-max-intset-entries");
+    long long n = 512;
+    if (v && kv_parse_ll(v, strlen(v), &n) != 0)
+        n = 512;
+    return n < 0 ? 0 : n > INT_MAX ? INT_MAX : (int)n;
+}
+
+typedef struct {
+    long long v;
+    dict_node *n;
+} int_member;
+
+static int int_member_cmp(const void *pa, const void *pb)
+{
+    const int_member *a = pa, *b = pb;
+    return (a->v > b->v) - (a->v < b->v);
+}
+
+dict_node **set_intset_nodes(dict *s)
+{
+    size_t n = dict_size(s);
+    if (n == 0 || n > (size_t)cfg_intset_entries())
+        return NULL;
+    int_member *m = kv_malloc(n * sizeof *m);
+    size_t k = 0;
     dict_iter it;
     dict_iter_init(&it, s);
-    for (dict_node *n; (n = dict_iter_next(&it));)
-        reply_bulk_str(c, smember_str((kv_smember *)(void *)n));
+    for (dict_node *dn; (dn = dict_iter_next(&it));) {
+        bk_str x = smember_str((kv_smember *)(void *)dn);
+        if (kv_parse_ll(x.p, x.len, &m[k].v) != 0)
+            break;
+        m[k++].n = dn;
+    }
+    dict_iter_end(&it);
+    dict_node **out = NULL;
+    if (k == n) {
+        qsort(m, n, sizeof *m, int_member_cmp);
+        out = kv_malloc(n * sizeof *out);
+        for (size_t i = 0; i < n; i++)
+            out[i] = m[i].n;
+    }
+    kv_free(m);
+    return out;
+}
+
+/* Every member: sorted when Redis would hold s as an intset, else in the
+ * dict's order (Redis's hashtable order is as arbitrary). */
+static void reply_members_as(kv_client *c, dict *s, int as_set)
+{
+    long long n = s ? (long long)dict_size(s) : 0;
+    if (as_set)
+        reply_set(c, n);
+    else
+        reply_array(c, n);
+    if (!s)
+        return;
+    dict_node **sorted = set_intset_nodes(s);
+    if (sorted) {
+        for (size_t i = 0; i < dict_size(s); i++)
+            reply_bulk_str(c, smember_str((kv_smember *)(void *)sorted[i]));
+        kv_free(sorted);
+        return;
+    }
+    dict_iter it;
+    dict_iter_init(&it, s);
+    for (dict_node *dn; (dn = dict_iter_next(&it));)
+        reply_bulk_str(c, smember_str((kv_smember *)(void *)dn));
     dict_iter_end(&it);
 }
+
+static void reply_members(kv_client *c, dict *s) { reply_members_as(c, s, 1); }
 
 void smembers_command(kv_client *c)
 {
@@ -261,6 +329,11 @@ void srandmember_command(kv_client *c)
         return;
     }
     size_t size = dict_size(s), n = BK_MIN((size_t)count, size);
+    if (n == size) {
+        /* the whole set, in the order SMEMBERS lists it (as Redis) */
+        reply_members_as(c, s, 0);
+        return;
+    }
     dict_node **all;
     if (RAND_FEW_DISTINCT(n, size)) {
         all = kv_malloc(n * sizeof *all);

@@ -91,6 +91,10 @@ dict *set_dup(dict *s);
 int set_add(dict *s, bk_str m);
 int set_has(dict *s, bk_str m);
 int set_del(dict *s, bk_str m);
+/* The members of s sorted by value when Redis 7.0 would keep s as an intset
+ * (integers only, at most set-max-intset-entries): a kv_malloc'd array of
+ * dict_size(s) nodes, or NULL when s is not one. */
+dict_node **set_intset_nodes(dict *s);
 
 /* ---- command handlers ---- */
 #define CMD(name) void name##_command(kv_client *c)
@@ -193,7 +197,7 @@ CMD(eval); CMD(evalsha); CMD(eval_ro); CMD(evalsha_ro); CMD(script); CMD(fcall);
 CMD(cluster); CMD(asking); CMD(readwrite); CMD(module);
 /* -- end suite -- */
 /* -- handlers: repl -- */
-CMD(replconf);
+CMD(replconf); CMD(lolwut);
 CMD(failover);
 /* -- end repl -- */
 #undef CMD

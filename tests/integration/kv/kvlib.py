@@ -41,7 +41,10 @@ class KvServer:
         self.dir.mkdir(parents=True, exist_ok=True)
         # A config file (a first argument not starting with --) goes first.
         conf = self.args[:1] if self.args and not self.args[0].startswith("--") else []
-        cmd = [KV_BIN, *conf, "--port", str(self.port), "--dir", str(self.dir),
+        # No save points unless a test asks (the reference Redis runs with
+        # --save '' too); a config file's own save lines stay in charge.
+        nosave = [] if conf or "--save" in self.args else ["--save", ""]
+        cmd = [KV_BIN, *conf, "--port", str(self.port), "--dir", str(self.dir), *nosave,
                *self.args[len(conf):]]
         self.log = open(self.log_path, "ab")
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0")

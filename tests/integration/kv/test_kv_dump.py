@@ -660,7 +660,8 @@ def test_migrate_hostile_numbers(kv, kb, reference):
     assert kb.ping()
 
 
-def test_debug_reload_and_object(kb):
+def test_debug_reload_and_object(kv_factory):
+    kb = kv_factory("--enable-debug-command", "yes").client()
     kb.rpush("l", "a", "b", "c")
     kb.set("s", "hello")
     kb.zadd("z", {"m": 1})

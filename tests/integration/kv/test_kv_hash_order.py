@@ -223,7 +223,8 @@ def test_copy_keeps_order_and_encoding(kb, reference):
     order_views(kb, reference, "h2")
 
 
-def test_debug_reload_keeps_order(kb, reference):
+def test_debug_reload_keeps_order(kv_factory, reference):
+    kb = kv_factory("--enable-debug-command", "yes").client()
     for c in (kb, reference):
         c.hset("h", mapping={"z": "1", "m": "2", "a": "3", "q": "4"})
         c.hdel("h", "m")

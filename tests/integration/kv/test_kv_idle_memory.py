@@ -86,7 +86,7 @@ def test_idle_clients_cost_no_more_than_redis(tmp_path):
     if n < 2000:
         pytest.skip(f"RLIMIT_NOFILE too low ({limit})")
     p1, p2 = free_port(), free_port()
-    brisk = per_client_kb([KV_BIN, "--port", str(p1), "--dir", str(tmp_path),
+    brisk = per_client_kb([KV_BIN, "--port", str(p1), "--dir", str(tmp_path), "--save", "",
                            "--maxclients", str(n + 100)], p1, n)
     redis = per_client_kb([REDIS_SERVER, "--port", str(p2), "--bind", "127.0.0.1", "--save", "",
                            "--appendonly", "no", "--dir", str(tmp_path),

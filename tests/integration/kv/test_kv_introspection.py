@@ -313,7 +313,8 @@ def test_latency_histogram_counts_calls(kv):
     assert len(buckets) >= 1 and list(buckets.values())[-1] == 2  # cumulative
 
 
-def test_latency_events_recorded(kv):
+def test_latency_events_recorded(kv_factory):
+    kv = kv_factory("--enable-debug-command", "yes")
     c = kv.client(decode_responses=True)
     c.config_set("latency-monitor-threshold", "1")
     c.execute_command("DEBUG", "SLEEP", "0.02")

@@ -245,7 +245,8 @@ def ref_debug(tmp_path):
     proc.wait(10)
 
 
-def test_debug_digest_like_redis(kv, ref_debug):
+def test_debug_digest_like_redis(kv_factory, ref_debug):
+    kv = kv_factory("--enable-debug-command", "yes")
     from kv_sidebyside import Raw
     conns = [Raw(kv.port), Raw(ref_debug)]
 

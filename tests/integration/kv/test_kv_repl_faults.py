@@ -227,7 +227,7 @@ def test_disk_full_during_bgsave(kv_factory):
     BGSAVE and SAVE fail with a log line; dump.rdb keeps the last good
     snapshot, no temp file stays, the server lives and, with save points
     and stop-writes-on-bgsave-error, refuses writes with MISCONF as Redis."""
-    s = kv_factory("--save", "3600 100000000")
+    s = kv_factory("--save", "3600 100000000", "--enable-debug-command", "yes")
     c = s.client()
     c.set("good", "1")
     c.execute_command("SAVE")

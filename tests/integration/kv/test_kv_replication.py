@@ -662,13 +662,14 @@ def test_link_kills_lose_no_key(kv_factory, real, master_kind, kill):
     in db 0 and misplace a few keys)."""
     import threading
     if master_kind == "brisk":
-        m = kv_factory("--repl-diskless-sync-delay", "0", "--repl-backlog-size", "16mb")
+        m = kv_factory("--repl-diskless-sync-delay", "0", "--repl-backlog-size", "16mb",
+                       "--enable-debug-command", "yes")  # DEBUG DIGEST below
         mport = m.port
     else:
         m = real("--repl-diskless-sync-delay", "0", "--repl-backlog-size", "16mb")
         mport = m.port
     mc = m.client()
-    r = kv_factory()
+    r = kv_factory("--enable-debug-command", "yes")
     rc = r.client()
     replicate(rc, mport)
     wait_link_up(rc)

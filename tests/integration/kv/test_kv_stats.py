@@ -8,7 +8,8 @@ import threading
 import time
 
 
-def test_commandstats_usec(r):
+def test_commandstats_usec(kv_factory):
+    r = kv_factory("--enable-debug-command", "yes").client(decode_responses=True)
     r.execute_command("DEBUG", "SLEEP", "0.2")
     st = r.info("commandstats")["cmdstat_debug"]
     assert st["calls"] == 1

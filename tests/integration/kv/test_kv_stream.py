@@ -23,6 +23,12 @@ def rand_id(rng, last_ms):
     return ms, rng.choice([f"{ms}-{rng.randint(0, 3)}", f"{ms}-*", f"{ms}", "*"])
 
 
+@pytest.fixture
+def kv(kv_factory):
+    """brisk-kv with DEBUG on (DEBUG RELOAD below; the reference has it off)."""
+    return kv_factory("--enable-debug-command", "yes")
+
+
 def test_random_sequences_match_redis(pair):
     rng = random.Random(7)
     both(pair, "CONFIG", "SET", "stream-node-max-entries", "8")
