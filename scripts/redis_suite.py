@@ -135,7 +135,12 @@ def run_one(suite: Path, binary: str, is_redis: bool, test: str, timeout: int, t
             out = (e.stdout or b"").decode(errors="replace") + "\nTimed out"
         out = re.sub(r"\x1b\[[0-9;]*m", "", out)
         fails = [ln for ln in out.splitlines() if re.search(r"\[(err|exception)\]:", ln)]
-        return {"ok": len(re.findall(r"\[ok\]:", out)), "err": len(re.findall(r"\[err\]:", out)),
+        ok, err = len(re.findall(r"\[ok\]:", out)), len(re.findall(r"\[err\]:", out))
+        if not fails and not ok and not err:
+            # say why, rather than a silent 0 (its ports taken, ...)
+            last = [ln for ln in out.splitlines() if ln.strip()][-1:] or ["no output"]
+            fails = ["the harness ran no test: " + last[0].strip()]
+        return {"ok": ok, "err": err,
                 "exc": len(re.findall(r"\[exception\]:|Killing still running|Timed out", out)),
                 "alive": srv.poll() is None, "first": fails[0][:110] if fails else ""}
     finally:
