@@ -136,7 +136,7 @@ def run_one(suite: Path, binary: str, is_redis: bool, test: str, timeout: int, t
         out = re.sub(r"\x1b\[[0-9;]*m", "", out)
         fails = [ln for ln in out.splitlines() if re.search(r"\[(err|exception)\]:", ln)]
         ok, err = len(re.findall(r"\[ok\]:", out)), len(re.findall(r"\[err\]:", out))
-        if not fails and not ok and not err:
+        if not fails and not ok and not err and "[1/1 done]" not in out:
             # say why, rather than a silent 0 (its ports taken, ...)
             last = [ln for ln in out.splitlines() if ln.strip()][-1:] or ["no output"]
             fails = ["the harness ran no test: " + last[0].strip()]
