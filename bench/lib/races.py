@@ -701,7 +701,7 @@ def race_kv(ctx):
                 bench_case(servers, f"{t}-p{depth}-lean", f"{t.upper()} -P {depth}, lean client",
                            f"bench/lib/resp_load.c -c 50 -P {depth} -n {n} "
                            + " ".join("<64 x 'x'>" if a == value else a for a in cmd),
-                           cmd, depth, n, 1.3 if t == "evalsha" else target, depth == 16,
+                           cmd, depth, n, 1.3 if t == "evalsha" else target, True,
                            lean=lean)
         for depth, n in ((16, s.kv_n16), (1, s.kv_n1)):
             bench_case(servers, f"xadd-p{depth}", f"XADD -P {depth}",
