@@ -1360,17 +1360,7 @@ static void stream_commit(void)
     for (int d = 0; d < srv.cfg.databases; d++) {
         kv_db *x = &srv.dbs[d], *y = &R.spare[d];
         kv_touch_flushed_db(x, y);
-        keytab tk = x->keys;
-        x->keys = y->keys;
-        y->keys = tk;
-        kv_entry **tv = x->vol;
-        size_t tl = x->vol_len, tc = x->vol_cap;
-        x->vol = y->vol;
-        x->vol_len = y->vol_len;
-        x->vol_cap = y->vol_cap;
-        y->vol = tv;
-        y->vol_len = tl;
-        y->vol_cap = tc;
+        kv_db_swap_contents(x, y);
         blocking_signal_db(x);
     }
     tracking_invalidate_all();

@@ -567,6 +567,8 @@ void kv_touch_db(kv_db *db); /* every watched key of db */
 /* FLUSHDB/FLUSHALL (replaced_with NULL) and SWAPDB: the watched keys whose
  * value changes, as Redis. */
 void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with);
+/* Exchanges the keys (and the index of volatile keys) of two databases. */
+void kv_db_swap_contents(kv_db *x, kv_db *y);
 void kv_unwatch_all(kv_client *c);
 /* Leaves MULTI: the queued commands and WATCHes are dropped (multi.c). */
 void kv_discard_transaction(kv_client *c);

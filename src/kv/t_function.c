@@ -897,19 +897,23 @@ int function_call_no_writes(int argc, const bk_str *argv)
 void fcall_command(kv_client *c) { fcall_generic(c, 0); }
 void fcall_ro_command(kv_client *c) { fcall_generic(c, 1); }
 
+struct rewrite_ctx {
+    void (*emit)(void *ud, int argc, const bk_str *argv);
+    void *ud;
+};
+
+static void rewrite_one(void *ud, const char *code, size_t len)
+{
+    struct rewrite_ctx *r = ud;
+    bk_str argv[3] = { BK_STR("FUNCTION"), BK_STR("LOAD"), { code, len } };
+    r->emit(r->ud, 3, argv);
+}
+
+/* Oldest first, as the RDB has them. */
 void function_rewrite(void (*emit)(void *ud, int argc, const bk_str *argv), void *ud)
 {
-    int n = 0;
-    for (func_lib *l = libs; l; l = l->next)
-        n++;
-    /* Oldest first. */
-    for (int k = n - 1; k >= 0; k--) {
-        func_lib *l = libs;
-        for (int i = 0; i < k; i++)
-            l = l->next;
-        bk_str argv[3] = { BK_STR("FUNCTION"), BK_STR("LOAD"), { l->code, l->code_len } };
-        emit(ud, 3, argv);
-    }
+    struct rewrite_ctx r = { emit, ud };
+    function_rdb_each(rewrite_one, &r);
 }
 
 /* ---- RDB (rdb_file.c): every library's code, oldest first, and back ---- */

@@ -130,6 +130,21 @@ void flushall_command(kv_client *c)
     reply_ok(c);
 }
 
+void kv_db_swap_contents(kv_db *x, kv_db *y)
+{
+    keytab tk = x->keys;
+    x->keys = y->keys;
+    y->keys = tk;
+    kv_entry **tv = x->vol;
+    size_t tl = x->vol_len, tc = x->vol_cap;
+    x->vol = y->vol;
+    x->vol_len = y->vol_len;
+    x->vol_cap = y->vol_cap;
+    y->vol = tv;
+    y->vol_len = tl;
+    y->vol_cap = tc;
+}
+
 void swapdb_command(kv_client *c)
 {
     long long a, b;
@@ -149,17 +164,7 @@ void swapdb_command(kv_client *c)
     if (x != y) {
         kv_touch_flushed_db(x, y);
         kv_touch_flushed_db(y, x);
-        keytab tk = x->keys;
-        x->keys = y->keys;
-        y->keys = tk;
-        kv_entry **tv = x->vol;
-        size_t tl = x->vol_len, tc = x->vol_cap;
-        x->vol = y->vol;
-        x->vol_len = y->vol_len;
-        x->vol_cap = y->vol_cap;
-        y->vol = tv;
-        y->vol_len = tl;
-        y->vol_cap = tc;
+        kv_db_swap_contents(x, y);
         blocking_signal_db(x); /* clients blocked in x or y may be served now */
         blocking_signal_db(y);
     }
