@@ -8,17 +8,13 @@ non-zero on its own, has to be killed, or printed a sanitizer report.
 """
 from __future__ import annotations
 
-import shutil
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from kvlib import KvServer, free_port
+from kvlib import KvServer, start_redis, stop_redis
 
-REDIS_SERVER = shutil.which("redis-server")
 
 @pytest.fixture
 def kv_factory(tmp_path):
@@ -65,24 +61,6 @@ def r(kv) -> redis.Redis:
 # the reference every brisk-kv reply is compared with, side by side.
 @pytest.fixture
 def reference(tmp_path):
-    if not REDIS_SERVER:
-        pytest.skip("redis-server is not installed (scripts/deps.sh test installs it)")
-    port = free_port()
-    proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    c = redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
-    deadline = time.time() + 10
-    while True:
-        try:
-            c.ping()
-            break
-        except redis.ConnectionError:
-            if time.time() > deadline:
-                proc.kill()
-                raise
-            time.sleep(0.05)
+    proc, c = start_redis(tmp_path)
     yield c
-    c.close()
-    proc.terminate()
-    proc.wait(10)
+    stop_redis(proc, c)

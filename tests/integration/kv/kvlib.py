@@ -9,6 +9,7 @@ killed, or prints a sanitizer report.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +20,7 @@ import redis
 
 BIN_DIR = Path(os.environ.get("BRISK_BIN_DIR", "/work/main/build/bin"))
 KV_BIN = str(BIN_DIR / "brisk-kv")
+REDIS_SERVER = shutil.which("redis-server")
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
 
@@ -110,6 +112,46 @@ class KvServer:
         assert rc == 0, self.output()[-2000:]
         self.start()
 
+
+def start_redis(workdir: Path, *args: str, plain: bool = True, bind: str = "127.0.0.1",
+                **client_kw) -> tuple[subprocess.Popen, redis.Redis]:
+    """A real redis-server 7 on a free port, working in `workdir`, once it
+    answers PING: (process, redis-py client; keyword arguments go to the
+    client). `plain` adds the reference's `--save '' --appendonly no`; pass
+    plain=False for Redis's own defaults. Skips the test when redis-server is
+    not installed. Stop it with stop_redis()."""
+    import pytest
+    if not REDIS_SERVER:
+        pytest.skip("redis-server is not installed (scripts/deps.sh test installs it)")
+    port = free_port()
+    base = [REDIS_SERVER, "--port", str(port), "--bind", bind, "--dir", str(workdir)]
+    if plain:
+        base += ["--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen(base + list(args), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    client_kw.setdefault("socket_timeout", 10)
+    c = redis.Redis(host="127.0.0.1", port=port, **client_kw)
+    deadline = time.time() + 10
+    while True:
+        try:
+            c.ping()
+            return proc, c
+        except redis.ConnectionError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                raise RuntimeError(f"redis-server {' '.join(args)} did not start")
+            time.sleep(0.05)
+
+
+def stop_redis(proc: subprocess.Popen, client: redis.Redis | None = None):
+    if client is not None:
+        client.close()
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def raw(port: int, data: bytes, read_until_close: bool = False, timeout: float = 5.0) -> bytes:

@@ -10,17 +10,14 @@ rule sets below leave at most one single command to describe.
 """
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 import redis
 
-from kvlib import KV_BIN, free_port, raw
+from kvlib import KV_BIN, free_port, raw, start_redis, stop_redis
 
-REDIS_SERVER = shutil.which("redis-server")
 
 
 def reply(client, *args):
@@ -361,24 +358,6 @@ def test_default_user_off_refuses_new_connections(kv, r):
     assert raw(kv.port, b"GET x\r\n") == b"$-1\r\n"
 
 
-def start_redis(tmp_path: Path, *args: str):
-    if not REDIS_SERVER:
-        pytest.skip("redis-server is not installed")
-    port = free_port()
-    proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", str(tmp_path), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    c = redis.Redis(port=port, decode_responses=True)
-    for _ in range(200):
-        try:
-            c.ping()
-            return proc, c
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("redis-server did not start")
-
-
 def test_aclfile_save_and_load_like_redis(kv_factory, tmp_path):
     kdir, rdir = tmp_path / "kv", tmp_path / "redis"
     kdir.mkdir(), rdir.mkdir()
@@ -387,7 +366,7 @@ def test_aclfile_save_and_load_like_redis(kv_factory, tmp_path):
     (rdir / "users.acl").write_text(start)
     kv = kv_factory("--aclfile", str(kdir / "users.acl"))
     r = kv.client(decode_responses=True)
-    proc, ref = start_redis(rdir, "--aclfile", str(rdir / "users.acl"))
+    proc, ref = start_redis(rdir, "--aclfile", str(rdir / "users.acl"), decode_responses=True)
     try:
         assert norm(r.execute_command("ACL", "LIST")) == ref.execute_command("ACL", "LIST")
         for c in (r, ref):
@@ -411,8 +390,7 @@ def test_aclfile_save_and_load_like_redis(kv_factory, tmp_path):
         assert r.execute_command("ACL", "LOAD") == ref.execute_command("ACL", "LOAD") == "OK"
         assert norm(r.execute_command("ACL", "LIST")) == ref.execute_command("ACL", "LIST")
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_redis(proc, ref)
 
 
 def test_aclfile_long_lines(kv_factory, tmp_path):

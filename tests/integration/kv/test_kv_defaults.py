@@ -5,49 +5,26 @@ enable-module-command (their default "no", their errors, "local"), the
 command count, and LOLWUT."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-import time
+import tempfile
+from pathlib import Path
 
 import pytest
 import redis
 
-from kvlib import KV_BIN, free_port
+from kvlib import KV_BIN, free_port, start_redis, stop_redis
 
-REDIS_SERVER = shutil.which("redis-server")
-
-
-def start_redis(tmp_path, *args):
+def start_redis_own(tmp_path, *args):
     """A real redis-server with exactly these options (no --save '' added)."""
-    if not REDIS_SERVER:
-        pytest.skip("redis-server is not installed")
-    port = free_port()
-    d = tmp_path / f"redis-{port}"
-    d.mkdir()
-    proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1",
-                             "--dir", str(d), *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    c = redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
-    deadline = time.time() + 10
-    while True:
-        try:
-            c.ping()
-            return proc, c
-        except redis.ConnectionError:
-            if time.time() > deadline:
-                proc.kill()
-                raise
-            time.sleep(0.05)
+    d = Path(tempfile.mkdtemp(prefix="redis-", dir=tmp_path))
+    return start_redis(d, *args, plain=False)
 
 
 @pytest.fixture
 def redis_defaults(tmp_path):
     """A real redis-server 7 with its own defaults (save points included)."""
-    proc, c = start_redis(tmp_path)
+    proc, c = start_redis_own(tmp_path)
     yield c
-    c.close()
-    proc.kill()
-    proc.wait(10)
+    stop_redis(proc, c)
 
 
 def call(c, *cmd):
@@ -191,7 +168,7 @@ def test_protected_actions_default(kv_factory, tmp_path, redis_defaults):
 
 @pytest.mark.parametrize("value", ["yes", "local"])
 def test_protected_actions_enabled(kv_factory, tmp_path, value):
-    _, ref = start_redis(tmp_path, "--save", "", "--enable-debug-command", value,
+    _, ref = start_redis_own(tmp_path, "--save", "", "--enable-debug-command", value,
                          "--enable-protected-configs", value, "--enable-module-command", value)
     kb = kv_factory("--enable-debug-command", value, "--enable-protected-configs", value,
                     "--enable-module-command", value).client()

@@ -13,6 +13,8 @@ import zlib
 import pytest
 import redis
 
+from kvlib import start_redis, stop_redis
+
 # ---- CRC-64/Jones, to make payloads whose checksum is right ----
 
 _TABLE = []
@@ -467,25 +469,6 @@ def _same_keyspace(a: redis.Redis, b: redis.Redis):
         c.execute_command("SELECT", 0)
 
 
-def _start_redis(dirpath):
-    import shutil
-    import subprocess
-    from kvlib import free_port
-    port = free_port()
-    proc = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", str(dirpath)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    c = redis.Redis(port=port, socket_timeout=10)
-    deadline = time.time() + 10
-    while True:
-        try:
-            c.ping()
-            return proc, c
-        except redis.ConnectionError:
-            assert time.time() < deadline
-            time.sleep(0.05)
-
-
 def test_save_file_checked_and_loaded_by_redis(kv_factory, tmp_path):
     import shutil
     import subprocess
@@ -500,7 +483,7 @@ def test_save_file_checked_and_loaded_by_redis(kv_factory, tmp_path):
     rdir = tmp_path / "redis"
     rdir.mkdir()
     shutil.copy(rdb, rdir / "dump.rdb")
-    proc, rc = _start_redis(rdir)
+    proc, rc = start_redis(rdir)
     try:
         _same_keyspace(c, rc)
         # And back: Redis's own dump.rdb loads into a fresh brisk-kv.
@@ -511,8 +494,7 @@ def test_save_file_checked_and_loaded_by_redis(kv_factory, tmp_path):
         s2 = kv_factory(workdir=kdir)
         _same_keyspace(s2.client(), rc)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_redis(proc, rc)
 
 
 def test_bgsave_and_restart(kv_factory):

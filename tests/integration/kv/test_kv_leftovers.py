@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from kv_sidebyside import pair, same, both  # noqa: F401  (fixture)
+from kvlib import start_redis, stop_redis
 
 # ---- 1. SCAN cursors: strtoul semantics ----
 
@@ -148,21 +149,14 @@ def test_acl_rule_forms_like_redis(pair):
 
 
 def test_acl_file_with_paren_rules_like_redis(kv_factory, tmp_path):
-    import subprocess
-    from kvlib import free_port
     lines = ["user default on nopass ~* &* +@all",
              "user w on nopass (+select|a ~x))",
              "user v on nopass (~k resetchannels -@all +select|a))"]
     acl = tmp_path / "users.acl"
     acl.write_text("\n".join(lines) + "\n")
     kv = kv_factory("--aclfile", str(acl))
-    port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
-                             "--aclfile", str(acl), "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc, ref = start_redis(tmp_path, "--aclfile", str(acl))
     try:
-        ref = redis.Redis(port=port)
-        _wait(lambda: _pings(ref), what="redis-server up")
         b = kv.client()
         assert b.execute_command("ACL", "LIST") == ref.execute_command("ACL", "LIST")
         assert b.execute_command("ACL", "LOAD") == ref.execute_command("ACL", "LOAD")
@@ -175,8 +169,7 @@ def test_acl_file_with_paren_rules_like_redis(kv_factory, tmp_path):
             errs.append(str(e.value))
         assert errs[0] == errs[1]
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_redis(proc, ref)
 
 
 def _pings(c):
@@ -230,19 +223,9 @@ def test_acl_check_cmd_too_few_args(kv, reference):
 @pytest.fixture
 def ref_debug(tmp_path):
     """A real redis-server with DEBUG enabled (the plain reference has it off)."""
-    import subprocess
-    from kvlib import free_port
-    port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp_path),
-                             "--enable-debug-command", "yes"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    c = redis.Redis(port=port)
-    _wait(lambda: _pings(c), what="redis-server up")
-    yield port
-    c.close()
-    proc.terminate()
-    proc.wait(10)
+    proc, c = start_redis(tmp_path, "--enable-debug-command", "yes")
+    yield c.connection_pool.connection_kwargs["port"]
+    stop_redis(proc, c)
 
 
 def test_debug_digest_like_redis(kv_factory, ref_debug):

@@ -6,15 +6,11 @@ clean-up on disconnect are checked against brisk-kv alone.
 """
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
 import time
 
 import pytest
-import redis
 
-from kvlib import free_port
 
 
 class Conn:
@@ -132,26 +128,8 @@ def script(port: int) -> list[bytes]:
 
 
 @pytest.fixture
-def redis_port(tmp_path):
-    if not shutil.which("redis-server"):
-        pytest.skip("redis-server is not installed (scripts/deps.sh test installs it)")
-    port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                             "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if time.time() > deadline:
-                proc.kill()
-                raise
-            time.sleep(0.05)
-    yield port
-    proc.terminate()
-    proc.wait(10)
+def redis_port(reference):
+    return reference.connection_pool.connection_kwargs["port"]
 
 
 def test_same_bytes_as_redis(kv, redis_port):
