@@ -32,9 +32,6 @@ CASES=${*:-static hello echo}
 T=$(mktemp -d /tmp/http_cost.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cc -O2 -o "$T/probe" bench/peers/probe.c || exit 1
-# valgrind 3.19 does not know openat2 (the static path uses it): the shim
-# makes it fail with ENOSYS so brisk takes its fallback under valgrind only.
-cc -O2 -shared -fPIC -o "$T/vg_openat2.so" bench/lib/vg_openat2.c -ldl || exit 1
 
 # The 117-byte file of the static race (bench/lib/static_bench.py).
 mkdir -p "$T/www"
@@ -119,7 +116,7 @@ one_run() {
   out="$T/$tool-$name-d$depth-r$rounds-$PORT"
   local cmd; cmd=$(server_cmd "$name")
   if [ "$tool" = callgrind ]; then
-    LD_PRELOAD="$T/vg_openat2.so" valgrind -q --tool=callgrind --callgrind-out-file="$out.%p" \
+    valgrind -q --tool=callgrind --callgrind-out-file="$out.%p" \
       $cmd >"$out.log" 2>&1 &
   else
     strace -c -f -o "$out" $cmd >"$out.log" 2>&1 &

@@ -659,22 +659,6 @@ def strace_per_request(make, tmp, spec, settings, depth=1, pin=()):
     return {"requests": nreq, "per_req": total, "top": [[k, round(v, 3)] for v, k in top]}
 
 
-_SHIM = None
-
-
-def openat2_shim(tmp):
-    """Builds bench/lib/vg_openat2.c (valgrind 3.19 lacks openat2)."""
-    global _SHIM
-    if _SHIM is None:
-        out = tmp / "vg_openat2.so"
-        p = subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
-                            str(LIB / "vg_openat2.c"), "-ldl"], capture_output=True, text=True)
-        if p.returncode != 0:
-            raise BenchError(f"cannot build the openat2 shim: {p.stderr.strip()}")
-        _SHIM = out
-    return _SHIM
-
-
 def wait_group_gone(pgid, timeout=30):
     """Waits until no process of the group (a server's session) is left;
     then, or after timeout, kills what remains."""
@@ -702,7 +686,7 @@ def callgrind_total(outdir):
     return total, len(files)
 
 
-def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=None,
+def callgrind_per_request(make, tmp, spec, settings, pin=(), rounds=None,
                           warm_rounds=None, depth=1):
     """User-space instructions per request: the server under
     `valgrind --tool=callgrind` (all its threads and forked children), both
@@ -718,8 +702,7 @@ def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=
         outdir.mkdir()
         server = make(port)
         wrap = ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={outdir}/cg.%p"]
-        env = {"LD_PRELOAD": str(openat2_shim(tmp))} if shim else None
-        server.start(port, prefix=pin, wrap=wrap, env=env, start_timeout=120)
+        server.start(port, prefix=pin, wrap=wrap, start_timeout=120)
         try:
             _client(server, spec, warm_rounds, depth, conns)
             n = _client(server, spec, nrounds, depth, conns)
@@ -738,7 +721,7 @@ def callgrind_per_request(make, tmp, spec, settings, shim=False, pin=(), rounds=
             "per_req": (i1 - i0) / (n1 - n0)}
 
 
-def measure_costs(label, make, tmp, spec, settings, shim=False, what=("strace", "callgrind"),
+def measure_costs(label, make, tmp, spec, settings, what=("strace", "callgrind"),
                   depth=1, cg_rounds=None, cg_warm_rounds=None):
     """Both counts for one server; a failing count is recorded, not fatal."""
     row = {"server": label, "client": f"{settings.cost_conns} connections, all busy, "
@@ -756,7 +739,7 @@ def measure_costs(label, make, tmp, spec, settings, shim=False, what=("strace", 
     if "callgrind" in what:
         log(f"callgrind: {label}")
         try:
-            row["callgrind"] = callgrind_per_request(make, tmp, spec, settings, shim=shim, pin=pin,
+            row["callgrind"] = callgrind_per_request(make, tmp, spec, settings, pin=pin,
                                                      depth=depth,
                                                      rounds=cg_rounds, warm_rounds=cg_warm_rounds)
             log(f"  {label}: {row['callgrind']['per_req']:,.0f} instructions/request")

@@ -178,7 +178,7 @@ def race_hello(ctx):
             # node's count settles only over tens of thousands of requests
             # (JIT tiering and GC heap growth): 30,000 after 5,000 of warm-up
             extra = {"cg_rounds": 3000, "cg_warm_rounds": 500} if name == "node" else {}
-            race["costs"].append(measure_costs(name, mk[name], tmp, spec, s, shim=(name == "brisk"),
+            race["costs"].append(measure_costs(name, mk[name], tmp, spec, s,
                                                **extra) | {"request": "`GET /` (11 bytes)", "short": "GET /"})
     return race
 
@@ -263,7 +263,7 @@ def race_static(ctx):
             spec = {"proto": "http", "path": f"/{f}", "expect_len": size}
             for name in ("brisk", "nginx"):
                 what = ("strace", "callgrind") if cg else ("strace",)
-                row = measure_costs(name, mk[name], tmp, spec, s, shim=(name == "brisk"), what=what)
+                row = measure_costs(name, mk[name], tmp, spec, s, what=what)
                 row["request"] = f"`GET /{f}` ({'117 B' if f == sb.SMALL else '1 MiB'})"
                 row["short"] = "117 B" if f == sb.SMALL else "1 MiB"
                 race["costs"].append(row)
@@ -1436,7 +1436,7 @@ def race_https(ctx):
                                            ("https", "over HTTPS/1.1", "HTTPS/1.1 117 B", 1)):
             spec = {"proto": proto, "path": small, "expect_len": sb.SMALL_SIZE}
             for name in names:
-                row = measure_costs(name, mk[name], base, spec, s, shim=(name == "brisk"),
+                row = measure_costs(name, mk[name], base, spec, s,
                                     what=what, depth=depth)
                 row["request"] = f"`GET /index.html` {label} (117 B)"
                 row["short"] = short

@@ -1,11 +1,11 @@
 #include "http/cgi.h"
 
+#include "core/fsopen.h"
 #include "core/net.h"
 #include "http/files.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -490,16 +490,6 @@ static void build_env(envb *e, http_exchange *x, const http_request *r, const ht
 
 /* ---- spawning ---- */
 
-static int open_script(const http_cgi_map *m, const char *name)
-{
-    struct open_how how = {
-        .flags = O_PATH | O_CLOEXEC,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-    };
-    int fd = (int)syscall(SYS_openat2, m->dir_fd, name, &how, sizeof how);
-    return fd < 0 ? -errno : fd;
-}
-
 static int spawn(cgi *g, const char *path, char **envp, int fds[3][2])
 {
     posix_spawn_file_actions_t fa;
@@ -557,7 +547,7 @@ void http_cgi_handle(http_exchange *x, const http_request *r, const http_cgi_map
     memcpy(name, script, script_len);
     name[script_len] = '\0';
 
-    int sfd = open_script(m, name);
+    int sfd = fs_open_beneath(m->dir_fd, name, O_PATH);
     struct stat st;
     if (sfd < 0) {
         http_exchange_fail(x, sfd == -ENOENT || sfd == -ENOTDIR ? 404 : 403);

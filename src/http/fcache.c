@@ -1,14 +1,13 @@
 #include "http/fcache.h"
 
 #include "core/clock.h"
+#include "core/fsopen.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 struct fcache {
@@ -101,18 +100,6 @@ void fcache_free(fcache *fc)
     free(fc);
 }
 
-/* Opens path beneath root: no "..", no absolute symlinks or symlinks that
- * leave the root, no magic links. */
-static int open_beneath(int root_fd, const char *path)
-{
-    struct open_how how = {
-        .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-    };
-    int fd = (int)syscall(SYS_openat2, root_fd, path[0] ? path : ".", &how, sizeof how);
-    return fd < 0 ? -errno : fd;
-}
-
 static void fill_validators(fcache_entry *e)
 {
     int n = snprintf(e->etag, sizeof e->etag, "\"%lx-%llx-%llx\"", (unsigned long)e->ino,
@@ -138,7 +125,7 @@ static void entry_open(fcache_entry *e, const fcache_opts *o)
     e->head = NULL;
     e->head_len = 0;
 
-    int fd = open_beneath(o->root_fd, e->key);
+    int fd = fs_open_beneath(o->root_fd, e->key, O_RDONLY | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) {
         e->err = -fd;
         return;
