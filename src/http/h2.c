@@ -1,5 +1,6 @@
 /* HTTP/2 streams onto exchanges; see h2.h. */
 #include "http/h2.h"
+#include "http/hpack.h"
 
 #include <errno.h>
 #include <nghttp2/nghttp2.h>
@@ -111,7 +112,6 @@ enum { M_SKIP, M_DATA, M_BLOCK, M_CTL, M_SETTINGS };
 struct h2_session {
     http_conn *c;
     nghttp2_hd_inflater *inflater; /* the client's header blocks */
-    nghttp2_hd_deflater *deflater; /* ours */
     h2_stream *streams;   /* attached ones */
     uint32_t nstreams;
     uint32_t handlers;    /* attached streams whose handler is at work */
@@ -158,6 +158,7 @@ struct h2_session {
         int32_t id;
         uint8_t remote_ended;
     } closed[CLOSED_KEEP]; /* streams closed lately (closed_lookup) */
+    http_hpack_enc enc;   /* our header blocks */
 };
 
 static const http_proto_ops h2_ops;
@@ -409,40 +410,34 @@ static void stream_reset(h2_stream *st, uint32_t code)
 
 /* The response's head: its fields HPACK-encoded into a HEADERS frame
  * (and CONTINUATIONs when the block is over the peer's frame size). */
-static int send_headers(h2_session *s, int32_t id, const nghttp2_nv *nv, size_t n, int end_stream)
+static void send_headers(h2_session *s, int32_t id, const http_hpack_field *f, size_t n,
+                         int end_stream)
 {
     http_conn *c = s->c;
-    size_t bound = nghttp2_hd_deflate_bound(s->deflater, nv, n);
-    uint8_t *p = (uint8_t *)http_conn_out_reserve(c, 9 + bound);
-    ssize_t len = nghttp2_hd_deflate_hd(s->deflater, p + 9, bound, nv, n);
-    if (len < 0) {
-        log_error("HTTP/2: a response head not encoded: %s", nghttp2_strerror((int)len));
-        s->dead = 1; /* the encoder's state is unknown now */
-        return -1;
-    }
+    uint8_t *p = (uint8_t *)http_conn_out_reserve(c, 9 + http_hpack_bound(f, n));
+    size_t len = http_hpack_encode(&s->enc, p + 9, f, n);
     uint8_t flags = end_stream ? NGHTTP2_FLAG_END_STREAM : 0;
-    if ((size_t)len <= s->peer_max_frame) {
-        frame_head(p, (size_t)len, NGHTTP2_HEADERS, flags | NGHTTP2_FLAG_END_HEADERS, id);
-        http_conn_out_commit(c, 9 + (size_t)len);
-        return 0;
+    if (len <= s->peer_max_frame) {
+        frame_head(p, len, NGHTTP2_HEADERS, flags | NGHTTP2_FLAG_END_HEADERS, id);
+        http_conn_out_commit(c, 9 + len);
+        return;
     }
-    uint8_t *block = malloc((size_t)len); /* (rare: a head over 16 KiB) */
+    uint8_t *block = malloc(len); /* (rare: a head over 16 KiB) */
     if (!block) {
         log_error("out of memory for an HTTP/2 response head");
         abort();
     }
-    memcpy(block, p + 9, (size_t)len);
+    memcpy(block, p + 9, len);
     uint8_t type = NGHTTP2_HEADERS;
-    for (size_t off = 0; off < (size_t)len;) {
-        size_t k = BK_MIN((size_t)len - off, (size_t)s->peer_max_frame);
-        uint8_t f = off + k == (size_t)len ? NGHTTP2_FLAG_END_HEADERS : 0;
-        frame_out(s, type, (uint8_t)(flags | f), id, block + off, k);
+    for (size_t off = 0; off < len;) {
+        size_t k = BK_MIN(len - off, (size_t)s->peer_max_frame);
+        uint8_t end = off + k == len ? NGHTTP2_FLAG_END_HEADERS : 0;
+        frame_out(s, type, (uint8_t)(flags | end), id, block + off, k);
         off += k;
         type = NGHTTP2_CONTINUATION;
         flags = 0;
     }
     free(block);
-    return 0;
 }
 
 /* ---- response: the protocol's side of the exchange ---- */
@@ -548,12 +543,21 @@ static int connection_specific(const char *n, size_t len)
 typedef struct {
     uint32_t len; /* of the text; 0: empty slot */
     uint32_t n;
+    uint64_t gen; /* this thread's fills so far, at this one's: its fields' HPACK keys */
     struct { uint16_t name_off, name_len, val_off, val_len; } f[HEAD_FIELDS_MAX];
     char text[HEAD_TEXT_MAX];    /* as the handler gave it */
     char lowered[HEAD_TEXT_MAX]; /* names lowered */
 } head_split;
 
 static _Thread_local head_split *head_cache; /* HEAD_SLOTS, made on first use */
+static _Thread_local uint64_t head_gen;
+
+/* HPACK keys (hpack.h) of the fields a response head repeats: a kind in
+ * the top bits, what makes the bytes in the rest. */
+#define KEY_SERVER ((uint64_t)1 << 60)
+#define KEY_DATE(sec) ((uint64_t)2 << 60 | (uint64_t)(sec))                  /* the second's */
+#define KEY_SPLIT(gen, i) ((uint64_t)3 << 60 | (uint64_t)(gen) << 5 | (i))   /* < 2^55 fills */
+#define KEY_LENGTH(n) ((uint64_t)4 << 60 | (uint64_t)(n))
 
 static void head_cache_free(void)
 {
@@ -612,7 +616,7 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
         for (const char *p = t, *end = t + total; (p = memchr(p, '\n', (size_t)(end - p)));)
             nmax++, p++;
     }
-    nghttp2_nv *nv = t ? http_exchange_alloc(x, nmax * sizeof *nv) : NULL;
+    http_hpack_field *nv = t ? http_exchange_alloc(x, nmax * sizeof *nv) : NULL;
     if (!nv) {
         send_rst(s, st->id, NGHTTP2_INTERNAL_ERROR); /* closed once its handler is done */
         st->local_ended = st->remote_ended = 1;
@@ -623,16 +627,18 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
     code[1] = (char)('0' + status / 10 % 10);
     code[2] = (char)('0' + status % 10);
     size_t n = 0;
-#define NV(nm, nmlen, v, vlen)                                                   \
-    nv[n++] = (nghttp2_nv){ (uint8_t *)(nm), (uint8_t *)(v), (nmlen), (vlen),   \
-                            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE }
+#define NVK(nm, nmlen, v, vlen, k) \
+    nv[n++] = (http_hpack_field){ (nm), (v), (uint32_t)(nmlen), (uint32_t)(vlen), (k) }
+#define NV(nm, nmlen, v, vlen) NVK(nm, nmlen, v, vlen, 0)
     NV(":status", 7, code, 3);
-    NV("server", 6, SERVER_NAME, sizeof SERVER_NAME - 1);
+    NVK("server", 6, SERVER_NAME, sizeof SERVER_NAME - 1, KEY_SERVER);
     /* (the worker's clock string: rewritten in place once a second, same length) */
-    NV("date", 4, x->hw->w.clock.http_date, CLOCK_HTTP_DATE_LEN);
+    const bk_clock *clk = &x->hw->w.clock;
+    NVK("date", 4, clk->http_date, CLOCK_HTTP_DATE_LEN, KEY_DATE(clk->sec));
     if (hit) {
         for (uint32_t i = 0; i < hs->n; i++)
-            NV(t + hs->f[i].name_off, hs->f[i].name_len, t + hs->f[i].val_off, hs->f[i].val_len);
+            NVK(t + hs->f[i].name_off, hs->f[i].name_len, t + hs->f[i].val_off, hs->f[i].val_len,
+                KEY_SPLIT(hs->gen, i));
         hs = NULL; /* nothing to keep */
     }
     size_t first = n;
@@ -666,13 +672,14 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
     }
     if (hs && n - first <= HEAD_FIELDS_MAX) { /* kept for the next time */
         hs->len = (uint32_t)total;
+        hs->gen = ++head_gen;
         hs->n = (uint32_t)(n - first);
         for (uint32_t i = 0; i < hs->n; i++) {
-            const nghttp2_nv *f = &nv[first + i];
-            hs->f[i].name_off = (uint16_t)((const char *)f->name - t);
-            hs->f[i].name_len = (uint16_t)f->namelen;
-            hs->f[i].val_off = (uint16_t)((const char *)f->value - t);
-            hs->f[i].val_len = (uint16_t)f->valuelen;
+            const http_hpack_field *f = &nv[first + i];
+            hs->f[i].name_off = (uint16_t)(f->name - t);
+            hs->f[i].name_len = (uint16_t)f->name_len;
+            hs->f[i].val_off = (uint16_t)(f->value - t);
+            hs->f[i].val_len = (uint16_t)f->value_len;
         }
         for (size_t i = 0, o = 0; i < nlines; o += lines[i].len, i++)
             if (lines[i].len)
@@ -680,15 +687,15 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
         memcpy(hs->lowered, t, total);
     }
     if (length != HTTP_LEN_NONE && length != HTTP_LEN_STREAM && n < nmax)
-        NV("content-length", 14, clen, (size_t)num_format_u64(clen, length));
+        NVK("content-length", 14, clen, (size_t)num_format_u64(clen, length), KEY_LENGTH(length));
 #undef NV
+#undef NVK
     st->provider = !st->head_only && length != HTTP_LEN_NONE && length != 0;
     st->resp_bytes = length == HTTP_LEN_NONE || length == HTTP_LEN_STREAM ? 0 : length;
     st->counting = length == HTTP_LEN_STREAM;
     if (st->provider && body_len)
         body_copy(st, body, body_len);
-    if (send_headers(s, st->id, nv, n, !st->provider) < 0)
-        return;
+    send_headers(s, st->id, nv, n, !st->provider);
     if (!st->provider)
         st->local_ended = 1; /* closed once its handler is done (h2_finish) */
     resume(st);
@@ -1196,9 +1203,8 @@ static void block_done(h2_session *s)
             return;
         }
         if (st->parser.known[HH_EXPECT] && !end_stream) {
-            nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)"100", 7, 3, NGHTTP2_NV_FLAG_NONE };
-            if (send_headers(s, st->id, &nv, 1, 0) < 0)
-                return;
+            static const http_hpack_field cont = { ":status", "100", 7, 3, 0 };
+            send_headers(s, st->id, &cont, 1, 0);
         }
     }
     if (end_stream) {
@@ -1285,8 +1291,7 @@ static void setting_apply(h2_session *s, uint16_t id, uint32_t v)
 {
     switch (id) {
     case NGHTTP2_SETTINGS_HEADER_TABLE_SIZE:
-        if (nghttp2_hd_deflate_change_table_size(s->deflater, v) != 0)
-            s->dead = 1;
+        http_hpack_enc_set_max(&s->enc, v);
         break;
     case NGHTTP2_SETTINGS_ENABLE_PUSH:
         if (v > 1)
@@ -1878,8 +1883,6 @@ static void session_del(h2_session *s)
 {
     if (s->inflater)
         nghttp2_hd_inflate_del(s->inflater);
-    if (s->deflater)
-        nghttp2_hd_deflate_del(s->deflater);
     free(s);
 }
 
@@ -1895,8 +1898,8 @@ static h2_session *session_new(http_conn *c)
     s->peer_max_frame = LOCAL_MAX_FRAME;
     s->resets = RESETS_BURST;
     s->resets_ms = c->hw->w.loop.now_ms;
-    if (nghttp2_hd_inflate_new2(&s->inflater, &mem_funcs) != 0 ||
-        nghttp2_hd_deflate_new2(&s->deflater, 4096, &mem_funcs) != 0) {
+    http_hpack_enc_init(&s->enc);
+    if (nghttp2_hd_inflate_new2(&s->inflater, &mem_funcs) != 0) {
         session_del(s);
         return NULL;
     }
