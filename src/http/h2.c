@@ -109,6 +109,30 @@ static _Thread_local uint32_t stream_pool_n;
 /* What is done with the payload of the frame being read. */
 enum { M_SKIP, M_DATA, M_BLOCK, M_CTL, M_SETTINGS };
 
+/* The last request head decoded from a header block of indexed fields
+ * only: such a block leaves the HPACK decoder's table as it was, so the
+ * same bytes, while no other block has changed the table, are the same
+ * fields, and the request is taken from here without decoding them again
+ * (a client repeating a request sends the same few bytes). */
+#define MEMO_BLOCK_MAX 128
+#define MEMO_HEAD_MAX 1024
+
+typedef struct req_memo {
+    uint32_t block_len; /* 0: empty, or being filled (pending) */
+    uint32_t hd_gen;    /* the session's hd_gen when it was decoded */
+    uint8_t pending;    /* block[] holds the block being decoded now */
+    uint32_t pending_len;
+    uint8_t block[MEMO_BLOCK_MAX];
+    /* the stream's request head after its fields (on_header) */
+    uint32_t head_len, cookie_len, hdr_bytes;
+    uint16_t bad;
+    uint8_t seen;
+    h2_span pm, pp, pa;
+    uint64_t clen;
+    char head[MEMO_HEAD_MAX]; /* head, then cookie */
+    http_parser parser;       /* (its fixed part, and nheaders of hdr[]) */
+} req_memo;
+
 struct h2_session {
     http_conn *c;
     nghttp2_hd_inflater *inflater; /* the client's header blocks */
@@ -143,6 +167,11 @@ struct h2_session {
     uint32_t cont_frames;
     h2_stream *hb_st;     /* where its fields go; NULL: decoded (HPACK's state) and dropped */
     uint8_t hb_end_stream, hb_trailers;
+    uint8_t hb_indexed;   /* the block is known to hold indexed fields only */
+    uint8_t hb_memo;      /* its fields came from the memo: nothing to decode */
+    uint32_t frag_len;    /* the frame's content length (after its fixed part) */
+    uint32_t hd_gen;      /* blocks that may have changed the HPACK decoder's table */
+    struct req_memo *memo;
     /* Flow control: the peer's connection window and settings; what we owe back. */
     int64_t send_window;
     int64_t recv_window;
@@ -1165,14 +1194,92 @@ static void block_feed(h2_session *s, const uint8_t *in, size_t n, int final)
     }
 }
 
+/* Indexed field representations only (RFC 7541 6.1): decoding them
+ * changes no table. */
+static int block_indexed_only(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if (!(p[i] & 0x80))
+            return 0;
+        if ((p[i++] & 0x7f) == 0x7f) /* the index goes on in more bytes */
+            while (i < n && (p[i++] & 0x80))
+                ;
+    }
+    return 1;
+}
+
+/* The whole fragment of a HEADERS frame that ends its block is in[0, n),
+ * for a new request: 1 when the memo gave the stream its fields (the
+ * bytes need no decoding), 0 when they are to be decoded (and maybe kept). */
+static int memo_take(h2_session *s, h2_stream *st, const uint8_t *in, size_t n)
+{
+    s->hb_indexed = n <= MEMO_BLOCK_MAX && block_indexed_only(in, n);
+    if (!s->hb_indexed)
+        return 0;
+    req_memo *m = s->memo;
+    if (m && m->block_len == n && m->hd_gen == s->hd_gen && memcmp(m->block, in, n) == 0) {
+        size_t fixed = offsetof(http_parser, hdr);
+        if ((m->head_len && buf_append(&st->head, m->head, m->head_len) < 0) ||
+            (m->cookie_len && buf_append(&st->cookie, m->head + m->head_len, m->cookie_len) < 0)) {
+            st->head.len = st->cookie.len = 0; /* (out of memory: decoded instead) */
+            return 0;
+        }
+        memcpy(&st->parser, &m->parser, fixed + m->parser.nheaders * sizeof m->parser.hdr[0]);
+        st->hdr_bytes = m->hdr_bytes;
+        st->bad = m->bad;
+        st->seen = m->seen;
+        st->pm = m->pm, st->pp = m->pp, st->pa = m->pa;
+        st->clen = m->clen;
+        return 1;
+    }
+    if (!m && !(m = s->memo = malloc(sizeof *m)))
+        return 0;
+    m->block_len = 0;
+    m->pending = 1; /* kept at the block's end (block_done), if all went well */
+    m->hd_gen = s->hd_gen;
+    memcpy(m->block, in, n);
+    m->pending_len = (uint32_t)n;
+    return 0;
+}
+
+static void memo_store(h2_session *s, req_memo *m, const h2_stream *st)
+{
+    (void)s;
+    if (st->too_big || st->head.len + st->cookie.len > MEMO_HEAD_MAX)
+        return;
+    memcpy(m->head, st->head.data, st->head.len);
+    if (st->cookie.len)
+        memcpy(m->head + st->head.len, st->cookie.data, st->cookie.len);
+    m->head_len = (uint32_t)st->head.len;
+    m->cookie_len = (uint32_t)st->cookie.len;
+    memcpy(&m->parser, &st->parser,
+           offsetof(http_parser, hdr) + st->parser.nheaders * sizeof st->parser.hdr[0]);
+    m->hdr_bytes = st->hdr_bytes;
+    m->bad = st->bad;
+    m->seen = st->seen;
+    m->pm = st->pm, m->pp = st->pp, m->pa = st->pa;
+    m->clen = st->clen;
+    m->block_len = m->pending_len;
+}
+
 /* The header block is complete: a request's head, or trailers. */
 static void block_done(h2_session *s)
 {
     static const uint8_t none[1];
-    block_feed(s, none, 0, 1);
+    if (!s->hb_memo)
+        block_feed(s, none, 0, 1);
+    s->hb_memo = 0;
     h2_stream *st = s->hb_st;
     s->hb_st = NULL;
     s->cont_id = 0;
+    if (!s->hb_indexed)
+        s->hd_gen++;
+    req_memo *m = s->memo;
+    if (m && m->pending) {
+        m->pending = 0;
+        if (st && !st->malformed && !s->closing)
+            memo_store(s, m, st);
+    }
     if (!st || st->malformed || s->closing)
         return;
     s->progress = 1;
@@ -1359,7 +1466,7 @@ static void frame_begin(h2_session *s)
     s->ftype = type;
     s->fflags = flags;
     s->fid = id;
-    s->flen = s->fleft = s->body_left = len;
+    s->flen = s->fleft = s->body_left = s->frag_len = len;
     s->pre_need = s->pre_have = 0;
     s->fmode = M_SKIP;
     s->in_frame = 1;
@@ -1432,6 +1539,7 @@ static void frame_begin(h2_session *s)
         s->hb_st = NULL;
         s->hb_trailers = 0;
         s->hb_end_stream = (flags & NGHTTP2_FLAG_END_STREAM) != 0;
+        s->hb_indexed = s->hb_memo = 0;
         s->cont_frames = 0;
         s->cont_id = (flags & NGHTTP2_FLAG_END_HEADERS) ? 0 : id;
         h2_stream *st = stream_find(s, id);
@@ -1582,7 +1690,7 @@ static int frame_pre(h2_session *s)
             conn_error(s, NGHTTP2_PROTOCOL_ERROR); /* padding longer than the payload (6.1, 6.2) */
             return -1;
         }
-        s->body_left = s->fleft - pad;
+        s->body_left = s->frag_len = s->fleft - pad;
         if (s->ftype == NGHTTP2_HEADERS && (s->fflags & NGHTTP2_FLAG_PRIORITY) &&
             (int32_t)(get32(p) & 0x7fffffff) == id) {
             if (s->hb_st)                          /* it depends on itself (5.3.1): its */
@@ -1727,8 +1835,15 @@ static void frames_read(h2_session *s, const uint8_t *in, size_t n)
             size_t k = BK_MIN((size_t)s->body_left, n - pos);
             if (s->fmode == M_DATA && s->fst)
                 on_data(s, s->fst, in + pos, k);
-            else if (s->fmode == M_BLOCK)
-                block_feed(s, in + pos, k, 0);
+            else if (s->fmode == M_BLOCK && !s->hb_memo) {
+                /* a request's whole block in one frame and in this input */
+                if (s->ftype == NGHTTP2_HEADERS && (s->fflags & NGHTTP2_FLAG_END_HEADERS) &&
+                    s->hb_st && !s->hb_trailers && s->body_left == s->frag_len && k == s->body_left &&
+                    memo_take(s, s->hb_st, in + pos, k))
+                    s->hb_memo = 1;
+                else
+                    block_feed(s, in + pos, k, 0);
+            }
             pos += k;
             s->fleft -= (uint32_t)k;
             s->body_left -= (uint32_t)k;
@@ -1883,6 +1998,7 @@ static void session_del(h2_session *s)
 {
     if (s->inflater)
         nghttp2_hd_inflate_del(s->inflater);
+    free(s->memo);
     free(s);
 }
 

@@ -321,6 +321,39 @@ def test_request_headers_reach_the_handler_as_in_http1(hs):
     assert '"GET /hello.txt HTTP/2.0" 200 14 "-" "h2-test"' in hs.log.read_text()
 
 
+def test_repeated_header_blocks_decoded_once_and_right(hs):
+    """A block of indexed fields only, sent again, is taken from what the
+    server decoded the first time; the same bytes after the client's HPACK
+    table has changed mean other fields, and are decoded again."""
+    def lit(name_idx, value):  # literal with incremental indexing, static name (RFC 7541 6.2.1)
+        return bytes([0x40 | name_idx, len(value)]) + value.encode()
+
+    def rd(sock, want):
+        buf, done = b"", set()
+        while len(done) < want:
+            data = sock.recv(65536)
+            assert data, "closed"
+            buf += data
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t, f = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+                assert t != 0x3 and t != 0x7, buf[:9 + n]  # no RST_STREAM, no GOAWAY
+                if f & 0x1 and t in (0x0, 0x1):
+                    done.add(int.from_bytes(buf[5:9], "big"))
+                buf = buf[9 + n:]
+
+    fresh = lambda ua: (b"\x82\x86" + lit(4, "/hello.txt") + lit(1, "l") + lit(58, ua))
+    again = b"\x82\x86\xc0\xbf\xbe"  # :path, :authority, user-agent: the 3 newest entries
+    blocks = [fresh("ua-1"), again, again, fresh("ua-2"), again, again]
+    with socket.create_connection(("127.0.0.1", hs.port), timeout=5) as sock:
+        sock.sendall(PREFACE + frame(0x4, 0, 0))
+        for i, b in enumerate(blocks):
+            sock.sendall(frame(0x1, 0x5, 2 * i + 1, b))
+            rd(sock, 1)
+    hs.srv.stop()
+    uas = [ln.rsplit('"', 2)[-2] for ln in hs.log.read_text().splitlines() if "/hello.txt" in ln]
+    assert uas == ["ua-1"] * 3 + ["ua-2"] * 3, uas
+
+
 def test_request_fields_checked_as_in_http1(start_brisk, cert, tmp_path):
     """The decoded fields fill the request directly, with the HTTP/1.1
     parser's checks: Host from :authority, cookie crumbs joined, fields in
