@@ -112,8 +112,9 @@ enum { M_SKIP, M_DATA, M_BLOCK, M_CTL, M_SETTINGS };
 /* The last request head decoded from a header block of indexed fields
  * only: such a block leaves the HPACK decoder's table as it was, so the
  * same bytes, while no other block has changed the table, are the same
- * fields, and the request is taken from here without decoding them again
- * (a client repeating a request sends the same few bytes). */
+ * fields, and the request is taken from here, checked and complete,
+ * without decoding them again (a client repeating a request sends the
+ * same few bytes). Only a head that was accepted is kept. */
 #define MEMO_BLOCK_MAX 128
 #define MEMO_HEAD_MAX 1024
 
@@ -121,9 +122,10 @@ typedef struct req_memo {
     uint32_t block_len; /* 0: empty, or being filled (pending) */
     uint32_t hd_gen;    /* the session's hd_gen when it was decoded */
     uint8_t pending;    /* block[] holds the block being decoded now */
+    uint8_t end_stream; /* the HEADERS frame ended the stream (the head's checks differ) */
     uint32_t pending_len;
     uint8_t block[MEMO_BLOCK_MAX];
-    /* the stream's request head after its fields (on_header) */
+    /* the stream's request head, checked and ended (stream_end_head) */
     uint32_t head_len, cookie_len, hdr_bytes;
     uint16_t bad;
     uint8_t seen;
@@ -1217,7 +1219,8 @@ static int memo_take(h2_session *s, h2_stream *st, const uint8_t *in, size_t n)
     if (!s->hb_indexed)
         return 0;
     req_memo *m = s->memo;
-    if (m && m->block_len == n && m->hd_gen == s->hd_gen && memcmp(m->block, in, n) == 0) {
+    if (m && m->block_len == n && m->hd_gen == s->hd_gen && m->end_stream == s->hb_end_stream &&
+        memcmp(m->block, in, n) == 0) {
         size_t fixed = offsetof(http_parser, hdr);
         if ((m->head_len && buf_append(&st->head, m->head, m->head_len) < 0) ||
             (m->cookie_len && buf_append(&st->cookie, m->head + m->head_len, m->cookie_len) < 0)) {
@@ -1242,9 +1245,8 @@ static int memo_take(h2_session *s, h2_stream *st, const uint8_t *in, size_t n)
     return 0;
 }
 
-static void memo_store(h2_session *s, req_memo *m, const h2_stream *st)
+static void memo_store(req_memo *m, const h2_stream *st, int end_stream)
 {
-    (void)s;
     if (st->too_big || st->head.len + st->cookie.len > MEMO_HEAD_MAX)
         return;
     memcpy(m->head, st->head.data, st->head.len);
@@ -1259,6 +1261,7 @@ static void memo_store(h2_session *s, req_memo *m, const h2_stream *st)
     m->seen = st->seen;
     m->pm = st->pm, m->pp = st->pp, m->pa = st->pa;
     m->clen = st->clen;
+    m->end_stream = (uint8_t)end_stream;
     m->block_len = m->pending_len;
 }
 
@@ -1266,7 +1269,8 @@ static void memo_store(h2_session *s, req_memo *m, const h2_stream *st)
 static void block_done(h2_session *s)
 {
     static const uint8_t none[1];
-    if (!s->hb_memo)
+    int from_memo = s->hb_memo;
+    if (!from_memo)
         block_feed(s, none, 0, 1);
     s->hb_memo = 0;
     h2_stream *st = s->hb_st;
@@ -1275,11 +1279,9 @@ static void block_done(h2_session *s)
     if (!s->hb_indexed)
         s->hd_gen++;
     req_memo *m = s->memo;
-    if (m && m->pending) {
+    int keep = m && m->pending;
+    if (keep)
         m->pending = 0;
-        if (st && !st->malformed && !s->closing)
-            memo_store(s, m, st);
-    }
     if (!st || st->malformed || s->closing)
         return;
     s->progress = 1;
@@ -1292,11 +1294,14 @@ static void block_done(h2_session *s)
             return;
         }
     } else {
-        if (!st->too_big && !request_well_formed(st, end_stream)) {
+        /* (a head from the memo was checked and ended when it was kept) */
+        if (!from_memo && !st->too_big && !request_well_formed(st, end_stream)) {
             stream_malformed(st);
             return;
         }
-        int status = stream_end_head(st);
+        int status = from_memo ? 0 : stream_end_head(st);
+        if (keep && status == 0)
+            memo_store(m, st, end_stream);
         const char *hd = st->head.data;
         st->method = st->pm.len ? (bk_str){ hd + st->pm.off, st->pm.len } : BK_STR_NULL;
         st->path = st->pp.len ? (bk_str){ hd + st->pp.off, st->pp.len } : BK_STR_NULL;

@@ -343,15 +343,20 @@ def test_repeated_header_blocks_decoded_once_and_right(hs):
 
     fresh = lambda ua: (b"\x82\x86" + lit(4, "/hello.txt") + lit(1, "l") + lit(58, ua))
     again = b"\x82\x86\xc0\xbf\xbe"  # :path, :authority, user-agent: the 3 newest entries
-    blocks = [fresh("ua-1"), again, again, fresh("ua-2"), again, again]
+    # (the last two: the same block in a HEADERS frame that does not end
+    # the stream, its end in an empty DATA frame)
+    blocks = [fresh("ua-1"), again, again, fresh("ua-2"), again, again, again, again]
     with socket.create_connection(("127.0.0.1", hs.port), timeout=5) as sock:
         sock.sendall(PREFACE + frame(0x4, 0, 0))
         for i, b in enumerate(blocks):
-            sock.sendall(frame(0x1, 0x5, 2 * i + 1, b))
+            if i < 6:
+                sock.sendall(frame(0x1, 0x5, 2 * i + 1, b))
+            else:
+                sock.sendall(frame(0x1, 0x4, 2 * i + 1, b) + frame(0x0, 0x1, 2 * i + 1))
             rd(sock, 1)
     hs.srv.stop()
     uas = [ln.rsplit('"', 2)[-2] for ln in hs.log.read_text().splitlines() if "/hello.txt" in ln]
-    assert uas == ["ua-1"] * 3 + ["ua-2"] * 3, uas
+    assert uas == ["ua-1"] * 3 + ["ua-2"] * 5, uas
 
 
 def test_request_fields_checked_as_in_http1(start_brisk, cert, tmp_path):
