@@ -1805,7 +1805,7 @@ static void frames_read(h2_session *s, const uint8_t *in, size_t n)
         if (s->preface_left) {
             size_t at = HTTP_H2_PREFACE_LEN - s->preface_left;
             size_t k = BK_MIN((size_t)s->preface_left, n - pos);
-            if (memcmp(in + pos, HTTP_H2_PREFACE + at, k) != 0) {
+            if (memcmp(in + pos, &HTTP_H2_PREFACE[at], k) != 0) {
                 log_debug("HTTP/2: closing the connection: not the client's preface");
                 s->dead = 1;
                 return;
