@@ -496,6 +496,33 @@ def test_header_block_over_the_limit_431_hpack_bomb(hs):
     alive(hs)
 
 
+def test_empty_field_values_first_in_a_block(hs):
+    """An empty :authority as the first field, an empty cookie as the first
+    cookie (nothing held yet to append to): the first refused as an empty
+    Host is, the second served; no sanitizer report."""
+    # :authority "" then GET / http; GET / http, :authority l, then cookie ""
+    for blk in (bytes([0x01, 0x00, 0x82, 0x84, 0x86]),
+                bytes([0x82, 0x84, 0x86, 0x01, 0x01]) + b"l" + bytes([0x0f, 0x11, 0x00])):
+        with socket.create_connection(("127.0.0.1", hs.port), timeout=5) as sock:
+            sock.sendall(PREFACE + frame(0x4, 0, 0) + frame(0x1, 0x5, 1, blk))
+            buf = b""
+            while True:
+                data = sock.recv(65536)
+                assert data, "closed without an answer"
+                buf += data
+                i, status = 0, None
+                while i + 9 <= len(buf) and i + 9 + int.from_bytes(buf[i:i + 3], "big") <= len(buf):
+                    n, t = int.from_bytes(buf[i:i + 3], "big"), buf[i + 3]
+                    if t == 0x1:
+                        status = buf[i + 9]
+                    i += 9 + n
+                if status is not None:
+                    break
+            # :status 400 (static index 12) without :authority's Host; 200 with it
+            assert status == (0x8c if blk[0] == 0x01 else 0x88), hex(status)
+    alive(hs)
+
+
 def test_request_body_over_max_body_size_413(start_h2):
     hs = start_h2("max_body_size = 1000\n")
     with Client(hs.port) as c:
