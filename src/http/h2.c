@@ -625,19 +625,19 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
     st->status = status;
     if (!s || s->closing || s->dead)
         return;
-    /* The parts into one copy in the exchange's arena, names lowered in
-     * place, for the HPACK encoder. */
+    /* The fields for the HPACK encoder, which takes them at once: on a
+     * head cache hit, straight from the split kept; else the parts into
+     * one copy in the exchange's arena, names lowered in place. */
     size_t total = 0;
     for (size_t i = 0; i < nlines; i++)
         total += lines[i].len;
-    char *t = http_exchange_alloc(x, total + 32);
+    char *t = NULL;
     size_t nmax = 4;
     head_split *hs = head_slot(lines, nlines, total);
-    int hit = t && hs && head_same(hs, lines, nlines, total);
+    int hit = hs && head_same(hs, lines, nlines, total);
     if (hit) {
-        memcpy(t, hs->lowered, total);
         nmax += hs->n;
-    } else if (t) {
+    } else if ((t = http_exchange_alloc(x, total + 1))) {
         size_t o = 0;
         for (size_t i = 0; i < nlines; i++)
             if (lines[i].len) {
@@ -647,13 +647,17 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
         for (const char *p = t, *end = t + total; (p = memchr(p, '\n', (size_t)(end - p)));)
             nmax++, p++;
     }
-    http_hpack_field *nv = t ? http_exchange_alloc(x, nmax * sizeof *nv) : NULL;
+    http_hpack_field local[24];
+    http_hpack_field *nv = !hit && !t        ? NULL
+                           : nmax <= 24 ? local
+                                        : http_exchange_alloc(x, nmax * sizeof *nv);
     if (!nv) {
         send_rst(s, st->id, NGHTTP2_INTERNAL_ERROR); /* closed once its handler is done */
         st->local_ended = st->remote_ended = 1;
         return;
     }
-    char *code = t + total, *clen = t + total + 4;
+    char nums[32];
+    char *code = nums, *clen = nums + 4;
     code[0] = (char)('0' + status / 100 % 10);
     code[1] = (char)('0' + status / 10 % 10);
     code[2] = (char)('0' + status % 10);
@@ -667,8 +671,9 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
     const bk_clock *clk = &x->hw->w.clock;
     NVK("date", 4, clk->http_date, CLOCK_HTTP_DATE_LEN, KEY_DATE(clk->sec));
     if (hit) {
+        const char *lo = hs->lowered;
         for (uint32_t i = 0; i < hs->n; i++)
-            NVK(t + hs->f[i].name_off, hs->f[i].name_len, t + hs->f[i].val_off, hs->f[i].val_len,
+            NVK(lo + hs->f[i].name_off, hs->f[i].name_len, lo + hs->f[i].val_off, hs->f[i].val_len,
                 KEY_SPLIT(hs->gen, i));
         hs = NULL; /* nothing to keep */
     }
