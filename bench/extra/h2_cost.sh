@@ -12,7 +12,8 @@
 #              alternating brisk and h2o (the https race's h2-small case),
 #              servers on CPU SRV_CPU, h2load on CLI_CPU (as the race pins
 #              them on a 2-core machine), and the server's CPU time per
-#              request (/proc: user + system).
+#              request (/proc: user + system), and h2load's CPU use (100%:
+#              the load generator, not the server, is the limit).
 #
 # usage: bench/extra/h2_cost.sh [tool...]   tools: callgrind strace race
 #        (default: callgrind strace)
@@ -162,13 +163,15 @@ for tool in $TOOLS; do
         for name in $SERVERS; do
           PORT=${PORTS[$name]}
           c0=$(cpu_ticks "${PID[$name]}")
-          taskset -c "$CLI_CPU" h2load -t1 -c50 -m10 -D "$SECS" "$(url "$name")" >"$T/h2load.out"
+          /usr/bin/time -f "%U %S" -o "$T/h2load.time" \
+            taskset -c "$CLI_CPU" h2load -t1 -c50 -m10 -D "$SECS" "$(url "$name")" >"$T/h2load.out"
           c1=$(cpu_ticks "${PID[$name]}")
           rps=$(awk '/^finished in/ {print $4}' "$T/h2load.out")
           nreq=$(awk '/^requests:/ {for (i = 1; i < NF; i++) if ($(i + 1) ~ /^succeeded/) print $i}' "$T/h2load.out")
           [ -n "${DEBUG:-}" ] && grep -E '^traffic|^requests' "$T/h2load.out" >&2
           us=$(echo "$c0 $c1 $nreq $(getconf CLK_TCK)" | awk '{printf "%.2f", ($2 - $1) / $4 * 1e6 / $3}')
-          line="$line $name $rps req/s ($us us CPU/req)"
+          cli=$(awk -v s="$SECS" '{printf "%.0f", ($1 + $2) * 100 / s}' "$T/h2load.time")
+          line="$line $name $rps req/s ($us us CPU/req, h2load CPU $cli%)"
         done
         echo "$line (h2load -t1 -c50 -m10 -D $SECS)"
       done
