@@ -96,6 +96,7 @@ link_target() {
     local t=$1 src="$ROOT/fuzz/$1.c" libs=()
     case $t in
         fuzz_resp) libs=("$OUT/libbrisk_kvproto.a" -lm) ;;
+        fuzz_hpack) libs=("$OUT/libbrisk_http.a" $(pkg-config --libs libnghttp2 2>/dev/null || echo -lnghttp2)) ;;
         fuzz_kv_aof) # reads are cut into pieces chosen by the input: see fuzz_kv_aof.c
                    libs=(-Wl,--wrap=read "$OUT/libbrisk_kv.a" "$OUT/libbrisk_core.a" $INIH_LIBS
                          $LUA_LIBS $SSL_LIBS -lpthread -lm) ;;

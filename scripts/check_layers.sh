@@ -3,7 +3,8 @@
 #
 #   core  <  vocabulary, configuration (http.h parse.h mime.h config.h fcache.h)
 #         <  worker.h (a worker's state)  <  exchange.h (one request/response)
-#         <  protocol (conn.h: conn.c h1.c respond.c; h2.h: h2.c) | handlers (static cgi files status)
+#         <  protocol (conn.h: conn.c h1.c respond.c; h2.h: h2.c, hpack.h: HPACK encoder)
+#            | handlers (static cgi files status)
 #         <  public API (api.h: api_*.c route.c)  <  server (server.c)
 #
 # The protocol and the handlers meet only in the exchange: neither includes
@@ -19,7 +20,8 @@ allowed() { # file -> regex of the headers it may include
       echo "$low" ;;
     src/http/worker.h) echo "$low" ;;
     src/http/exchange.*) echo "$low|http/worker.h|http/exchange.h" ;;
-    src/http/conn.*|src/http/h1.c|src/http/respond.c|src/http/h2.*) echo "$low|http/worker.h|http/exchange.h|http/conn.h|http/h2.h" ;;
+    src/http/conn.*|src/http/h1.c|src/http/respond.c|src/http/h2.*) echo "$low|http/worker.h|http/exchange.h|http/conn.h|http/h2.h|http/hpack.h" ;;
+    src/http/hpack.*) echo "http/hpack.h" ;; # (the protocol's; stands alone)
     src/http/static.*|src/http/cgi.*|src/http/files.*|src/http/status.*)
       echo "$low|http/worker.h|http/exchange.h|http/static.h|http/cgi.h|http/files.h|http/status.h" ;;
     src/http/api*|src/http/route.c)

@@ -27,6 +27,8 @@ int buf_reserve(bk_buf *b, size_t extra)
 
 int buf_append(bk_buf *b, const void *p, size_t n)
 {
+    if (n == 0)
+        return 0; /* (an empty buffer has no data to copy to: memcpy(NULL, p, 0)) */
     if (buf_reserve(b, n) < 0)
         return -1;
     buf_put(b, p, n);

@@ -1,18 +1,30 @@
 /* HTTP/2 streams onto exchanges; see h2.h. */
 #include "http/h2.h"
+#include "http/hpack.h"
 
 #include <errno.h>
 #include <nghttp2/nghttp2.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define SERVER_NAME "brisk/" BRISK_VERSION
 #define OUT_HIGH_WATER (256 * 1024) /* stop serializing frames above this */
+/* Output a peer that does not read may make us owe while we read its
+ * frames (acknowledgements of PING and SETTINGS): over this, it is let go. */
+#define OUT_ACKS_MAX (1024 * 1024)
+#define LOCAL_MAX_FRAME 16384     /* our SETTINGS_MAX_FRAME_SIZE (the default) */
+#define LOCAL_WINDOW 65535        /* our windows, stream and connection (the default) */
+#define WINDOW_MAX 0x7fffffff
+#define READ_AHEAD (64 * 1024)    /* file bytes read at once for a stream's DATA frames */
+#define CONTINUATIONS_MAX 32      /* CONTINUATION frames in one header block */
+#define SETTINGS_MAX 32           /* entries in one SETTINGS frame */
+#define RESETS_BURST 1000         /* RST_STREAMs a client may send at once (rapid reset) */
+#define RESETS_PER_S 33           /* and then per second */
 #define LOG_LINE_MAX 2048
 /* Request bodies one connection may hold at once (its streams together). */
 #define BODIES_MAX(max_body) ((max_body) < (1u << 20) ? (4u << 20) : 4 * (max_body))
@@ -50,7 +62,8 @@ struct h2_stream {
     uint8_t head_only;    /* HEAD: no body */
     uint8_t too_big;      /* header block over max_header_size */
     uint8_t provider;     /* the response has a body to stream */
-    uint8_t deferred;     /* the body's reader waits for data */
+    uint8_t queued;       /* on the session's list of streams with DATA to send */
+    uint8_t local_ended;  /* END_STREAM sent: the response is complete on the wire */
     uint8_t eof;          /* the response has ended */
     uint8_t body_over;    /* request body over max_body_size: refused, the rest dropped */
     uint8_t counting;     /* body of unknown length: resp_bytes counts what is written */
@@ -67,6 +80,10 @@ struct h2_stream {
     bk_str method, path;  /* in head, once it is complete */
     h2_piece *out, **out_tail;
     uint64_t out_len;
+    h2_stream *send_next; /* on the session's send list */
+    int64_t send_window;  /* the peer's window for this stream (may go below 0) */
+    int64_t recv_window;  /* ours, for its request body */
+    uint32_t recv_unacked;/* body bytes not yet given back by WINDOW_UPDATE */
     union {               /* the client, copied: the stream may outlive the connection */
         struct sockaddr sa;
         struct sockaddr_in in4;
@@ -89,28 +106,90 @@ static _Thread_local uint32_t stream_pool_n;
 
 #define CLOSED_KEEP 128 /* streams closed lately, remembered (as many as may be open) */
 
+/* What is done with the payload of the frame being read. */
+enum { M_SKIP, M_DATA, M_BLOCK, M_CTL, M_SETTINGS };
+
+/* The last request head decoded from a header block of indexed fields
+ * only: such a block leaves the HPACK decoder's table as it was, so the
+ * same bytes, while no other block has changed the table, are the same
+ * fields, and the request is taken from here, checked and complete,
+ * without decoding them again (a client repeating a request sends the
+ * same few bytes). Only a head that was accepted is kept. */
+#define MEMO_BLOCK_MAX 128
+#define MEMO_HEAD_MAX 1024
+
+typedef struct req_memo {
+    uint32_t block_len; /* 0: empty, or being filled (pending) */
+    uint32_t hd_gen;    /* the session's hd_gen when it was decoded */
+    uint8_t pending;    /* block[] holds the block being decoded now */
+    uint8_t end_stream; /* the HEADERS frame ended the stream (the head's checks differ) */
+    uint32_t pending_len;
+    uint8_t block[MEMO_BLOCK_MAX];
+    /* the stream's request head, checked and ended (stream_end_head) */
+    uint32_t head_len, cookie_len, hdr_bytes;
+    uint16_t bad;
+    uint8_t seen;
+    h2_span pm, pp, pa;
+    uint64_t clen;
+    char head[MEMO_HEAD_MAX]; /* head, then cookie */
+    http_parser parser;       /* (its fixed part, and nheaders of hdr[]) */
+} req_memo;
+
 struct h2_session {
-    nghttp2_session *ng;
     http_conn *c;
+    nghttp2_hd_inflater *inflater; /* the client's header blocks */
     h2_stream *streams;   /* attached ones */
     uint32_t nstreams;
     uint32_t handlers;    /* attached streams whose handler is at work */
-    uint8_t goaway;       /* GOAWAY queued: no new streams */
+    uint8_t goaway;       /* GOAWAY sent: no new streams */
+    uint8_t closing;      /* a connection error: GOAWAY sent, nothing more is read */
+    uint8_t peer_goaway;  /* the client sent GOAWAY */
     uint8_t progress;     /* request frames in or body bytes out since last asked */
-    uint8_t in_input;     /* inside nghttp2_session_mem_recv */
+    uint8_t in_input;     /* reading frames */
     uint8_t dead;         /* the session failed: close */
+    uint8_t preface_left; /* bytes of the client's connection preface still to come */
+    uint8_t settings_seen;/* the client's first SETTINGS has come */
     uint64_t body_bytes;  /* request bodies held by this connection's streams */
     h2_stream *upgraded;  /* Upgrade: h2c: stream 1, until the client's preface */
-    h2_stream *decoding;  /* the stream whose request head is being decoded */
     int32_t max_id;       /* highest stream the client has opened */
+    /* The frame being read (frames are read as they come, in any split). */
+    uint8_t in_frame;     /* its header has been read */
+    uint8_t fh_have;      /* bytes of fh read */
+    uint8_t fh[9];
+    uint8_t ftype, fflags, fmode;
+    int32_t fid;
+    uint32_t flen;
+    uint32_t fleft;       /* payload bytes still to come */
+    uint32_t body_left;   /* of which content (DATA, header block fragment, skipped) */
+    uint8_t pre_need, pre_have; /* the fixed part before the content (pre) */
+    uint8_t pre[8];
+    h2_stream *fst;       /* the stream of a DATA frame being read */
+    /* The header block being read (HEADERS, then CONTINUATIONs). */
+    int32_t cont_id;      /* not 0: only a CONTINUATION on this stream may come */
+    uint32_t cont_frames;
+    h2_stream *hb_st;     /* where its fields go; NULL: decoded (HPACK's state) and dropped */
+    uint8_t hb_end_stream, hb_trailers;
+    uint8_t hb_indexed;   /* the block is known to hold indexed fields only */
+    uint8_t hb_memo;      /* its fields came from the memo: nothing to decode */
+    uint32_t frag_len;    /* the frame's content length (after its fixed part) */
+    uint32_t hd_gen;      /* blocks that may have changed the HPACK decoder's table */
+    struct req_memo *memo;
+    /* Flow control: the peer's connection window and settings; what we owe back. */
+    int64_t send_window;
+    int64_t recv_window;
+    uint32_t recv_unacked;
+    uint32_t peer_window; /* SETTINGS_INITIAL_WINDOW_SIZE */
+    uint32_t peer_max_frame;
+    h2_stream *send_first, *send_last; /* streams with DATA to send, in turn */
+    /* Rapid reset: a bucket of RST_STREAMs the client may send. */
+    uint32_t resets;
+    uint64_t resets_ms;
     uint32_t closed_next; /* the oldest of closed[] */
-    uint32_t scan_skip;   /* input bytes before the next frame header (input_scan) */
-    uint8_t scan_have;    /* bytes of scan_hd read */
-    uint8_t scan_hd[9];
     struct {
         int32_t id;
         uint8_t remote_ended;
     } closed[CLOSED_KEEP]; /* streams closed lately (closed_lookup) */
+    http_hpack_enc enc;   /* our header blocks */
 };
 
 static const http_proto_ops h2_ops;
@@ -144,6 +223,8 @@ static h2_stream *stream_new(h2_session *s, int32_t id)
     st->s = s;
     st->id = id;
     st->out_tail = &st->out;
+    st->send_window = s->peer_window;
+    st->recv_window = LOCAL_WINDOW;
     http_parser_reset(&st->parser);
     st->x.proto = &h2_ops;
     st->x.hw = c->hw;
@@ -226,8 +307,19 @@ static void stream_detach(h2_stream *st)
         return;
     if (s->upgraded == st)
         s->upgraded = NULL;
-    if (s->decoding == st)
-        s->decoding = NULL;
+    if (s->hb_st == st)
+        s->hb_st = NULL;
+    if (s->fst == st)
+        s->fst = NULL;
+    if (st->queued) { /* off the send list */
+        h2_stream **pp = &s->send_first, *prev = NULL;
+        while (*pp != st)
+            prev = *pp, pp = &(*pp)->send_next;
+        *pp = st->send_next;
+        if (s->send_last == st)
+            s->send_last = prev;
+        st->queued = 0;
+    }
     if (st->prev)
         st->prev->next = st->next;
     else
@@ -237,7 +329,6 @@ static void stream_detach(h2_stream *st)
     s->nstreams--;
     if (st->in_handler)
         s->handlers--;
-    nghttp2_session_set_stream_user_data(s->ng, st->id, NULL);
     st->s = NULL;
 }
 
@@ -254,14 +345,155 @@ static void stream_gone(h2_stream *st)
         stream_free(st);
 }
 
+/* ---- frames out: written into the connection's output buffer ---- */
+
+static inline void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static inline uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline void frame_head(uint8_t *p, size_t len, uint8_t type, uint8_t flags, int32_t id)
+{
+    p[0] = (uint8_t)(len >> 16);
+    p[1] = (uint8_t)(len >> 8);
+    p[2] = (uint8_t)len;
+    p[3] = type;
+    p[4] = flags;
+    put32(p + 5, (uint32_t)id);
+}
+
+static void frame_out(h2_session *s, uint8_t type, uint8_t flags, int32_t id, const void *payload,
+                      size_t len)
+{
+    uint8_t *p = (uint8_t *)http_conn_out_reserve(s->c, 9 + len);
+    frame_head(p, len, type, flags, id);
+    if (len)
+        memcpy(p + 9, payload, len);
+    http_conn_out_commit(s->c, 9 + len);
+}
+
+static void send_rst(h2_session *s, int32_t id, uint32_t code)
+{
+    uint8_t b[4];
+    put32(b, code);
+    frame_out(s, NGHTTP2_RST_STREAM, 0, id, b, 4);
+}
+
+static void send_goaway(h2_session *s, uint32_t code)
+{
+    uint8_t b[8];
+    put32(b, (uint32_t)s->max_id);
+    put32(b + 4, code);
+    frame_out(s, NGHTTP2_GOAWAY, 0, 0, b, 8);
+    s->goaway = 1;
+}
+
+static void send_window_update(h2_session *s, int32_t id, uint32_t inc)
+{
+    uint8_t b[4];
+    put32(b, inc);
+    frame_out(s, NGHTTP2_WINDOW_UPDATE, 0, id, b, 4);
+}
+
+/* A connection error (RFC 9113 5.4.1): GOAWAY, then the connection closes
+ * once it is sent; nothing more is read. */
+static void conn_error(h2_session *s, uint32_t code)
+{
+    if (s->closing || s->dead)
+        return;
+    log_debug("HTTP/2: closing the connection: %s", nghttp2_http2_strerror(code));
+    send_goaway(s, code);
+    s->closing = 1;
+}
+
+/* The stream is over on the wire (both sides ended it, or it was reset):
+ * remembered for the frames the client may still send on it. */
+static void stream_close(h2_stream *st)
+{
+    h2_session *s = st->s;
+    uint32_t i = s->closed_next++ % CLOSED_KEEP;
+    s->closed[i].id = st->id;
+    s->closed[i].remote_ended = st->remote_ended;
+    stream_gone(st);
+}
+
+/* Both sides have ended st, its handler is done: closed. */
+static void stream_maybe_close(h2_stream *st)
+{
+    if (st->s && st->local_ended && st->remote_ended && !st->in_handler)
+        stream_close(st);
+}
+
+/* A stream error (5.4.2): RST_STREAM, and the stream is closed. */
+static void stream_reset(h2_stream *st, uint32_t code)
+{
+    send_rst(st->s, st->id, code);
+    stream_close(st);
+}
+
+/* The response's head: its fields HPACK-encoded into a HEADERS frame
+ * (and CONTINUATIONs when the block is over the peer's frame size). */
+static void send_headers(h2_session *s, int32_t id, const http_hpack_field *f, size_t n,
+                         int end_stream)
+{
+    http_conn *c = s->c;
+    uint8_t *p = (uint8_t *)http_conn_out_reserve(c, 9 + http_hpack_bound(f, n));
+    size_t len = http_hpack_encode(&s->enc, p + 9, f, n);
+    uint8_t flags = end_stream ? NGHTTP2_FLAG_END_STREAM : 0;
+    if (len <= s->peer_max_frame) {
+        frame_head(p, len, NGHTTP2_HEADERS, flags | NGHTTP2_FLAG_END_HEADERS, id);
+        http_conn_out_commit(c, 9 + len);
+        return;
+    }
+    uint8_t *block = malloc(len); /* (rare: a head over 16 KiB) */
+    if (!block) {
+        log_error("out of memory for an HTTP/2 response head");
+        abort();
+    }
+    memcpy(block, p + 9, len);
+    uint8_t type = NGHTTP2_HEADERS;
+    for (size_t off = 0; off < len;) {
+        size_t k = BK_MIN(len - off, (size_t)s->peer_max_frame);
+        uint8_t end = off + k == len ? NGHTTP2_FLAG_END_HEADERS : 0;
+        frame_out(s, type, (uint8_t)(flags | end), id, block + off, k);
+        off += k;
+        type = NGHTTP2_CONTINUATION;
+        flags = 0;
+    }
+    free(block);
+}
+
 /* ---- response: the protocol's side of the exchange ---- */
+
+/* Puts st on the send list when it has DATA the windows let go, or the
+ * end of its body to say. */
+static void send_queue(h2_stream *st)
+{
+    h2_session *s = st->s;
+    if (!s || st->queued || st->local_ended || !st->x.headers_sent)
+        return;
+    if (st->out_len ? st->send_window <= 0 || s->send_window <= 0 : !st->eof)
+        return;
+    st->queued = 1;
+    st->send_next = NULL;
+    if (s->send_last)
+        s->send_last->send_next = st;
+    else
+        s->send_first = st;
+    s->send_last = st;
+}
 
 static void resume(h2_stream *st)
 {
-    if (st->deferred && st->s) {
-        st->deferred = 0;
-        nghttp2_session_resume_data(st->s->ng, st->id);
-    }
+    send_queue(st);
     if (st->s && !st->s->in_input)
         http_conn_queue_flush(st->s->c);
 }
@@ -329,9 +561,6 @@ static int connection_specific(const char *n, size_t len)
     return 0;
 }
 
-static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *b, size_t length,
-                         uint32_t *flags, nghttp2_data_source *src, void *ud);
-
 /* Response heads split once: a handler's header lines are "Name: value\r\n"
  * text, which HTTP/2 wants as lower-case names and values apart. A static
  * file's head is the same text on every request (its cache entry's), so
@@ -345,12 +574,21 @@ static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *b, size_t len
 typedef struct {
     uint32_t len; /* of the text; 0: empty slot */
     uint32_t n;
+    uint64_t gen; /* this thread's fills so far, at this one's: its fields' HPACK keys */
     struct { uint16_t name_off, name_len, val_off, val_len; } f[HEAD_FIELDS_MAX];
     char text[HEAD_TEXT_MAX];    /* as the handler gave it */
     char lowered[HEAD_TEXT_MAX]; /* names lowered */
 } head_split;
 
 static _Thread_local head_split *head_cache; /* HEAD_SLOTS, made on first use */
+static _Thread_local uint64_t head_gen;
+
+/* HPACK keys (hpack.h) of the fields a response head repeats: a kind in
+ * the top bits, what makes the bytes in the rest. */
+#define KEY_SERVER ((uint64_t)1 << 60)
+#define KEY_DATE(sec) ((uint64_t)2 << 60 | (uint64_t)(sec))                  /* the second's */
+#define KEY_SPLIT(gen, i) ((uint64_t)3 << 60 | (uint64_t)(gen) << 5 | (i))   /* < 2^55 fills */
+#define KEY_LENGTH(n) ((uint64_t)4 << 60 | (uint64_t)(n))
 
 static void head_cache_free(void)
 {
@@ -385,22 +623,21 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
     h2_stream *st = stream_of(x);
     h2_session *s = st->s;
     st->status = status;
-    if (!s)
+    if (!s || s->closing || s->dead)
         return;
-    /* The parts into one copy in the exchange's arena, names lowered in
-     * place: nghttp2 takes the fields without copying them again (they
-     * live until the stream is over, which is after its HEADERS went). */
+    /* The fields for the HPACK encoder, which takes them at once: on a
+     * head cache hit, straight from the split kept; else the parts into
+     * one copy in the exchange's arena, names lowered in place. */
     size_t total = 0;
     for (size_t i = 0; i < nlines; i++)
         total += lines[i].len;
-    char *t = http_exchange_alloc(x, total + 32);
+    char *t = NULL;
     size_t nmax = 4;
     head_split *hs = head_slot(lines, nlines, total);
-    int hit = t && hs && head_same(hs, lines, nlines, total);
+    int hit = hs && head_same(hs, lines, nlines, total);
     if (hit) {
-        memcpy(t, hs->lowered, total);
         nmax += hs->n;
-    } else if (t) {
+    } else if ((t = http_exchange_alloc(x, total + 1))) {
         size_t o = 0;
         for (size_t i = 0; i < nlines; i++)
             if (lines[i].len) {
@@ -410,26 +647,34 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
         for (const char *p = t, *end = t + total; (p = memchr(p, '\n', (size_t)(end - p)));)
             nmax++, p++;
     }
-    nghttp2_nv *nv = t ? http_exchange_alloc(x, nmax * sizeof *nv) : NULL;
+    http_hpack_field local[24];
+    http_hpack_field *nv = !hit && !t        ? NULL
+                           : nmax <= 24 ? local
+                                        : http_exchange_alloc(x, nmax * sizeof *nv);
     if (!nv) {
-        nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+        send_rst(s, st->id, NGHTTP2_INTERNAL_ERROR); /* closed once its handler is done */
+        st->local_ended = st->remote_ended = 1;
         return;
     }
-    char *code = t + total, *clen = t + total + 4;
+    char nums[32];
+    char *code = nums, *clen = nums + 4;
     code[0] = (char)('0' + status / 100 % 10);
     code[1] = (char)('0' + status / 10 % 10);
     code[2] = (char)('0' + status % 10);
     size_t n = 0;
-#define NV(nm, nmlen, v, vlen)                                                   \
-    nv[n++] = (nghttp2_nv){ (uint8_t *)(nm), (uint8_t *)(v), (nmlen), (vlen),   \
-                            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE }
+#define NVK(nm, nmlen, v, vlen, k) \
+    nv[n++] = (http_hpack_field){ (nm), (v), (uint32_t)(nmlen), (uint32_t)(vlen), (k) }
+#define NV(nm, nmlen, v, vlen) NVK(nm, nmlen, v, vlen, 0)
     NV(":status", 7, code, 3);
-    NV("server", 6, SERVER_NAME, sizeof SERVER_NAME - 1);
+    NVK("server", 6, SERVER_NAME, sizeof SERVER_NAME - 1, KEY_SERVER);
     /* (the worker's clock string: rewritten in place once a second, same length) */
-    NV("date", 4, x->hw->w.clock.http_date, CLOCK_HTTP_DATE_LEN);
+    const bk_clock *clk = &x->hw->w.clock;
+    NVK("date", 4, clk->http_date, CLOCK_HTTP_DATE_LEN, KEY_DATE(clk->sec));
     if (hit) {
+        const char *lo = hs->lowered;
         for (uint32_t i = 0; i < hs->n; i++)
-            NV(t + hs->f[i].name_off, hs->f[i].name_len, t + hs->f[i].val_off, hs->f[i].val_len);
+            NVK(lo + hs->f[i].name_off, hs->f[i].name_len, lo + hs->f[i].val_off, hs->f[i].val_len,
+                KEY_SPLIT(hs->gen, i));
         hs = NULL; /* nothing to keep */
     }
     size_t first = n;
@@ -463,13 +708,14 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
     }
     if (hs && n - first <= HEAD_FIELDS_MAX) { /* kept for the next time */
         hs->len = (uint32_t)total;
+        hs->gen = ++head_gen;
         hs->n = (uint32_t)(n - first);
         for (uint32_t i = 0; i < hs->n; i++) {
-            const nghttp2_nv *f = &nv[first + i];
-            hs->f[i].name_off = (uint16_t)((const char *)f->name - t);
-            hs->f[i].name_len = (uint16_t)f->namelen;
-            hs->f[i].val_off = (uint16_t)((const char *)f->value - t);
-            hs->f[i].val_len = (uint16_t)f->valuelen;
+            const http_hpack_field *f = &nv[first + i];
+            hs->f[i].name_off = (uint16_t)(f->name - t);
+            hs->f[i].name_len = (uint16_t)f->name_len;
+            hs->f[i].val_off = (uint16_t)(f->value - t);
+            hs->f[i].val_len = (uint16_t)f->value_len;
         }
         for (size_t i = 0, o = 0; i < nlines; o += lines[i].len, i++)
             if (lines[i].len)
@@ -477,18 +723,17 @@ static void h2_send_head(http_exchange *x, int status, const bk_str *lines, size
         memcpy(hs->lowered, t, total);
     }
     if (length != HTTP_LEN_NONE && length != HTTP_LEN_STREAM && n < nmax)
-        NV("content-length", 14, clen, (size_t)num_format_u64(clen, length));
+        NVK("content-length", 14, clen, (size_t)num_format_u64(clen, length), KEY_LENGTH(length));
 #undef NV
+#undef NVK
     st->provider = !st->head_only && length != HTTP_LEN_NONE && length != 0;
     st->resp_bytes = length == HTTP_LEN_NONE || length == HTTP_LEN_STREAM ? 0 : length;
     st->counting = length == HTTP_LEN_STREAM;
     if (st->provider && body_len)
         body_copy(st, body, body_len);
-    nghttp2_data_provider prd = { .source.ptr = st, .read_callback = body_read };
-    int rc = nghttp2_submit_response(s->ng, st->id, nv, n, st->provider ? &prd : NULL);
-    if (rc != 0)
-        log_debug("HTTP/2: response on stream %d not submitted: %s", st->id,
-                  nghttp2_strerror(rc));
+    send_headers(s, st->id, nv, n, !st->provider);
+    if (!st->provider)
+        st->local_ended = 1; /* closed once its handler is done (h2_finish) */
     resume(st);
 }
 
@@ -580,14 +825,17 @@ static void h2_finish(http_exchange *x, int cut)
         stream_free(st);
         return;
     }
-    if (cut) {
-        nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-    } else if (!st->x.headers_sent) {
-        /* (never: every end sends a head) */
-        nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
-    }
     st->eof = 1;
-    resume(st);
+    if (cut || !st->x.headers_sent) { /* (a head always goes first: never uncut) */
+        if (st->local_ended && st->remote_ended)
+            stream_close(st);
+        else
+            stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+        return;
+    }
+    stream_maybe_close(st);
+    if (st->s)
+        resume(st);
 }
 
 static const http_proto_ops h2_ops = {
@@ -599,78 +847,6 @@ static const http_proto_ops h2_ops = {
     .pending = h2_pending,
     .local_addr = h2_local_addr,
 };
-
-/* The body reader: says how much can go (no copy); body_send writes it. */
-static ssize_t body_read(nghttp2_session *ng, int32_t id, uint8_t *b, size_t length,
-                         uint32_t *flags, nghttp2_data_source *src, void *ud)
-{
-    (void)ng, (void)id, (void)b, (void)ud;
-    h2_stream *st = src->ptr;
-    if (st->out_len == 0) {
-        if (st->eof) {
-            *flags |= NGHTTP2_DATA_FLAG_EOF;
-            return 0;
-        }
-        st->deferred = 1;
-        return NGHTTP2_ERR_DEFERRED;
-    }
-    size_t n = (size_t)BK_MIN((uint64_t)length, st->out_len);
-    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-    if (st->eof && n == st->out_len)
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-    return (ssize_t)n;
-}
-
-static int body_send(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
-                     size_t length, nghttp2_data_source *src, void *ud)
-{
-    (void)ng, (void)frame;
-    h2_session *s = ud;
-    http_conn *c = s->c;
-    h2_stream *st = src->ptr;
-    if (c->b->out.len > OUT_HIGH_WATER || c->b->nsegs + 2 > HTTP_OUT_SEGS)
-        return NGHTTP2_ERR_WOULDBLOCK;
-    char *out = http_conn_out_reserve(c, 9 + length);
-    memcpy(out, framehd, 9);
-    size_t done = 0;
-    while (done < length && st->out) {
-        h2_piece *p = st->out;
-        size_t take = (size_t)BK_MIN(p->len, (uint64_t)(length - done));
-        char *dst = out + 9 + done;
-        if (p->kind == P_COPY) {
-            memcpy(dst, p->data + p->off, take);
-        } else if (p->kind == P_REF) {
-            memcpy(dst, p->mem + p->off, take);
-        } else {
-            for (size_t got = 0; got < take;) {
-                ssize_t r = pread(p->fd, dst + got, take - got, (off_t)(p->off + got));
-                if (r < 0 && errno == EINTR)
-                    continue;
-                if (r <= 0) /* unreadable, or the file shrank: reset the stream */
-                    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-                got += (size_t)r;
-            }
-        }
-        p->off += take;
-        p->len -= take;
-        st->out_len -= take;
-        done += take;
-        if (p->len == 0) {
-            st->out = p->next;
-            if (!st->out)
-                st->out_tail = &st->out;
-            if (p->release)
-                p->release(p->arg);
-            if (!p->in_arena)
-                free(p);
-        }
-    }
-    if (done < length)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* (never: body_read said so) */
-    http_conn_out_commit(c, 9 + length);
-    s->progress = 1;
-    return 0;
-}
 
 /* ---- requests ---- */
 
@@ -752,22 +928,22 @@ static void stream_dispatch(h2_stream *st)
 }
 
 /* ---- well-formed requests (RFC 9113 8.1.1, 8.2, 8.3) ----
- * nghttp2's HTTP messaging checks are off (nghttp2_option_set_no_http_
- * messaging): they are made here, in the pass over the fields that fills
- * the request anyway. A malformed request's stream is reset with
- * PROTOCOL_ERROR, as nghttp2 did; what is well-formed HTTP/2 but bad HTTP
+ * Made in the pass over the fields that fills the request anyway. A
+ * malformed request's stream is reset with PROTOCOL_ERROR; what is
+ * well-formed HTTP/2 but bad HTTP
  * (a '#' in the path, a bad Host, an Expect other than 100-continue, ...)
  * gets the HTTP/1.1 parser's status. */
 
 enum { F_METHOD = 1, F_PATH = 2, F_SCHEME = 4, F_AUTHORITY = 8, F_HOST = 16, F_REGULAR = 32,
        F_CLEN = 64 };
 
+/* Resets st, which is then gone: the caller must not use it after. */
 static void stream_malformed(h2_stream *st)
 {
     if (st->malformed || !st->s)
         return;
     st->malformed = 1;
-    nghttp2_submit_rst_stream(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_PROTOCOL_ERROR);
+    stream_reset(st, NGHTTP2_PROTOCOL_ERROR);
 }
 
 #define CHAR_IS(cls, ch) (http_char_class[(unsigned char)(ch)] & HTTP_CH_##cls)
@@ -903,9 +1079,9 @@ static int request_well_formed(const h2_stream *st, int end_stream)
 }
 
 /* Streams closed lately, remembered for the frames a client may still send
- * on them: nghttp2 keeps no closed streams (SETTINGS_NO_RFC7540_PRIORITIES,
- * below). 1 when the client had ended id (END_STREAM or RST_STREAM) before
- * it closed, 0 when the server closed it first, -1 when not remembered. */
+ * on them (RFC 9113 5.1): 1 when the client had ended id (END_STREAM or
+ * RST_STREAM) before it closed, 0 when the server closed it first (or
+ * refused it), -1 when not remembered. */
 static int closed_lookup(const h2_session *s, int32_t id)
 {
     for (uint32_t i = 0; i < CLOSED_KEEP; i++)
@@ -914,89 +1090,52 @@ static int closed_lookup(const h2_session *s, int32_t id)
     return -1;
 }
 
-/* Frames on streams nghttp2 no longer has (RFC 9113 5.1):
- * - on a stream closed lately whose client had ended it: a connection
- *   error STREAM_CLOSED (it sent frames after END_STREAM or RST_STREAM);
- *   one the server reset first: ignored (frames may be in flight);
- * - HEADERS below the highest stream opened, not remembered: a skipped
- *   (so implicitly closed, 5.1.1) or long closed stream: PROTOCOL_ERROR;
- * - PRIORITY on stream 0: PROTOCOL_ERROR (6.3; nghttp2 ignores PRIORITY
- *   frames without RFC 7540 priorities). */
-static int on_begin_frame(nghttp2_session *ng, const nghttp2_frame_hd *hd, void *ud)
+/* ---- frames in ----
+ * The input is read frame by frame as it comes, split anywhere: a frame's
+ * header (9 bytes), then its fixed part (a padding length, a priority, a
+ * control frame's payload: up to 8 bytes, kept in s->pre), then its
+ * content (a DATA frame's body bytes, a header block's fragment: passed on
+ * as they come, no copy), then its padding. */
+
+static h2_stream *stream_find(const h2_session *s, int32_t id)
 {
-    h2_session *s = ud;
-    int32_t id = hd->stream_id;
-    if (hd->type == NGHTTP2_PRIORITY && id == 0) {
-        nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
-        return 0;
-    }
-    if ((hd->type != NGHTTP2_HEADERS && hd->type != NGHTTP2_DATA) || !(id & 1))
-        return 0;
-    if (id > s->max_id) {
-        if (hd->type == NGHTTP2_HEADERS)
-            s->max_id = id;
-        return 0; /* (DATA on an idle stream: nghttp2's PROTOCOL_ERROR) */
-    }
-    if ((s->decoding && s->decoding->id == id) || nghttp2_session_find_stream(ng, id))
-        return 0;
-    int ended = closed_lookup(s, id);
-    if (ended == 1)
-        nghttp2_session_terminate_session(ng, NGHTTP2_STREAM_CLOSED);
-    else if (ended < 0 && hd->type == NGHTTP2_HEADERS && id < s->max_id)
-        nghttp2_session_terminate_session(ng, NGHTTP2_PROTOCOL_ERROR);
-    return 0;
+    for (h2_stream *st = s->streams; st; st = st->next)
+        if (st->id == id)
+            return st;
+    return NULL;
 }
 
-static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+/* A stream error on a stream that may not be open (5.4.2). */
+static void stream_error(h2_session *s, int32_t id, uint32_t code)
 {
-    h2_session *s = ud;
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
-    if (s->goaway) { /* (GOAWAY queued, not sent yet) */
-        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
-                                  NGHTTP2_REFUSED_STREAM);
-        return 0;
-    }
-    h2_stream *st = stream_new(s, frame->hd.stream_id);
-    if (!st)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, st);
-    s->decoding = st;
-    return 0;
+    h2_stream *st = stream_find(s, id);
+    if (st)
+        stream_reset(st, code);
+    else
+        send_rst(s, id, code);
 }
 
-/* The stream of a frame: the one being decoded (no lookup), or nghttp2's. */
-static inline h2_stream *frame_stream(nghttp2_session *ng, h2_session *s, int32_t id)
+/* One field of the header block being read (HPACK-decoded). */
+static void on_header(h2_session *s, const char *n, size_t namelen, const char *v, size_t valuelen)
 {
-    if (s->decoding && s->decoding->id == id)
-        return s->decoding;
-    return nghttp2_session_get_stream_user_data(ng, id);
-}
-
-static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *ud)
-{
-    (void)flags;
-    h2_stream *st = frame_stream(ng, ud, frame->hd.stream_id);
-    const char *n = (const char *)name, *v = (const char *)value;
+    h2_stream *st = s->hb_st;
     if (!st || st->malformed)
-        return 0;
-    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+        return;
+    if (s->hb_trailers) {
         if (namelen && n[0] == ':') /* (trailers are dropped; no pseudo-header in them) */
             stream_malformed(st);
-        return 0;
+        return;
     }
     if (st->too_big)
-        return 0;
+        return;
     st->hdr_bytes += (uint32_t)(namelen + valuelen + 4);
     if (st->hdr_bytes > st->x.conf->limits.max_head_size) {
         st->too_big = 1; /* decoded on, kept no more: 431 at the end */
-        return 0;
+        return;
     }
     if (!field_well_formed(st, n, namelen, v, valuelen)) {
         stream_malformed(st);
-        return 0;
+        return;
     }
     bk_buf *h = &st->head;
     if (namelen && n[0] == ':') {
@@ -1022,7 +1161,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
          * checked (field_well_formed), the rest is the HTTP/1.1 parser's. */
         if (buf_reserve(h, namelen + valuelen + 4) < 0) {
             st->too_big = 1;
-            return 0;
+            return;
         }
         uint32_t at = (uint32_t)h->len;
         buf_put(h, n, namelen);
@@ -1035,24 +1174,178 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
         if (rc < 0)
             st->bad = (uint16_t)-rc;
     }
+}
+
+/* Bytes of the header block being read, through the HPACK decoder (whose
+ * state every block changes, whether its stream is wanted or not). */
+static void block_feed(h2_session *s, const uint8_t *in, size_t n, int final)
+{
+    for (;;) {
+        nghttp2_nv nv;
+        int flags = 0;
+        ssize_t r = nghttp2_hd_inflate_hd2(s->inflater, &nv, &flags, in, n, final);
+        if (r < 0) {
+            conn_error(s, NGHTTP2_COMPRESSION_ERROR);
+            return;
+        }
+        in += r;
+        n -= (size_t)r;
+        if (flags & NGHTTP2_HD_INFLATE_EMIT)
+            on_header(s, (const char *)nv.name, nv.namelen, (const char *)nv.value, nv.valuelen);
+        if (flags & NGHTTP2_HD_INFLATE_FINAL) {
+            nghttp2_hd_inflate_end_headers(s->inflater);
+            return;
+        }
+        if (!(flags & NGHTTP2_HD_INFLATE_EMIT) && n == 0)
+            return;
+    }
+}
+
+/* Indexed field representations only (RFC 7541 6.1): decoding them
+ * changes no table. */
+static int block_indexed_only(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if (!(p[i] & 0x80))
+            return 0;
+        if ((p[i++] & 0x7f) == 0x7f) /* the index goes on in more bytes */
+            while (i < n && (p[i++] & 0x80))
+                ;
+    }
+    return 1;
+}
+
+/* The whole fragment of a HEADERS frame that ends its block is in[0, n),
+ * for a new request: 1 when the memo gave the stream its fields (the
+ * bytes need no decoding), 0 when they are to be decoded (and maybe kept). */
+static int memo_take(h2_session *s, h2_stream *st, const uint8_t *in, size_t n)
+{
+    s->hb_indexed = n <= MEMO_BLOCK_MAX && block_indexed_only(in, n);
+    if (!s->hb_indexed)
+        return 0;
+    req_memo *m = s->memo;
+    if (m && m->block_len == n && m->hd_gen == s->hd_gen && m->end_stream == s->hb_end_stream &&
+        memcmp(m->block, in, n) == 0) {
+        size_t fixed = offsetof(http_parser, hdr);
+        if ((m->head_len && buf_append(&st->head, m->head, m->head_len) < 0) ||
+            (m->cookie_len && buf_append(&st->cookie, m->head + m->head_len, m->cookie_len) < 0)) {
+            st->head.len = st->cookie.len = 0; /* (out of memory: decoded instead) */
+            return 0;
+        }
+        memcpy(&st->parser, &m->parser, fixed + m->parser.nheaders * sizeof m->parser.hdr[0]);
+        st->hdr_bytes = m->hdr_bytes;
+        st->bad = m->bad;
+        st->seen = m->seen;
+        st->pm = m->pm, st->pp = m->pp, st->pa = m->pa;
+        st->clen = m->clen;
+        return 1;
+    }
+    if (!m && !(m = s->memo = malloc(sizeof *m)))
+        return 0;
+    m->block_len = 0;
+    m->pending = 1; /* kept at the block's end (block_done), if all went well */
+    m->hd_gen = s->hd_gen;
+    memcpy(m->block, in, n);
+    m->pending_len = (uint32_t)n;
     return 0;
 }
 
-static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
-                   size_t len, void *ud)
+static void memo_store(req_memo *m, const h2_stream *st, int end_stream)
 {
-    (void)flags;
-    h2_session *s = ud;
-    h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
-    if (!st || st->malformed)
-        return 0;
+    if (st->too_big || st->head.len + st->cookie.len > MEMO_HEAD_MAX)
+        return;
+    memcpy(m->head, st->head.data, st->head.len);
+    if (st->cookie.len)
+        memcpy(m->head + st->head.len, st->cookie.data, st->cookie.len);
+    m->head_len = (uint32_t)st->head.len;
+    m->cookie_len = (uint32_t)st->cookie.len;
+    memcpy(&m->parser, &st->parser,
+           offsetof(http_parser, hdr) + st->parser.nheaders * sizeof st->parser.hdr[0]);
+    m->hdr_bytes = st->hdr_bytes;
+    m->bad = st->bad;
+    m->seen = st->seen;
+    m->pm = st->pm, m->pp = st->pp, m->pa = st->pa;
+    m->clen = st->clen;
+    m->end_stream = (uint8_t)end_stream;
+    m->block_len = m->pending_len;
+}
+
+/* The header block is complete: a request's head, or trailers. */
+static void block_done(h2_session *s)
+{
+    static const uint8_t none[1];
+    int from_memo = s->hb_memo;
+    if (!from_memo)
+        block_feed(s, none, 0, 1);
+    s->hb_memo = 0;
+    h2_stream *st = s->hb_st;
+    s->hb_st = NULL;
+    s->cont_id = 0;
+    if (!s->hb_indexed)
+        s->hd_gen++;
+    req_memo *m = s->memo;
+    int keep = m && m->pending;
+    if (keep)
+        m->pending = 0;
+    if (!st || st->malformed || s->closing)
+        return;
+    s->progress = 1;
+    int end_stream = s->hb_end_stream;
+    if (end_stream)
+        st->remote_ended = 1;
+    if (s->hb_trailers) {
+        if (!end_stream) {
+            stream_malformed(st); /* trailers end the stream */
+            return;
+        }
+    } else {
+        /* (a head from the memo was checked and ended when it was kept) */
+        if (!from_memo && !st->too_big && !request_well_formed(st, end_stream)) {
+            stream_malformed(st);
+            return;
+        }
+        int status = from_memo ? 0 : stream_end_head(st);
+        if (keep && status == 0)
+            memo_store(m, st, end_stream);
+        const char *hd = st->head.data;
+        st->method = st->pm.len ? (bk_str){ hd + st->pm.off, st->pm.len } : BK_STR_NULL;
+        st->path = st->pp.len ? (bk_str){ hd + st->pp.off, st->pp.len } : BK_STR_NULL;
+        if (status < 0) {
+            stream_malformed(st);
+            return;
+        }
+        if (status) {
+            stream_respond_error(st, status);
+            stream_maybe_close(st);
+            return;
+        }
+        if (st->parser.known[HH_EXPECT] && !end_stream) {
+            static const http_hpack_field cont = { ":status", "100", 7, 3, 0 };
+            send_headers(s, st->id, &cont, 1, 0);
+        }
+    }
+    if (end_stream) {
+        if ((st->seen & F_CLEN) && st->data_len != st->clen) {
+            stream_malformed(st); /* less than its content-length */
+            return;
+        }
+        stream_dispatch(st);
+        stream_maybe_close(st);
+    }
+}
+
+/* Request body bytes of st. */
+static void on_data(h2_session *s, h2_stream *st, const uint8_t *data, size_t len)
+{
+    if (st->malformed)
+        return;
     st->data_len += len;
     if ((st->seen & F_CLEN) && st->data_len > st->clen) {
         stream_malformed(st); /* more than its content-length (RFC 9113 8.1.1) */
-        return 0;
+        return;
     }
     if (st->dispatched || st->body_over)
-        return 0;
+        return;
     s->progress = 1;
     uint64_t max = st->x.conf->max_body_size;
     if (s->body_bytes + len > BODIES_MAX(max)) {
@@ -1061,121 +1354,525 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
         st->body_over = 1;
         s->body_bytes -= st->body.len;
         buf_free(&st->body);
-        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
-        return 0;
+        stream_reset(st, NGHTTP2_REFUSED_STREAM);
+        return;
     }
     if (st->body.len + len > max || buf_append(&st->body, data, len) < 0) {
         st->body_over = 1;
         s->body_bytes -= st->body.len;
         buf_free(&st->body);
         stream_respond_error(st, 413); /* at once; the rest of the body is dropped */
-        return 0;
+        return;
     }
     s->body_bytes += len;
-    return 0;
 }
 
-static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+/* A DATA frame is over: its bytes count against the windows; given back
+ * (WINDOW_UPDATE) once half a window has come, as a body is read at once. */
+static void data_done(h2_session *s)
 {
-    h2_session *s = ud;
-    h2_stream *st;
-    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
-        (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-        (st = frame_stream(ng, s, frame->hd.stream_id)))
+    uint32_t len = s->flen;
+    s->recv_unacked += len;
+    if (s->recv_unacked >= LOCAL_WINDOW / 2) {
+        send_window_update(s, 0, s->recv_unacked);
+        s->recv_window += s->recv_unacked;
+        s->recv_unacked = 0;
+    }
+    h2_stream *st = s->fst;
+    s->fst = NULL;
+    if (!st)
+        return;
+    if (s->fflags & NGHTTP2_FLAG_END_STREAM) {
         st->remote_ended = 1;
-    switch (frame->hd.type) {
-    case NGHTTP2_RST_STREAM:
-        if ((st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id)))
-            st->remote_ended = 1;
-        return 0;
-
-    case NGHTTP2_HEADERS:
-        st = frame_stream(ng, s, frame->hd.stream_id);
-        if (!st || st->malformed)
-            return 0;
-        s->progress = 1;
-        if (frame->headers.cat != NGHTTP2_HCAT_REQUEST && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-            stream_malformed(st); /* trailers end the stream */
-            return 0;
-        }
-        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST && !st->too_big &&
-            !request_well_formed(st, frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-            stream_malformed(st);
-            return 0;
-        }
-        if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && (st->seen & F_CLEN) &&
-            st->data_len != st->clen) {
-            stream_malformed(st); /* less than its content-length */
-            return 0;
-        }
-        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-            int status = stream_end_head(st);
-            const char *hd = st->head.data;
-            st->method = st->pm.len ? (bk_str){ hd + st->pm.off, st->pm.len } : BK_STR_NULL;
-            st->path = st->pp.len ? (bk_str){ hd + st->pp.off, st->pp.len } : BK_STR_NULL;
-            if (status < 0) {
-                stream_malformed(st);
-                return 0;
-            }
-            if (status) {
-                stream_respond_error(st, status);
-                return 0;
-            }
-            if (st->parser.known[HH_EXPECT] && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-                nghttp2_nv nv = { (uint8_t *)":status", (uint8_t *)"100", 7, 3,
-                                  NGHTTP2_NV_FLAG_NONE };
-                nghttp2_submit_headers(ng, NGHTTP2_FLAG_NONE, st->id, NULL, &nv, 1, NULL);
-            }
-        }
-        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
-            stream_dispatch(st);
-        return 0;
-    case NGHTTP2_DATA:
-        st = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
-        if (!st || st->malformed || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
-            return 0;
+        if (st->malformed)
+            return;
         if ((st->seen & F_CLEN) && st->data_len != st->clen) {
             stream_malformed(st); /* less than its content-length */
+            return;
+        }
+        if (!st->dispatched)
+            stream_dispatch(st);
+        stream_maybe_close(st);
+        return;
+    }
+    st->recv_unacked += len;
+    if (st->recv_unacked >= LOCAL_WINDOW / 2) {
+        send_window_update(s, st->id, st->recv_unacked);
+        st->recv_window += st->recv_unacked;
+        st->recv_unacked = 0;
+    }
+}
+
+/* A SETTINGS entry from the client (6.5.2). */
+static void setting_apply(h2_session *s, uint16_t id, uint32_t v)
+{
+    switch (id) {
+    case NGHTTP2_SETTINGS_HEADER_TABLE_SIZE:
+        http_hpack_enc_set_max(&s->enc, v);
+        break;
+    case NGHTTP2_SETTINGS_ENABLE_PUSH:
+        if (v > 1)
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+        break;
+    case NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE: {
+        if (v > WINDOW_MAX) {
+            conn_error(s, NGHTTP2_FLOW_CONTROL_ERROR);
+            break;
+        }
+        int64_t delta = (int64_t)v - s->peer_window;
+        s->peer_window = v;
+        for (h2_stream *st = s->streams; st; st = st->next) {
+            st->send_window += delta;
+            if (st->send_window > WINDOW_MAX) {
+                conn_error(s, NGHTTP2_FLOW_CONTROL_ERROR);
+                return;
+            }
+            send_queue(st);
+        }
+        break;
+    }
+    case NGHTTP2_SETTINGS_MAX_FRAME_SIZE:
+        if (v < 16384 || v > 16777215)
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+        else
+            s->peer_max_frame = BK_MIN(v, (uint32_t)READ_AHEAD);
+        break;
+    case NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL:
+    case NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES:
+        if (v > 1)
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+        break;
+    default: /* (MAX_CONCURRENT_STREAMS, MAX_HEADER_LIST_SIZE: nothing to do; unknown: ignored) */
+        break;
+    }
+}
+
+/* Rapid reset (CVE-2023-44487): a bucket of RST_STREAMs, refilled with
+ * time; 0 when the client has sent more than it holds. */
+static int reset_allowed(h2_session *s)
+{
+    uint64_t now = s->c->hw->w.loop.now_ms;
+    if (now > s->resets_ms) {
+        uint64_t add = (now - s->resets_ms) * RESETS_PER_S / 1000;
+        if (add) {
+            s->resets = (uint32_t)BK_MIN((uint64_t)RESETS_BURST, s->resets + add);
+            s->resets_ms = now;
+        }
+    }
+    if (!s->resets)
+        return 0;
+    s->resets--;
+    return 1;
+}
+
+/* A new frame's header: what it may be, and what to do with its payload.
+ * Checks that need only the header are made here (RFC 9113 4-6). */
+static void frame_begin(h2_session *s)
+{
+    const uint8_t *h = s->fh;
+    uint32_t len = (uint32_t)h[0] << 16 | (uint32_t)h[1] << 8 | h[2];
+    uint8_t type = h[3], flags = h[4];
+    int32_t id = (int32_t)(get32(h + 5) & 0x7fffffff);
+    s->ftype = type;
+    s->fflags = flags;
+    s->fid = id;
+    s->flen = s->fleft = s->body_left = s->frag_len = len;
+    s->pre_need = s->pre_have = 0;
+    s->fmode = M_SKIP;
+    s->in_frame = 1;
+    if (s->cont_id && (type != NGHTTP2_CONTINUATION || id != s->cont_id)) {
+        conn_error(s, NGHTTP2_PROTOCOL_ERROR); /* a header block is cut (6.10) */
+        return;
+    }
+    if (!s->settings_seen && (type != NGHTTP2_SETTINGS || (flags & NGHTTP2_FLAG_ACK))) {
+        conn_error(s, NGHTTP2_PROTOCOL_ERROR); /* the preface is a SETTINGS frame (3.4) */
+        return;
+    }
+    if (len > LOCAL_MAX_FRAME) {
+        conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
+        return;
+    }
+    switch (type) {
+    case NGHTTP2_DATA: {
+        if (id == 0) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+            return;
+        }
+        if (len > s->recv_window) {
+            conn_error(s, NGHTTP2_FLOW_CONTROL_ERROR);
+            return;
+        }
+        s->recv_window -= len;
+        if (flags & NGHTTP2_FLAG_PADDED) {
+            if (len < 1) {
+                conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
+                return;
+            }
+            s->pre_need = 1;
+        }
+        s->fmode = M_DATA;
+        h2_stream *st = stream_find(s, id);
+        if (!st) {
+            if (id > s->max_id || !(id & 1)) {
+                conn_error(s, NGHTTP2_PROTOCOL_ERROR); /* an idle stream (5.1) */
+                return;
+            }
+            if (closed_lookup(s, id) == 1) /* the client had ended it */
+                conn_error(s, NGHTTP2_STREAM_CLOSED);
+            return; /* (one the server reset: frames may be in flight) */
+        }
+        if (st->remote_ended) {
+            stream_reset(st, NGHTTP2_STREAM_CLOSED); /* half-closed (remote) */
+            return;
+        }
+        if (len > st->recv_window) {
+            stream_reset(st, NGHTTP2_FLOW_CONTROL_ERROR);
+            return;
+        }
+        st->recv_window -= len;
+        s->fst = st;
+        s->progress = 1;
+        return;
+    }
+    case NGHTTP2_HEADERS: {
+        if (id == 0 || !(id & 1)) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+            return;
+        }
+        s->pre_need = (uint8_t)(((flags & NGHTTP2_FLAG_PADDED) ? 1 : 0) +
+                                ((flags & NGHTTP2_FLAG_PRIORITY) ? 5 : 0));
+        if (len < s->pre_need) {
+            conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
+            return;
+        }
+        s->fmode = M_BLOCK;
+        s->hb_st = NULL;
+        s->hb_trailers = 0;
+        s->hb_end_stream = (flags & NGHTTP2_FLAG_END_STREAM) != 0;
+        s->hb_indexed = s->hb_memo = 0;
+        s->cont_frames = 0;
+        s->cont_id = (flags & NGHTTP2_FLAG_END_HEADERS) ? 0 : id;
+        h2_stream *st = stream_find(s, id);
+        if (st) {
+            if (st->remote_ended)
+                stream_reset(st, NGHTTP2_STREAM_CLOSED); /* (its block is decoded and dropped) */
+            else
+                s->hb_st = st, s->hb_trailers = 1;
+            return;
+        }
+        if (id <= s->max_id) {
+            int ended = closed_lookup(s, id);
+            if (ended == 1)
+                conn_error(s, NGHTTP2_STREAM_CLOSED);
+            else if (ended < 0)
+                conn_error(s, NGHTTP2_PROTOCOL_ERROR); /* skipped, so closed (5.1.1), or long closed */
+            return;
+        }
+        s->max_id = id;
+        uint32_t max = s->c->conf->http2_max_streams ? s->c->conf->http2_max_streams : 1;
+        if (s->goaway || s->nstreams >= max) {
+            send_rst(s, id, NGHTTP2_REFUSED_STREAM);
+            uint32_t i = s->closed_next++ % CLOSED_KEEP;
+            s->closed[i].id = id;
+            s->closed[i].remote_ended = 0;
+            return;
+        }
+        st = stream_new(s, id);
+        if (!st) {
+            s->dead = 1;
+            return;
+        }
+        s->hb_st = st;
+        s->progress = 1;
+        return;
+    }
+    case NGHTTP2_CONTINUATION:
+        if (!s->cont_id) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+            return;
+        }
+        if (++s->cont_frames > CONTINUATIONS_MAX) {
+            conn_error(s, NGHTTP2_ENHANCE_YOUR_CALM); /* CONTINUATION flood */
+            return;
+        }
+        if (flags & NGHTTP2_FLAG_END_HEADERS)
+            s->cont_id = 0;
+        s->fmode = M_BLOCK;
+        return;
+    case NGHTTP2_PRIORITY:
+        if (id == 0) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+            return;
+        }
+        if (len != 5) {
+            stream_error(s, id, NGHTTP2_FRAME_SIZE_ERROR);
+            return;
+        }
+        s->fmode = M_CTL;
+        s->pre_need = 5;
+        return;
+    case NGHTTP2_RST_STREAM:
+        if (id == 0 || id > s->max_id || !(id & 1)) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR); /* (an idle stream: 5.1) */
+            return;
+        }
+        if (len != 4) {
+            conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
+            return;
+        }
+        s->fmode = M_CTL;
+        s->pre_need = 4;
+        return;
+    case NGHTTP2_SETTINGS:
+        if (id != 0) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+            return;
+        }
+        if ((flags & NGHTTP2_FLAG_ACK) ? len != 0 : len % 6 != 0) {
+            conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
+            return;
+        }
+        if (len / 6 > SETTINGS_MAX) {
+            conn_error(s, NGHTTP2_ENHANCE_YOUR_CALM);
+            return;
+        }
+        s->fmode = M_SETTINGS;
+        s->pre_need = len ? 6 : 0;
+        return;
+    case NGHTTP2_PUSH_PROMISE: /* (clients do not push: 8.4) */
+        conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+        return;
+    case NGHTTP2_PING:
+        if (id != 0) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+            return;
+        }
+        if (len != 8) {
+            conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
+            return;
+        }
+        s->fmode = M_CTL;
+        s->pre_need = 8;
+        return;
+    case NGHTTP2_GOAWAY:
+        if (id != 0) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+            return;
+        }
+        if (len < 8) {
+            conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
+            return;
+        }
+        s->fmode = M_CTL;
+        s->pre_need = 8; /* (its debug data is skipped) */
+        return;
+    case NGHTTP2_WINDOW_UPDATE:
+        if (len != 4) {
+            conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
+            return;
+        }
+        if (id && (id > s->max_id || !(id & 1))) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR); /* an idle stream */
+            return;
+        }
+        s->fmode = M_CTL;
+        s->pre_need = 4;
+        return;
+    default: /* unknown types are ignored (5.5) */
+        return;
+    }
+}
+
+/* The fixed part of the frame has come (s->pre): 0, or -1 after an error. */
+static int frame_pre(h2_session *s)
+{
+    const uint8_t *p = s->pre;
+    int32_t id = s->fid;
+    switch (s->ftype) {
+    case NGHTTP2_DATA:
+    case NGHTTP2_HEADERS: {
+        uint32_t pad = 0;
+        if (s->fflags & NGHTTP2_FLAG_PADDED) {
+            pad = p[0];
+            p++;
+        }
+        if (pad > s->fleft) {
+            conn_error(s, NGHTTP2_PROTOCOL_ERROR); /* padding longer than the payload (6.1, 6.2) */
+            return -1;
+        }
+        s->body_left = s->frag_len = s->fleft - pad;
+        if (s->ftype == NGHTTP2_HEADERS && (s->fflags & NGHTTP2_FLAG_PRIORITY) &&
+            (int32_t)(get32(p) & 0x7fffffff) == id) {
+            if (s->hb_st)                          /* it depends on itself (5.3.1): its */
+                stream_malformed(s->hb_st);        /* block is decoded and dropped */
+            else
+                send_rst(s, id, NGHTTP2_PROTOCOL_ERROR);
+        }
+        return 0;
+    }
+    case NGHTTP2_PRIORITY:
+        if ((int32_t)(get32(p) & 0x7fffffff) == id)
+            stream_error(s, id, NGHTTP2_PROTOCOL_ERROR);
+        return 0;
+    case NGHTTP2_RST_STREAM: {
+        h2_stream *st = stream_find(s, id);
+        if (!reset_allowed(s)) {
+            conn_error(s, NGHTTP2_ENHANCE_YOUR_CALM);
+            return -1;
+        }
+        if (st) {
+            st->remote_ended = 1;
+            stream_close(st);
+        }
+        return 0;
+    }
+    case NGHTTP2_SETTINGS:
+        setting_apply(s, (uint16_t)(p[0] << 8 | p[1]), get32(p + 2));
+        if (s->fleft) /* the next entry */
+            s->pre_have = 0;
+        return s->closing || s->dead ? -1 : 0;
+    case NGHTTP2_PING:
+        if (!(s->fflags & NGHTTP2_FLAG_ACK))
+            frame_out(s, NGHTTP2_PING, NGHTTP2_FLAG_ACK, 0, p, 8);
+        return 0;
+    case NGHTTP2_GOAWAY:
+        s->peer_goaway = 1;
+        return 0;
+    case NGHTTP2_WINDOW_UPDATE: {
+        uint32_t inc = get32(p) & 0x7fffffff;
+        if (!id) {
+            if (!inc || s->send_window + inc > WINDOW_MAX) {
+                conn_error(s, inc ? NGHTTP2_FLOW_CONTROL_ERROR : NGHTTP2_PROTOCOL_ERROR);
+                return -1;
+            }
+            int was_shut = s->send_window <= 0;
+            s->send_window += inc;
+            if (was_shut && s->send_window > 0) /* streams waiting for the connection's window */
+                for (h2_stream *st = s->streams; st; st = st->next)
+                    send_queue(st);
             return 0;
         }
-        stream_dispatch(st);
-        return 0;
-    case NGHTTP2_SETTINGS:
-        if (s->upgraded && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-            st = s->upgraded; /* the client's preface: answer the upgraded request */
-            s->upgraded = NULL;
-            if (st->s)
-                stream_dispatch(st);
+        h2_stream *st = stream_find(s, id);
+        if (!st)
+            return 0; /* (closed) */
+        if (!inc || st->send_window + inc > WINDOW_MAX) {
+            stream_reset(st, inc ? NGHTTP2_FLOW_CONTROL_ERROR : NGHTTP2_PROTOCOL_ERROR);
+            return 0;
         }
+        st->send_window += inc;
+        send_queue(st);
         return 0;
+    }
     default:
         return 0;
     }
 }
 
-static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *ud)
+/* The frame's payload has all come. */
+static void frame_end(h2_session *s)
 {
-    (void)error_code;
-    h2_session *s = ud;
-    h2_stream *st = nghttp2_session_get_stream_user_data(ng, id);
-    if (id & 1) {
-        uint32_t i = s->closed_next++ % CLOSED_KEEP;
-        s->closed[i].id = id;
-        s->closed[i].remote_ended = st ? st->remote_ended : 0;
+    s->in_frame = 0;
+    switch (s->ftype) {
+    case NGHTTP2_DATA:
+        data_done(s);
+        break;
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_CONTINUATION:
+        if (s->fflags & NGHTTP2_FLAG_END_HEADERS)
+            block_done(s);
+        break;
+    case NGHTTP2_SETTINGS:
+        if (s->fflags & NGHTTP2_FLAG_ACK)
+            break;
+        s->settings_seen = 1;
+        frame_out(s, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, NULL, 0);
+        if (s->upgraded) {
+            h2_stream *st = s->upgraded; /* the client's preface: answer the upgraded request */
+            s->upgraded = NULL;
+            stream_dispatch(st);
+            stream_maybe_close(st);
+        }
+        break;
+    default:
+        break;
     }
-    if (st)
-        stream_gone(st);
-    return 0;
+    if (s->c->b->out.len > OUT_ACKS_MAX) {
+        log_debug("HTTP/2: closing the connection: the client does not read what it asks for");
+        s->dead = 1;
+    }
+}
+
+/* Reads the frames in in[0, n). */
+static void frames_read(h2_session *s, const uint8_t *in, size_t n)
+{
+    size_t pos = 0;
+    while (pos < n && !s->closing && !s->dead) {
+        if (s->preface_left) {
+            size_t at = HTTP_H2_PREFACE_LEN - s->preface_left;
+            size_t k = BK_MIN((size_t)s->preface_left, n - pos);
+            if (memcmp(in + pos, &HTTP_H2_PREFACE[at], k) != 0) {
+                log_debug("HTTP/2: closing the connection: not the client's preface");
+                s->dead = 1;
+                return;
+            }
+            s->preface_left -= (uint8_t)k;
+            pos += k;
+            continue;
+        }
+        if (!s->in_frame) {
+            size_t k = BK_MIN((size_t)(9 - s->fh_have), n - pos);
+            memcpy(s->fh + s->fh_have, in + pos, k);
+            s->fh_have += (uint8_t)k;
+            pos += k;
+            if (s->fh_have < 9)
+                return;
+            s->fh_have = 0;
+            frame_begin(s);
+            if (s->closing || s->dead)
+                return;
+        } else if (s->pre_have < s->pre_need) {
+            size_t k = BK_MIN((size_t)(s->pre_need - s->pre_have), n - pos);
+            memcpy(s->pre + s->pre_have, in + pos, k);
+            s->pre_have += (uint8_t)k;
+            pos += k;
+            s->fleft -= (uint32_t)k;
+            s->body_left = s->fleft;
+            if (s->pre_have < s->pre_need)
+                return;
+            if (frame_pre(s) < 0)
+                return;
+        } else if (s->body_left) {
+            size_t k = BK_MIN((size_t)s->body_left, n - pos);
+            if (s->fmode == M_DATA && s->fst)
+                on_data(s, s->fst, in + pos, k);
+            else if (s->fmode == M_BLOCK && !s->hb_memo) {
+                /* a request's whole block in one frame and in this input */
+                if (s->ftype == NGHTTP2_HEADERS && (s->fflags & NGHTTP2_FLAG_END_HEADERS) &&
+                    s->hb_st && !s->hb_trailers && s->body_left == s->frag_len && k == s->body_left &&
+                    memo_take(s, s->hb_st, in + pos, k))
+                    s->hb_memo = 1;
+                else
+                    block_feed(s, in + pos, k, 0);
+            }
+            pos += k;
+            s->fleft -= (uint32_t)k;
+            s->body_left -= (uint32_t)k;
+        } else { /* padding */
+            size_t k = BK_MIN((size_t)s->fleft, n - pos);
+            pos += k;
+            s->fleft -= (uint32_t)k;
+        }
+        if (s->in_frame && !s->fleft && s->pre_have == s->pre_need)
+            frame_end(s);
+    }
 }
 
 /* ---- the session ---- */
 
-static nghttp2_session_callbacks *callbacks;
-static nghttp2_option *options;
 
 /* ---- nghttp2's memory: per-thread free lists by size class ----
- * nghttp2 allocates and frees a few dozen small blocks per request (frames,
- * header fields, stream state); a session lives on one worker thread, so
+ * nghttp2's HPACK decoder and encoder allocate and free small blocks per
+ * header field (table entries, buffers); a session lives on one worker thread, so
  * each thread keeps its own spare blocks: no lock, and a pop instead of
  * malloc's bookkeeping. Blocks carry their class in a 16-byte header
  * (alignment kept); larger ones go to malloc, marked as such. Each list
@@ -1286,78 +1983,63 @@ static void mem_release_spares(void)
     }
 }
 
-static int session_setup(void)
+/* Our SETTINGS, the server's connection preface (3.4). */
+static void send_settings(h2_session *s)
 {
-    if (callbacks)
-        return 0;
-    /* Once per process, from the first worker that needs it: workers start
-     * one after another (start_gate), so there is no race. */
-    nghttp2_session_callbacks *cb;
-    nghttp2_option *opt;
-    if (nghttp2_session_callbacks_new(&cb) != 0)
-        return -1;
-    if (nghttp2_option_new(&opt) != 0) {
-        nghttp2_session_callbacks_del(cb);
-        return -1;
+    const http_conf *conf = s->c->conf;
+    uint32_t streams = conf->http2_max_streams ? conf->http2_max_streams : 1;
+    const struct { uint16_t id; uint32_t v; } iv[] = {
+        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, streams },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, conf->limits.max_head_size },
+        { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+        /* RFC 9113 deprecates RFC 7540's priorities: none are kept. */
+        { NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
+    };
+    uint8_t b[6 * BK_ARRAY_LEN(iv)];
+    for (size_t i = 0; i < BK_ARRAY_LEN(iv); i++) {
+        b[6 * i] = (uint8_t)(iv[i].id >> 8);
+        b[6 * i + 1] = (uint8_t)iv[i].id;
+        put32(b + 6 * i + 2, iv[i].v);
     }
-    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    nghttp2_session_callbacks_set_send_data_callback(cb, body_send);
-    /* Acknowledgements (SETTINGS, PING) queued for a peer that does not
-     * read are capped; RST_STREAM floods (rapid reset) and CONTINUATION
-     * floods end the session: nghttp2's defaults. (Closed streams are
-     * remembered, a bounded number, so that frames on them get the
-     * STREAM_CLOSED error RFC 9113 5.1 asks for.) */
-    nghttp2_option_set_max_outbound_ack(opt, 1000);
-    nghttp2_option_set_max_settings(opt, 32);
-    /* HTTP messaging's checks are ours (see request_well_formed): made in
-     * the pass that fills the request, not in one more of nghttp2's. */
-    nghttp2_option_set_no_http_messaging(opt, 1);
-    callbacks = cb;
-    options = opt;
-    return 0;
+    frame_out(s, NGHTTP2_SETTINGS, 0, 0, b, sizeof b);
+}
+
+static void session_del(h2_session *s)
+{
+    if (s->inflater)
+        nghttp2_hd_inflate_del(s->inflater);
+    free(s->memo);
+    free(s);
 }
 
 static h2_session *session_new(http_conn *c)
 {
-    static pthread_mutex_t setup_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&setup_lock);
-    int ok = session_setup() == 0;
-    pthread_mutex_unlock(&setup_lock);
-    if (!ok)
-        return NULL;
     h2_session *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->c = c;
-    s->scan_skip = HTTP_H2_PREFACE_LEN;
-    if (nghttp2_session_server_new3(&s->ng, callbacks, s, options, &mem_funcs) != 0) {
-        free(s);
+    s->preface_left = HTTP_H2_PREFACE_LEN;
+    s->send_window = s->recv_window = LOCAL_WINDOW;
+    s->peer_window = LOCAL_WINDOW;
+    s->peer_max_frame = LOCAL_MAX_FRAME;
+    s->resets = RESETS_BURST;
+    s->resets_ms = c->hw->w.loop.now_ms;
+    http_hpack_enc_init(&s->enc);
+    if (nghttp2_hd_inflate_new2(&s->inflater, &mem_funcs) != 0) {
+        session_del(s);
         return NULL;
     }
-    uint32_t streams = c->conf->http2_max_streams ? c->conf->http2_max_streams : 1;
-    nghttp2_settings_entry iv[] = {
-        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, streams },
-        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, c->conf->limits.max_head_size },
-        { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
-        /* RFC 9113 deprecates RFC 7540's priorities: nghttp2 keeps no
-         * dependency tree, nor closed streams for it (closed_lookup). */
-        { NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1 },
-    };
-    nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, BK_ARRAY_LEN(iv));
     c->b->h2 = s;
     return s;
 }
 
 int http_h2_start(http_conn *c)
 {
-    if (!session_new(c))
+    h2_session *s = session_new(c);
+    if (!s)
         return -1;
     c->state = CONN_H2;
+    send_settings(s);
     return 0;
 }
 
@@ -1425,25 +2107,32 @@ int http_h2_upgrade(http_conn *c)
     ssize_t plen = b64url_decode(set, payload, sizeof payload);
     if (plen < 0 || plen % 6)
         return 0; /* not settings: HTTP/1.1 it stays */
+    for (ssize_t i = 0; i < plen; i += 6) { /* settings that would be an error: declined */
+        uint16_t id = (uint16_t)(payload[i] << 8 | payload[i + 1]);
+        uint32_t v = get32(payload + i + 2);
+        if (((id == NGHTTP2_SETTINGS_ENABLE_PUSH || id == NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES ||
+              id == NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL) && v > 1) ||
+            (id == NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE && v > WINDOW_MAX) ||
+            (id == NGHTTP2_SETTINGS_MAX_FRAME_SIZE && (v < 16384 || v > 16777215)))
+            return 0;
+    }
     h2_session *s = session_new(c);
     if (!s)
         return -1;
-    int rc = nghttp2_session_upgrade2(s->ng, payload, (size_t)plen, p->method == HTTP_HEAD, NULL);
-    if (rc != 0) { /* settings nghttp2 refuses: HTTP/1.1 it stays */
-        nghttp2_session_del(s->ng);
-        free(s);
-        c->b->h2 = NULL;
-        return 0;
-    }
     c->state = CONN_H2; /* from here on, closing c frees the session */
+    /* (acknowledged by the 101: RFC 7540 3.2.1) */
+    for (ssize_t i = 0; i < plen; i += 6)
+        setting_apply(s, (uint16_t)(payload[i] << 8 | payload[i + 1]), get32(payload + i + 2));
     h2_stream *st = stream_new(s, 1);
-    if (!st)
+    if (!st || s->dead)
         return -1;
-    nghttp2_session_set_stream_user_data(s->ng, 1, st);
+    st->remote_ended = 1;
+    s->max_id = 1;
     static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
                              "Upgrade: h2c\r\n\r\n";
     memcpy(http_conn_out_reserve(c, sizeof sw - 1), sw, sizeof sw - 1);
     http_conn_out_commit(c, sizeof sw - 1);
+    send_settings(s);
     /* The request moves to stream 1: its head is copied (the parser's
      * offsets are relative to it), and leaves the input buffer. */
     if (buf_append(&st->head, head, c->head_len) < 0)
@@ -1463,124 +2152,186 @@ int http_h2_upgrade(http_conn *c)
     return 1;
 }
 
-/* Feeds in[0, n) to nghttp2; 0, or -1 when the session failed. */
-static int feed(h2_session *s, const char *in, size_t n)
-{
-    if (!n || s->dead)
-        return s->dead ? -1 : 0;
-    ssize_t r = nghttp2_session_mem_recv(s->ng, (const uint8_t *)in, n);
-    if (r < 0) {
-        log_debug("HTTP/2: closing the connection: %s", nghttp2_strerror((int)r));
-        s->dead = 1;
-        return -1;
-    }
-    return 0;
-}
-
-/* The frames nghttp2 drops without a word now that it keeps no closed
- * streams and no priorities (SETTINGS_NO_RFC7540_PRIORITIES): DATA on a
- * stream it no longer has, and PRIORITY. The input's frame headers are
- * followed; before a DATA or PRIORITY frame, what precedes it is fed, so
- * that the check sees the streams as nghttp2 will:
- * - DATA on a stream closed lately whose client had ended it: a connection
- *   error STREAM_CLOSED (RFC 9113 5.1), as nghttp2 gave when it kept them;
- * - PRIORITY making a stream depend on itself: a stream error
- *   PROTOCOL_ERROR (5.3.1; checked when its payload is in one read).
- * Returns the bytes fed so far; the caller feeds the rest. */
-static size_t input_scan(h2_session *s, const char *in, size_t n)
-{
-    size_t pos = 0, fed = 0;
-    while (pos < n && !s->dead) {
-        if (s->scan_skip) {
-            size_t k = BK_MIN((size_t)s->scan_skip, n - pos);
-            pos += k;
-            s->scan_skip -= (uint32_t)k;
-            continue;
-        }
-        size_t k = BK_MIN((size_t)(9 - s->scan_have), n - pos);
-        memcpy(s->scan_hd + s->scan_have, in + pos, k);
-        s->scan_have += (uint8_t)k;
-        pos += k;
-        if (s->scan_have < 9)
-            break;
-        s->scan_have = 0;
-        const uint8_t *h = s->scan_hd;
-        uint32_t len = (uint32_t)h[0] << 16 | (uint32_t)h[1] << 8 | h[2];
-        int32_t id = (int32_t)(((uint32_t)h[5] << 24 | (uint32_t)h[6] << 16 | (uint32_t)h[7] << 8 |
-                                h[8]) & 0x7fffffff);
-        s->scan_skip = len;
-        if (h[3] == NGHTTP2_PRIORITY) {
-            if (len == 5 && n - pos >= 5) {
-                const uint8_t *d = (const uint8_t *)in + pos;
-                uint32_t dep = ((uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 |
-                                (uint32_t)d[2] << 8 | d[3]) & 0x7fffffff;
-                if ((int32_t)dep == id) /* (nghttp2 made it a connection error) */
-                    nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
-            }
-            continue;
-        }
-        if (h[3] != NGHTTP2_DATA || !(id & 1))
-            continue;
-        /* nghttp2 first sees what comes before this frame (its header may
-         * have begun in an earlier read, fed then) */
-        size_t start = pos >= 9 ? pos - 9 : 0;
-        if (start > fed) {
-            if (feed(s, in + fed, start - fed) < 0)
-                break;
-            fed = start;
-        }
-        if (id <= s->max_id && closed_lookup(s, id) == 1) /* (closed: ids are not reused) */
-            nghttp2_session_terminate_session(s->ng, NGHTTP2_STREAM_CLOSED);
-    }
-    return fed;
-}
-
 int http_h2_input(http_conn *c)
 {
     h2_session *s = sess(c);
     size_t avail = c->in_len - c->req_start;
     if (!s || s->dead)
         return -1;
-    if (avail) {
-        const char *in = c->in + c->req_start;
+    if (avail && !s->closing) {
         s->in_input = 1;
-        size_t fed = input_scan(s, in, avail);
-        feed(s, in + fed, avail - fed);
+        frames_read(s, (const uint8_t *)c->in + c->req_start, avail);
         s->in_input = 0;
     }
     c->in_len = c->req_start = 0;
     return s->dead ? -1 : 0;
 }
 
+/* Takes n bytes of st's body into dst: 0, or -1 when a file cannot give
+ * them (unreadable, or shrunk). */
+static int body_take(h2_stream *st, char *dst, size_t n)
+{
+    for (size_t done = 0; done < n;) {
+        h2_piece *p = st->out;
+        size_t take = (size_t)BK_MIN(p->len, (uint64_t)(n - done));
+        if (p->kind == P_COPY) {
+            memcpy(dst + done, p->data + p->off, take);
+        } else if (p->kind == P_REF) {
+            memcpy(dst + done, p->mem + p->off, take);
+        } else {
+            for (size_t got = 0; got < take;) {
+                ssize_t r = pread(p->fd, dst + done + got, take - got, (off_t)(p->off + got));
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r <= 0)
+                    return -1;
+                got += (size_t)r;
+            }
+        }
+        p->off += take;
+        p->len -= take;
+        st->out_len -= take;
+        done += take;
+        if (p->len == 0) {
+            st->out = p->next;
+            if (!st->out)
+                st->out_tail = &st->out;
+            if (p->release)
+                p->release(p->arg);
+            if (!p->in_arena)
+                free(p);
+        }
+    }
+    return 0;
+}
+
+/* A file piece over several frames: read at once (preadv straight into
+ * the frames' payloads), up to READ_AHEAD. Returns the bytes written, 0
+ * when not this case, -1 when the file cannot give them. */
+static ssize_t data_file_frames(h2_session *s, h2_stream *st, uint64_t room)
+{
+    h2_piece *p = st->out;
+    size_t maxf = s->peer_max_frame;
+    if (p->kind != P_FD || p->len <= maxf || room <= maxf)
+        return 0;
+    size_t total = (size_t)BK_MIN(BK_MIN(p->len, room), (uint64_t)READ_AHEAD);
+    size_t frames = (total + maxf - 1) / maxf;
+    struct iovec iov[READ_AHEAD / 16384 + 1];
+    if (frames > BK_ARRAY_LEN(iov))
+        return 0;
+    char *base = http_conn_out_reserve(s->c, total + 9 * frames);
+    for (size_t i = 0, off = 0; i < frames; i++) {
+        size_t k = BK_MIN(maxf, total - off);
+        iov[i] = (struct iovec){ base + i * (9 + maxf) + 9, k };
+        off += k;
+    }
+    size_t got = 0;
+    for (size_t i = 0; got < total;) {
+        ssize_t r = preadv(p->fd, iov + i, (int)(frames - i), (off_t)(p->off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+        for (size_t k = (size_t)r; k;) { /* (a short read: on from where it stopped) */
+            size_t use = BK_MIN(k, iov[i].iov_len);
+            iov[i].iov_base = (char *)iov[i].iov_base + use;
+            iov[i].iov_len -= use;
+            k -= use;
+            if (!iov[i].iov_len)
+                i++;
+        }
+    }
+    p->off += total;
+    p->len -= total;
+    st->out_len -= total;
+    int end = st->eof && st->out_len == 0;
+    for (size_t i = 0, off = 0; i < frames; i++) {
+        size_t k = BK_MIN(maxf, total - off);
+        frame_head((uint8_t *)base + i * (9 + maxf), k, NGHTTP2_DATA,
+                   end && i + 1 == frames ? NGHTTP2_FLAG_END_STREAM : 0, st->id);
+        off += k;
+    }
+    http_conn_out_commit(s->c, total + 9 * frames);
+    if (p->len == 0) {
+        st->out = p->next;
+        if (!st->out)
+            st->out_tail = &st->out;
+        if (p->release)
+            p->release(p->arg);
+        if (!p->in_arena)
+            free(p);
+    }
+    return (ssize_t)total;
+}
+
+/* st's next DATA frame(s), as far as the windows let them go; its body
+ * ended (END_STREAM) when all of it has gone. 0, or -1 when st was reset. */
+static int data_write(h2_session *s, h2_stream *st)
+{
+    http_conn *c = s->c;
+    if (st->out_len == 0) { /* (queued with eof: the end, on its own) */
+        frame_out(s, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, st->id, NULL, 0);
+        st->local_ended = 1;
+        return 0;
+    }
+    int64_t win = BK_MIN(st->send_window, s->send_window);
+    if (win <= 0)
+        return 0;
+    uint64_t room = BK_MIN((uint64_t)win, st->out_len);
+    ssize_t n = data_file_frames(s, st, room);
+    if (n == 0) {
+        n = (ssize_t)BK_MIN(room, (uint64_t)s->peer_max_frame);
+        char *out = http_conn_out_reserve(c, 9 + (size_t)n);
+        if (body_take(st, out + 9, (size_t)n) < 0)
+            n = -1;
+        else
+            frame_head((uint8_t *)out, (size_t)n, NGHTTP2_DATA,
+                       st->eof && st->out_len == 0 ? NGHTTP2_FLAG_END_STREAM : 0, st->id);
+        if (n > 0)
+            http_conn_out_commit(c, 9 + (size_t)n);
+    }
+    if (n < 0) { /* unreadable, or the file shrank: reset the stream */
+        stream_reset(st, NGHTTP2_INTERNAL_ERROR);
+        return -1;
+    }
+    st->send_window -= n;
+    s->send_window -= n;
+    s->progress = 1;
+    if (st->eof && st->out_len == 0)
+        st->local_ended = 1;
+    return 0;
+}
+
 int http_h2_output(http_conn *c)
 {
     h2_session *s = sess(c);
-    if (!s || s->dead)
+    if (!s || s->dead || s->closing) /* (nothing goes after a GOAWAY for an error) */
         return 0;
-    while (c->b->out.len <= OUT_HIGH_WATER && c->b->nsegs + 2 <= HTTP_OUT_SEGS) {
-        const uint8_t *data;
-        ssize_t n = nghttp2_session_mem_send(s->ng, &data);
-        if (n < 0) {
-            log_debug("HTTP/2: closing the connection: %s", nghttp2_strerror((int)n));
-            s->dead = 1;
-            return 0;
-        }
-        if (n == 0) /* done, or a DATA frame refused by body_send for lack of room */
-            return c->b->out.len > OUT_HIGH_WATER || c->b->nsegs + 2 > HTTP_OUT_SEGS;
-        memcpy(http_conn_out_reserve(c, (size_t)n), data, (size_t)n);
-        http_conn_out_commit(c, (size_t)n);
+    while (s->send_first) {
+        if (c->b->out.len > OUT_HIGH_WATER || c->b->nsegs + 2 > HTTP_OUT_SEGS)
+            return 1; /* more after a flush */
+        h2_stream *st = s->send_first;
+        s->send_first = st->send_next;
+        if (!s->send_first)
+            s->send_last = NULL;
+        st->queued = 0;
+        if (data_write(s, st) < 0)
+            continue;
+        if (st->local_ended)
+            stream_maybe_close(st);
+        else
+            send_queue(st); /* its turn again, after the others' */
     }
-    return 1; /* stopped at the high-water mark: more after a flush */
+    return 0;
 }
 
 int http_h2_done(const http_conn *c)
 {
     const h2_session *s = sess(c);
-    if (!s || s->dead)
+    if (!s || s->dead || s->closing)
         return 1;
-    if (s->goaway && s->nstreams == 0)
-        return !nghttp2_session_want_write(s->ng);
-    return !nghttp2_session_want_read(s->ng) && !nghttp2_session_want_write(s->ng);
+    return (s->goaway || s->peer_goaway) && s->nstreams == 0;
 }
 
 int http_h2_idle(const http_conn *c)
@@ -1608,11 +2359,9 @@ int http_h2_progress(http_conn *c)
 void http_h2_shutdown(http_conn *c)
 {
     h2_session *s = sess(c);
-    if (!s || s->goaway)
+    if (!s || s->goaway || s->dead)
         return;
-    s->goaway = 1;
-    nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(s->ng),
-                          NGHTTP2_NO_ERROR, NULL, 0);
+    send_goaway(s, NGHTTP2_NO_ERROR);
     http_conn_queue_flush(c);
 }
 
@@ -1623,9 +2372,8 @@ void http_h2_free(http_conn *c)
         return;
     while (s->streams)
         stream_gone(s->streams);
-    nghttp2_session_del(s->ng);
     c->b->h2 = NULL;
-    free(s);
+    session_del(s);
 }
 
 /* ---- after a read batch ---- */
@@ -1664,7 +2412,7 @@ void http_h2_after_batch(http_conn *c)
     if (c->io.registered && c->io.mask != LOOP_READ)
         loop_io_set(&hw->w.loop, &c->io, LOOP_READ);
     if (c->in && c->in_len == c->req_start)
-        http_conn_release_input(c); /* nghttp2 keeps what it needs */
+        http_conn_release_input(c); /* the session keeps what it needs */
     int progress = http_h2_progress(c);
     if (http_h2_handlers(c))
         timer_stop(&hw->w.loop, &c->tm);

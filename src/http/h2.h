@@ -1,7 +1,9 @@
-/* HTTP/2 (RFC 9113) on a connection: libnghttp2 does the framing, HPACK,
- * flow control and stream states; this module maps its streams onto
- * exchanges (exchange.h) for the worker's handler, and its output onto the
- * connection's output queue (conn.h). The transport (TCP or TLS, reading,
+/* HTTP/2 (RFC 9113) on a connection: this module reads the client's frames
+ * as they come (stream states, flow control, SETTINGS, PING, GOAWAY,
+ * RST_STREAM, CONTINUATION), maps streams onto exchanges (exchange.h) for
+ * the worker's handler, and writes its frames straight into the
+ * connection's output buffer (conn.h); libnghttp2's HPACK decoder and
+ * encoder do the header compression. The transport (TCP or TLS, reading,
  * flushing, timers) stays conn.c's.
  *
  * A connection becomes HTTP/2 by ALPN "h2" after a TLS handshake, by the
@@ -12,12 +14,13 @@
  * has gone (RST_STREAM, or the connection closed) lives on detached until
  * its handler ends it.
  *
- * Refused, besides what nghttp2 refuses itself: header blocks larger than
- * max_header_size (431, decoded without being kept: HPACK bombs), more
- * than http2_max_concurrent_streams streams, rapid resets (nghttp2's
- * RST_STREAM rate limit), CONTINUATION floods, SETTINGS/PING floods (queued
- * acknowledgements are capped), and peers that stop reading or keep a
- * window at zero (send_timeout). */
+ * Refused: header blocks larger than max_header_size (431, decoded without
+ * being kept: HPACK bombs), more than http2_max_concurrent_streams streams
+ * (REFUSED_STREAM), rapid resets (RST_STREAMs beyond a burst of 1000 and
+ * 33/s: ENHANCE_YOUR_CALM), CONTINUATION floods (over 32 in one block),
+ * SETTINGS/PING floods (SETTINGS over 32 entries; acknowledgements owed
+ * over 1 MiB to a peer that does not read: closed), and peers that stop
+ * reading or keep a window at zero (send_timeout). */
 #ifndef BRISK_HTTP_H2_H
 #define BRISK_HTTP_H2_H
 

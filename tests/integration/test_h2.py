@@ -321,6 +321,44 @@ def test_request_headers_reach_the_handler_as_in_http1(hs):
     assert '"GET /hello.txt HTTP/2.0" 200 14 "-" "h2-test"' in hs.log.read_text()
 
 
+def test_repeated_header_blocks_decoded_once_and_right(hs):
+    """A block of indexed fields only, sent again, is taken from what the
+    server decoded the first time; the same bytes after the client's HPACK
+    table has changed mean other fields, and are decoded again."""
+    def lit(name_idx, value):  # literal with incremental indexing, static name (RFC 7541 6.2.1)
+        return bytes([0x40 | name_idx, len(value)]) + value.encode()
+
+    def rd(sock, want):
+        buf, done = b"", set()
+        while len(done) < want:
+            data = sock.recv(65536)
+            assert data, "closed"
+            buf += data
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, t, f = int.from_bytes(buf[:3], "big"), buf[3], buf[4]
+                assert t != 0x3 and t != 0x7, buf[:9 + n]  # no RST_STREAM, no GOAWAY
+                if f & 0x1 and t in (0x0, 0x1):
+                    done.add(int.from_bytes(buf[5:9], "big"))
+                buf = buf[9 + n:]
+
+    fresh = lambda ua: (b"\x82\x86" + lit(4, "/hello.txt") + lit(1, "l") + lit(58, ua))
+    again = b"\x82\x86\xc0\xbf\xbe"  # :path, :authority, user-agent: the 3 newest entries
+    # (the last two: the same block in a HEADERS frame that does not end
+    # the stream, its end in an empty DATA frame)
+    blocks = [fresh("ua-1"), again, again, fresh("ua-2"), again, again, again, again]
+    with socket.create_connection(("127.0.0.1", hs.port), timeout=5) as sock:
+        sock.sendall(PREFACE + frame(0x4, 0, 0))
+        for i, b in enumerate(blocks):
+            if i < 6:
+                sock.sendall(frame(0x1, 0x5, 2 * i + 1, b))
+            else:
+                sock.sendall(frame(0x1, 0x4, 2 * i + 1, b) + frame(0x0, 0x1, 2 * i + 1))
+            rd(sock, 1)
+    hs.srv.stop()
+    uas = [ln.rsplit('"', 2)[-2] for ln in hs.log.read_text().splitlines() if "/hello.txt" in ln]
+    assert uas == ["ua-1"] * 3 + ["ua-2"] * 5, uas
+
+
 def test_request_fields_checked_as_in_http1(start_brisk, cert, tmp_path):
     """The decoded fields fill the request directly, with the HTTP/1.1
     parser's checks: Host from :authority, cookie crumbs joined, fields in
@@ -455,6 +493,33 @@ def test_header_block_over_the_limit_431_hpack_bomb(hs):
         st, _, body = c.get("/hello.txt", headers=[("x-big", big)] * 500)
         assert st == 431
         assert c.get("/hello.txt")[0] == 200
+    alive(hs)
+
+
+def test_empty_field_values_first_in_a_block(hs):
+    """An empty :authority as the first field, an empty cookie as the first
+    cookie (nothing held yet to append to): the first refused as an empty
+    Host is, the second served; no sanitizer report."""
+    # :authority "" then GET / http; GET / http, :authority l, then cookie ""
+    for blk in (bytes([0x01, 0x00, 0x82, 0x84, 0x86]),
+                bytes([0x82, 0x84, 0x86, 0x01, 0x01]) + b"l" + bytes([0x0f, 0x11, 0x00])):
+        with socket.create_connection(("127.0.0.1", hs.port), timeout=5) as sock:
+            sock.sendall(PREFACE + frame(0x4, 0, 0) + frame(0x1, 0x5, 1, blk))
+            buf = b""
+            while True:
+                data = sock.recv(65536)
+                assert data, "closed without an answer"
+                buf += data
+                i, status = 0, None
+                while i + 9 <= len(buf) and i + 9 + int.from_bytes(buf[i:i + 3], "big") <= len(buf):
+                    n, t = int.from_bytes(buf[i:i + 3], "big"), buf[i + 3]
+                    if t == 0x1:
+                        status = buf[i + 9]
+                    i += 9 + n
+                if status is not None:
+                    break
+            # :status 400 (static index 12) without :authority's Host; 200 with it
+            assert status == (0x8c if blk[0] == 0x01 else 0x88), hex(status)
     alive(hs)
 
 
