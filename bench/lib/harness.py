@@ -287,6 +287,31 @@ def run_tls_conns(prefix, tool, port, path, duration, resume, conns=50, expect_l
     return out
 
 
+def run_h2_load(prefix, tool, port, path, duration, conns=50, streams=10, expect_len=None):
+    """bench/lib/h2_load.c: `conns` h2 connections over TLS 1.3, `streams`
+    GETs of `path` in flight on each; value = requests per second (each
+    checked for status 200 and, with expect_len, its body length)."""
+    argv = list(prefix) + [str(tool), str(port), path, str(conns), str(streams), str(duration)]
+    if expect_len is not None:
+        argv += ["--expect-len", str(expect_len)]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
+    m = re.search(r"requests (\d+) errors (\d+) seconds ([\d.]+) rate ([\d.]+) reconnects (\d+) "
+                  r"cipher (\S+)", p.stdout)
+    why = []
+    if p.returncode != 0:
+        why.append(f"h2_load exit {p.returncode}: {first_line(p.stderr)}")
+    if not m:
+        why.append("no summary line from h2_load")
+    elif not int(m.group(1)):
+        why.append("no request completed")
+    out = {"value": float(m.group(4)) if m else None, "failed": "; ".join(why), "p50": None,
+           "p99": None, "errors": (f"{m.group(2)} failed" if m and int(m.group(2)) else ""),
+           "raw": (p.stdout + p.stderr)[-2000:] if why else ""}
+    if m:
+        out.update(requests=int(m.group(1)), cipher=m.group(6), tls="TLSv1.3")
+    return out
+
+
 def parse_hey(text):
     r = {"rps": None, "ok": 0, "other": 0, "errors": 0, "p50": None, "p99": None}
     m = re.search(r"Requests/sec:\s+([\d.]+)", text)
