@@ -100,6 +100,7 @@ static SSL_CTX *ctx;
 static long long expect_len = -1, conn_requests;
 static unsigned char req[1024];   /* one HEADERS frame; bytes 5..8 are the stream id */
 static size_t req_len;
+static size_t wcap;               /* a connection's write buffer: requests + CTRL_MAX */
 static long long done, errors, reconnects;
 static int running;               /* connections that have their server's SETTINGS */
 static char first_err[512], cipher[64];
@@ -265,7 +266,7 @@ static void replace_conn(conn *c, int clean)
  * floods PINGs or SETTINGS faster than we can write). */
 static int queue_ctrl(conn *c, const unsigned char *f, size_t len)
 {
-    if (c->wlen + len > CTRL_MAX + (size_t)MAXSTREAMS * req_len)
+    if (c->wlen + len > wcap)
         return -1;
     memcpy(c->wbuf + c->wlen, f, len);
     c->wlen += len;
@@ -290,6 +291,8 @@ static void fill_streams(conn *c)
             c->state = S_DRAINING;          /* replaced once its streams are done */
             return;
         }
+        if (c->wlen + req_len > wcap)
+            return;                         /* control frames queued: the rest later */
         unsigned char *p = c->wbuf + c->wlen;
         memcpy(p, req, req_len);
         put32(p + 5, c->next_sid);
@@ -642,8 +645,9 @@ int main(int argc, char **argv)
     conns = calloc((size_t)nconn, sizeof *conns);
     if (!conns)
         die("out of memory");
+    wcap = CTRL_MAX + (size_t)streams_per_conn * req_len;
     for (int i = 0; i < nconn; i++) {
-        conns[i].wbuf = malloc(CTRL_MAX + (size_t)MAXSTREAMS * req_len);
+        conns[i].wbuf = malloc(wcap);
         if (!conns[i].wbuf)
             die("out of memory");
         open_conn(&conns[i]);
