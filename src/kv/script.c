@@ -56,8 +56,14 @@ typedef struct script_ctx {
     int timedout; /* past busy-reply-threshold: serving others BUSY */
     int resp;     /* redis.setresp */
     int nprop;    /* commands written to the AOF */
-    int64_t start_ms;
+    uint64_t start_ticks; /* kv_ticks: a TSC read, not a clock call per run */
 } script_ctx;
+
+/* Milliseconds the running script has taken. */
+static int64_t run_elapsed_ms(const script_ctx *r)
+{
+    return (int64_t)((double)(kv_ticks() - r->start_ticks) / (kv_ticks_per_us() * 1000.0));
+}
 
 static script_ctx *run;           /* NULL when no script runs */
 static kv_client *fake;           /* runs redis.call's commands */
@@ -400,6 +406,38 @@ static const char *resp_to_lua(lua_State *L, const char *p, const char *end)
     }
 }
 
+/* The commonest replies, an integer or a bulk string, pushed without the
+ * general parser (no stack check: a C function has LUA_MINSTACK slots,
+ * one is used). Returns 0 to leave any other reply (or an integer of more
+ * than 18 digits) to resp_to_lua. */
+static int resp_scalar_to_lua(lua_State *L, const char *p, const char *end)
+{
+    if (end - p < 4 || (p[0] != ':' && p[0] != '$'))
+        return 0;
+    const char *q = p + 1;
+    int neg = *q == '-';
+    q += neg;
+    long long v = 0;
+    const char *digits = q;
+    while (q < end && *q >= '0' && *q <= '9' && q - digits < 18)
+        v = v * 10 + (*q++ - '0');
+    if (q == digits || end - q < 2 || q[0] != '\r' || q[1] != '\n')
+        return 0;
+    if (p[0] == ':') {
+        lua_pushnumber(L, (lua_Number)(neg ? -v : v));
+        return 1;
+    }
+    q += 2;
+    if (neg) { /* $-1: nil */
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (end - q < v)
+        return 0;
+    lua_pushlstring(L, q, (size_t)v);
+    return 1;
+}
+
 /* ---- conversions: Lua (a script's result) -> reply ---- */
 
 /* Error and status text go out on one line. */
@@ -651,32 +689,27 @@ static const char *args_from_lua(lua_State *L, int argc)
         kv_free(call_argv);
         call_argv = kv_malloc((size_t)call_cap * sizeof *call_argv);
     }
-    /* Numbers are formatted into call_nums; their pointers are set once
-     * it no longer moves. */
+    /* One pass: strings as they are; numbers formatted into call_nums,
+     * grown (before any number is written to it) to room for all. */
     size_t numlen = 0;
-    int nnum = 0;
     for (int i = 0; i < argc; i++) {
         int t = lua_type(L, i + 1);
-        if (t == LUA_TNUMBER)
-            nnum++;
-        else if (t != LUA_TSTRING)
-            return e_argtype;
-    }
-    if (nnum && (size_t)nnum * 32 > nums_cap) {
-        nums_cap = (size_t)nnum * 32;
-        kv_free(call_nums);
-        call_nums = kv_malloc(nums_cap);
-    }
-    for (int i = 0; i < argc; i++) {
-        if (lua_type(L, i + 1) == LUA_TNUMBER) {
-            int w = snprintf(call_nums + numlen, 32, "%.17g", (double)lua_tonumber(L, i + 1));
-            call_argv[i] = (bk_str){ call_nums + numlen, (size_t)w };
-            numlen += 32;
-        } else {
+        if (t == LUA_TSTRING) {
             size_t n;
             const char *s = lua_tolstring(L, i + 1, &n);
             call_argv[i] = (bk_str){ s, n };
+            continue;
         }
+        if (t != LUA_TNUMBER)
+            return e_argtype;
+        if (numlen == 0 && (size_t)argc * 32 > nums_cap) {
+            nums_cap = (size_t)argc * 32;
+            kv_free(call_nums);
+            call_nums = kv_malloc(nums_cap);
+        }
+        int w = snprintf(call_nums + numlen, 32, "%.17g", (double)lua_tonumber(L, i + 1));
+        call_argv[i] = (bk_str){ call_nums + numlen, (size_t)w };
+        numlen += 32;
     }
     return NULL;
 }
@@ -797,7 +830,8 @@ replied:;
         push_err_counted(L, p + 1, (size_t)(e - p - 1));
         return raise ? lua_error(L) : 1;
     }
-    resp_to_lua(L, p, end);
+    if (!resp_scalar_to_lua(L, p, end))
+        resp_to_lua(L, p, end);
     return 1;
 fail:
     /* A refused call counts as the command's error reply would. */
@@ -992,13 +1026,14 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     }
     int64_t now = kv_unix_ms();
     if (!run->timedout) {
-        if (now - run->start_ms <= kv_busy_reply_ms)
+        int64_t took = run_elapsed_ms(run);
+        if (took <= kv_busy_reply_ms)
             return;
         run->timedout = 1;
         srv.script_timedout = 1;
         log_warn("Slow script detected: still in execution after %lld milliseconds. You can try "
                  "killing the script using the %s command.",
-                 (long long)(now - run->start_ms), run->is_func ? "FUNCTION KILL" : "SCRIPT KILL");
+                 (long long)took, run->is_func ? "FUNCTION KILL" : "SCRIPT KILL");
     }
     /* The script keeps the time it started with (keys do not expire in
      * its middle); the clients served meanwhile see the real one. */
@@ -1295,10 +1330,14 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
                 int is_func)
 {
     script_ctx ctx = { .caller = c, .L = L, .name = name, .flags = flags, .ro = ro,
-                       .is_func = is_func, .resp = 2, .start_ms = kv_unix_ms() };
+                       .is_func = is_func, .resp = 2, .start_ticks = kv_ticks() };
     int base = lua_gettop(L) - nargs; /* the function's slot */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_ERRH);
-    lua_insert(L, base);
+    int errh = 1; /* EVAL's state keeps the error handler at the stack's bottom */
+    if (L != eval_L) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, REG_ERRH);
+        lua_insert(L, base);
+        errh = base;
+    }
     fake->db = c->db;
     fake->flags &= ~CLIENT_NO_PROPAGATE;
     /* Effects replication: MULTI before the first write, kept only when
@@ -1310,7 +1349,7 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
     run = &ctx;
     srv.script_caller = c;
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 100000);
-    int rc = lua_pcall(L, nargs, 1, base);
+    int rc = lua_pcall(L, nargs, 1, errh);
     lua_sethook(L, count_hook, 0, 0);
     run = NULL;
     srv.script_caller = NULL;
@@ -1405,7 +1444,7 @@ void script_reply_running(kv_client *c)
     for (int i = 0; i < k->argc; i++)
         reply_bulk_str(c, k->argv[i]);
     reply_bulk_cstr(c, "duration_ms");
-    reply_int(c, kv_unix_ms() - run->start_ms);
+    reply_int(c, run_elapsed_ms(run));
 }
 
 int script_load_timeout_hook_install(lua_State *L)
@@ -1473,6 +1512,10 @@ static void eval_state_reset(void)
     script_state_free(eval_L);
     eval_L = script_state_new(0);
     script_protect_globals(eval_L);
+    /* The error handler stays at the bottom of the stack: script_run
+     * passes it to lua_pcall without pushing it per run. */
+    lua_settop(eval_L, 0);
+    lua_rawgeti(eval_L, LUA_REGISTRYINDEX, REG_ERRH);
     args_len[0] = args_len[1] = 0;
 }
 
@@ -1584,37 +1627,55 @@ static script_entry *eval_find(const char *sha40)
     return (script_entry *)(void *)dict_find(&scripts, sha40, 40, dict_hash32(sha40, 40));
 }
 
-/* Whether the table at the top holds no more than what eval_set_args put
- * in it (n entries): keys 1..n only, no metatable. Scripts may change
- * those entries (they are rewritten before the next run), not add to them. */
-static int args_untouched(lua_State *L, int n)
-{
-    if (lua_getmetatable(L, -1)) {
-        lua_pop(L, 1);
-        return 0;
-    }
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-        lua_pop(L, 1);
-        lua_Number k = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
-        if (!(k >= 1 && k <= n && k == (lua_Number)(int)k)) {
-            lua_pop(L, 1);
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* Sets EVAL's global KEYS (which 0) or ARGV (1) to the strings argv[0..n).
- * The table of the previous run is refilled in place when the script left
- * it as it was given (no table, no garbage per run); otherwise, or when it
- * grew large and this run needs far less, a new one replaces it. */
+ * The table of the previous run is kept when the script left it as it was
+ * given: no metatable and no key outside 1..old (old: the entries the
+ * previous run put in it). One traversal checks that and, on the way,
+ * rewrites only the entries that differ from this run's (the same keys
+ * run after run, as job queues and locks send them, cost a compare) and
+ * clears those past n. Otherwise, or when it grew large and this run
+ * needs far less, a new table replaces it. No table and no string is
+ * created when the arguments repeat; scripts never see a previous run's
+ * entries. */
 static void eval_set_args(lua_State *L, int which, const bk_str *argv, int n)
 {
     int old = args_len[which];
     lua_rawgeti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
-    if (!lua_istable(L, -1) || (old > 256 && n < old / 2) || !args_untouched(L, old)) {
+    int t = lua_gettop(L);
+    int reuse = lua_istable(L, t) && !(old > 256 && n < old / 2);
+    if (reuse && lua_getmetatable(L, t)) {
         lua_pop(L, 1);
+        reuse = 0;
+    }
+    int found = 0; /* keys 1..n met in the table with the right value */
+    if (reuse) {
+        lua_pushnil(L);
+        while (lua_next(L, t)) {
+            lua_Number kn = lua_type(L, -2) == LUA_TNUMBER ? lua_tonumber(L, -2) : 0;
+            int k = (int)kn;
+            if (!(kn >= 1 && kn <= old && kn == (lua_Number)k)) {
+                lua_pop(L, 2);
+                reuse = 0;
+                break;
+            }
+            /* Assigning an existing key during the traversal is allowed. */
+            if (k <= n) {
+                size_t len;
+                const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+                if (!s || len != argv[k - 1].len || memcmp(s, argv[k - 1].p, len) != 0) {
+                    lua_pushlstring(L, argv[k - 1].p, argv[k - 1].len);
+                    lua_rawseti(L, t, k);
+                }
+                found++;
+            } else {
+                lua_pushnil(L);
+                lua_rawseti(L, t, k);
+            }
+            lua_pop(L, 1);
+        }
+    }
+    if (!reuse) {
+        lua_settop(L, t - 1);
         lua_createtable(L, n, 0);
         lua_pushvalue(L, -1);
         lua_rawseti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
@@ -1624,16 +1685,13 @@ static void eval_set_args(lua_State *L, int which, const bk_str *argv, int n)
         lua_pushvalue(L, -3);
         lua_rawset(L, -3);
         lua_pop(L, 1);
-        old = 0;
+        found = 0;
     }
-    for (int i = 0; i < n; i++) {
-        lua_pushlstring(L, argv[i].p, argv[i].len);
-        lua_rawseti(L, -2, i + 1);
-    }
-    for (int i = n + 1; i <= old; i++) {
-        lua_pushnil(L);
-        lua_rawseti(L, -2, i);
-    }
+    if (found < n) /* a new table, or entries the script removed */
+        for (int i = 0; i < n; i++) {
+            lua_pushlstring(L, argv[i].p, argv[i].len);
+            lua_rawseti(L, -2, i + 1);
+        }
     args_len[which] = n;
     lua_pop(L, 1);
 }

@@ -418,6 +418,8 @@ def test_keys_argv_fresh_every_run(r, reference):
         "rawset(ARGV, 'x', 'raw') return 1",
         "for i = 1, 100 do ARGV[i] = 'v' .. i end return #ARGV",
         "KEYS[0] = 'zero' KEYS[1.5] = 'half' return 1",
+        "KEYS[1] = 'other' ARGV[1] = 7 ARGV[2] = false return 1",
+        "KEYS[2] = KEYS[1] return 1",
     ]
     calls = [("2", "a", "b", "c", "d", "e"), ("0",), ("1", "q"), ("3", "x", "y", "z"),
              ("0", *[str(i) for i in range(300)]), ("1", "k")]
@@ -435,6 +437,29 @@ def test_keys_argv_fresh_every_run(r, reference):
         res.append(cli.evalsha(sha, 2, "a", "b"))
         out.append(res)
     assert enc(out[0]) == out[1]
+
+
+def test_call_reply_scalars(r, reference):
+    """redis.call's integer and bulk replies (converted without the general
+    RESP parser) as Redis gives them: negative, the int64 ends, more than 18
+    digits, empty, binary with CR LF inside, missing, in RESP2 and RESP3."""
+    body = ("redis.setresp(tonumber(ARGV[1])) "
+            "redis.call('set', KEYS[1], ARGV[2]) "
+            "local a = redis.call('incrby', KEYS[1], ARGV[3]) "
+            "local b = redis.call('get', KEYS[1]) "
+            "local c = redis.call('get', KEYS[1] .. ':missing') "
+            "redis.call('set', KEYS[2], ARGV[4]) "
+            "local d = redis.call('get', KEYS[2]) "
+            "return {type(a), tostring(a), b, type(c), tostring(c), d, #d, "
+            "redis.call('strlen', KEYS[2]), redis.call('del', KEYS[1] .. ':missing')}")
+    cases = [("0", "-5"), ("-9223372036854775807", "-1"), ("9223372036854775806", "1"),
+             ("123456789012345678", "1"), ("1", "-100")]
+    values = ["", "a\r\nb", "\x00\xff", "x" * 1000]
+    for resp in ("2", "3"):
+        for start, by in cases:
+            for v in values:
+                mine, ref = both(r, reference, "EVAL", body, "2", "n", "s", resp, start, by, v)
+                assert enc(mine) == ref, (resp, start, by, v)
 
 
 def test_evalsha_after_flush_and_reload(r, reference):
