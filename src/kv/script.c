@@ -55,7 +55,6 @@ typedef struct script_ctx {
     int killed;   /* SCRIPT KILL / FUNCTION KILL asked */
     int timedout; /* past busy-reply-threshold: serving others BUSY */
     int resp;     /* redis.setresp */
-    int nprop;    /* commands written to the AOF */
     uint64_t start_ticks; /* kv_ticks: a TSC read, not a clock call per run */
 } script_ctx;
 
@@ -816,10 +815,7 @@ static int script_call_impl(lua_State *L, int raise)
     fake->argv = call_argv;
     fake->resp = run->resp;
     fake->wbuf.len = 0;
-    uint64_t dirty = srv.dirty;
     kv_call_proc(fake, cmd);
-    if (srv.dirty != dirty && (cmd->flags & CMD_WRITE) && fake->prop_argc >= 0)
-        run->nprop++;
     fake->argv = NULL;
     fake->argc = 0;
     lua_settop(L, 0); /* the arguments are done with: room for the reply */
@@ -1340,10 +1336,9 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
     }
     fake->db = c->db;
     fake->flags &= ~CLIENT_NO_PROPAGATE;
-    /* Effects replication: MULTI before the first write, kept only when
-     * more than one command was written. */
+    /* Effects replication: the script is a transaction, wrapped in
+     * MULTI/EXEC only when it wrote more than one command (aof_feed). */
     int outer = srv.aof_in_multi;
-    size_t aof_mark = srv.aof_buf.len;
     if (outer == 0)
         srv.aof_in_multi = -1;
     run = &ctx;
@@ -1354,19 +1349,8 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
     run = NULL;
     srv.script_caller = NULL;
     srv.script_timedout = 0;
-    if (outer == 0) {
-        static const char multi[] = "*1\r\n$5\r\nMULTI\r\n";
-        if (srv.aof_in_multi == 1 && ctx.nprop <= 1 &&
-            srv.aof_buf.len >= aof_mark + sizeof multi - 1 &&
-            memcmp(srv.aof_buf.data + aof_mark, multi, sizeof multi - 1) == 0) {
-            memmove(srv.aof_buf.data + aof_mark, srv.aof_buf.data + aof_mark + sizeof multi - 1,
-                    srv.aof_buf.len - aof_mark - (sizeof multi - 1));
-            srv.aof_buf.len -= sizeof multi - 1;
-            srv.aof_in_multi = 0;
-        } else {
-            aof_exec_end();
-        }
-    }
+    if (outer == 0)
+        aof_exec_end();
     if (rc != 0)
         reply_run_error(c, L, name);
     else if (lua_istable(L, -1) && field(L, lua_gettop(L), "err", LUA_TSTRING)) {

@@ -1,4 +1,5 @@
 """Lua scripting and functions, side by side with a real redis-server 7."""
+import socket
 import threading
 import time
 
@@ -460,6 +461,97 @@ def test_call_reply_scalars(r, reference):
             for v in values:
                 mine, ref = both(r, reference, "EVAL", body, "2", "n", "s", resp, start, by, v)
                 assert enc(mine) == ref, (resp, start, by, v)
+
+
+def _replica_stream(port, run):
+    """The replication stream a fake replica gets from the server on port
+    while run() sends commands (PINGs left out)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"REPLCONF listening-port 1\r\n")
+    assert s.recv(100).startswith(b"+OK")
+    s.sendall(b"PSYNC ? -1\r\n")
+    buf = b""
+    deadline = time.time() + 20
+    while True:  # +FULLRESYNC, then the RDB as $<len> and its bytes
+        assert time.time() < deadline, buf[:200]
+        buf += s.recv(65536)
+        j = buf.find(b"\r\n$")
+        i = buf.find(b"\r\n", j + 2) if j >= 0 else -1
+        if i >= 0 and len(buf) >= i + 2 + int(buf[j + 3:i]):
+            rest = buf[i + 2 + int(buf[j + 3:i]):]
+            break
+    run()
+    s.settimeout(0.5)
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            rest += d
+    except socket.timeout:
+        pass
+    s.close()
+    return rest.replace(b"*1\r\n$4\r\nPING\r\n", b"")
+
+
+def test_script_effects_stream_as_redis(r, reference):
+    """What replicas get from scripts and transactions, byte for byte as
+    Redis 7.0 streams it: one written command goes alone, more than one
+    inside MULTI/EXEC, nothing for a read."""
+    def run(cli):
+        cli.eval("return redis.call('incr', KEYS[1])", 1, "c")
+        cli.eval("redis.call('incr', KEYS[1]) return redis.call('incr', KEYS[2])", 2, "c", "d")
+        cli.eval("return redis.call('get', KEYS[1])", 1, "c")
+        cli.eval("redis.call('select', 3) return redis.call('set', KEYS[1], 'v')", 1, "e")
+        p = cli.pipeline(transaction=True)
+        p.incr("c").get("c")
+        p.execute()
+        p = cli.pipeline(transaction=True)
+        p.incr("c").incr("d")
+        p.execute()
+        p = cli.pipeline(transaction=True)
+        p.eval("return redis.call('incr', KEYS[1])", 1, "c")
+        p.execute()
+        p = cli.pipeline(transaction=True)
+        p.eval("redis.call('incr', KEYS[1]) return redis.call('incr', KEYS[1])", 1, "c")
+        p.set("x", "1")
+        p.execute()
+
+    for cli in (r, reference):
+        cli.config_set("repl-diskless-sync", "no")
+    mine = _replica_stream(r.connection_pool.connection_kwargs["port"], lambda: run(r))
+    ref = _replica_stream(reference.connection_pool.connection_kwargs["port"],
+                          lambda: run(reference))
+    assert mine == ref
+    assert mine.count(b"MULTI") == 3
+
+
+def test_script_effects_aof(kv_factory, tmp_path):
+    """The AOF gets what Redis 7.0 writes: a script or EXEC that wrote one
+    command as that command alone, one that wrote more inside MULTI/EXEC
+    (and, replayed, the same data)."""
+    s = kv_factory("--appendonly", "yes", "--dir", str(tmp_path))
+    c = s.client()
+    c.eval("return redis.call('incr', KEYS[1])", 1, "c")
+    c.eval("redis.call('incr', KEYS[1]) return redis.call('incr', KEYS[2])", 2, "c", "d")
+    c.eval("return redis.call('get', KEYS[1])", 1, "c")
+    p = c.pipeline(transaction=True)
+    p.incr("c").get("c")
+    p.execute()
+    p = c.pipeline(transaction=True)
+    p.set("e", "x").eval("return redis.call('incr', KEYS[1])", 1, "d")
+    p.execute()
+    time.sleep(1.2)  # appendfsync everysec: the buffer is written every loop pass
+    aof = (tmp_path / "appendonly.aof").read_bytes()
+    cmd = lambda *a: b"*%d\r\n" % len(a) + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in a)
+    assert aof == (cmd(b"SELECT", b"0") + cmd(b"incr", b"c")
+                   + cmd(b"MULTI") + cmd(b"incr", b"c") + cmd(b"incr", b"d") + cmd(b"EXEC")
+                   + cmd(b"INCRBY", b"c", b"1")  # redis-py's incr
+                   + cmd(b"MULTI") + cmd(b"SET", b"e", b"x") + cmd(b"incr", b"d") + cmd(b"EXEC"))
+    s.stop()
+    s.start()
+    c = s.client()
+    assert c.mget("c", "d", "e") == [b"3", b"2", b"x"]
 
 
 def test_evalsha_after_flush_and_reload(r, reference):
