@@ -77,10 +77,15 @@ static uint64_t rand_state;       /* math.random: 48-bit LCG (POSIX drand48) */
 static int64_t load_start_ms;     /* FUNCTION LOAD timeout */
 static int reply_resp = 2;        /* RESP of the script whose result is converted */
 
-/* Registry slots of every state: the error handler, the real globals, and
- * (EVAL's state) the KEYS and ARGV tables reused from run to run. */
-enum { REG_ERRH = 1, REG_GLOBALS = 2, REG_KEYS = 3, REG_ARGV = 4 };
+/* Registry slots of every state: the error handler, the real globals. */
+enum { REG_ERRH = 1, REG_GLOBALS = 2 };
+/* EVAL's state keeps on its stack, between runs, what every run uses: the
+ * error handler, the KEYS and ARGV tables reused from run to run, and the
+ * function of the script run last (false before one ran). A run's
+ * function goes above them. Stack reads instead of registry lookups. */
+enum { EVAL_ERRH = 1, EVAL_KEYS = 2, EVAL_ARGV = 3, EVAL_LASTFN = 4 };
 static int args_len[2];            /* entries filled in EVAL's KEYS, ARGV */
+static const struct script_entry *lastfn_entry; /* whose function is at EVAL_LASTFN */
 static unsigned gc_calls;          /* runs since the last GC step */
 
 typedef struct script_entry {
@@ -1155,7 +1160,7 @@ lua_State *script_state_new(int functions)
      * on the per-call path instead of string keys. */
     lua_pushboolean(L, 0);
     lua_rawseti(L, LUA_REGISTRYINDEX, REG_ERRH);
-    for (int slot = REG_GLOBALS; slot <= REG_ARGV; slot++) {
+    for (int slot = REG_GLOBALS; slot <= REG_GLOBALS; slot++) {
         lua_pushboolean(L, 0);
         lua_rawseti(L, LUA_REGISTRYINDEX, slot);
     }
@@ -1328,7 +1333,7 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
     script_ctx ctx = { .caller = c, .L = L, .name = name, .flags = flags, .ro = ro,
                        .is_func = is_func, .resp = 2, .start_ticks = kv_ticks() };
     int base = lua_gettop(L) - nargs; /* the function's slot */
-    int errh = 1; /* EVAL's state keeps the error handler at the stack's bottom */
+    int errh = EVAL_ERRH; /* EVAL's state keeps it on its stack */
     if (L != eval_L) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, REG_ERRH);
         lua_insert(L, base);
@@ -1343,9 +1348,15 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
         srv.aof_in_multi = -1;
     run = &ctx;
     srv.script_caller = c;
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, 100000);
+    /* EVAL's state keeps its count hook installed (it returns at once
+     * when no script runs); a killed script's line hook is undone. */
+    if (L != eval_L)
+        lua_sethook(L, count_hook, LUA_MASKCOUNT, 100000);
     int rc = lua_pcall(L, nargs, 1, errh);
-    lua_sethook(L, count_hook, 0, 0);
+    if (L != eval_L)
+        lua_sethook(L, count_hook, 0, 0);
+    else if (BK_UNLIKELY(ctx.killed))
+        lua_sethook(L, count_hook, LUA_MASKCOUNT, 100000);
     run = NULL;
     srv.script_caller = NULL;
     srv.script_timedout = 0;
@@ -1496,11 +1507,15 @@ static void eval_state_reset(void)
     script_state_free(eval_L);
     eval_L = script_state_new(0);
     script_protect_globals(eval_L);
-    /* The error handler stays at the bottom of the stack: script_run
-     * passes it to lua_pcall without pushing it per run. */
+    /* The stack slots EVAL_*: the error handler, no KEYS, ARGV or last
+     * function yet. */
     lua_settop(eval_L, 0);
     lua_rawgeti(eval_L, LUA_REGISTRYINDEX, REG_ERRH);
+    for (int slot = EVAL_KEYS; slot <= EVAL_LASTFN; slot++)
+        lua_pushboolean(eval_L, 0);
+    lua_sethook(eval_L, count_hook, LUA_MASKCOUNT, 100000);
     args_len[0] = args_len[1] = 0;
+    lastfn_entry = NULL;
 }
 
 static void free_entry(dict_node *n, void *ud)
@@ -1514,6 +1529,7 @@ static void eval_flush(void)
     init_once();
     dict_clear(&scripts, free_entry, NULL);
     last_entry = NULL;
+    lastfn_entry = NULL;
     script_state_free(eval_L);
     eval_L = NULL;
 }
@@ -1624,8 +1640,7 @@ static script_entry *eval_find(const char *sha40)
 static void eval_set_args(lua_State *L, int which, const bk_str *argv, int n)
 {
     int old = args_len[which];
-    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
-    int t = lua_gettop(L);
+    int t = EVAL_KEYS + which;
     int reuse = lua_istable(L, t) && !(old > 256 && n < old / 2);
     if (reuse && lua_getmetatable(L, t)) {
         lua_pop(L, 1);
@@ -1659,25 +1674,22 @@ static void eval_set_args(lua_State *L, int which, const bk_str *argv, int n)
         }
     }
     if (!reuse) {
-        lua_settop(L, t - 1);
         lua_createtable(L, n, 0);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
         /* a raw global: the proxy scripts see refuses writes */
         lua_rawgeti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
         lua_pushstring(L, which ? "ARGV" : "KEYS");
         lua_pushvalue(L, -3);
         lua_rawset(L, -3);
         lua_pop(L, 1);
+        lua_replace(L, t);
         found = 0;
     }
     if (found < n) /* a new table, or entries the script removed */
         for (int i = 0; i < n; i++) {
             lua_pushlstring(L, argv[i].p, argv[i].len);
-            lua_rawseti(L, -2, i + 1);
+            lua_rawseti(L, t, i + 1);
         }
     args_len[which] = n;
-    lua_pop(L, 1);
 }
 
 /* (suite) CLIENT PAUSE WRITE: whether EVAL/EVALSHA argv runs a script
@@ -1762,10 +1774,15 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
     if (script_check_flags(c, e->flags, ro) < 0)
         return;
     lua_State *L = eval_L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, e->ref);
     int nk = (int)numkeys;
     eval_set_args(L, 0, c->argv + 3, nk);
     eval_set_args(L, 1, c->argv + 3 + nk, c->argc - 3 - nk);
+    if (e != lastfn_entry) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, e->ref);
+        lua_replace(L, EVAL_LASTFN);
+        lastfn_entry = e;
+    }
+    lua_pushvalue(L, EVAL_LASTFN);
     script_run(c, L, 0, e->sha, e->flags, ro, 0);
 }
 
