@@ -5,14 +5,15 @@
  * KILL / FUNCTION KILL / SHUTDOWN NOSAVE) and the script cache by SHA1.
  *
  * Scripts replicate by effects: every write redis.call runs goes to the
- * AOF as itself, the whole script wrapped in MULTI/EXEC when it wrote more
- * than one command.
+ * AOF and to replicas as itself, the whole script wrapped in MULTI/EXEC
+ * when it wrote more than one command (aof_feed), as Redis 7.0.
  *
  * Lua 5.1 rather than LuaJIT (BRISK_LUAJIT): the count hook that serves
  * BUSY and SCRIPT KILL never runs inside JIT-compiled traces, so LuaJIT must
  * run interpreter-only, and so measured slower than Lua 5.1 here (a
  * server-side loop of 1M redis.call('incr'): 0.45-0.60 s vs 0.29-0.41 s;
- * redis-server 7.0.15: 0.34-0.62 s). */
+ * redis-server 7.0.15: 0.34-0.62 s; per EVALSHA of a one-INCR script,
+ * callgrind: 5,411 vs 5,017 instructions, Redis 15,752). */
 #include "kv/script.h"
 
 #include "core/log.h"
