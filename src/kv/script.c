@@ -1243,6 +1243,23 @@ void script_state_free(lua_State *L)
 
 /* ---- running ---- */
 
+const char script_e_args_mem[] =
+    "ERR not enough memory for the script's keys and arguments (the Lua heap is capped at 512 MB)";
+
+int script_args_fit(lua_State *L, const bk_str *argv, int n)
+{
+    size_t bytes = (size_t)1 << 20; /* the run's own small allocations */
+    for (int i = 0; i < n; i++)
+        bytes += argv[i].len + 64; /* a string's header, a table slot */
+    void *ud;
+    lua_getallocf(L, &ud);
+    const lua_heap *heap = ud;
+    if (BK_LIKELY(heap->used + bytes <= SCRIPT_MEM_MAX))
+        return 1;
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    return heap->used + bytes <= SCRIPT_MEM_MAX;
+}
+
 void script_push_args(lua_State *L, const bk_str *argv, int n)
 {
     lua_createtable(L, n, 0);
@@ -1776,6 +1793,24 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
         return;
     lua_State *L = eval_L;
     int nk = (int)numkeys;
+    if (BK_UNLIKELY(!script_args_fit(L, c->argv + 3, c->argc - 3))) {
+        /* The previous run's KEYS and ARGV may be what fills the heap:
+         * dropped (the next run makes new ones), then measured again. */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
+        for (int which = 0; which < 2; which++) {
+            lua_pushboolean(L, 0);
+            lua_replace(L, EVAL_KEYS + which);
+            lua_pushstring(L, which ? "ARGV" : "KEYS");
+            lua_pushnil(L);
+            lua_rawset(L, -3);
+            args_len[which] = 0;
+        }
+        lua_pop(L, 1);
+        if (!script_args_fit(L, c->argv + 3, c->argc - 3)) {
+            reply_error(c, script_e_args_mem);
+            return;
+        }
+    }
     eval_set_args(L, 0, c->argv + 3, nk);
     eval_set_args(L, 1, c->argv + 3 + nk, c->argc - 3 - nk);
     if (e != lastfn_entry) {

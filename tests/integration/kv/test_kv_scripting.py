@@ -293,6 +293,25 @@ def test_aof_persists_effects_and_functions(kv_factory, tmp_path):
     assert c.execute_command("FCALL", "h", 0) == 7
 
 
+def test_arguments_beyond_the_lua_heap(kv):
+    """KEYS and ARGV that do not fit under the Lua heap's 512 MB cap: a
+    clear error for EVAL, EVALSHA and FCALL (not a Lua panic ending the
+    server), and the calls after work, with arguments as large as fit."""
+    r = kv.client(socket_timeout=120)
+    big = [bytes([65 + i]) * (180 << 20) for i in range(3)]  # distinct: Lua interns strings
+    sha = r.script_load("return #KEYS + #ARGV")
+    r.execute_command("FUNCTION", "LOAD",
+                      "#!lua name=big\nredis.register_function('n', function(k, a) return #k + #a end)")
+    for call in (lambda *a: r.eval("return #KEYS + #ARGV", 1, *a),
+                 lambda *a: r.evalsha(sha, 1, *a),
+                 lambda *a: r.execute_command("FCALL", "n", 1, *a)):
+        with pytest.raises(redis.ResponseError, match="not enough memory for the script's keys"):
+            call(*big)
+        assert r.ping()
+        assert call(*big[:2]) == 2
+        assert call("k", "a") == 2
+
+
 def test_shutdown_nosave_ends_busy_script(kv):
     kv.expect_exit = True
     c = kv.client()
