@@ -96,10 +96,21 @@ typedef struct script_entry {
     char sha[41];
 } script_entry;
 
-/* The script EVALSHA ran last, looked up again by a plain compare of its
- * sha as the client sent it (no lowercasing, no hash): NULL after a flush. */
-static script_entry *last_entry;
-static char last_sha_sent[40];
+/* Scripts EVALSHA ran, found again by a plain compare of the sha as the
+ * client sent it (no lowercasing, no dict hash): a direct-mapped cache on
+ * three of its characters, so that a client running a few scripts in turn
+ * (a job queue's dozen) hits it too. Emptied by SCRIPT FLUSH. */
+#define SHA_SLOTS 64
+static struct {
+    script_entry *e;
+    char sent[40];
+} sha_seen[SHA_SLOTS];
+
+static unsigned sha_slot(const char *p)
+{
+    return ((unsigned)(p[0] | 0x20) * 31u + (unsigned)(p[1] | 0x20) * 7u + (unsigned)p[39]) &
+           (SHA_SLOTS - 1);
+}
 
 /* redis.call's last command, found again by a plain compare of the name as
  * the script spelled it (the table is static: the pointer stays valid). */
@@ -1546,7 +1557,7 @@ static void eval_flush(void)
 {
     init_once();
     dict_clear(&scripts, free_entry, NULL);
-    last_entry = NULL;
+    memset(sha_seen, 0, sizeof sha_seen);
     lastfn_entry = NULL;
     script_state_free(eval_L);
     eval_L = NULL;
@@ -1768,15 +1779,17 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
     script_entry *e = NULL;
     init_once();
     if (evalsha) {
-        if (c->argv[1].len == 40 && last_entry && memcmp(c->argv[1].p, last_sha_sent, 40) == 0) {
-            e = last_entry;
+        unsigned slot = c->argv[1].len == 40 ? sha_slot(c->argv[1].p) : 0;
+        if (c->argv[1].len == 40 && sha_seen[slot].e &&
+            memcmp(c->argv[1].p, sha_seen[slot].sent, 40) == 0) {
+            e = sha_seen[slot].e;
         } else if (c->argv[1].len == 40) {
             for (int i = 0; i < 40; i++)
                 sha[i] = (char)tolower((unsigned char)c->argv[1].p[i]);
             sha[40] = '\0';
             if ((e = eval_find(sha))) {
-                last_entry = e;
-                memcpy(last_sha_sent, c->argv[1].p, 40);
+                sha_seen[slot].e = e;
+                memcpy(sha_seen[slot].sent, c->argv[1].p, 40);
             }
         }
         if (!e) {

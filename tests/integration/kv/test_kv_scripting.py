@@ -578,6 +578,36 @@ def test_script_effects_aof(kv_factory, tmp_path):
     assert c.mget("c", "d", "e") == [b"3", b"2", b"x"]
 
 
+def test_evalsha_many_scripts_any_case(r, reference):
+    """100 scripts called in turn (more than the sha cache's slots: shared
+    slots must still run the right script), their shas in any letter case,
+    NOSCRIPT for all after SCRIPT FLUSH, the right ones after a reload."""
+    import random
+    rnd = random.Random(7)
+    bodies = ["return %d" % i for i in range(100)]
+    out = []
+    for cli in (r, reference):
+        shas = [cli.script_load(b) for b in bodies]
+        shas = [x.decode() if isinstance(x, bytes) else x for x in shas]
+        res = []
+        for _ in range(600):
+            i = rnd.randrange(100)
+            sha = "".join(ch.upper() if rnd.random() < 0.5 else ch for ch in shas[i])
+            res.append((i, cli.evalsha(sha, 0)))
+        cli.script_flush()
+        for i in (0, 5, 99):
+            with pytest.raises(redis.exceptions.NoScriptError):
+                cli.evalsha(shas[i], 0)
+        cli.script_load(bodies[5])
+        res.append(cli.evalsha(shas[5].upper(), 0))
+        with pytest.raises(redis.exceptions.NoScriptError):
+            cli.evalsha(shas[6], 0)
+        out.append(res)
+        rnd = random.Random(7)
+    assert out[0] == out[1]
+    assert all(i == v for i, v in out[0][:-1])
+
+
 def test_evalsha_after_flush_and_reload(r, reference):
     for cli in (r, reference):
         sha = cli.script_load("return redis.call('incr', KEYS[1])")
