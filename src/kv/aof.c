@@ -48,6 +48,26 @@ static void put_command(bk_buf *b, int argc, const bk_str *argv)
         put_bulk(b, argv[i].p, argv[i].len);
 }
 
+/* A transaction (EXEC, a script, a command with several effects) sets
+ * srv.aof_in_multi to -1 before its writes. As Redis 7.0, one that writes a
+ * single command goes out as that command alone: the first is written at
+ * multi_mark with no MULTI (state 2), and MULTI is put in front of it when
+ * a second comes (state 1: EXEC at the end). multi_mark is SIZE_MAX once
+ * the buffer was flushed in between (nothing flushes it in the middle of
+ * a script or an EXEC: a defence, MULTI then starts at the second). */
+static size_t multi_mark = SIZE_MAX;
+
+static void multi_insert(bk_buf *b)
+{
+    static const char multi[] = "*1\r\n$5\r\nMULTI\r\n";
+    size_t n = sizeof multi - 1, at = multi_mark <= b->len ? multi_mark : b->len;
+    if (buf_reserve(b, n) < 0)
+        abort();
+    memmove(b->data + at + n, b->data + at, b->len - at);
+    memcpy(b->data + at, multi, n);
+    b->len += n;
+}
+
 void aof_feed(kv_db *db, int argc, const bk_str *argv)
 {
     if (BK_UNLIKELY(repl_feeding))
@@ -56,8 +76,10 @@ void aof_feed(kv_db *db, int argc, const bk_str *argv)
         return;
     bk_buf *b = &srv.aof_buf;
     if (srv.aof_in_multi == -1) {
-        static const bk_str multi[] = { { "MULTI", 5 } };
-        put_command(b, 1, multi);
+        multi_mark = b->len;
+        srv.aof_in_multi = 2;
+    } else if (srv.aof_in_multi == 2) {
+        multi_insert(b);
         srv.aof_in_multi = 1;
     }
     if (db->id != srv.aof_selected_db) {
@@ -109,6 +131,7 @@ void aof_flush(int force_fsync)
         buf_append(&srv.aof_rewrite_buf, srv.aof_buf.data, srv.aof_buf.len);
     if (srv.aof_fd < 0) {
         srv.aof_buf.len = 0;
+        multi_mark = SIZE_MAX;
         return;
     }
     if (srv.aof_buf.len) {
@@ -127,6 +150,7 @@ void aof_flush(int force_fsync)
         srv.aof_last_write_ok = 1;
         srv.aof_current_size += srv.aof_buf.len;
         srv.aof_buf.len = 0;
+        multi_mark = SIZE_MAX;
         if (srv.aof_buf.cap > 4 * 1024 * 1024)
             buf_free(&srv.aof_buf);
     }

@@ -108,6 +108,8 @@ static struct {
     char *backlog;
     long long bl_size, bl_histlen, bl_idx, bl_off;
     int seldb, in_multi;
+    int tx_cmds;  /* commands of the running transaction so far (2: MULTI sent) */
+    bk_buf held;  /* its first command, streamed alone if no second comes */
     /* our replicas */
     kv_client **replicas;
     int nreplicas, cap;
@@ -313,24 +315,42 @@ void repl_feed(kv_db *db, int argc, const bk_str *argv)
 {
     if (R.host || !R.backlog)
         return; /* a replica proxies its master's stream instead */
+    /* A transaction (srv.aof_in_multi set) that writes one command
+     * streams it alone, as Redis 7.0: the first is held, MULTI goes out
+     * with it when a second comes (see aof_feed). */
+    bk_buf *b = &scratch;
     scratch.len = 0;
-    if (srv.aof_in_multi == -1 && !R.in_multi) {
-        static const bk_str multi[] = { { "MULTI", 5 } };
-        put_command(&scratch, 1, multi);
-        R.in_multi = 1;
+    if (srv.aof_in_multi != 0) {
+        if (R.tx_cmds == 0) {
+            b = &R.held;
+            R.held.len = 0;
+        } else if (R.tx_cmds == 1) {
+            static const bk_str multi[] = { { "MULTI", 5 } };
+            put_command(&scratch, 1, multi);
+            if (buf_append(&scratch, R.held.data, R.held.len) < 0)
+                abort();
+            R.in_multi = 1;
+        }
+        R.tx_cmds++;
+    } else if (BK_UNLIKELY(R.tx_cmds)) {
+        repl_exec_end(); /* a transaction whose end was not seen */
     }
     if (db->id != R.seldb) {
         char num[KV_LL_STR_MAX];
         bk_str sel[2] = { { "SELECT", 6 }, { num, kv_fmt_ll(num, db->id) } };
-        put_command(&scratch, 2, sel);
+        put_command(b, 2, sel);
         R.seldb = db->id;
     }
-    put_command(&scratch, argc, argv);
-    stream_append(scratch.data, scratch.len);
+    put_command(b, argc, argv);
+    if (b == &scratch)
+        stream_append(scratch.data, scratch.len);
 }
 
 void repl_exec_end(void)
 {
+    if (R.tx_cmds == 1)
+        stream_append(R.held.data, R.held.len);
+    R.tx_cmds = 0;
     if (R.in_multi) {
         static const bk_str exec[] = { { "EXEC", 4 } };
         stream_command(1, exec);
@@ -1751,6 +1771,7 @@ static void unset_master(void)
     disconnect_replicas();
     R.seldb = -1;
     R.in_multi = 0;
+    R.tx_cmds = 0;
     if (!R.backlog)
         backlog_create();
     update_flags();

@@ -5,14 +5,15 @@
  * KILL / FUNCTION KILL / SHUTDOWN NOSAVE) and the script cache by SHA1.
  *
  * Scripts replicate by effects: every write redis.call runs goes to the
- * AOF as itself, the whole script wrapped in MULTI/EXEC when it wrote more
- * than one command.
+ * AOF and to replicas as itself, the whole script wrapped in MULTI/EXEC
+ * when it wrote more than one command (aof_feed), as Redis 7.0.
  *
  * Lua 5.1 rather than LuaJIT (BRISK_LUAJIT): the count hook that serves
  * BUSY and SCRIPT KILL never runs inside JIT-compiled traces, so LuaJIT must
  * run interpreter-only, and so measured slower than Lua 5.1 here (a
  * server-side loop of 1M redis.call('incr'): 0.45-0.60 s vs 0.29-0.41 s;
- * redis-server 7.0.15: 0.34-0.62 s). */
+ * redis-server 7.0.15: 0.34-0.62 s; per EVALSHA of a one-INCR script,
+ * callgrind: 5,411 vs 5,017 instructions, Redis 15,752). */
 #include "kv/script.h"
 
 #include "core/log.h"
@@ -55,9 +56,14 @@ typedef struct script_ctx {
     int killed;   /* SCRIPT KILL / FUNCTION KILL asked */
     int timedout; /* past busy-reply-threshold: serving others BUSY */
     int resp;     /* redis.setresp */
-    int nprop;    /* commands written to the AOF */
-    int64_t start_ms;
+    uint64_t start_ticks; /* kv_ticks: a TSC read, not a clock call per run */
 } script_ctx;
+
+/* Milliseconds the running script has taken. */
+static int64_t run_elapsed_ms(const script_ctx *r)
+{
+    return (int64_t)((double)(kv_ticks() - r->start_ticks) / (kv_ticks_per_us() * 1000.0));
+}
 
 static script_ctx *run;           /* NULL when no script runs */
 static kv_client *fake;           /* runs redis.call's commands */
@@ -72,10 +78,15 @@ static uint64_t rand_state;       /* math.random: 48-bit LCG (POSIX drand48) */
 static int64_t load_start_ms;     /* FUNCTION LOAD timeout */
 static int reply_resp = 2;        /* RESP of the script whose result is converted */
 
-/* Registry slots of every state: the error handler, the real globals, and
- * (EVAL's state) the KEYS and ARGV tables reused from run to run. */
-enum { REG_ERRH = 1, REG_GLOBALS = 2, REG_KEYS = 3, REG_ARGV = 4 };
+/* Registry slots of every state: the error handler, the real globals. */
+enum { REG_ERRH = 1, REG_GLOBALS = 2 };
+/* EVAL's state keeps on its stack, between runs, what every run uses: the
+ * error handler, the KEYS and ARGV tables reused from run to run, and the
+ * function of the script run last (false before one ran). A run's
+ * function goes above them. Stack reads instead of registry lookups. */
+enum { EVAL_ERRH = 1, EVAL_KEYS = 2, EVAL_ARGV = 3, EVAL_LASTFN = 4 };
 static int args_len[2];            /* entries filled in EVAL's KEYS, ARGV */
+static const struct script_entry *lastfn_entry; /* whose function is at EVAL_LASTFN */
 static unsigned gc_calls;          /* runs since the last GC step */
 
 typedef struct script_entry {
@@ -85,10 +96,21 @@ typedef struct script_entry {
     char sha[41];
 } script_entry;
 
-/* The script EVALSHA ran last, looked up again by a plain compare of its
- * sha as the client sent it (no lowercasing, no hash): NULL after a flush. */
-static script_entry *last_entry;
-static char last_sha_sent[40];
+/* Scripts EVALSHA ran, found again by a plain compare of the sha as the
+ * client sent it (no lowercasing, no dict hash): a direct-mapped cache on
+ * three of its characters, so that a client running a few scripts in turn
+ * (a job queue's dozen) hits it too. Emptied by SCRIPT FLUSH. */
+#define SHA_SLOTS 64
+static struct {
+    script_entry *e;
+    char sent[40];
+} sha_seen[SHA_SLOTS];
+
+static unsigned sha_slot(const char *p)
+{
+    return ((unsigned)(p[0] | 0x20) * 31u + (unsigned)(p[1] | 0x20) * 7u + (unsigned)p[39]) &
+           (SHA_SLOTS - 1);
+}
 
 /* redis.call's last command, found again by a plain compare of the name as
  * the script spelled it (the table is static: the pointer stays valid). */
@@ -400,6 +422,38 @@ static const char *resp_to_lua(lua_State *L, const char *p, const char *end)
     }
 }
 
+/* The commonest replies, an integer or a bulk string, pushed without the
+ * general parser (no stack check: a C function has LUA_MINSTACK slots,
+ * one is used). Returns 0 to leave any other reply (or an integer of more
+ * than 18 digits) to resp_to_lua. */
+static int resp_scalar_to_lua(lua_State *L, const char *p, const char *end)
+{
+    if (end - p < 4 || (p[0] != ':' && p[0] != '$'))
+        return 0;
+    const char *q = p + 1;
+    int neg = *q == '-';
+    q += neg;
+    long long v = 0;
+    const char *digits = q;
+    while (q < end && *q >= '0' && *q <= '9' && q - digits < 18)
+        v = v * 10 + (*q++ - '0');
+    if (q == digits || end - q < 2 || q[0] != '\r' || q[1] != '\n')
+        return 0;
+    if (p[0] == ':') {
+        lua_pushnumber(L, (lua_Number)(neg ? -v : v));
+        return 1;
+    }
+    q += 2;
+    if (neg) { /* $-1: nil */
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (end - q < v)
+        return 0;
+    lua_pushlstring(L, q, (size_t)v);
+    return 1;
+}
+
 /* ---- conversions: Lua (a script's result) -> reply ---- */
 
 /* Error and status text go out on one line. */
@@ -651,32 +705,27 @@ static const char *args_from_lua(lua_State *L, int argc)
         kv_free(call_argv);
         call_argv = kv_malloc((size_t)call_cap * sizeof *call_argv);
     }
-    /* Numbers are formatted into call_nums; their pointers are set once
-     * it no longer moves. */
+    /* One pass: strings as they are; numbers formatted into call_nums,
+     * grown (before any number is written to it) to room for all. */
     size_t numlen = 0;
-    int nnum = 0;
     for (int i = 0; i < argc; i++) {
         int t = lua_type(L, i + 1);
-        if (t == LUA_TNUMBER)
-            nnum++;
-        else if (t != LUA_TSTRING)
-            return e_argtype;
-    }
-    if (nnum && (size_t)nnum * 32 > nums_cap) {
-        nums_cap = (size_t)nnum * 32;
-        kv_free(call_nums);
-        call_nums = kv_malloc(nums_cap);
-    }
-    for (int i = 0; i < argc; i++) {
-        if (lua_type(L, i + 1) == LUA_TNUMBER) {
-            int w = snprintf(call_nums + numlen, 32, "%.17g", (double)lua_tonumber(L, i + 1));
-            call_argv[i] = (bk_str){ call_nums + numlen, (size_t)w };
-            numlen += 32;
-        } else {
+        if (t == LUA_TSTRING) {
             size_t n;
             const char *s = lua_tolstring(L, i + 1, &n);
             call_argv[i] = (bk_str){ s, n };
+            continue;
         }
+        if (t != LUA_TNUMBER)
+            return e_argtype;
+        if (numlen == 0 && (size_t)argc * 32 > nums_cap) {
+            nums_cap = (size_t)argc * 32;
+            kv_free(call_nums);
+            call_nums = kv_malloc(nums_cap);
+        }
+        int w = snprintf(call_nums + numlen, 32, "%.17g", (double)lua_tonumber(L, i + 1));
+        call_argv[i] = (bk_str){ call_nums + numlen, (size_t)w };
+        numlen += 32;
     }
     return NULL;
 }
@@ -783,10 +832,7 @@ static int script_call_impl(lua_State *L, int raise)
     fake->argv = call_argv;
     fake->resp = run->resp;
     fake->wbuf.len = 0;
-    uint64_t dirty = srv.dirty;
     kv_call_proc(fake, cmd);
-    if (srv.dirty != dirty && (cmd->flags & CMD_WRITE) && fake->prop_argc >= 0)
-        run->nprop++;
     fake->argv = NULL;
     fake->argc = 0;
     lua_settop(L, 0); /* the arguments are done with: room for the reply */
@@ -797,7 +843,8 @@ replied:;
         push_err_counted(L, p + 1, (size_t)(e - p - 1));
         return raise ? lua_error(L) : 1;
     }
-    resp_to_lua(L, p, end);
+    if (!resp_scalar_to_lua(L, p, end))
+        resp_to_lua(L, p, end);
     return 1;
 fail:
     /* A refused call counts as the command's error reply would. */
@@ -992,13 +1039,14 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     }
     int64_t now = kv_unix_ms();
     if (!run->timedout) {
-        if (now - run->start_ms <= kv_busy_reply_ms)
+        int64_t took = run_elapsed_ms(run);
+        if (took <= kv_busy_reply_ms)
             return;
         run->timedout = 1;
         srv.script_timedout = 1;
         log_warn("Slow script detected: still in execution after %lld milliseconds. You can try "
                  "killing the script using the %s command.",
-                 (long long)(now - run->start_ms), run->is_func ? "FUNCTION KILL" : "SCRIPT KILL");
+                 (long long)took, run->is_func ? "FUNCTION KILL" : "SCRIPT KILL");
     }
     /* The script keeps the time it started with (keys do not expire in
      * its middle); the clients served meanwhile see the real one. */
@@ -1124,7 +1172,7 @@ lua_State *script_state_new(int functions)
      * on the per-call path instead of string keys. */
     lua_pushboolean(L, 0);
     lua_rawseti(L, LUA_REGISTRYINDEX, REG_ERRH);
-    for (int slot = REG_GLOBALS; slot <= REG_ARGV; slot++) {
+    for (int slot = REG_GLOBALS; slot <= REG_GLOBALS; slot++) {
         lua_pushboolean(L, 0);
         lua_rawseti(L, LUA_REGISTRYINDEX, slot);
     }
@@ -1205,6 +1253,23 @@ void script_state_free(lua_State *L)
 }
 
 /* ---- running ---- */
+
+const char script_e_args_mem[] =
+    "ERR not enough memory for the script's keys and arguments (the Lua heap is capped at 512 MB)";
+
+int script_args_fit(lua_State *L, const bk_str *argv, int n)
+{
+    size_t bytes = (size_t)1 << 20; /* the run's own small allocations */
+    for (int i = 0; i < n; i++)
+        bytes += argv[i].len + 64; /* a string's header, a table slot */
+    void *ud;
+    lua_getallocf(L, &ud);
+    const lua_heap *heap = ud;
+    if (BK_LIKELY(heap->used + bytes <= SCRIPT_MEM_MAX))
+        return 1;
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    return heap->used + bytes <= SCRIPT_MEM_MAX;
+}
 
 void script_push_args(lua_State *L, const bk_str *argv, int n)
 {
@@ -1295,39 +1360,37 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
                 int is_func)
 {
     script_ctx ctx = { .caller = c, .L = L, .name = name, .flags = flags, .ro = ro,
-                       .is_func = is_func, .resp = 2, .start_ms = kv_unix_ms() };
+                       .is_func = is_func, .resp = 2, .start_ticks = kv_ticks() };
     int base = lua_gettop(L) - nargs; /* the function's slot */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_ERRH);
-    lua_insert(L, base);
+    int errh = EVAL_ERRH; /* EVAL's state keeps it on its stack */
+    if (L != eval_L) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, REG_ERRH);
+        lua_insert(L, base);
+        errh = base;
+    }
     fake->db = c->db;
     fake->flags &= ~CLIENT_NO_PROPAGATE;
-    /* Effects replication: MULTI before the first write, kept only when
-     * more than one command was written. */
+    /* Effects replication: the script is a transaction, wrapped in
+     * MULTI/EXEC only when it wrote more than one command (aof_feed). */
     int outer = srv.aof_in_multi;
-    size_t aof_mark = srv.aof_buf.len;
     if (outer == 0)
         srv.aof_in_multi = -1;
     run = &ctx;
     srv.script_caller = c;
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, 100000);
-    int rc = lua_pcall(L, nargs, 1, base);
-    lua_sethook(L, count_hook, 0, 0);
+    /* EVAL's state keeps its count hook installed (it returns at once
+     * when no script runs); a killed script's line hook is undone. */
+    if (L != eval_L)
+        lua_sethook(L, count_hook, LUA_MASKCOUNT, 100000);
+    int rc = lua_pcall(L, nargs, 1, errh);
+    if (L != eval_L)
+        lua_sethook(L, count_hook, 0, 0);
+    else if (BK_UNLIKELY(ctx.killed))
+        lua_sethook(L, count_hook, LUA_MASKCOUNT, 100000);
     run = NULL;
     srv.script_caller = NULL;
     srv.script_timedout = 0;
-    if (outer == 0) {
-        static const char multi[] = "*1\r\n$5\r\nMULTI\r\n";
-        if (srv.aof_in_multi == 1 && ctx.nprop <= 1 &&
-            srv.aof_buf.len >= aof_mark + sizeof multi - 1 &&
-            memcmp(srv.aof_buf.data + aof_mark, multi, sizeof multi - 1) == 0) {
-            memmove(srv.aof_buf.data + aof_mark, srv.aof_buf.data + aof_mark + sizeof multi - 1,
-                    srv.aof_buf.len - aof_mark - (sizeof multi - 1));
-            srv.aof_buf.len -= sizeof multi - 1;
-            srv.aof_in_multi = 0;
-        } else {
-            aof_exec_end();
-        }
-    }
+    if (outer == 0)
+        aof_exec_end();
     if (rc != 0)
         reply_run_error(c, L, name);
     else if (lua_istable(L, -1) && field(L, lua_gettop(L), "err", LUA_TSTRING)) {
@@ -1405,7 +1468,7 @@ void script_reply_running(kv_client *c)
     for (int i = 0; i < k->argc; i++)
         reply_bulk_str(c, k->argv[i]);
     reply_bulk_cstr(c, "duration_ms");
-    reply_int(c, kv_unix_ms() - run->start_ms);
+    reply_int(c, run_elapsed_ms(run));
 }
 
 int script_load_timeout_hook_install(lua_State *L)
@@ -1473,7 +1536,15 @@ static void eval_state_reset(void)
     script_state_free(eval_L);
     eval_L = script_state_new(0);
     script_protect_globals(eval_L);
+    /* The stack slots EVAL_*: the error handler, no KEYS, ARGV or last
+     * function yet. */
+    lua_settop(eval_L, 0);
+    lua_rawgeti(eval_L, LUA_REGISTRYINDEX, REG_ERRH);
+    for (int slot = EVAL_KEYS; slot <= EVAL_LASTFN; slot++)
+        lua_pushboolean(eval_L, 0);
+    lua_sethook(eval_L, count_hook, LUA_MASKCOUNT, 100000);
     args_len[0] = args_len[1] = 0;
+    lastfn_entry = NULL;
 }
 
 static void free_entry(dict_node *n, void *ud)
@@ -1486,7 +1557,8 @@ static void eval_flush(void)
 {
     init_once();
     dict_clear(&scripts, free_entry, NULL);
-    last_entry = NULL;
+    memset(sha_seen, 0, sizeof sha_seen);
+    lastfn_entry = NULL;
     script_state_free(eval_L);
     eval_L = NULL;
 }
@@ -1584,58 +1656,69 @@ static script_entry *eval_find(const char *sha40)
     return (script_entry *)(void *)dict_find(&scripts, sha40, 40, dict_hash32(sha40, 40));
 }
 
-/* Whether the table at the top holds no more than what eval_set_args put
- * in it (n entries): keys 1..n only, no metatable. Scripts may change
- * those entries (they are rewritten before the next run), not add to them. */
-static int args_untouched(lua_State *L, int n)
-{
-    if (lua_getmetatable(L, -1)) {
-        lua_pop(L, 1);
-        return 0;
-    }
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
-        lua_pop(L, 1);
-        lua_Number k = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
-        if (!(k >= 1 && k <= n && k == (lua_Number)(int)k)) {
-            lua_pop(L, 1);
-            return 0;
-        }
-    }
-    return 1;
-}
-
 /* Sets EVAL's global KEYS (which 0) or ARGV (1) to the strings argv[0..n).
- * The table of the previous run is refilled in place when the script left
- * it as it was given (no table, no garbage per run); otherwise, or when it
- * grew large and this run needs far less, a new one replaces it. */
+ * The table of the previous run is kept when the script left it as it was
+ * given: no metatable and no key outside 1..old (old: the entries the
+ * previous run put in it). One traversal checks that and, on the way,
+ * rewrites only the entries that differ from this run's (the same keys
+ * run after run, as job queues and locks send them, cost a compare) and
+ * clears those past n. Otherwise, or when it grew large and this run
+ * needs far less, a new table replaces it. No table and no string is
+ * created when the arguments repeat; scripts never see a previous run's
+ * entries. */
 static void eval_set_args(lua_State *L, int which, const bk_str *argv, int n)
 {
     int old = args_len[which];
-    lua_rawgeti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
-    if (!lua_istable(L, -1) || (old > 256 && n < old / 2) || !args_untouched(L, old)) {
+    int t = EVAL_KEYS + which;
+    int reuse = lua_istable(L, t) && !(old > 256 && n < old / 2);
+    if (reuse && lua_getmetatable(L, t)) {
         lua_pop(L, 1);
+        reuse = 0;
+    }
+    int found = 0; /* keys 1..n met in the table with the right value */
+    if (reuse) {
+        lua_pushnil(L);
+        while (lua_next(L, t)) {
+            lua_Number kn = lua_type(L, -2) == LUA_TNUMBER ? lua_tonumber(L, -2) : 0;
+            int k = (int)kn;
+            if (!(kn >= 1 && kn <= old && kn == (lua_Number)k)) {
+                lua_pop(L, 2);
+                reuse = 0;
+                break;
+            }
+            /* Assigning an existing key during the traversal is allowed. */
+            if (k <= n) {
+                size_t len;
+                const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+                if (!s || len != argv[k - 1].len || memcmp(s, argv[k - 1].p, len) != 0) {
+                    lua_pushlstring(L, argv[k - 1].p, argv[k - 1].len);
+                    lua_rawseti(L, t, k);
+                }
+                found++;
+            } else {
+                lua_pushnil(L);
+                lua_rawseti(L, t, k);
+            }
+            lua_pop(L, 1);
+        }
+    }
+    if (!reuse) {
         lua_createtable(L, n, 0);
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, LUA_REGISTRYINDEX, REG_KEYS + which);
         /* a raw global: the proxy scripts see refuses writes */
         lua_rawgeti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
         lua_pushstring(L, which ? "ARGV" : "KEYS");
         lua_pushvalue(L, -3);
         lua_rawset(L, -3);
         lua_pop(L, 1);
-        old = 0;
+        lua_replace(L, t);
+        found = 0;
     }
-    for (int i = 0; i < n; i++) {
-        lua_pushlstring(L, argv[i].p, argv[i].len);
-        lua_rawseti(L, -2, i + 1);
-    }
-    for (int i = n + 1; i <= old; i++) {
-        lua_pushnil(L);
-        lua_rawseti(L, -2, i);
-    }
+    if (found < n) /* a new table, or entries the script removed */
+        for (int i = 0; i < n; i++) {
+            lua_pushlstring(L, argv[i].p, argv[i].len);
+            lua_rawseti(L, t, i + 1);
+        }
     args_len[which] = n;
-    lua_pop(L, 1);
 }
 
 /* (suite) CLIENT PAUSE WRITE: whether EVAL/EVALSHA argv runs a script
@@ -1696,15 +1779,17 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
     script_entry *e = NULL;
     init_once();
     if (evalsha) {
-        if (c->argv[1].len == 40 && last_entry && memcmp(c->argv[1].p, last_sha_sent, 40) == 0) {
-            e = last_entry;
+        unsigned slot = c->argv[1].len == 40 ? sha_slot(c->argv[1].p) : 0;
+        if (c->argv[1].len == 40 && sha_seen[slot].e &&
+            memcmp(c->argv[1].p, sha_seen[slot].sent, 40) == 0) {
+            e = sha_seen[slot].e;
         } else if (c->argv[1].len == 40) {
             for (int i = 0; i < 40; i++)
                 sha[i] = (char)tolower((unsigned char)c->argv[1].p[i]);
             sha[40] = '\0';
             if ((e = eval_find(sha))) {
-                last_entry = e;
-                memcpy(last_sha_sent, c->argv[1].p, 40);
+                sha_seen[slot].e = e;
+                memcpy(sha_seen[slot].sent, c->argv[1].p, 40);
             }
         }
         if (!e) {
@@ -1720,10 +1805,33 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
     if (script_check_flags(c, e->flags, ro) < 0)
         return;
     lua_State *L = eval_L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, e->ref);
     int nk = (int)numkeys;
+    if (BK_UNLIKELY(!script_args_fit(L, c->argv + 3, c->argc - 3))) {
+        /* The previous run's KEYS and ARGV may be what fills the heap:
+         * dropped (the next run makes new ones), then measured again. */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, REG_GLOBALS);
+        for (int which = 0; which < 2; which++) {
+            lua_pushboolean(L, 0);
+            lua_replace(L, EVAL_KEYS + which);
+            lua_pushstring(L, which ? "ARGV" : "KEYS");
+            lua_pushnil(L);
+            lua_rawset(L, -3);
+            args_len[which] = 0;
+        }
+        lua_pop(L, 1);
+        if (!script_args_fit(L, c->argv + 3, c->argc - 3)) {
+            reply_error(c, script_e_args_mem);
+            return;
+        }
+    }
     eval_set_args(L, 0, c->argv + 3, nk);
     eval_set_args(L, 1, c->argv + 3 + nk, c->argc - 3 - nk);
+    if (e != lastfn_entry) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, e->ref);
+        lua_replace(L, EVAL_LASTFN);
+        lastfn_entry = e;
+    }
+    lua_pushvalue(L, EVAL_LASTFN);
     script_run(c, L, 0, e->sha, e->flags, ro, 0);
 }
 

@@ -39,6 +39,12 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
 int script_check_flags(kv_client *c, unsigned flags, int ro);
 /* Pushes a new array of the strings argv[0..n) (KEYS, ARGV). */
 void script_push_args(lua_State *L, const bk_str *argv, int n);
+/* Whether the strings argv[0..n) fit under L's heap cap (after a full
+ * collection when they do not at first): they are pushed outside a
+ * protected call, where a Lua memory error would end the process. When
+ * not, the caller replies script_e_args_mem. */
+int script_args_fit(lua_State *L, const bk_str *argv, int n);
+extern const char script_e_args_mem[];
 /* Around a library's load run: "FUNCTION LOAD timeout" past 500 ms. */
 int script_load_timeout_hook_install(lua_State *L);
 void script_load_timeout_hook_remove(lua_State *L);

@@ -234,7 +234,7 @@ static void client_write(kv_client *c)
     while (c->wpos < c->wbuf.len) {
         ssize_t n = BK_UNLIKELY(c->tls)
                         ? kv_tls_write(c, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos)
-                        : write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
+                        : send(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos, MSG_NOSIGNAL);
         if (n > 0) {
             c->wpos += (size_t)n;
             srv.stat_net_out += (uint64_t)n;
@@ -417,7 +417,7 @@ static void client_read(kv_client *c)
     }
     char *at = c->rbuf.data + c->rbuf.len;
     size_t room = c->rbuf.cap - c->rbuf.len;
-    ssize_t n = BK_UNLIKELY(c->tls) ? kv_tls_read(c, at, room) : read(c->fd, at, room);
+    ssize_t n = BK_UNLIKELY(c->tls) ? kv_tls_read(c, at, room) : recv(c->fd, at, room, 0);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;

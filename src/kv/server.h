@@ -417,7 +417,7 @@ typedef struct kv_server {
     int aof_selected_db;
     bk_buf aof_buf;
     bk_buf aof_rewrite_buf;
-    int aof_in_multi; /* MULTI already written for the running EXEC */
+    int aof_in_multi; /* a transaction runs: -1 nothing written yet, 2 one command, 1 MULTI written */
     pid_t child_pid;
     char *child_tmpfile;
     int64_t aof_rewrite_start_ms;

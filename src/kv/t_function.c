@@ -878,6 +878,10 @@ static void fcall_generic(kv_client *c, int ro)
         return;
     lua_State *L = FL;
     int nk = (int)numkeys;
+    if (BK_UNLIKELY(!script_args_fit(L, c->argv + 3, c->argc - 3))) {
+        reply_error(c, script_e_args_mem);
+        return;
+    }
     lua_rawgeti(L, LUA_REGISTRYINDEX, f->ref);
     script_push_args(L, c->argv + 3, nk);
     script_push_args(L, c->argv + 3 + nk, c->argc - 3 - nk);

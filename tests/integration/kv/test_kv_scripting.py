@@ -1,4 +1,5 @@
 """Lua scripting and functions, side by side with a real redis-server 7."""
+import socket
 import threading
 import time
 
@@ -207,25 +208,30 @@ def test_register_script_and_lock(r):
 
 
 def test_busy_script_and_kill(kv, r):
+    """Twice (EVAL's state keeps its count hook between runs: the second
+    busy script is caught as the first, one swallowing errors in pcall
+    too), and the runs after a kill are not hooked to fail."""
     r.config_set("lua-time-limit", 100)
     other = kv.client()
-    errors = []
+    for body in ("while true do end", "while true do pcall(function() end) end"):
+        errors = []
 
-    def run():
-        try:
-            kv.client().eval("while true do end", 0)
-        except redis.ResponseError as e:
-            errors.append(str(e))
+        def run():
+            try:
+                kv.client().eval(body, 0)
+            except redis.ResponseError as e:
+                errors.append(str(e))
 
-    t = threading.Thread(target=run)
-    t.start()
-    time.sleep(0.5)
-    with pytest.raises(redis.ResponseError, match="^BUSY"):
-        other.ping()
-    assert other.execute_command("SCRIPT", "KILL") in ("OK", b"OK")
-    t.join(5)
-    assert errors and "Script killed" in errors[0]
-    assert other.ping()
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(0.5)
+        with pytest.raises(redis.ResponseError, match="^BUSY"):
+            other.ping()
+        assert other.execute_command("SCRIPT", "KILL") in ("OK", b"OK")
+        t.join(5)
+        assert errors and "Script killed" in errors[0]
+        assert other.ping()
+        assert r.eval("local x = 0 for i = 1, 300000 do x = x + i end return x", 0) == 45000150000
 
 
 def test_unkillable_after_write(kv, r):
@@ -285,6 +291,25 @@ def test_aof_persists_effects_and_functions(kv_factory, tmp_path):
     c = s.client()
     assert c.get("a") in ("2", b"2")
     assert c.execute_command("FCALL", "h", 0) == 7
+
+
+def test_arguments_beyond_the_lua_heap(kv):
+    """KEYS and ARGV that do not fit under the Lua heap's 512 MB cap: a
+    clear error for EVAL, EVALSHA and FCALL (not a Lua panic ending the
+    server), and the calls after work, with arguments as large as fit."""
+    r = kv.client(socket_timeout=120)
+    big = [bytes([65 + i]) * (180 << 20) for i in range(3)]  # distinct: Lua interns strings
+    sha = r.script_load("return #KEYS + #ARGV")
+    r.execute_command("FUNCTION", "LOAD",
+                      "#!lua name=big\nredis.register_function('n', function(k, a) return #k + #a end)")
+    for call in (lambda *a: r.eval("return #KEYS + #ARGV", 1, *a),
+                 lambda *a: r.evalsha(sha, 1, *a),
+                 lambda *a: r.execute_command("FCALL", "n", 1, *a)):
+        with pytest.raises(redis.ResponseError, match="not enough memory for the script's keys"):
+            call(*big)
+        assert r.ping()
+        assert call(*big[:2]) == 2
+        assert call("k", "a") == 2
 
 
 def test_shutdown_nosave_ends_busy_script(kv):
@@ -418,6 +443,8 @@ def test_keys_argv_fresh_every_run(r, reference):
         "rawset(ARGV, 'x', 'raw') return 1",
         "for i = 1, 100 do ARGV[i] = 'v' .. i end return #ARGV",
         "KEYS[0] = 'zero' KEYS[1.5] = 'half' return 1",
+        "KEYS[1] = 'other' ARGV[1] = 7 ARGV[2] = false return 1",
+        "KEYS[2] = KEYS[1] return 1",
     ]
     calls = [("2", "a", "b", "c", "d", "e"), ("0",), ("1", "q"), ("3", "x", "y", "z"),
              ("0", *[str(i) for i in range(300)]), ("1", "k")]
@@ -435,6 +462,150 @@ def test_keys_argv_fresh_every_run(r, reference):
         res.append(cli.evalsha(sha, 2, "a", "b"))
         out.append(res)
     assert enc(out[0]) == out[1]
+
+
+def test_call_reply_scalars(r, reference):
+    """redis.call's integer and bulk replies (converted without the general
+    RESP parser) as Redis gives them: negative, the int64 ends, more than 18
+    digits, empty, binary with CR LF inside, missing, in RESP2 and RESP3."""
+    body = ("redis.setresp(tonumber(ARGV[1])) "
+            "redis.call('set', KEYS[1], ARGV[2]) "
+            "local a = redis.call('incrby', KEYS[1], ARGV[3]) "
+            "local b = redis.call('get', KEYS[1]) "
+            "local c = redis.call('get', KEYS[1] .. ':missing') "
+            "redis.call('set', KEYS[2], ARGV[4]) "
+            "local d = redis.call('get', KEYS[2]) "
+            "return {type(a), tostring(a), b, type(c), tostring(c), d, #d, "
+            "redis.call('strlen', KEYS[2]), redis.call('del', KEYS[1] .. ':missing')}")
+    cases = [("0", "-5"), ("-9223372036854775807", "-1"), ("9223372036854775806", "1"),
+             ("123456789012345678", "1"), ("1", "-100")]
+    values = ["", "a\r\nb", "\x00\xff", "x" * 1000]
+    for resp in ("2", "3"):
+        for start, by in cases:
+            for v in values:
+                mine, ref = both(r, reference, "EVAL", body, "2", "n", "s", resp, start, by, v)
+                assert enc(mine) == ref, (resp, start, by, v)
+
+
+def _replica_stream(port, run):
+    """The replication stream a fake replica gets from the server on port
+    while run() sends commands (PINGs left out)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"REPLCONF listening-port 1\r\n")
+    assert s.recv(100).startswith(b"+OK")
+    s.sendall(b"PSYNC ? -1\r\n")
+    buf = b""
+    deadline = time.time() + 20
+    while True:  # +FULLRESYNC, then the RDB as $<len> and its bytes
+        assert time.time() < deadline, buf[:200]
+        buf += s.recv(65536)
+        j = buf.find(b"\r\n$")
+        i = buf.find(b"\r\n", j + 2) if j >= 0 else -1
+        if i >= 0 and len(buf) >= i + 2 + int(buf[j + 3:i]):
+            rest = buf[i + 2 + int(buf[j + 3:i]):]
+            break
+    run()
+    s.settimeout(0.5)
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            rest += d
+    except socket.timeout:
+        pass
+    s.close()
+    return rest.replace(b"*1\r\n$4\r\nPING\r\n", b"")
+
+
+def test_script_effects_stream_as_redis(r, reference):
+    """What replicas get from scripts and transactions, byte for byte as
+    Redis 7.0 streams it: one written command goes alone, more than one
+    inside MULTI/EXEC, nothing for a read."""
+    def run(cli):
+        cli.eval("return redis.call('incr', KEYS[1])", 1, "c")
+        cli.eval("redis.call('incr', KEYS[1]) return redis.call('incr', KEYS[2])", 2, "c", "d")
+        cli.eval("return redis.call('get', KEYS[1])", 1, "c")
+        cli.eval("redis.call('select', 3) return redis.call('set', KEYS[1], 'v')", 1, "e")
+        p = cli.pipeline(transaction=True)
+        p.incr("c").get("c")
+        p.execute()
+        p = cli.pipeline(transaction=True)
+        p.incr("c").incr("d")
+        p.execute()
+        p = cli.pipeline(transaction=True)
+        p.eval("return redis.call('incr', KEYS[1])", 1, "c")
+        p.execute()
+        p = cli.pipeline(transaction=True)
+        p.eval("redis.call('incr', KEYS[1]) return redis.call('incr', KEYS[1])", 1, "c")
+        p.set("x", "1")
+        p.execute()
+
+    for cli in (r, reference):
+        cli.config_set("repl-diskless-sync", "no")
+    mine = _replica_stream(r.connection_pool.connection_kwargs["port"], lambda: run(r))
+    ref = _replica_stream(reference.connection_pool.connection_kwargs["port"],
+                          lambda: run(reference))
+    assert mine == ref
+    assert mine.count(b"MULTI") == 3
+
+
+def test_script_effects_aof(kv_factory, tmp_path):
+    """The AOF gets what Redis 7.0 writes: a script or EXEC that wrote one
+    command as that command alone, one that wrote more inside MULTI/EXEC
+    (and, replayed, the same data)."""
+    s = kv_factory("--appendonly", "yes", "--dir", str(tmp_path))
+    c = s.client()
+    c.eval("return redis.call('incr', KEYS[1])", 1, "c")
+    c.eval("redis.call('incr', KEYS[1]) return redis.call('incr', KEYS[2])", 2, "c", "d")
+    c.eval("return redis.call('get', KEYS[1])", 1, "c")
+    p = c.pipeline(transaction=True)
+    p.incr("c").get("c")
+    p.execute()
+    p = c.pipeline(transaction=True)
+    p.set("e", "x").eval("return redis.call('incr', KEYS[1])", 1, "d")
+    p.execute()
+    time.sleep(1.2)  # appendfsync everysec: the buffer is written every loop pass
+    aof = (tmp_path / "appendonly.aof").read_bytes()
+    cmd = lambda *a: b"*%d\r\n" % len(a) + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in a)
+    assert aof == (cmd(b"SELECT", b"0") + cmd(b"incr", b"c")
+                   + cmd(b"MULTI") + cmd(b"incr", b"c") + cmd(b"incr", b"d") + cmd(b"EXEC")
+                   + cmd(b"INCRBY", b"c", b"1")  # redis-py's incr
+                   + cmd(b"MULTI") + cmd(b"SET", b"e", b"x") + cmd(b"incr", b"d") + cmd(b"EXEC"))
+    s.stop()
+    s.start()
+    c = s.client()
+    assert c.mget("c", "d", "e") == [b"3", b"2", b"x"]
+
+
+def test_evalsha_many_scripts_any_case(r, reference):
+    """100 scripts called in turn (more than the sha cache's slots: shared
+    slots must still run the right script), their shas in any letter case,
+    NOSCRIPT for all after SCRIPT FLUSH, the right ones after a reload."""
+    import random
+    rnd = random.Random(7)
+    bodies = ["return %d" % i for i in range(100)]
+    out = []
+    for cli in (r, reference):
+        shas = [cli.script_load(b) for b in bodies]
+        shas = [x.decode() if isinstance(x, bytes) else x for x in shas]
+        res = []
+        for _ in range(600):
+            i = rnd.randrange(100)
+            sha = "".join(ch.upper() if rnd.random() < 0.5 else ch for ch in shas[i])
+            res.append((i, cli.evalsha(sha, 0)))
+        cli.script_flush()
+        for i in (0, 5, 99):
+            with pytest.raises(redis.exceptions.NoScriptError):
+                cli.evalsha(shas[i], 0)
+        cli.script_load(bodies[5])
+        res.append(cli.evalsha(shas[5].upper(), 0))
+        with pytest.raises(redis.exceptions.NoScriptError):
+            cli.evalsha(shas[6], 0)
+        out.append(res)
+        rnd = random.Random(7)
+    assert out[0] == out[1]
+    assert all(i == v for i, v in out[0][:-1])
 
 
 def test_evalsha_after_flush_and_reload(r, reference):
