@@ -99,7 +99,7 @@ static struct {
     int announce_port;
     char diskless_load[16];
     int backlog_ttl, no_tcp_nodelay, ignore_maxmemory;
-    int noop_load_events, noop_watchdog;
+    int noop_load_events;
     char *noop_prop_err;
     /* replication ids and offsets */
     char replid[41], replid2[41];
@@ -206,7 +206,7 @@ static void repl_at_exit(void)
     stream_discard(); /* a diskless load in progress: its spare dbs */
     if (R.child > 0) {
         kill(R.child, SIGKILL);
-        waitpid(R.child, NULL, 0);
+        kv_waitpid(R.child, NULL, 0);
         R.child = 0;
     }
     if (R.child_tmp[0])
@@ -429,7 +429,7 @@ static void child_useless(void)
     else
         log_info("Killing the RDB child of a full sync: no replica waits for it any more");
     kill(R.child, SIGKILL);
-    waitpid(R.child, NULL, 0);
+    kv_waitpid(R.child, NULL, 0);
     R.child = 0;
     R.child_n = 0;
     if (R.child_tmp[0])
@@ -448,7 +448,7 @@ void repl_flushall(void)
     if (waitpid(R.child, &status, WNOHANG) != R.child) {
         log_warn("Background RDB transfer terminated by FLUSHALL: its replicas resync");
         kill(R.child, SIGKILL);
-        waitpid(R.child, &status, 0);
+        kv_waitpid(R.child, &status, 0);
         if (R.child_tmp[0])
             unlink(R.child_tmp);
     }
@@ -2480,7 +2480,6 @@ static const repl_opt ropts[] = {
     /* how often a start-up load serves clients (kv_loading_progress) */
     { "loading-process-events-interval-bytes", C_INT, &R.noop_load_events, 1024, INT_MAX },
     /* accepted, no effect */
-    { "watchdog-period", C_INT, &R.noop_watchdog, 0, INT_MAX },
     { "propagation-error-behavior", C_STR, &R.noop_prop_err, 0, 0 },
     { "slave-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
 };
@@ -2608,7 +2607,7 @@ void repl_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, cons
     char val[512];
     /* Redis's hidden options: CONFIG GET shows them by their exact name only. */
     static const char *hidden[] = { "rdb-key-save-delay", "key-load-delay",
-                                    "loading-process-events-interval-bytes", "watchdog-period" };
+                                    "loading-process-events-interval-bytes" };
     for (size_t i = 0; i < BK_ARRAY_LEN(ropts); i++) {
         const repl_opt *o = &ropts[i];
         size_t nl = strlen(o->name);

@@ -776,6 +776,21 @@ int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv
 size_t script_lua_memory(void);
 /* -- end script -- */
 /* -- declarations: repl -- */
+/* watchdog.c: watchdog-period (server.c arms it around each loop
+ * iteration's work while kv_watchdog_ms > 0), the crash report, and
+ * blocking calls that retry on EINTR (the watchdog's SIGALRM has no
+ * SA_RESTART). */
+extern int kv_watchdog_ms;
+void kv_watchdog_arm(void);
+void kv_watchdog_disarm(void);
+void kv_signals_start(void);
+int kv_signals_config_set(const char *name, int argc, char **argv, char *err, size_t errlen);
+void kv_signals_config_get(bk_str pattern,
+                           void (*fn)(void *ud, const char *name, const char *value), void *ud);
+pid_t kv_waitpid(pid_t pid, int *status, int options);
+/* DEBUG SEGFAULT: a real invalid write (the crash report shows its address). */
+_Noreturn void kv_debug_segfault(void);
+void kv_sleep_us(long long us);
 /* replication.c */
 extern int repl_feeding; /* the stream goes to a backlog: aof_feed calls repl_feed */
 extern int repl_guard;   /* kv_call asks repl_deny (replica or min-replicas-to-write) */
