@@ -562,7 +562,8 @@ void debug_command(kv_client *c)
         double secs;
         if (arg_double(c, c->argv[2], &secs) < 0)
             return;
-        kv_sleep_us((long long)(secs * 1e6));
+        double us = secs * 1e6; /* (a NaN or a negative sleeps 0, a huge one "forever") */
+        kv_sleep_us(!(us > 0) ? 0 : us >= 9e18 ? (long long)9e18 : (long long)us);
         reply_ok(c);
     } else if (arg_is(sub, "set-active-expire") && c->argc == 3) {
         kv_active_expire_off = c->argv[2].len == 1 && c->argv[2].p[0] == '0';
