@@ -228,6 +228,10 @@ void kv_client_set_db(kv_client *c, int id)
 static void client_write(kv_client *c)
 {
     if (BK_UNLIKELY(c->repl_flags & REPL_C_HOLD)) {
+        if (c->repl_relay) {
+            repl_relay_write(c); /* a TLS replica: its RDB goes through us */
+            return;
+        }
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
         return; /* the full-sync child writes to this socket */
     }
