@@ -375,12 +375,13 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
     }
     if (check_cert(t, c->cert_file, err, errlen) < 0)
         goto fail;
-    if (c->ca_file && SSL_CTX_load_verify_locations(t->ssl, c->ca_file, NULL) != 1) {
-        fail(err, errlen, "cannot load the CA file", c->ca_file);
+    if ((c->ca_file || c->ca_dir) &&
+        SSL_CTX_load_verify_locations(t->ssl, c->ca_file, c->ca_dir) != 1) {
+        fail(err, errlen, "cannot load the CA file or directory", c->ca_file ? c->ca_file : c->ca_dir);
         goto fail;
     }
     if (c->verify_clients != TLS_VERIFY_NONE) {
-        if (!c->ca_file) {
+        if (!c->ca_file && !c->ca_dir) {
             snprintf(err, errlen, "verifying client certificates needs a CA file");
             goto fail;
         }
@@ -388,7 +389,9 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
         if (c->verify_clients == TLS_VERIFY_REQUIRED)
             mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
         SSL_CTX_set_verify(t->ssl, mode, NULL);
-        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(c->ca_file);
+        /* (the CA names offered to clients: the file's; a directory's
+         * CAs still verify) */
+        STACK_OF(X509_NAME) *names = c->ca_file ? SSL_load_client_CA_file(c->ca_file) : NULL;
         if (names)
             SSL_CTX_set_client_CA_list(t->ssl, names);
     }

@@ -39,6 +39,7 @@ typedef struct tls_config {
     const char *cert_file;    /* PEM: the certificate, then its chain */
     const char *key_file;     /* PEM private key */
     const char *ca_file;      /* PEM CAs for client certificates (NULL: none) */
+    const char *ca_dir;       /* and/or a directory of them, hashed (openssl rehash) */
     int verify_clients;       /* TLS_VERIFY_*: client certificates */
     const char *alpn;         /* "h2,http/1.1": server preference order; NULL: no ALPN */
     const char *ocsp_file;    /* DER OCSP response to staple (NULL: none) */

@@ -16,8 +16,8 @@
  * -key-file, is the certificate we present, and tls-ca-cert-file and/or
  * tls-ca-cert-dir verify the master's.
  *
- * Not done: tls-ca-cert-dir for verifying clients on tls-port, and the
- * key passphrases (refused when set, rather than silently ignored). */
+ * Not done: the key passphrases (refused when set, rather than silently
+ * ignored). */
 #include "kv/server.h"
 
 #include "core/log.h"
@@ -124,10 +124,6 @@ static const char *nz(const char *s)
 /* Builds the context from the options; NULL with a message in err. */
 static tls_ctx *build_ctx(char *err, size_t errlen)
 {
-    if (nz(tc.ca_dir)) {
-        snprintf(err, errlen, "tls-ca-cert-dir is not supported by brisk-kv: use tls-ca-cert-file");
-        return NULL;
-    }
     if (nz(tc.key_pass)) {
         snprintf(err, errlen, "tls-key-file-pass is not supported by brisk-kv: use an "
                               "unencrypted tls-key-file");
@@ -137,9 +133,9 @@ static tls_ctx *build_ctx(char *err, size_t errlen)
         snprintf(err, errlen, "tls-cert-file and tls-key-file must be set");
         return NULL;
     }
-    if (tc.auth != TLS_VERIFY_NONE && !nz(tc.ca)) {
-        snprintf(err, errlen, "tls-ca-cert-file must be set when tls-auth-clients is %s",
-                 auth_names[tc.auth]);
+    if (tc.auth != TLS_VERIFY_NONE && !nz(tc.ca) && !nz(tc.ca_dir)) {
+        snprintf(err, errlen, "tls-ca-cert-file must be set when tls-auth-clients is %s "
+                              "(or tls-ca-cert-dir)", auth_names[tc.auth]);
         return NULL;
     }
     tls_config c;
@@ -147,6 +143,7 @@ static tls_ctx *build_ctx(char *err, size_t errlen)
     c.cert_file = tc.cert;
     c.key_file = tc.key;
     c.ca_file = nz(tc.ca);
+    c.ca_dir = nz(tc.ca_dir);
     c.verify_clients = (int)tc.auth;
     c.protocols = nz(tc.protocols);
     c.ciphers = nz(tc.ciphers);

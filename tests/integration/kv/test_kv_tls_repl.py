@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import time
 
 import pytest
@@ -26,12 +27,13 @@ pytestmark = pytest.mark.skipif(not (REDIS_SERVER and OPENSSL),
 NKEYS = 3000
 
 
-def tls_opts(d, tls_port, *, ca="ca", client_cert=None):
+def tls_opts(d, tls_port, *, ca="ca", client_cert=None, ca_dir=None):
     """A node with a TLS port whose clients (replicas too) must show a
     certificate of our CA (tls-auth-clients yes, Redis's default)."""
+    cas = ["--tls-ca-cert-dir", str(ca_dir)] if ca_dir else ["--tls-ca-cert-file",
+                                                             str(d / f"{ca}.crt")]
     args = ["--tls-port", str(tls_port), "--tls-cert-file", str(d / "server.crt"),
-            "--tls-key-file", str(d / "server.key"), "--tls-ca-cert-file", str(d / f"{ca}.crt"),
-            "--tls-auth-clients", "yes"]
+            "--tls-key-file", str(d / "server.key"), *cas, "--tls-auth-clients", "yes"]
     if client_cert:
         args += ["--tls-client-cert-file", str(d / f"{client_cert}.crt"),
                  "--tls-client-key-file", str(d / f"{client_cert}.key")]
@@ -310,3 +312,27 @@ def test_tls_replica_dropped_during_the_relay(kv_factory, real, certs, drop):
     assert_same(m, k)
     assert "Diskless rdb transfer, done reading from pipe, 1 replicas still up" in master.log()
     wait_for(lambda: open_fds(master.s.proc.pid) <= fds0 + 1, 10, "the pipes to close")
+
+
+def test_ca_cert_dir_on_both_sides(kv_factory, real, certs, tmp_path):
+    """tls-ca-cert-dir (a hashed directory, openssl rehash) instead of the
+    file: the master verifies its replica's certificate with it, the
+    replica the master's."""
+    cadir = tmp_path / "cadir"
+    cadir.mkdir()
+    (cadir / "ca.pem").write_bytes((certs / "ca.crt").read_bytes())
+    subprocess.run([OPENSSL, "rehash", str(cadir)], check=True, capture_output=True)
+    master = Node("brisk", kv_factory, real, certs, ca_dir=cadir)
+    m = master.client()
+    fill(m, 300)
+    replica = Node("brisk", kv_factory, real, certs, "--tls-replication", "yes", ca_dir=cadir,
+                   client_cert="client")
+    r = replica.client()
+    r.replicaof("127.0.0.1", master.tls_port)
+    wait_for(lambda: info(r).get("master_link_status") == "up", 30, "master link up")
+    assert_same(m, r)
+    # a real Redis replica of it, with the CA file
+    rr = Node("redis", kv_factory, real, certs, "--tls-replication", "yes",
+              "--replicaof", "127.0.0.1", str(master.tls_port)).client()
+    wait_for(lambda: info(rr).get("master_link_status") == "up", 30, "master link up")
+    assert_same(m, rr)
