@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build_pkgs="build-essential cmake ninja-build pkg-config libinih-dev libssl-dev libnghttp2-dev media-types libsqlite3-dev libpq-dev libmariadb-dev libcjson-dev liblua5.1-0-dev lua-cjson-dev lua-bitop-dev"
-test_pkgs="$build_pkgs libcmocka-dev curl nghttp2-client nginx-light chromium tcl python3-venv strace redis-tools redis-server postgresql mariadb-server nodejs clang-14 libclang-rt-14-dev"
+test_pkgs="$build_pkgs libcmocka-dev curl nghttp2-client nginx-light chromium tcl tcl-tls python3-venv strace redis-tools redis-server postgresql mariadb-server nodejs clang-14 libclang-rt-14-dev"
 fuzz_pkgs="$build_pkgs clang-14 libclang-rt-14-dev llvm-14"
 bench_pkgs="$build_pkgs curl nginx-light h2o nghttp2-client wrk strace procps"
 

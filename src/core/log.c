@@ -79,6 +79,8 @@ void log_close(void)
 void log_set_level(enum log_level level) { err_level = level; }
 int log_enabled(enum log_level level) { return level <= err_level; }
 
+int log_fd(void) { return err_fd; }
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
     if (level > err_level)

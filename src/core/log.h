@@ -17,6 +17,8 @@ void log_set_level(enum log_level level);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_close(void);
+/* The error log's descriptor (for async-signal-safe writers: crash reports). */
+int log_fd(void);
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)

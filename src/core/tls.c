@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -374,12 +375,13 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
     }
     if (check_cert(t, c->cert_file, err, errlen) < 0)
         goto fail;
-    if (c->ca_file && SSL_CTX_load_verify_locations(t->ssl, c->ca_file, NULL) != 1) {
-        fail(err, errlen, "cannot load the CA file", c->ca_file);
+    if ((c->ca_file || c->ca_dir) &&
+        SSL_CTX_load_verify_locations(t->ssl, c->ca_file, c->ca_dir) != 1) {
+        fail(err, errlen, "cannot load the CA file or directory", c->ca_file ? c->ca_file : c->ca_dir);
         goto fail;
     }
     if (c->verify_clients != TLS_VERIFY_NONE) {
-        if (!c->ca_file) {
+        if (!c->ca_file && !c->ca_dir) {
             snprintf(err, errlen, "verifying client certificates needs a CA file");
             goto fail;
         }
@@ -387,7 +389,9 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
         if (c->verify_clients == TLS_VERIFY_REQUIRED)
             mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
         SSL_CTX_set_verify(t->ssl, mode, NULL);
-        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(c->ca_file);
+        /* (the CA names offered to clients: the file's; a directory's
+         * CAs still verify) */
+        STACK_OF(X509_NAME) *names = c->ca_file ? SSL_load_client_CA_file(c->ca_file) : NULL;
         if (names)
             SSL_CTX_set_client_CA_list(t->ssl, names);
     }
@@ -425,6 +429,66 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
         if (c->session_cache <= 0)
             SSL_CTX_set_num_tickets(t->ssl, 0);
     }
+    return t;
+fail:
+    tls_ctx_unref(t);
+    return NULL;
+}
+
+tls_ctx *tls_client_ctx_new(const tls_client_config *c, char *err, size_t errlen)
+{
+    if (!c->ca_file && !c->ca_dir) {
+        snprintf(err, errlen, "a CA file or directory is needed to verify the server");
+        return NULL;
+    }
+    tls_ctx *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    pthread_mutex_init(&t->keys_lock, NULL);
+    ERR_clear_error();
+    t->ssl = SSL_CTX_new(TLS_client_method());
+    if (!t->ssl) {
+        fail(err, errlen, "cannot create a TLS context", NULL);
+        goto fail;
+    }
+    if (parse_protocols(t->ssl, c->protocols ? c->protocols : "TLSv1.2 TLSv1.3", err, errlen) < 0)
+        goto fail;
+    if (SSL_CTX_set_cipher_list(t->ssl, c->ciphers ? c->ciphers : TLS12_CIPHERS) != 1) {
+        fail(err, errlen, "bad TLS 1.2 cipher list", c->ciphers);
+        goto fail;
+    }
+    if (c->ciphersuites && SSL_CTX_set_ciphersuites(t->ssl, c->ciphersuites) != 1) {
+        fail(err, errlen, "bad TLS 1.3 cipher suites", c->ciphersuites);
+        goto fail;
+    }
+    SSL_CTX_set_options(t->ssl, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_mode(t->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_read_ahead(t->ssl, 1);
+    if (c->cert_file) {
+        if (!c->key_file) {
+            snprintf(err, errlen, "a client certificate needs its key file");
+            goto fail;
+        }
+        if (SSL_CTX_use_certificate_chain_file(t->ssl, c->cert_file) != 1) {
+            fail(err, errlen, "cannot load the certificate chain", c->cert_file);
+            goto fail;
+        }
+        if (SSL_CTX_use_PrivateKey_file(t->ssl, c->key_file, SSL_FILETYPE_PEM) != 1 ||
+            SSL_CTX_check_private_key(t->ssl) != 1) {
+            fail(err, errlen, "cannot use the private key", c->key_file);
+            goto fail;
+        }
+        if (check_cert(t, c->cert_file, err, errlen) < 0)
+            goto fail;
+    }
+    if (SSL_CTX_load_verify_locations(t->ssl, c->ca_file, c->ca_dir) != 1) {
+        fail(err, errlen, "cannot load the CA file or directory", c->ca_file ? c->ca_file : c->ca_dir);
+        goto fail;
+    }
+    SSL_CTX_set_verify(t->ssl, SSL_VERIFY_PEER, NULL);
     return t;
 fail:
     tls_ctx_unref(t);
@@ -606,6 +670,26 @@ tls_conn *tls_conn_new(tls_ctx *t, int fd)
     c->ctx = t;
     c->fd = fd;
     return c;
+}
+
+tls_conn *tls_conn_new_client(tls_ctx *t, int fd, const char *server_name)
+{
+    tls_conn *c = tls_conn_new(t, fd);
+    if (!c)
+        return NULL;
+    SSL_set_connect_state(c->ssl);
+    struct in6_addr a6;
+    struct in_addr a4;
+    if (server_name && server_name[0] && inet_pton(AF_INET, server_name, &a4) != 1 &&
+        inet_pton(AF_INET6, server_name, &a6) != 1)
+        SSL_set_tlsext_host_name(c->ssl, server_name); /* SNI carries names only (RFC 6066) */
+    return c;
+}
+
+const char *tls_verify_error(const tls_conn *c)
+{
+    long v = SSL_get_verify_result(c->ssl);
+    return v == X509_V_OK ? NULL : X509_verify_cert_error_string(v);
 }
 
 void tls_conn_free(tls_conn *c)

@@ -39,6 +39,7 @@ typedef struct tls_config {
     const char *cert_file;    /* PEM: the certificate, then its chain */
     const char *key_file;     /* PEM private key */
     const char *ca_file;      /* PEM CAs for client certificates (NULL: none) */
+    const char *ca_dir;       /* and/or a directory of them, hashed (openssl rehash) */
     int verify_clients;       /* TLS_VERIFY_*: client certificates */
     const char *alpn;         /* "h2,http/1.1": server preference order; NULL: no ALPN */
     const char *ocsp_file;    /* DER OCSP response to staple (NULL: none) */
@@ -52,6 +53,24 @@ typedef struct tls_config {
 } tls_config;
 
 void tls_config_defaults(tls_config *c);
+
+/* The client side (brisk-kv's replication link to a TLS master): the peer's
+ * certificate chain is verified against ca_file and/or ca_dir (one of them
+ * is required); the host name is not checked (Redis's replicas do not).
+ * cert_file/key_file: the certificate we present (NULL: none). */
+typedef struct tls_client_config {
+    const char *cert_file, *key_file;
+    const char *ca_file, *ca_dir;
+    const char *protocols, *ciphers, *ciphersuites; /* as in tls_config */
+} tls_client_config;
+
+tls_ctx *tls_client_ctx_new(const tls_client_config *c, char *err, size_t errlen);
+/* A connection that will tls_handshake as the client over fd (non-blocking,
+ * connected); server_name goes in SNI when it is a name, not an address. */
+tls_conn *tls_conn_new_client(tls_ctx *t, int fd, const char *server_name);
+/* Why the peer's certificate did not verify ("self-signed certificate"), or
+ * NULL when it did or was not checked. */
+const char *tls_verify_error(const tls_conn *c);
 
 /* Builds a context; NULL with a message in err when a file is missing or
  * unreadable, the certificate has expired or is not valid yet, the key does

@@ -190,10 +190,17 @@ void aof_start_fsync_thread(void)
     if (srv.fsync_thread_started)
         return;
     srv.fsync_stop = 0;
+    /* The thread starts with SIGALRM blocked: the watchdog's signal is for
+     * the main thread (the stack it logs is the one that blocks). */
+    sigset_t alrm, old;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alrm, &old);
     if (pthread_create(&srv.fsync_thread, NULL, fsync_main, NULL) == 0)
         srv.fsync_thread_started = 1;
     else
         log_error("cannot start the AOF fsync thread");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void aof_stop_fsync_thread(void)

@@ -88,7 +88,7 @@ static struct {
     { "no-appendfsync-on-rewrite", "no" },  { "aof-rewrite-incremental-fsync", "yes" },
     { "aof-timestamp-enabled", "no" },      { "dynamic-hz", "yes" },
     { "jemalloc-bg-thread", "yes" },        { "activedefrag", "no" },
-    { "syslog-enabled", "no" },             { "crash-log-enabled", "yes" },
+    { "syslog-enabled", "no" },             
     { "rdb-save-incremental-fsync", "yes" },
     { "stream-node-max-bytes", "4096" },    { "stream-node-max-entries", "100" },
     { "client-query-buffer-limit", "1073741824" }, { "lfu-log-factor", "10" },
@@ -509,6 +509,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     int tls_rc = kv_tls_config_set(name, argc, argv, at_runtime, err, errlen);
     if (tls_rc != 1)
         return tls_rc;
+    int sig_rc = kv_signals_config_set(name, argc, argv, err, errlen);
+    if (sig_rc != 1)
+        return sig_rc;
     const opt *o = NULL;
     for (size_t i = 0; i < BK_ARRAY_LEN(opts); i++)
         if (strcasecmp(name, opts[i].name) == 0)
@@ -833,4 +836,5 @@ void kv_config_get(const kv_config *cfg, bk_str pattern,
     kv_acl_config_get(pattern, fn, ud);
     repl_config_get(pattern, fn, ud);
     kv_tls_config_get(pattern, fn, ud);
+    kv_signals_config_get(pattern, fn, ud);
 }

@@ -4,6 +4,7 @@
 #include "kv/replication.h"
 
 #include "core/log.h"
+#include "core/tls.h"
 #include "kv/aof.h"
 #include "kv/blocking.h"
 #include "kv/config.h"
@@ -71,6 +72,7 @@ enum {
     LS_NONE,
     LS_CONNECT,    /* to connect (cron) */
     LS_CONNECTING, /* connect() in progress */
+    LS_TLS,        /* tls-replication: the TLS handshake */
     LS_PONG,       /* waiting for the reply to PING */
     LS_AUTH,
     LS_PORT,
@@ -99,7 +101,7 @@ static struct {
     int announce_port;
     char diskless_load[16];
     int backlog_ttl, no_tcp_nodelay, ignore_maxmemory;
-    int noop_load_events, noop_watchdog;
+    int noop_load_events;
     char *noop_prop_err;
     /* replication ids and offsets */
     char replid[41], replid2[41];
@@ -128,6 +130,8 @@ static struct {
     int state;
     int fd;
     bk_io io;
+    tls_conn *tls;       /* tls-replication: the link's TLS, until it becomes a client */
+    bk_timer tls_kick;   /* reads what the TLS layer holds (no socket event announces it) */
     bk_buf in;           /* handshake lines, then the RDB */
     long long xfer_size; /* -1: EOF-mark framing */
     size_t xfer_scanned; /* bytes of R.in searched for the EOF mark */
@@ -202,13 +206,15 @@ static void update_flags(void)
 }
 
 static void stream_discard(void);
+static void relays_free_dead(void);
 
 static void repl_at_exit(void)
 {
     stream_discard(); /* a diskless load in progress: its spare dbs */
+    relays_free_dead();
     if (R.child > 0) {
         kill(R.child, SIGKILL);
-        waitpid(R.child, NULL, 0);
+        kv_waitpid(R.child, NULL, 0);
         R.child = 0;
     }
     if (R.child_tmp[0])
@@ -449,7 +455,7 @@ static void child_useless(void)
     else
         log_info("Killing the RDB child of a full sync: no replica waits for it any more");
     kill(R.child, SIGKILL);
-    waitpid(R.child, NULL, 0);
+    kv_waitpid(R.child, NULL, 0);
     R.child = 0;
     R.child_n = 0;
     if (R.child_tmp[0])
@@ -457,6 +463,7 @@ static void child_useless(void)
 }
 
 static void child_done(int status);
+static void relay_free(kv_client *c);
 
 void repl_flushall(void)
 {
@@ -468,7 +475,7 @@ void repl_flushall(void)
     if (waitpid(R.child, &status, WNOHANG) != R.child) {
         log_warn("Background RDB transfer terminated by FLUSHALL: its replicas resync");
         kill(R.child, SIGKILL);
-        waitpid(R.child, &status, 0);
+        kv_waitpid(R.child, &status, 0);
         if (R.child_tmp[0])
             unlink(R.child_tmp);
     }
@@ -483,6 +490,7 @@ void repl_client_closed(kv_client *c)
         if (R.resume[i] == c)
             R.resume[i] = R.resume[--R.nresume];
     if (c->repl_flags & REPL_C_REPLICA) {
+        relay_free(c);
         replicas_remove(c);
         int was_waiting = 0, others = 0;
         for (int i = 0; i < R.child_n; i++) {
@@ -519,13 +527,15 @@ static int flush_now(kv_client *c)
 {
     int64_t start = srv.now_ms;
     while (c->wpos < c->wbuf.len) {
-        ssize_t n = write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
+        ssize_t n = c->tls ? kv_tls_write(c, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos)
+                           : write(c->fd, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos);
         if (n > 0) {
             c->wpos += (size_t)n;
             continue;
         }
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
-            struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
+            /* (TLS may want to read to write: either wakes us) */
+            struct pollfd pfd = { .fd = c->fd, .events = c->tls ? POLLIN | POLLOUT : POLLOUT };
             poll(&pfd, 1, 100);
             if (kv_unix_ms() - start > 5000)
                 return -1;
@@ -547,6 +557,28 @@ static int write_fully(int fd, const char *p, size_t n)
             return -1;
         p += w;
         n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The handshake's few bytes into the link's TLS (the socket has room: a
+ * short wait covers what TLS itself may need first). */
+static int tls_write_fully(tls_conn *t, int fd, const char *p, size_t n)
+{
+    int waits = 0;
+    while (n > 0) {
+        ssize_t w = tls_write(t, p, n);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && (errno == EINTR || errno == EAGAIN) && waits++ < 50) {
+            struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLOUT };
+            poll(&pfd, 1, 20);
+            continue;
+        }
+        return -1;
     }
     return 0;
 }
@@ -663,6 +695,181 @@ static int child_send(int *fds, int n, int diskless, const char *tmp, int stream
     return failed;
 }
 
+/* ---- full sync to a TLS replica: the relay ----
+ *
+ * The child cannot write into a TLS connection (its records and sequence
+ * numbers belong to the parent's OpenSSL state), so a TLS replica's share
+ * of the transfer goes into a pipe, byte for byte what a plain replica's
+ * socket gets (the "$len" or "$EOF:" header, the RDB, the mark), and the
+ * parent encrypts it to the replica as the socket takes it: the pipe is
+ * read only while nothing waits for the socket, so a slow replica paces
+ * the child as it would through its own socket. The sync is done when the
+ * child exited having written everything (its exit status) and the relay
+ * has sent the last byte; the client stays REPL_C_HOLD until then, its
+ * stream queued behind. Plain replicas do not come here. */
+
+#define RELAY_BUF (64 * 1024)
+#define RELAY_TURN (1024 * 1024) /* bytes per turn before other clients get theirs */
+
+struct repl_relay {
+    bk_io io;     /* the pipe's read end */
+    char *buf;    /* [off, len): read from the pipe, not yet taken by TLS */
+    size_t off, len;
+    int eof;      /* the child closed the pipe */
+    int child_ok; /* -1: the child runs; 1: it sent everything; 0: it failed */
+    int diskless;
+    int64_t moved_ms; /* the last time bytes went to the replica */
+    struct repl_relay *next_dead;
+};
+
+static void replica_synced(kv_client *c, int diskless);
+
+/* Relays whose pipe event may still be in the loop's current batch: freed
+ * by a timer, after it. */
+static struct repl_relay *relays_dead;
+static bk_timer relay_reaper;
+
+static void relays_free_dead(void)
+{
+    while (relays_dead) {
+        struct repl_relay *r = relays_dead;
+        relays_dead = r->next_dead;
+        kv_free(r->buf);
+        kv_free(r);
+    }
+}
+
+static void relay_reaper_cb(bk_loop *l, bk_timer *t)
+{
+    relays_free_dead();
+}
+
+static void relay_close_pipe(struct repl_relay *r)
+{
+    int fd = r->io.fd;
+    if (fd < 0)
+        return;
+    loop_io_stop(&srv.loop, &r->io); /* (sets io.fd to -1) */
+    close(fd); /* a child still writing gets EPIPE for this replica */
+}
+
+static void relay_free(kv_client *c)
+{
+    struct repl_relay *r = c->repl_relay;
+    if (!r)
+        return;
+    relay_close_pipe(r);
+    c->repl_relay = NULL;
+    r->next_dead = relays_dead;
+    relays_dead = r;
+    if (!timer_active(&relay_reaper)) {
+        timer_init(&relay_reaper, relay_reaper_cb, NULL);
+        timer_start(&srv.loop, &relay_reaper, 0);
+    }
+}
+
+static void relay_pipe_cb(bk_loop *l, bk_io *io, unsigned events)
+{
+    (void)l;
+    (void)events;
+    repl_relay_write(io->udata);
+}
+
+/* Makes c's relay; returns the pipe's write end for the child, or -1. */
+static int relay_start(kv_client *c, int diskless)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    fcntl(p[0], F_SETPIPE_SZ, 1024 * 1024); /* fewer wake-ups (best effort) */
+    struct repl_relay *r = kv_calloc(sizeof *r);
+    r->buf = kv_malloc(RELAY_BUF);
+    r->child_ok = -1;
+    r->diskless = diskless;
+    r->moved_ms = srv.now_ms;
+    r->io.fd = -1;
+    if (loop_io_start(&srv.loop, &r->io, p[0], LOOP_READ, relay_pipe_cb, c) < 0) {
+        close(p[0]);
+        close(p[1]);
+        kv_free(r->buf);
+        kv_free(r);
+        return -1;
+    }
+    c->repl_relay = r;
+    return p[1];
+}
+
+/* The relay's end: both the child and the pipe are done with c. */
+static void relay_check_done(kv_client *c)
+{
+    struct repl_relay *r = c->repl_relay;
+    if (!r->eof || r->off < r->len || r->child_ok < 0)
+        return;
+    int ok = r->child_ok, diskless = r->diskless;
+    relay_free(c);
+    if (!ok) {
+        log_warn("Full sync to replica %s failed", c->addr);
+        kv_client_close(c);
+        return;
+    }
+    loop_io_set(&srv.loop, &c->io, LOOP_READ);
+    replica_synced(c, diskless);
+}
+
+void repl_relay_write(kv_client *c)
+{
+    struct repl_relay *r = c->repl_relay;
+    size_t turn = 0;
+    while (turn < RELAY_TURN) {
+        if (r->off < r->len) {
+            ssize_t n = kv_tls_write(c, r->buf + r->off, r->len - r->off);
+            if (n > 0) {
+                r->off += (size_t)n;
+                turn += (size_t)n;
+                srv.stat_net_out += (uint64_t)n;
+                r->moved_ms = srv.now_ms;
+                continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                /* the socket is full: the pipe waits with it */
+                loop_io_set(&srv.loop, &r->io, 0);
+                loop_io_set(&srv.loop, &c->io, kv_tls_events(c));
+                return;
+            }
+            log_warn("Full sync to replica %s failed: %s", c->addr,
+                     n == 0 ? "connection closed" : strerror(errno));
+            kv_client_close(c);
+            return;
+        }
+        if (r->eof)
+            break;
+        ssize_t n = read(r->io.fd, r->buf, RELAY_BUF);
+        if (n > 0) {
+            r->off = 0;
+            r->len = (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            loop_io_set(&srv.loop, &r->io, LOOP_READ);
+            loop_io_set(&srv.loop, &c->io, LOOP_READ);
+            return;
+        }
+        /* the child closed the pipe (it exited; its status says how it went) */
+        r->eof = 1;
+        r->off = r->len = 0;
+        relay_close_pipe(r);
+        break;
+    }
+    if (!r->eof) { /* the turn's budget spent: the pipe's next event continues */
+        loop_io_set(&srv.loop, &r->io, LOOP_READ);
+        return;
+    }
+    relay_check_done(c);
+}
+
 /* Starts the child for the replicas waiting for a full sync. */
 static void start_full_sync(void)
 {
@@ -696,8 +903,14 @@ static void start_full_sync(void)
             R.child_set[i] = NULL;
             continue;
         }
+        fds[live] = c->tls ? relay_start(c, diskless) : c->fd;
+        if (fds[live] < 0) {
+            log_warn("Can't make the relay pipe for TLS replica %s: %s", c->addr, strerror(errno));
+            c->flags |= CLIENT_CLOSE_ASAP;
+            R.child_set[i] = NULL;
+            continue;
+        }
         c->repl_state = RS_WAIT_BGSAVE_END;
-        fds[live] = c->fd;
         R.child_set[live++] = c;
     }
     R.child_n = live;
@@ -721,6 +934,9 @@ static void start_full_sync(void)
             _exit(0xff);
         _exit(child_send(fds, live, diskless, R.child_tmp, stream_db));
     }
+    for (int i = 0; i < live; i++)
+        if (R.child_set[i]->repl_relay)
+            close(fds[i]); /* the child's end of a relay pipe */
     if (pid < 0) {
         log_error("Can't fork for the replicas' full sync: %s", strerror(errno));
         for (int i = 0; i < live; i++)
@@ -756,25 +972,38 @@ static void child_done(int status)
             if (fl >= 0)
                 fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
         }
+        if (c->repl_relay && !(failed & (1 << i))) {
+            /* a TLS replica is done when the relay has sent the rest */
+            c->repl_relay->child_ok = 1;
+            relay_check_done(c);
+            continue;
+        }
         c->repl_flags &= ~REPL_C_HOLD;
         if (failed & (1 << i)) {
             log_warn("Full sync to replica %s failed", c->addr);
             kv_client_close(c);
             continue;
         }
-        c->repl_state = RS_ONLINE;
-        c->repl_ack_ms = srv.now_ms;
-        log_info("Synchronization with replica %s succeeded", c->addr);
-        if (R.child_diskless) {
-            /* The replica finds the EOF mark at the end of what it read:
-             * the stream waits for its first ACK (Redis does the same). */
-            c->repl_flags |= REPL_C_HOLD | REPL_C_ACKWAIT;
-            continue;
-        }
-        kv_client_output_added(c);
+        replica_synced(c, R.child_diskless);
     }
     R.child_n = 0;
     R.child = 0;
+}
+
+/* The whole RDB went to replica c: the stream follows. */
+static void replica_synced(kv_client *c, int diskless)
+{
+    c->repl_flags &= ~REPL_C_HOLD;
+    c->repl_state = RS_ONLINE;
+    c->repl_ack_ms = srv.now_ms;
+    log_info("Synchronization with replica %s succeeded", c->addr);
+    if (diskless) {
+        /* The replica finds the EOF mark at the end of what it read:
+         * the stream waits for its first ACK (Redis does the same). */
+        c->repl_flags |= REPL_C_HOLD | REPL_C_ACKWAIT;
+        return;
+    }
+    kv_client_output_added(c);
 }
 
 static kv_client *replica_for(kv_client *c)
@@ -828,10 +1057,6 @@ void sync_command(kv_client *c)
     }
     if (c->wbuf.len > c->wpos) {
         reply_error(c, "ERR SYNC and PSYNC are invalid with pending output");
-        return;
-    }
-    if (c->tls) { /* the transfer writes the socket directly (tls_kv.c) */
-        reply_error(c, "ERR replication over TLS is not supported by brisk-kv");
         return;
     }
     if (c->argc == 4 && arg_is(c->argv[0], "psync") && arg_is(c->argv[3], "failover")) {
@@ -1096,6 +1321,13 @@ int repl_async_loading(void)
 static void link_close(void)
 {
     xfer_loading_end();
+    if (timer_active(&R.tls_kick))
+        timer_stop(&srv.loop, &R.tls_kick);
+    if (R.tls) {
+        tls_shutdown(R.tls);
+        tls_conn_free(R.tls);
+        R.tls = NULL;
+    }
     if (R.fd >= 0) {
         loop_io_stop(&srv.loop, &R.io);
         close(R.fd);
@@ -1126,7 +1358,7 @@ static int link_send(int argc, const char **argv)
     for (int i = 0; i < argc; i++)
         a[i] = (bk_str){ argv[i], strlen(argv[i]) };
     put_command(&b, argc, a);
-    int rc = write_fully(R.fd, b.data, b.len);
+    int rc = R.tls ? tls_write_fully(R.tls, R.fd, b.data, b.len) : write_fully(R.fd, b.data, b.len);
     buf_free(&b);
     return rc;
 }
@@ -1189,6 +1421,12 @@ static void become_connected(int full)
     /* The socket moves from the handshake's watcher to a client's. */
     loop_io_stop(&srv.loop, &R.io);
     kv_client *m = kv_client_attach_fd(R.fd);
+    if (R.tls) {
+        if (timer_active(&R.tls_kick))
+            timer_stop(&srv.loop, &R.tls_kick);
+        kv_tls_attach(m, R.tls); /* the client's reads and writes go through it now */
+        R.tls = NULL;
+    }
     m->repl_flags = REPL_C_MASTER;
     m->flags |= CLIENT_AUTHED;
     m->user = NULL;
@@ -1319,6 +1557,7 @@ static void transfer_loaded(int stream_db)
 }
 
 static void stream_progress(void);
+static void tls_link_kick(void);
 
 /* The RDB bytes so far are in R.in (after the header). */
 static void transfer_progress(void)
@@ -1487,6 +1726,8 @@ static void stream_progress(void)
     if (hold != R.read_held && R.fd >= 0) {
         R.read_held = hold;
         loop_io_set(&srv.loop, &R.io, hold ? 0 : LOOP_READ);
+        if (!hold)
+            tls_link_kick();
     }
 }
 
@@ -1571,17 +1812,27 @@ static void link_read(void)
 {
     if (buf_reserve(&R.in, 64 * 1024) < 0)
         abort();
-    ssize_t n = read(R.fd, R.in.data + R.in.len, R.in.cap - R.in.len);
+    ssize_t n = R.tls ? tls_read(R.tls, R.in.data + R.in.len, R.in.cap - R.in.len)
+                      : read(R.fd, R.in.data + R.in.len, R.in.cap - R.in.len);
     if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (R.tls && tls_want(R.tls) == TLS_WANT_WRITE)
+                loop_io_set(&srv.loop, &R.io, LOOP_READ | LOOP_WRITE);
             return;
+        }
         if (R.state == LS_TRANSFER && (R.xfer_loading || R.async_loading))
             log_warn("Internal error in RDB reading from the master's socket: unexpected EOF "
                      "after %zu bytes (diskless load); the old dataset is kept", R.in.len);
         else if (R.state == LS_TRANSFER)
             log_warn("I/O error trying to sync with MASTER: connection lost after %zu bytes of "
                      "the RDB; the dataset is kept", R.in.len);
+        int no_pong = R.state == LS_PONG;
         link_fail(n == 0 ? "connection closed" : strerror(errno));
+        /* Closed before answering PING: not a Redis port for us (TLS on a
+         * plain one, or the other way round): again in a second, Redis's
+         * pace, not at every cron tick. */
+        if (no_pong)
+            R.retry_at_ms = srv.now_ms + 1000;
         return;
     }
     R.in.len += (size_t)n;
@@ -1650,6 +1901,58 @@ static void link_read(void)
         transfer_progress();
 }
 
+/* A TLS link that failed: at Redis's pace, a new attempt a second later
+ * (the replica cron's period), not at once and forever. */
+static void tls_link_failed(void)
+{
+    link_fail("TLS");
+    R.retry_at_ms = srv.now_ms + 1000;
+}
+
+static void tls_link_handshake(void)
+{
+    int rc = tls_handshake(R.tls);
+    if (rc < 0 && errno == EAGAIN) {
+        loop_io_set(&srv.loop, &R.io, tls_want(R.tls) == TLS_WANT_WRITE ? LOOP_WRITE : LOOP_READ);
+        return;
+    }
+    if (rc < 0) {
+        char e[256];
+        const char *verify = tls_verify_error(R.tls);
+        tls_last_error(e, sizeof e);
+        log_warn("MASTER <-> REPLICA sync: TLS handshake with master %s:%d failed: %s%s%s%s",
+                 R.host, R.port, e[0] ? e : errno == EPROTO ? "protocol error" : strerror(errno),
+                 verify ? " (" : "", verify ? verify : "", verify ? ")" : "");
+        tls_link_failed();
+        return;
+    }
+    R.last_io_ms = srv.now_ms;
+    log_info("MASTER <-> REPLICA sync: TLS connection with master established (%s, %s)",
+             tls_version(R.tls), tls_cipher(R.tls));
+    loop_io_set(&srv.loop, &R.io, LOOP_READ);
+    link_step(LS_PONG);
+}
+
+static void tls_kick_cb(bk_loop *l, bk_timer *t)
+{
+    (void)l;
+    (void)t;
+    if (R.tls && R.fd >= 0 && !R.read_held && R.state >= LS_PONG && R.state <= LS_TRANSFER)
+        link_read();
+    tls_link_kick();
+}
+
+/* What the TLS layer holds decrypted or read ahead is read after this
+ * turn: the socket will not wake us for it. */
+static void tls_link_kick(void)
+{
+    if (R.tls && R.fd >= 0 && !R.read_held && R.state >= LS_PONG && R.state <= LS_TRANSFER &&
+        tls_pending(R.tls) && !timer_active(&R.tls_kick)) {
+        timer_init(&R.tls_kick, tls_kick_cb, NULL);
+        timer_start(&srv.loop, &R.tls_kick, 0);
+    }
+}
+
 static void link_io_cb(bk_loop *l, bk_io *io, unsigned events)
 {
     (void)l;
@@ -1661,13 +1964,33 @@ static void link_io_cb(bk_loop *l, bk_io *io, unsigned events)
             link_fail(soerr ? strerror(soerr) : "connect failed");
             return;
         }
-        loop_io_set(&srv.loop, &R.io, LOOP_READ);
         log_info("MASTER <-> REPLICA sync started");
+        if (kv_tls_replication()) {
+            char err[512];
+            R.tls = kv_tls_link_conn(R.fd, R.host, err, sizeof err);
+            if (!R.tls) {
+                log_warn("MASTER <-> REPLICA sync: cannot set up TLS to the master: %s", err);
+                tls_link_failed();
+                return;
+            }
+            R.state = LS_TLS;
+            tls_link_handshake();
+            return;
+        }
+        loop_io_set(&srv.loop, &R.io, LOOP_READ);
         link_step(LS_PONG);
         return;
     }
-    if (events & (LOOP_READ | LOOP_HUP | LOOP_ERR))
+    if (R.state == LS_TLS) {
+        tls_link_handshake();
+        return;
+    }
+    if (events & (LOOP_READ | LOOP_WRITE | LOOP_HUP | LOOP_ERR)) {
+        if (R.tls)
+            loop_io_set(&srv.loop, &R.io, R.read_held ? 0 : LOOP_READ);
         link_read();
+    }
+    tls_link_kick();
 }
 
 static void link_connect(void)
@@ -2124,8 +2447,16 @@ void repl_cron(void)
         for (int i = 0; i < R.nreplicas; i++) {
             kv_client *c = R.replicas[i];
             if (c->repl_state == RS_WAIT_BGSAVE_START && c->fd >= 0) {
-                ssize_t w = write(c->fd, "\n", 1);
+                ssize_t w = c->tls ? kv_tls_write(c, "\n", 1) : write(c->fd, "\n", 1);
                 (void)w;
+            }
+            /* a TLS replica whose full sync stopped moving through the relay */
+            if (c->repl_relay && c->repl_relay->off < c->repl_relay->len &&
+                srv.now_ms - c->repl_relay->moved_ms > (int64_t)R.timeout * 1000) {
+                log_warn("Disconnecting timedout replica (full sync): %s", c->addr);
+                c->flags |= CLIENT_CLOSE_ASAP;
+                kv_client_output_added(c);
+                continue;
             }
             if (c->repl_state == RS_ONLINE && srv.now_ms - c->repl_ack_ms > (int64_t)R.timeout * 1000) {
                 log_warn("Disconnecting timedout replica: %s", c->addr);
@@ -2501,7 +2832,6 @@ static const repl_opt ropts[] = {
     /* how often a start-up load serves clients (kv_loading_progress) */
     { "loading-process-events-interval-bytes", C_INT, &R.noop_load_events, 1024, INT_MAX },
     /* accepted, no effect */
-    { "watchdog-period", C_INT, &R.noop_watchdog, 0, INT_MAX },
     { "propagation-error-behavior", C_STR, &R.noop_prop_err, 0, 0 },
     { "slave-ignore-maxmemory", C_BOOL, &R.ignore_maxmemory, 0, 1 },
 };
@@ -2629,7 +2959,7 @@ void repl_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, cons
     char val[512];
     /* Redis's hidden options: CONFIG GET shows them by their exact name only. */
     static const char *hidden[] = { "rdb-key-save-delay", "key-load-delay",
-                                    "loading-process-events-interval-bytes", "watchdog-period" };
+                                    "loading-process-events-interval-bytes" };
     for (size_t i = 0; i < BK_ARRAY_LEN(ropts); i++) {
         const repl_opt *o = &ropts[i];
         size_t nl = strlen(o->name);

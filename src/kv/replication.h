@@ -20,7 +20,7 @@
 enum {
     REPL_C_MASTER = 1u << 0,  /* the link to our master */
     REPL_C_REPLICA = 1u << 1, /* a replica of ours (after SYNC/PSYNC) */
-    REPL_C_HOLD = 1u << 2,    /* the RDB child owns the socket: no writes */
+    REPL_C_HOLD = 1u << 2,    /* the RDB child owns the socket (TLS: the relay): no writes */
     REPL_C_WAITING = 1u << 3, /* blocked in WAIT */
     REPL_C_ACKWAIT = 1u << 4, /* diskless sync sent: the stream starts at its first ACK */
     REPL_C_RESUME = 1u << 5,  /* WAIT replied: its queued input runs from a timer */

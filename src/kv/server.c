@@ -228,6 +228,10 @@ void kv_client_set_db(kv_client *c, int id)
 static void client_write(kv_client *c)
 {
     if (BK_UNLIKELY(c->repl_flags & REPL_C_HOLD)) {
+        if (c->repl_relay) {
+            repl_relay_write(c); /* a TLS replica: its RDB goes through us */
+            return;
+        }
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
         return; /* the full-sync child writes to this socket */
     }
@@ -898,6 +902,8 @@ static void update_time(void)
 static void before_dispatch(bk_loop *l, void *ud)
 {
     update_time();
+    if (BK_UNLIKELY(kv_watchdog_ms))
+        kv_watchdog_arm(); /* this iteration's work, not the wait before it */
 }
 
 static void free_closed(void)
@@ -921,6 +927,8 @@ static void on_iteration_end(bk_loop *l, void *ud)
         kv_flush_clients();
     if (srv.to_free)
         free_closed();
+    if (BK_UNLIKELY(kv_watchdog_ms))
+        kv_watchdog_disarm();
 }
 
 static void on_wake(bk_loop *l, void *ud)
@@ -1254,6 +1262,7 @@ int kv_server_main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    kv_signals_start(); /* crash report; the watchdog when watchdog-period is set */
 
     uint64_t seed = (uint64_t)kv_unix_us() ^ ((uint64_t)getpid() << 32);
     int rfd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);

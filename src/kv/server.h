@@ -278,6 +278,7 @@ struct kv_client {
     char repl_ip[46];           /* REPLCONF ip-address, else the peer address */
     int repl_outq;              /* full sync by the child: unsent bytes seen last */
     int64_t repl_outq_ms;       /* and when they last moved */
+    struct repl_relay *repl_relay; /* a TLS replica's full sync, through us (replication.c) */
     /* -- end repl -- */
     /* -- client fields: stream -- */
     /* -- end stream -- */
@@ -597,6 +598,13 @@ ssize_t kv_tls_write(kv_client *c, const void *p, size_t n);
 unsigned kv_tls_events(kv_client *c);
 void kv_tls_client_closed(kv_client *c);
 void kv_tls_refuse(struct kv_tls_client *t, const char *msg, size_t n);
+/* tls-replication yes: our link to a master is TLS. kv_tls_link_conn makes
+ * its client side over a connected fd (NULL with err: the options do not
+ * make a context); kv_tls_attach gives a link turned client its TLS. */
+struct tls_conn;
+int kv_tls_replication(void);
+struct tls_conn *kv_tls_link_conn(int fd, const char *host, char *err, size_t errlen);
+void kv_tls_attach(kv_client *c, struct tls_conn *conn);
 /* server.c: an accepted (TLS: handshaken) connection becomes a client, or
  * is refused (maxclients, protected mode) and closed: NULL. Takes fd and t. */
 kv_client *kv_client_accept(int fd, const struct sockaddr_storage *ss, struct kv_tls_client *t);
@@ -776,7 +784,24 @@ int script_getkeys(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv
 size_t script_lua_memory(void);
 /* -- end script -- */
 /* -- declarations: repl -- */
+/* watchdog.c: watchdog-period (server.c arms it around each loop
+ * iteration's work while kv_watchdog_ms > 0), the crash report, and
+ * blocking calls that retry on EINTR (the watchdog's SIGALRM has no
+ * SA_RESTART). */
+extern int kv_watchdog_ms;
+void kv_watchdog_arm(void);
+void kv_watchdog_disarm(void);
+void kv_signals_start(void);
+int kv_signals_config_set(const char *name, int argc, char **argv, char *err, size_t errlen);
+void kv_signals_config_get(bk_str pattern,
+                           void (*fn)(void *ud, const char *name, const char *value), void *ud);
+pid_t kv_waitpid(pid_t pid, int *status, int options);
+/* DEBUG SEGFAULT: a real invalid write (the crash report shows its address). */
+_Noreturn void kv_debug_segfault(void);
+void kv_sleep_us(long long us);
 /* replication.c */
+/* A TLS replica held for its full sync can write: the relay goes on. */
+void repl_relay_write(kv_client *c);
 extern int repl_feeding; /* the stream goes to a backlog: aof_feed calls repl_feed */
 extern int repl_guard;   /* kv_call asks repl_deny (replica or min-replicas-to-write) */
 extern int kv_active_expire_off; /* DEBUG SET-ACTIVE-EXPIRE 0 (replication tests use it) */

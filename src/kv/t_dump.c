@@ -702,7 +702,7 @@ static void bgsave_kill_child(void)
         return;
     char tmp[64];
     kill(srv.rdb_child_pid, SIGKILL);
-    waitpid(srv.rdb_child_pid, NULL, 0);
+    kv_waitpid(srv.rdb_child_pid, NULL, 0);
     childinfo_child_ended(0);
     snprintf(tmp, sizeof tmp, "temp-%d.rdb", (int)srv.rdb_child_pid);
     unlink(tmp);

@@ -562,7 +562,8 @@ void debug_command(kv_client *c)
         double secs;
         if (arg_double(c, c->argv[2], &secs) < 0)
             return;
-        usleep((useconds_t)(secs * 1e6));
+        double us = secs * 1e6; /* (a NaN or a negative sleeps 0, a huge one "forever") */
+        kv_sleep_us(!(us > 0) ? 0 : us >= 9e18 ? (long long)9e18 : (long long)us);
         reply_ok(c);
     } else if (arg_is(sub, "set-active-expire") && c->argc == 3) {
         kv_active_expire_off = c->argv[2].len == 1 && c->argv[2].p[0] == '0';
@@ -592,6 +593,8 @@ void debug_command(kv_client *c)
         /* a marker in the log, as the suite uses it */
         log_warn("DEBUG LOG: %.*s", (int)BK_MIN(c->argv[2].len, (size_t)INT_MAX), c->argv[2].p);
         reply_ok(c);
+    } else if (arg_is(sub, "segfault") && c->argc == 2) {
+        kv_debug_segfault(); /* does not return: the crash report's test */
     } else {
         subcommand_unknown(c, "DEBUG");
     }

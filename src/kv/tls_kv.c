@@ -9,9 +9,15 @@
  * and the client list see only connections that completed it; their
  * refusals then travel inside TLS, where the client can read them.
  *
- * Not done: replication over TLS (tls-replication yes is refused, and so
- * are SYNC/PSYNC on a TLS connection), tls-ca-cert-dir and
- * tls-key-file-pass (refused when set, rather than silently ignored). */
+ * Replication over TLS: a replica that arrives on tls-port is served like
+ * any (replication.c relays its full sync through the parent); with
+ * tls-replication yes our own link to a master is a TLS client
+ * (kv_tls_link_conn): tls-client-cert-file/-key-file, else tls-cert-file/
+ * -key-file, is the certificate we present, and tls-ca-cert-file and/or
+ * tls-ca-cert-dir verify the master's.
+ *
+ * Not done: the key passphrases (refused when set, rather than silently
+ * ignored). */
 #include "kv/server.h"
 
 #include "core/log.h"
@@ -100,6 +106,7 @@ static const char *auth_names[] = { "no", "optional", "yes" }; /* by TLS_VERIFY_
 /* ---- state ---- */
 
 static tls_ctx *ctx;
+static tls_ctx *client_ctx; /* the replication link's, built at its first use */
 static bk_io listen_io[MAX_TLS_LISTEN];
 static int nlisten;
 static int started; /* kv_tls_start ran: option changes apply at once */
@@ -117,10 +124,6 @@ static const char *nz(const char *s)
 /* Builds the context from the options; NULL with a message in err. */
 static tls_ctx *build_ctx(char *err, size_t errlen)
 {
-    if (nz(tc.ca_dir)) {
-        snprintf(err, errlen, "tls-ca-cert-dir is not supported by brisk-kv: use tls-ca-cert-file");
-        return NULL;
-    }
     if (nz(tc.key_pass)) {
         snprintf(err, errlen, "tls-key-file-pass is not supported by brisk-kv: use an "
                               "unencrypted tls-key-file");
@@ -130,9 +133,9 @@ static tls_ctx *build_ctx(char *err, size_t errlen)
         snprintf(err, errlen, "tls-cert-file and tls-key-file must be set");
         return NULL;
     }
-    if (tc.auth != TLS_VERIFY_NONE && !nz(tc.ca)) {
-        snprintf(err, errlen, "tls-ca-cert-file must be set when tls-auth-clients is %s",
-                 auth_names[tc.auth]);
+    if (tc.auth != TLS_VERIFY_NONE && !nz(tc.ca) && !nz(tc.ca_dir)) {
+        snprintf(err, errlen, "tls-ca-cert-file must be set when tls-auth-clients is %s "
+                              "(or tls-ca-cert-dir)", auth_names[tc.auth]);
         return NULL;
     }
     tls_config c;
@@ -140,6 +143,7 @@ static tls_ctx *build_ctx(char *err, size_t errlen)
     c.cert_file = tc.cert;
     c.key_file = tc.key;
     c.ca_file = nz(tc.ca);
+    c.ca_dir = nz(tc.ca_dir);
     c.verify_clients = (int)tc.auth;
     c.protocols = nz(tc.protocols);
     c.ciphers = nz(tc.ciphers);
@@ -417,6 +421,62 @@ static void later_cb(bk_loop *l, bk_timer *t)
     }
 }
 
+/* ---- the replication link (we are the client) ---- */
+
+int kv_tls_replication(void)
+{
+    return (int)tc.replication;
+}
+
+/* The link's context from the options, unless built already; -1 with err. */
+static int client_ctx_build(char *err, size_t errlen)
+{
+    if (client_ctx)
+        return 0;
+    if (nz(tc.client_key_pass) || (!nz(tc.client_cert) && nz(tc.key_pass))) {
+        snprintf(err, errlen, "key passphrases are not supported by brisk-kv");
+        return -1;
+    }
+    /* Redis's rules: tls-cert-file and tls-key-file are required; the
+     * certificate shown is tls-client-cert-file's when set */
+    if (!nz(tc.cert) || !nz(tc.key)) {
+        snprintf(err, errlen, "tls-cert-file and tls-key-file must be set");
+        return -1;
+    }
+    int own = nz(tc.client_cert) != NULL;
+    tls_client_config c = {
+        .cert_file = own ? tc.client_cert : tc.cert,
+        .key_file = own ? nz(tc.client_key) : tc.key,
+        .ca_file = nz(tc.ca),
+        .ca_dir = nz(tc.ca_dir),
+        .protocols = nz(tc.protocols),
+        .ciphers = nz(tc.ciphers),
+        .ciphersuites = nz(tc.ciphersuites),
+    };
+    client_ctx = tls_client_ctx_new(&c, err, errlen);
+    return client_ctx ? 0 : -1;
+}
+
+tls_conn *kv_tls_link_conn(int fd, const char *host, char *err, size_t errlen)
+{
+    if (client_ctx_build(err, errlen) < 0)
+        return NULL;
+    tls_conn *conn = tls_conn_new_client(client_ctx, fd, host);
+    if (!conn)
+        snprintf(err, errlen, "out of memory");
+    return conn;
+}
+
+void kv_tls_attach(kv_client *c, tls_conn *conn)
+{
+    struct kv_tls_client *t = kv_calloc(sizeof *t);
+    t->conn = conn;
+    t->c = c;
+    c->tls = t;
+    if (tls_pending(conn))
+        queue_pending(t); /* records read with the link's last handshake bytes */
+}
+
 /* ---- listeners and start ---- */
 
 static void close_listeners(void)
@@ -481,6 +541,11 @@ int kv_tls_start(void)
     }
     if (configure() < 0)
         return -1;
+    char err[512];
+    if (tc.replication && client_ctx_build(err, sizeof err) < 0) {
+        log_error("Failed to configure TLS for replication: %s", err);
+        return -1;
+    }
     if (tc.port && open_tls_listeners((int)tc.port) < 0)
         return -1;
     started = 1;
@@ -508,6 +573,8 @@ void kv_tls_stop(void)
     }
     tls_ctx_unref(ctx);
     ctx = NULL;
+    tls_ctx_unref(client_ctx);
+    client_ctx = NULL;
     for (size_t i = 0; i < BK_ARRAY_LEN(topts); i++)
         if (topts[i].kind == T_STR) {
             char **s = topts[i].p;
@@ -598,6 +665,13 @@ static int apply(const topt *o, long long old_port)
             log_error("CONFIG SET tls-port: the old TLS listeners did not come back");
         return -1;
     }
+    /* With tls-replication on, the link's context must build too (Redis
+     * refuses a TLS setting it cannot configure) */
+    char err[512];
+    if (tc.replication && client_ctx_build(err, sizeof err) < 0) {
+        log_error("Failed to configure TLS for replication: %s", err);
+        return -1;
+    }
     return o->ctx ? configure() : 0;
 }
 
@@ -618,11 +692,9 @@ int kv_tls_config_set(const char *name, int argc, char **argv, int at_runtime, c
     char *sval = NULL;
     if (parse(o, argv[0], &val, &sval, err, errlen) < 0)
         return -1;
-    if (o->p == &tc.replication && val) {
-        snprintf(err, errlen, "tls-replication is not supported by brisk-kv: replication runs "
-                              "over plain TCP");
-        return -1;
-    }
+    /* the next replication link builds its context from the new options */
+    tls_ctx_unref(client_ctx);
+    client_ctx = NULL;
     if (!at_runtime || !started) {
         store(o, val, sval);
         return 0;

@@ -109,14 +109,20 @@ def test_config_get_matches_redis(r, reference):
     assert r.config_get("tls*") == norm(reference.config_get("tls*"))
 
 
-def test_tls_replication_refused(r, kv_factory):
-    with pytest.raises(redis.ResponseError, match="tls-replication is not supported"):
-        r.config_set("tls-replication", "yes")
-    s = kv_factory("--tls-replication", "yes", start=False)
-    s.expect_exit = True
-    s.start(wait=False)
-    assert s.proc.wait(10) != 0
-    assert "tls-replication is not supported" in s.output()
+def test_tls_replication_config(r, reference):
+    # replication over TLS itself: test_kv_tls_repl.py
+    for v in ("yes", "no", "maybe"):
+        ours = theirs = None
+        try:
+            ours = r.config_set("tls-replication", v)
+        except redis.ResponseError as e:
+            ours = str(e)
+        try:
+            theirs = reference.config_set("tls-replication", v)
+        except redis.ResponseError as e:
+            theirs = str(e)
+        assert ours == theirs
+        assert r.config_get("tls-replication") == norm(reference.config_get("tls-replication"))
 
 
 def test_redis_cli_without_client_certs(tls_kv, certs):
@@ -315,14 +321,6 @@ def test_old_protocols_refused(tls_kv, certs):
     rc, out = _s_client(certs, s.tls_port, "-tls1_3")
     assert rc == 0 and "TLSv1.3" in out and "+PONG" in out, out
     assert s.client().ping()
-
-
-def test_sync_over_tls_refused(tls_kv, certs):
-    s = tls_kv("no")
-    t = tls_client(certs, s.tls_port)
-    with pytest.raises(redis.ResponseError, match="replication over TLS is not supported"):
-        t.execute_command("SYNC")
-    assert t.ping()
 
 
 def test_benchmark_sanity(tls_kv, certs):
