@@ -430,7 +430,7 @@ void linsert_command(kv_client *c)
 void lpos_command(kv_client *c)
 {
     long long rank = 1, count = -1, maxlen = 0;
-    for (int i = 3; i < c->argc; i++) {
+    for (int i = 3; i < c->argc; i += 2) { /* OPTION value pairs */
         if (i + 1 >= c->argc) {
             reply_error(c, ERR_SYNTAX);
             return;
@@ -463,7 +463,6 @@ void lpos_command(kv_client *c)
             reply_error(c, ERR_SYNTAX);
             return;
         }
-        i++;
     }
     int err;
     kv_list *l = get_list(c, c->argv[1], 0, &err);
