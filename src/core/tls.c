@@ -317,12 +317,11 @@ static int check_cert(tls_ctx *t, const char *path, char *err, size_t errlen)
     return 0;
 }
 
-tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t errlen)
+/* A context of this method with the protocol versions and ciphers (NULL:
+ * brisk's defaults); NULL with a message in err. */
+static tls_ctx *ctx_new(const SSL_METHOD *method, const char *protocols, const char *ciphers,
+                        const char *ciphersuites, char *err, size_t errlen)
 {
-    if (!c->cert_file || !c->key_file) {
-        snprintf(err, errlen, "TLS needs a certificate file and a key file");
-        return NULL;
-    }
     tls_ctx *t = calloc(1, sizeof *t);
     if (!t) {
         snprintf(err, errlen, "out of memory");
@@ -330,24 +329,63 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
     }
     atomic_init(&t->refs, 1);
     pthread_mutex_init(&t->keys_lock, NULL);
-    t->lifetime = c->ticket_lifetime ? c->ticket_lifetime : 3600;
     ERR_clear_error();
-    t->ssl = SSL_CTX_new(TLS_server_method());
+    t->ssl = SSL_CTX_new(method);
     if (!t->ssl) {
         fail(err, errlen, "cannot create a TLS context", NULL);
         goto fail;
     }
     SSL_CTX_set_app_data(t->ssl, t);
-    if (parse_protocols(t->ssl, c->protocols ? c->protocols : "TLSv1.2 TLSv1.3", err, errlen) < 0)
+    if (parse_protocols(t->ssl, protocols ? protocols : "TLSv1.2 TLSv1.3", err, errlen) < 0)
         goto fail;
-    if (SSL_CTX_set_cipher_list(t->ssl, c->ciphers ? c->ciphers : TLS12_CIPHERS) != 1) {
-        fail(err, errlen, "bad TLS 1.2 cipher list", c->ciphers);
-        goto fail;
-    }
-    if (c->ciphersuites && SSL_CTX_set_ciphersuites(t->ssl, c->ciphersuites) != 1) {
-        fail(err, errlen, "bad TLS 1.3 cipher suites", c->ciphersuites);
+    if (SSL_CTX_set_cipher_list(t->ssl, ciphers ? ciphers : TLS12_CIPHERS) != 1) {
+        fail(err, errlen, "bad TLS 1.2 cipher list", ciphers);
         goto fail;
     }
+    if (ciphersuites && SSL_CTX_set_ciphersuites(t->ssl, ciphersuites) != 1) {
+        fail(err, errlen, "bad TLS 1.3 cipher suites", ciphersuites);
+        goto fail;
+    }
+    return t;
+fail:
+    tls_ctx_unref(t);
+    return NULL;
+}
+
+/* The certificate chain and its private key (which must match), then
+ * check_cert's dates. */
+static int load_cert_key(tls_ctx *t, const char *cert_file, const char *key_file, char *err,
+                         size_t errlen)
+{
+    if (SSL_CTX_use_certificate_chain_file(t->ssl, cert_file) != 1) {
+        fail(err, errlen, "cannot load the certificate chain", cert_file);
+        return -1;
+    }
+    if (SSL_CTX_use_PrivateKey_file(t->ssl, key_file, SSL_FILETYPE_PEM) != 1 &&
+        ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
+        fail(err, errlen, "cannot load the private key", key_file);
+        return -1;
+    }
+    if (ERR_peek_last_error() || SSL_CTX_check_private_key(t->ssl) != 1) {
+        ERR_clear_error();
+        snprintf(err, errlen, "the private key %s does not match the certificate %s", key_file,
+                 cert_file);
+        return -1;
+    }
+    return check_cert(t, cert_file, err, errlen);
+}
+
+tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t errlen)
+{
+    if (!c->cert_file || !c->key_file) {
+        snprintf(err, errlen, "TLS needs a certificate file and a key file");
+        return NULL;
+    }
+    tls_ctx *t = ctx_new(TLS_server_method(), c->protocols, c->ciphers, c->ciphersuites, err,
+                         errlen);
+    if (!t)
+        return NULL;
+    t->lifetime = c->ticket_lifetime ? c->ticket_lifetime : 3600;
     /* Compression invites CRIME; renegotiation is a DoS lever. Released
      * buffers keep an idle TLS connection small (no 34 KiB of buffers). */
     SSL_CTX_set_options(t->ssl, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
@@ -358,22 +396,7 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
      * and then its body: a keep-alive request costs one read instead of
      * two. Whole records may then wait in the buffer: tls_pending. */
     SSL_CTX_set_read_ahead(t->ssl, 1);
-    if (SSL_CTX_use_certificate_chain_file(t->ssl, c->cert_file) != 1) {
-        fail(err, errlen, "cannot load the certificate chain", c->cert_file);
-        goto fail;
-    }
-    if (SSL_CTX_use_PrivateKey_file(t->ssl, c->key_file, SSL_FILETYPE_PEM) != 1 &&
-        ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
-        fail(err, errlen, "cannot load the private key", c->key_file);
-        goto fail;
-    }
-    if (ERR_peek_last_error() || SSL_CTX_check_private_key(t->ssl) != 1) {
-        ERR_clear_error();
-        snprintf(err, errlen, "the private key %s does not match the certificate %s", c->key_file,
-                 c->cert_file);
-        goto fail;
-    }
-    if (check_cert(t, c->cert_file, err, errlen) < 0)
+    if (load_cert_key(t, c->cert_file, c->key_file, err, errlen) < 0)
         goto fail;
     if ((c->ca_file || c->ca_dir) &&
         SSL_CTX_load_verify_locations(t->ssl, c->ca_file, c->ca_dir) != 1) {
@@ -441,29 +464,10 @@ tls_ctx *tls_client_ctx_new(const tls_client_config *c, char *err, size_t errlen
         snprintf(err, errlen, "a CA file or directory is needed to verify the server");
         return NULL;
     }
-    tls_ctx *t = calloc(1, sizeof *t);
-    if (!t) {
-        snprintf(err, errlen, "out of memory");
+    tls_ctx *t = ctx_new(TLS_client_method(), c->protocols, c->ciphers, c->ciphersuites, err,
+                         errlen);
+    if (!t)
         return NULL;
-    }
-    atomic_init(&t->refs, 1);
-    pthread_mutex_init(&t->keys_lock, NULL);
-    ERR_clear_error();
-    t->ssl = SSL_CTX_new(TLS_client_method());
-    if (!t->ssl) {
-        fail(err, errlen, "cannot create a TLS context", NULL);
-        goto fail;
-    }
-    if (parse_protocols(t->ssl, c->protocols ? c->protocols : "TLSv1.2 TLSv1.3", err, errlen) < 0)
-        goto fail;
-    if (SSL_CTX_set_cipher_list(t->ssl, c->ciphers ? c->ciphers : TLS12_CIPHERS) != 1) {
-        fail(err, errlen, "bad TLS 1.2 cipher list", c->ciphers);
-        goto fail;
-    }
-    if (c->ciphersuites && SSL_CTX_set_ciphersuites(t->ssl, c->ciphersuites) != 1) {
-        fail(err, errlen, "bad TLS 1.3 cipher suites", c->ciphersuites);
-        goto fail;
-    }
     SSL_CTX_set_options(t->ssl, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_mode(t->ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_read_ahead(t->ssl, 1);
@@ -472,16 +476,7 @@ tls_ctx *tls_client_ctx_new(const tls_client_config *c, char *err, size_t errlen
             snprintf(err, errlen, "a client certificate needs its key file");
             goto fail;
         }
-        if (SSL_CTX_use_certificate_chain_file(t->ssl, c->cert_file) != 1) {
-            fail(err, errlen, "cannot load the certificate chain", c->cert_file);
-            goto fail;
-        }
-        if (SSL_CTX_use_PrivateKey_file(t->ssl, c->key_file, SSL_FILETYPE_PEM) != 1 ||
-            SSL_CTX_check_private_key(t->ssl) != 1) {
-            fail(err, errlen, "cannot use the private key", c->key_file);
-            goto fail;
-        }
-        if (check_cert(t, c->cert_file, err, errlen) < 0)
+        if (load_cert_key(t, c->cert_file, c->key_file, err, errlen) < 0)
             goto fail;
     }
     if (SSL_CTX_load_verify_locations(t->ssl, c->ca_file, c->ca_dir) != 1) {
