@@ -1467,6 +1467,19 @@ static int reset_allowed(h2_session *s)
 
 /* A new frame's header: what it may be, and what to do with its payload.
  * Checks that need only the header are made here (RFC 9113 4-6). */
+/* A control frame's checks in RFC 9113's order: its stream id (else a
+ * connection error PROTOCOL_ERROR), then its length (FRAME_SIZE_ERROR);
+ * when both hold, its first `need` bytes are read as the fixed part. */
+static void ctl_frame(h2_session *s, int id_ok, int len_ok, uint8_t need)
+{
+    if (!id_ok)
+        conn_error(s, NGHTTP2_PROTOCOL_ERROR);
+    else if (!len_ok)
+        conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
+    else
+        s->fmode = M_CTL, s->pre_need = need;
+}
+
 static void frame_begin(h2_session *s)
 {
     const uint8_t *h = s->fh;
@@ -1611,17 +1624,8 @@ static void frame_begin(h2_session *s)
         s->fmode = M_CTL;
         s->pre_need = 5;
         return;
-    case NGHTTP2_RST_STREAM:
-        if (id == 0 || id > s->max_id || !(id & 1)) {
-            conn_error(s, NGHTTP2_PROTOCOL_ERROR); /* (an idle stream: 5.1) */
-            return;
-        }
-        if (len != 4) {
-            conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
-            return;
-        }
-        s->fmode = M_CTL;
-        s->pre_need = 4;
+    case NGHTTP2_RST_STREAM: /* (not on an idle stream: 5.1) */
+        ctl_frame(s, id != 0 && id <= s->max_id && (id & 1), len == 4, 4);
         return;
     case NGHTTP2_SETTINGS:
         if (id != 0) {
@@ -1643,28 +1647,10 @@ static void frame_begin(h2_session *s)
         conn_error(s, NGHTTP2_PROTOCOL_ERROR);
         return;
     case NGHTTP2_PING:
-        if (id != 0) {
-            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
-            return;
-        }
-        if (len != 8) {
-            conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
-            return;
-        }
-        s->fmode = M_CTL;
-        s->pre_need = 8;
+        ctl_frame(s, id == 0, len == 8, 8);
         return;
-    case NGHTTP2_GOAWAY:
-        if (id != 0) {
-            conn_error(s, NGHTTP2_PROTOCOL_ERROR);
-            return;
-        }
-        if (len < 8) {
-            conn_error(s, NGHTTP2_FRAME_SIZE_ERROR);
-            return;
-        }
-        s->fmode = M_CTL;
-        s->pre_need = 8; /* (its debug data is skipped) */
+    case NGHTTP2_GOAWAY: /* (its debug data is skipped) */
+        ctl_frame(s, id == 0, len >= 8, 8);
         return;
     case NGHTTP2_WINDOW_UPDATE:
         if (len != 4) {
