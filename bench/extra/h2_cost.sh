@@ -39,14 +39,6 @@ TOOLS=${*:-callgrind strace}
 
 T=$(mktemp -d /tmp/h2_cost.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-# valgrind 3.19 does not know openat2: where the tree still has the shim
-# (bench/lib/vg_openat2.c), it is preloaded under valgrind; brisk without it
-# falls back by itself.
-PRELOAD=
-if [ -f bench/lib/vg_openat2.c ]; then
-  cc -O2 -shared -fPIC -o "$T/vg_openat2.so" bench/lib/vg_openat2.c -ldl || exit 1
-  PRELOAD=$T/vg_openat2.so
-fi
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
   -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
   -keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || exit 1
@@ -112,7 +104,7 @@ one_run() {
   cmd=$(conf "$name")
   out="$T/$tool-$name-$n-$PORT"
   if [ "$tool" = callgrind ]; then
-    LD_PRELOAD="$PRELOAD" valgrind -q --tool=callgrind --callgrind-out-file="$out.%p" \
+    valgrind -q --tool=callgrind --callgrind-out-file="$out.%p" \
       $cmd >"$out.log" 2>&1 &
   else
     strace -c -f -o "$out" $cmd >"$out.log" 2>&1 &
