@@ -825,6 +825,18 @@ size_t tls_unsent(const tls_conn *c)
     return c->wlen - c->woff;
 }
 
+int tls_coalescing(const tls_conn *c)
+{
+    return c->buffered;
+}
+
+void tls_abandon(tls_conn *c)
+{
+    c->woff = c->wlen = 0;
+    wbuf_put(c);
+    SSL_set_shutdown(c->ssl, SSL_get_shutdown(c->ssl) | SSL_SENT_SHUTDOWN);
+}
+
 int tls_ktls_send(const tls_conn *c)
 {
     return BIO_get_ktls_send(SSL_get_wbio(c->ssl)) > 0;

@@ -108,6 +108,13 @@ void tls_buffer_writes(tls_conn *c);
 int tls_flush(tls_conn *c);
 /* Bytes of ciphertext not yet sent (coalescing only; else 0). */
 size_t tls_unsent(const tls_conn *c);
+/* 1 when writes are coalesced now: a record stays in tls_unsent until
+ * the next tls_write or tls_flush sends it. */
+int tls_coalescing(const tls_conn *c);
+/* Drops the unsent ciphertext and any close_notify to come: for a
+ * connection whose last records must not reach the peer (they were made
+ * from bad bytes). Only closing is left to do. */
+void tls_abandon(tls_conn *c);
 /* Sends n bytes of file fd from off without copying them through user space
  * when kernel TLS carries the connection; -1 with errno ENOTSUP when it does
  * not (the caller falls back to pread + tls_write). */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -32,8 +33,10 @@ static int conn_tls_more(const http_conn *c);
  * the same for both; a plain connection pays one pointer test per call. */
 
 /* Small segments (headers, then a body) are gathered into one record of
- * TLS_RECORD bytes; file data is read TLS_FILE_CHUNK at a time when kTLS
- * cannot send it, so that a 1 MiB file costs 16 preads, and the records go
+ * TLS_RECORD bytes; file data that kTLS cannot send is encrypted straight
+ * from the file's mapping when the static handler gave one (the open-file
+ * cache's: no pread copy), else read TLS_FILE_CHUNK at a time, so that a
+ * 1 MiB file costs 16 preads; the records go
  * out 64 KiB at a time (tls_buffer_writes; the rest by tls_flush at the
  * end of http_conn_flush). The bytes of a write that came back short are
  * offered again, unchanged, at the head of the next one (OpenSSL requires
@@ -81,9 +84,45 @@ __attribute__((noinline)) static ssize_t tls_sock_writev(tls_conn *t, const stru
     return (ssize_t)done;
 }
 
-/* tls_sendfile under kTLS; else pread into a buffer and tls_write, until
- * n bytes are taken or the socket is full. */
-__attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, off_t *off,
+/* File bytes encrypted straight from the file's mapping, a record at a
+ * time, until n are taken or the socket is full. A record made while the
+ * file lost pages (it shrank: the mapping went bad) never leaves: what is
+ * unsent is dropped and the connection ends with EIO, as a short pread
+ * would end it. So does a file found shorter once all n bytes are in
+ * (zeros past its new end, on the page where it ends, read without a
+ * fault). */
+static ssize_t tls_map_send(tls_conn *t, int fd, const bk_fmap *m, off_t *off, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        size_t k = BK_MIN(n - done, TLS_RECORD);
+        fmap_enter(m);
+        ssize_t w = tls_write(t, m->p + *off, k);
+        fmap_leave();
+        if (BK_UNLIKELY(fmap_bad(m)))
+            goto shrank;
+        if (w < 0)
+            return done && errno == EAGAIN ? (ssize_t)done : -1;
+        done += (size_t)w;
+        *off += w;
+        if ((size_t)w < k)
+            break; /* the socket is full */
+    }
+    struct stat st;
+    if (done == n && fstat(fd, &st) == 0 && st.st_size < *off)
+        goto shrank;
+    return (ssize_t)done;
+shrank:
+    tls_abandon(t);
+    errno = EIO;
+    return -1;
+}
+
+/* tls_sendfile under kTLS; else the file's mapping (tls_map_send), or
+ * pread into a buffer and tls_write, until n bytes are taken or the
+ * socket is full. */
+__attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd,
+                                                           const bk_fmap *map, off_t *off,
                                                            size_t n)
 {
     ssize_t w = tls_sendfile(t, fd, *off, n);
@@ -92,6 +131,8 @@ __attribute__((noinline)) static ssize_t tls_sock_sendfile(tls_conn *t, int fd, 
             *off += w;
         return w;
     }
+    if (map && (uint64_t)*off + n <= map->len && tls_coalescing(t))
+        return tls_map_send(t, fd, map, off, n);
     char chunk[TLS_FILE_CHUNK];
     size_t done = 0;
     while (done < n) {
@@ -128,10 +169,11 @@ static inline ssize_t sock_writev(http_conn *c, const struct msghdr *mh, int mor
     return sendmsg(c->io.fd, mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
 }
 
-static inline ssize_t sock_sendfile(http_conn *c, int fd, off_t *off, size_t n)
+static inline ssize_t sock_sendfile(http_conn *c, int fd, const bk_fmap *map, off_t *off,
+                                    size_t n)
 {
     if (BK_UNLIKELY(c->tls))
-        return tls_sock_sendfile(c->tls, fd, off, n);
+        return tls_sock_sendfile(c->tls, fd, map, off, n);
     return sendfile(c->io.fd, fd, off, n);
 }
 
@@ -224,6 +266,7 @@ static void busy_attach(http_conn *c)
     b->x.hw = hw;
     b->x.conf = c->conf;
     b->x.peer = &c->peer.sa;
+    b->x.map_files = c->tls && !tls_ktls_send(c->tls);
     c->b = b;
 }
 
@@ -549,7 +592,7 @@ int http_conn_flush(http_conn *c)
         if (s->kind == OUT_FILE) {
             off_t off = (off_t)s->off;
             size_t want = (size_t)BK_MIN(s->len, (uint64_t)1 << 30);
-            ssize_t n = sock_sendfile(c, s->fd, &off, want);
+            ssize_t n = sock_sendfile(c, s->fd, s->map, &off, want);
             if (n < 0) {
                 if (errno == EINTR)
                     continue;

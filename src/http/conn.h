@@ -29,6 +29,7 @@ typedef struct {
     uint64_t len;
     http_release_fn release; /* may be NULL */
     void *arg;
+    const bk_fmap *map;    /* OUT_FILE: the file mapped, or NULL (see send_fd) */
     int fd;                /* OUT_FILE */
     uint8_t kind;
 } out_seg;

@@ -284,7 +284,7 @@ void http_exchange_end_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
     if (!x->has_type && content_type.len)
         http_exchange_header(x, BK_STR("Content-Type"), content_type);
     send_head(x, len, NO_TYPE, NULL, 0);
-    x->proto->send_fd(x, fd, off, len, release, arg);
+    x->proto->send_fd(x, fd, NULL, off, len, release, arg);
     x->proto->finish(x, 0);
 }
 

@@ -17,6 +17,7 @@
 #define BRISK_HTTP_EXCHANGE_H
 
 #include "core/buf.h"
+#include "core/fmap.h"
 #include "http/parse.h"
 #include "http/worker.h"
 
@@ -68,7 +69,10 @@ typedef struct {
      * once they are sent or dropped. */
     void (*send_ref)(http_exchange *x, const char *p, size_t n, http_release_fn release,
                      void *arg);
-    void (*send_fd)(http_exchange *x, int fd, uint64_t off, uint64_t len,
+    /* map: NULL, or a mapping of the whole file behind fd that a
+     * protocol copying file bytes in user space may read instead (see
+     * http_exchange.map_files); its reader checks fmap_bad. */
+    void (*send_fd)(http_exchange *x, int fd, const bk_fmap *map, uint64_t off, uint64_t len,
                     http_release_fn release, void *arg);
     /* The response is over (cut: its body was cut short, the peer must not
      * take it as complete). The exchange is the protocol's again. */
@@ -97,6 +101,8 @@ struct http_exchange {
     uint8_t aborted;                /* the client has gone: output is dropped */
     uint8_t close;                  /* ask the protocol to close after this response */
     uint8_t in_error_page;          /* the error renderer is running */
+    uint8_t map_files;              /* the protocol encrypts file bytes in user space: a
+                                       mapping (send_fd's map) saves it a copy */
     uint8_t redirects;              /* CGI local redirects followed */
     bk_buf hdrs;                       /* header lines, until the head is sent */
     http_arena_chunk *arena;        /* per-request memory */
@@ -215,10 +221,11 @@ static inline void http_exchange_send_ref(http_exchange *x, const char *p, size_
 {
     x->proto->send_ref(x, p, n, release, arg);
 }
-static inline void http_exchange_send_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
-                                         http_release_fn release, void *arg)
+static inline void http_exchange_send_fd(http_exchange *x, int fd, const bk_fmap *map,
+                                         uint64_t off, uint64_t len, http_release_fn release,
+                                         void *arg)
 {
-    x->proto->send_fd(x, fd, off, len, release, arg);
+    x->proto->send_fd(x, fd, map, off, len, release, arg);
 }
 /* The response is complete. */
 static inline void http_exchange_finish(http_exchange *x)

@@ -44,8 +44,35 @@ fcache *fcache_new(uint32_t max_entries)
     return fc;
 }
 
+/* Mappings that exist, in every worker: each is a VMA, and the kernel
+ * allows a process about 65,000 of them. */
+static _Atomic unsigned nmaps;
+
+static void entry_unmap(fcache_entry *e)
+{
+    if (!e->map.p)
+        return;
+    fmap_unmap(&e->map);
+    nmaps--;
+}
+
+const bk_fmap *fcache_map(fcache_entry *e)
+{
+    if (!e->map.p) {
+        if (e->err || e->is_dir || e->content || e->size == 0 || e->size > FCACHE_MAP_MAX ||
+            nmaps >= FCACHE_MAPS_MAX)
+            return NULL;
+        if (++nmaps > FCACHE_MAPS_MAX || fmap_map(&e->map, e->fd, (size_t)e->size) < 0) {
+            nmaps--;
+            return NULL;
+        }
+    }
+    return fmap_bad(&e->map) ? NULL : &e->map;
+}
+
 static void entry_free(fcache_entry *e)
 {
+    entry_unmap(e);
     if (e->fd >= 0)
         close(e->fd);
     free(e->content);
@@ -113,6 +140,7 @@ static void fill_validators(fcache_entry *e)
 /* (Re)opens the file behind e and reads its metadata. */
 static void entry_open(fcache_entry *e, const fcache_opts *o)
 {
+    entry_unmap(e);
     if (e->fd >= 0)
         close(e->fd);
     free(e->content);

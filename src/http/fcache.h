@@ -7,6 +7,7 @@
 #define BRISK_HTTP_FCACHE_H
 
 #include "core/common.h"
+#include "core/fmap.h"
 #include "http/mime.h"
 
 #include <sys/types.h>
@@ -31,6 +32,7 @@ struct fcache_entry {
     dev_t dev;
     ino_t ino;
     char *content;                /* whole file when size <= memory limit, else NULL */
+    bk_fmap map;                  /* a mapping of a larger file (fcache_map), or none */
     bk_str mime;                     /* Content-Type (points into the MIME table) */
     char etag[48];                /* "\"ino-size-mtime\"", quoted */
     uint8_t etag_len;
@@ -66,5 +68,15 @@ void fcache_free(fcache *fc);
 fcache_entry *fcache_get(fcache *fc, const char *path, size_t len, uint64_t now_ms,
                          const fcache_opts *o);
 void fcache_release(fcache_entry *e);
+
+/* A read-only mapping of e's file (made on first use, kept with the
+ * entry), for a connection that copies file bytes in user space (TLS
+ * without kernel TLS): it reads them there instead of pread'ing them.
+ * NULL when e's bytes are in memory already, the file is empty or over
+ * FCACHE_MAP_MAX, FCACHE_MAPS_MAX mappings exist, mmap fails, or a page
+ * of the mapping was lost (the file shrank): then the file is read. */
+#define FCACHE_MAP_MAX ((uint64_t)1 << 30)
+#define FCACHE_MAPS_MAX 1024
+const bk_fmap *fcache_map(fcache_entry *e);
 
 #endif

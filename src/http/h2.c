@@ -764,9 +764,10 @@ static void h2_send_ref(http_exchange *x, const char *p, size_t n, http_release_
     resume(st);
 }
 
-static void h2_send_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
-                       http_release_fn release, void *arg)
+static void h2_send_fd(http_exchange *x, int fd, const bk_fmap *map, uint64_t off,
+                       uint64_t len, http_release_fn release, void *arg)
 {
+    (void)map; /* (map_files is never set on a stream: DATA frames are preadv'd) */
     h2_stream *st = stream_of(x);
     if (!st->s || !st->provider || len == 0) {
         if (release)

@@ -139,8 +139,8 @@ static void h1_send_ref(http_exchange *x, const char *p, size_t n, http_release_
                                     .arg = arg });
 }
 
-static void h1_send_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
-                       http_release_fn release, void *arg)
+static void h1_send_fd(http_exchange *x, int fd, const bk_fmap *map, uint64_t off,
+                       uint64_t len, http_release_fn release, void *arg)
 {
     http_conn *c = http_conn_of(x);
     if (c->head_only || len == 0) {
@@ -148,8 +148,8 @@ static void h1_send_fd(http_exchange *x, int fd, uint64_t off, uint64_t len,
             release(arg);
         return;
     }
-    http_conn_out_seg(c, (out_seg){ .kind = OUT_FILE, .fd = fd, .off = off, .len = len,
-                                    .release = release, .arg = arg });
+    http_conn_out_seg(c, (out_seg){ .kind = OUT_FILE, .fd = fd, .map = map, .off = off,
+                                    .len = len, .release = release, .arg = arg });
 }
 
 static size_t h1_pending(const http_exchange *x)

@@ -596,7 +596,8 @@ static void send_file(http_exchange *x, const http_request *r, fcache_entry *f, 
         if (f->content)
             http_exchange_send_ref(x, f->content + first, (size_t)len, release_entry, f);
         else
-            http_exchange_send_fd(x, f->fd, first, len, release_entry, f);
+            http_exchange_send_fd(x, f->fd, x->map_files ? fcache_map(f) : NULL, first, len,
+                                  release_entry, f);
     }
     http_exchange_finish(x);
 }

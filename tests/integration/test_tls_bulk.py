@@ -213,3 +213,50 @@ def test_connection_close_ends_with_close_notify(tls, big):
     assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" in head
     assert sha(body) == sha(big)
     assert clean, "no close_notify after the response"
+
+
+SHRINK = 32 * 1024 * 1024
+KEEP = 16 * 1024 * 1024 + 1000  # ends inside a page: the rest of it reads as zeros
+
+
+@pytest.mark.parametrize("ranged", [False, True])
+def test_file_shrinking_mid_transfer_cuts_the_response_without_zeros(tls, ranged):
+    """A big file truncated in place while a slow reader downloads it over
+    TLS (brisk encrypts it from a mapping of the file, where the lost pages
+    read as zeros): the response ends short of its length, every byte that
+    arrived is the file's own, the server serves on, and once the open-file
+    cache looks again the new file is served whole. Ranged: the range ends
+    just past the new end, on the same page, where no page is lost (no
+    fault) and only the file's size tells."""
+    data = os.urandom(SHRINK)
+    path = tls.srv.root / "shrink.bin"
+    path.write_bytes(data)
+    with tls_conn(tls.tport) as c:  # the open-file cache has it (and maps it)
+        assert get(c, "/shrink.bin", method="HEAD").status == 200
+    last = KEEP + 2000 if ranged else SHRINK - 1
+    c = tls_conn(tls.tport, rcvbuf=16384, timeout=30)
+    c.send(req("GET", "/shrink.bin", headers=[("Range", f"bytes=0-{last}")] if ranged else None))
+    r = c.read_head()
+    assert r.status == (206 if ranged else 200)
+    assert int(r.header("content-length")) == last + 1
+    got = bytearray(c.buf)
+    while len(got) < 200000:
+        got += c.sock.recv(65536)
+    os.truncate(path, KEEP)
+    while len(got) <= last:
+        try:
+            d = c.sock.recv(1 << 20)
+        except (ssl.SSLError, ConnectionResetError):
+            break  # no close_notify: a cut response
+        if not d:
+            break
+        got += d
+    c.sock.close()
+    assert 200000 <= len(got) <= last, "the response must end short of its length"
+    assert got == data[:len(got)], "bytes that are not the file's were sent"
+    assert served(tls)
+    time.sleep(1.2)  # open_file_cache_valid (1 s): the cache sees the new file
+    with tls_conn(tls.tport, timeout=30) as c:
+        r = get(c, "/shrink.bin")
+        assert r.status == 200 and len(r.body) == KEEP
+        assert sha(r.body) == sha(data[:KEEP])

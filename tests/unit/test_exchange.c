@@ -54,9 +54,10 @@ static void fake_ref(http_exchange *x, const char *p, size_t n, http_release_fn 
         release(arg);
 }
 
-static void fake_fd(http_exchange *x, int fd, uint64_t off, uint64_t len, http_release_fn release,
-                    void *arg)
+static void fake_fd(http_exchange *x, int fd, const bk_fmap *map, uint64_t off, uint64_t len,
+                    http_release_fn release, void *arg)
 {
+    (void)map;
     say("fd %d %llu+%llu;", fd, (unsigned long long)off, (unsigned long long)len);
     if (release)
         release(arg);
