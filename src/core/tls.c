@@ -705,6 +705,18 @@ void tls_buffer_writes(tls_conn *c)
         c->buffer_wanted = 1;
 }
 
+/* SSL_get_error reads this thread's error queue, which must be empty
+ * before an I/O call. It almost always is (successful calls and
+ * WANT_READ/WANT_WRITE leave nothing in it): a peek costs about a quarter
+ * of ERR_clear_error (~840 instructions, a 16-slot loop), which was 8% of
+ * an HTTPS/1.1 request's user-space instructions when it ran before every
+ * SSL_read_ex and SSL_write_ex. */
+static inline void err_clean(void)
+{
+    if (__builtin_expect(ERR_peek_error() != 0, 0))
+        ERR_clear_error();
+}
+
 /* Maps an OpenSSL result to the read/write convention; rc <= 0. */
 static int io_result(tls_conn *c, int rc)
 {
@@ -758,7 +770,7 @@ int tls_handshake(tls_conn *c)
 ssize_t tls_read(tls_conn *c, void *p, size_t n)
 {
     size_t got = 0;
-    ERR_clear_error();
+    err_clean();
     errno = 0;
     int rc = SSL_read_ex(c->ssl, p, n, &got);
     ssize_t r = rc == 1 ? (ssize_t)got : io_result(c, 0);
@@ -773,13 +785,13 @@ ssize_t tls_read(tls_conn *c, void *p, size_t n)
 static ssize_t write_buffered(tls_conn *c, const char *p, size_t n)
 {
     size_t done = 0;
+    err_clean(); /* (a record written leaves nothing there; a failure ends the loop) */
     while (done < n) {
         if (c->wlen - c->woff >= WBUF_FLUSH_AT || (c->wbuf && WBUF_CAP - c->wlen < WBUF_RECORD)) {
             if (send_out(c) < 0)
                 break;
         }
         size_t k = 0;
-        ERR_clear_error();
         errno = 0;
         if (SSL_write_ex(c->ssl, p + done, n - done, &k) != 1) {
             if (io_result(c, 0) == 0)
@@ -798,9 +810,9 @@ ssize_t tls_write(tls_conn *c, const void *p, size_t n)
         return 0;
     if (c->buffered)
         return write_buffered(c, p, n);
+    err_clean();
     while (done < n) { /* a record per SSL_write_ex, straight to the socket */
         size_t k = 0;
-        ERR_clear_error();
         errno = 0;
         if (SSL_write_ex(c->ssl, (const char *)p + done, n - done, &k) != 1) {
             if (io_result(c, 0) == 0)
