@@ -1388,7 +1388,13 @@ static void link_step(int state)
         }
         return;
     case LS_PORT: {
-        snprintf(port, sizeof port, "%d", R.announce_port ? R.announce_port : srv.cfg.port);
+        /* Redis's: the announced port, else the TLS port when replicating
+         * over TLS (where the master, after a FAILOVER, connects back), else
+         * the plain one. */
+        int p = R.announce_port                              ? R.announce_port
+                : kv_tls_replication() && kv_tls_port() != 0 ? kv_tls_port()
+                                                             : srv.cfg.port;
+        snprintf(port, sizeof port, "%d", p);
         const char *a[] = { "REPLCONF", "listening-port", port };
         link_send(3, a);
         return;

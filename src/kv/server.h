@@ -603,6 +603,8 @@ void kv_tls_refuse(struct kv_tls_client *t, const char *msg, size_t n);
  * make a context); kv_tls_attach gives a link turned client its TLS. */
 struct tls_conn;
 int kv_tls_replication(void);
+/* tls-port (0: none). */
+int kv_tls_port(void);
 struct tls_conn *kv_tls_link_conn(int fd, const char *host, char *err, size_t errlen);
 void kv_tls_attach(kv_client *c, struct tls_conn *conn);
 /* server.c: an accepted (TLS: handshaken) connection becomes a client, or

@@ -428,6 +428,11 @@ int kv_tls_replication(void)
     return (int)tc.replication;
 }
 
+int kv_tls_port(void)
+{
+    return (int)tc.port;
+}
+
 /* The link's context from the options, unless built already; -1 with err. */
 static int client_ctx_build(char *err, size_t errlen)
 {

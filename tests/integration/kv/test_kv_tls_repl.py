@@ -336,3 +336,33 @@ def test_ca_cert_dir_on_both_sides(kv_factory, real, certs, tmp_path):
               "--replicaof", "127.0.0.1", str(master.tls_port)).client()
     wait_for(lambda: info(rr).get("master_link_status") == "up", 30, "master link up")
     assert_same(m, rr)
+
+
+@pytest.mark.parametrize("replica_kind", ["brisk", "redis"])
+def test_failover_over_tls(kv_factory, real, certs, replica_kind):
+    """FAILOVER between two nodes that replicate over TLS only: the replica
+    announces its TLS port (REPLCONF listening-port), the old master
+    connects there as a replica (PSYNC ... FAILOVER over TLS), roles swap
+    without losing a write, and writes flow the other way afterwards."""
+    kw = {"client_cert": "client"}
+    master = Node("brisk", kv_factory, real, certs, "--tls-replication", "yes", **kw)
+    replica = Node(replica_kind, kv_factory, real, certs, "--tls-replication", "yes",
+                   "--replicaof", "127.0.0.1", str(master.tls_port),
+                   **(kw if replica_kind == "brisk" else {}))
+    m, r = master.client(), replica.client()
+    wait_for(lambda: info(r).get("master_link_status") == "up", 60, "master link up")
+    fill(m, 600)
+    assert_same(m, r)
+    slaves = info(m)
+    assert slaves["slave0"]["port"] == replica.tls_port, slaves["slave0"]
+    assert m.execute_command("FAILOVER", "TIMEOUT", "10000") == b"OK"
+    wait_for(lambda: info(m).get("role") == "slave" and info(r).get("role") == "master", 30,
+             "the roles to swap")
+    assert info(m)["master_port"] == replica.tls_port
+    wait_for(lambda: info(m).get("master_link_status") == "up", 30, "the old master's link up")
+    assert info(m)["master_failover_state"] == "no-failover"
+    r.set("after-failover", "1")
+    fill(r, 300, prefix="new")
+    assert_same(r, m)
+    assert m.get("after-failover") == b"1"
+    assert r.info("stats")["sync_full"] == 0, "a partial resync (+CONTINUE), not a full one"
