@@ -2,7 +2,8 @@
 brisk-kv and a real redis-server 7 both ways: disk-backed and diskless
 full syncs of a few thousand keys of every type, the command stream after
 them, +CONTINUE after a replica restart within the backlog, a master whose
-certificate does not verify, and plain TCP / TLS on the wrong port.
+certificate does not verify, plain TCP / TLS on the wrong port, FAILOVER
+and real redis-sentinels failing over, over TLS only.
 
 Certificates come from test_kv_tls.py's `certs` fixture (openssl CLI: a CA,
 a server certificate for localhost / 127.0.0.1, a client certificate, one
@@ -366,3 +367,67 @@ def test_failover_over_tls(kv_factory, real, certs, replica_kind):
     assert_same(r, m)
     assert m.get("after-failover") == b"1"
     assert r.info("stats")["sync_full"] == 0, "a partial resync (+CONTINUE), not a full one"
+
+
+@pytest.mark.timeout(90)
+def test_sentinel_failover_over_tls(kv_factory, real, certs):
+    """Three real redis-sentinels that reach three brisk-kv nodes over TLS
+    only (tls-replication yes on the sentinels: their links to the
+    instances are TLS): they find the replicas by the TLS ports those
+    announce, fail over when the master dies without losing a
+    WAIT-acknowledged write, and point the other replica at the new
+    master's TLS port; clients follow through Sentinel over TLS."""
+    from redis.sentinel import Sentinel
+    kw = {"client_cert": "client"}
+    master = Node("brisk", kv_factory, real, certs, "--tls-replication", "yes",
+                  "--repl-diskless-sync-delay", "0", **kw)
+    nodes = [master] + [Node("brisk", kv_factory, real, certs, "--tls-replication", "yes",
+                             "--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1",
+                             str(master.tls_port), **kw) for _ in range(2)]
+    for n in nodes[1:]:
+        wait_for(lambda: info(n.client()).get("master_link_status") == "up", 30, "link up")
+    # a sentinel announces its tls-port to the others (tls-replication:
+    # sentinels reach each other over TLS too)
+    conf = (f"tls-replication yes\ntls-cert-file {certs / 'client.crt'}\n"
+            f"tls-key-file {certs / 'client.key'}\ntls-ca-cert-file {certs / 'ca.crt'}\n"
+            f"sentinel monitor mymaster 127.0.0.1 {master.tls_port} 2\n"
+            "sentinel down-after-milliseconds mymaster 1000\n"
+            "sentinel failover-timeout mymaster 10000\n"
+            "sentinel parallel-syncs mymaster 2\n")
+    sentinels = [real(sentinel_conf=f"tls-port {free_port()}\n{conf}") for _ in range(3)]
+    wait_for(lambda: all(len(s.client().execute_command("SENTINEL", "REPLICAS", "mymaster")) == 2
+                         for s in sentinels), 30, "sentinels seeing 2 replicas")
+    wait_for(lambda: all(int(dict(zip(*[iter(s.client().execute_command(
+        "SENTINEL", "MASTER", "mymaster"))] * 2))[b"num-other-sentinels"]) == 2
+        for s in sentinels), 30, "sentinels seeing each other")
+    seen = {int(dict(zip(*[iter(r)] * 2))[b"port"]) for r in
+            sentinels[0].client().execute_command("SENTINEL", "REPLICAS", "mymaster")}
+    assert seen == {n.tls_port for n in nodes[1:]}
+    st = Sentinel([("127.0.0.1", s.port) for s in sentinels], socket_timeout=2)
+    tls_kw = dict(ssl=True, ssl_ca_certs=str(certs / "ca.crt"),
+                  ssl_certfile=str(certs / "client.crt"), ssl_keyfile=str(certs / "client.key"),
+                  socket_timeout=5)
+    w = st.master_for("mymaster", **tls_kw)
+    acked = [i for i in range(100) if w.set(f"fo:{i}", i) and w.execute_command("WAIT", 2, 2000) >= 2]
+    assert len(acked) == 100
+    master.s.kill9()
+    master.s.expect_exit = True
+
+    def new_master():
+        addr = st.discover_master("mymaster")
+        return addr if addr[1] != master.tls_port else None
+    try:
+        _, port = wait_for(new_master, 40, "failover")
+    except BaseException:  # what the sentinels saw, for the report
+        for s in sentinels:
+            print("sentinel log:", s.log()[-3000:])
+        raise
+    promoted = next(n for n in nodes[1:] if n.tls_port == port)
+    other = next(n for n in nodes[1:] if n.tls_port != port)
+    wait_for(lambda: info(other.client()).get("master_port") == port and
+             info(other.client()).get("master_link_status") == "up", 30, "the other follows")
+    w = st.master_for("mymaster", **tls_kw)
+    wait_for(lambda: w.set("after-failover", 1), 20, "writes through Sentinel over TLS")
+    pc = promoted.client()
+    assert all(pc.get(f"fo:{i}") == str(i).encode() for i in acked)
+    wait_for(lambda: other.client().get("after-failover") == b"1", 20, "the write replicated")
