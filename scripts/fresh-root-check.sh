@@ -4,7 +4,7 @@
 # certificates (what a new user starts from), clones this repository into it
 # and runs there
 #   make run   -> GET / answers 200 on :8080 and brisk-kv answers PING on :6379
-#   make test  -> passes
+#   make test  -> passes (its integration suites once: ASAN_INTEGRATION=no)
 # Called by .ci/run after the host's own `make test`. Needs root (chroot,
 # mounts). The root lives in $FRESH_ROOT (default /var/tmp/brisk-fresh-root)
 # and is removed at the end unless KEEP_ROOT=1.
@@ -114,7 +114,11 @@ in_root 'kill -INT -- -$(cat /root/make-run.pid) 2>/dev/null; sleep 2; kill -9 -
 # 2. make test.
 if [ $run_only = 0 ]; then
   log "make test"
-  if ! in_root 'cd /root/brisk && make test' >"$root.make-test.log" 2>&1; then
+  # Everything a new user's make test installs, builds and runs, but the
+  # integration suites once (optimised build): .ci/run has just run them
+  # against the sanitizer build of the same tree on the host, and what this
+  # root checks is what a fresh machine must install (13 minutes saved).
+  if ! in_root 'cd /root/brisk && make test ASAN_INTEGRATION=no' >"$root.make-test.log" 2>&1; then
     tail -60 "$root.make-test.log"
     log "make test FAILED in the fresh root"
     rm -f "$root.make-test.log"
