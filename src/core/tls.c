@@ -352,10 +352,8 @@ fail:
     return NULL;
 }
 
-/* The certificate chain and its private key (which must match), then
- * check_cert's dates. */
-static int load_cert_key(tls_ctx *t, const char *cert_file, const char *key_file, char *err,
-                         size_t errlen)
+static int load_cert_key_files(tls_ctx *t, const char *cert_file, const char *key_file, char *err,
+                               size_t errlen)
 {
     if (SSL_CTX_use_certificate_chain_file(t->ssl, cert_file) != 1) {
         fail(err, errlen, "cannot load the certificate chain", cert_file);
@@ -373,6 +371,30 @@ static int load_cert_key(tls_ctx *t, const char *cert_file, const char *key_file
         return -1;
     }
     return check_cert(t, cert_file, err, errlen);
+}
+
+/* An encrypted key's passphrase: the string given (u), or none. Never a
+ * prompt: OpenSSL's default callback would read one from the terminal. */
+static int pass_cb(char *buf, int size, int rwflag, void *u)
+{
+    (void)rwflag;
+    size_t n = u ? strlen(u) : 0;
+    if (n == 0 || n > (size_t)size)
+        return 0; /* no passphrase (or one too long): the key does not load */
+    memcpy(buf, u, n);
+    return (int)n;
+}
+
+/* The certificate chain and its private key (which must match, and may be
+ * encrypted with pass), then check_cert's dates. */
+static int load_cert_key(tls_ctx *t, const char *cert_file, const char *key_file,
+                         const char *pass, char *err, size_t errlen)
+{
+    SSL_CTX_set_default_passwd_cb(t->ssl, pass_cb);
+    SSL_CTX_set_default_passwd_cb_userdata(t->ssl, (void *)pass);
+    int rc = load_cert_key_files(t, cert_file, key_file, err, errlen);
+    SSL_CTX_set_default_passwd_cb_userdata(t->ssl, NULL); /* (pass is the caller's) */
+    return rc;
 }
 
 tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t errlen)
@@ -396,7 +418,7 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
      * and then its body: a keep-alive request costs one read instead of
      * two. Whole records may then wait in the buffer: tls_pending. */
     SSL_CTX_set_read_ahead(t->ssl, 1);
-    if (load_cert_key(t, c->cert_file, c->key_file, err, errlen) < 0)
+    if (load_cert_key(t, c->cert_file, c->key_file, c->key_pass, err, errlen) < 0)
         goto fail;
     if ((c->ca_file || c->ca_dir) &&
         SSL_CTX_load_verify_locations(t->ssl, c->ca_file, c->ca_dir) != 1) {
@@ -476,7 +498,7 @@ tls_ctx *tls_client_ctx_new(const tls_client_config *c, char *err, size_t errlen
             snprintf(err, errlen, "a client certificate needs its key file");
             goto fail;
         }
-        if (load_cert_key(t, c->cert_file, c->key_file, err, errlen) < 0)
+        if (load_cert_key(t, c->cert_file, c->key_file, c->key_pass, err, errlen) < 0)
             goto fail;
     }
     if (SSL_CTX_load_verify_locations(t->ssl, c->ca_file, c->ca_dir) != 1) {

@@ -38,6 +38,7 @@ enum { TLS_WANT_READ = 1, TLS_WANT_WRITE = 2 };
 typedef struct tls_config {
     const char *cert_file;    /* PEM: the certificate, then its chain */
     const char *key_file;     /* PEM private key */
+    const char *key_pass;     /* its passphrase when encrypted (NULL: none) */
     const char *ca_file;      /* PEM CAs for client certificates (NULL: none) */
     const char *ca_dir;       /* and/or a directory of them, hashed (openssl rehash) */
     int verify_clients;       /* TLS_VERIFY_*: client certificates */
@@ -60,6 +61,7 @@ void tls_config_defaults(tls_config *c);
  * cert_file/key_file: the certificate we present (NULL: none). */
 typedef struct tls_client_config {
     const char *cert_file, *key_file;
+    const char *key_pass; /* key_file's passphrase (NULL: none) */
     const char *ca_file, *ca_dir;
     const char *protocols, *ciphers, *ciphersuites; /* as in tls_config */
 } tls_client_config;

@@ -14,10 +14,8 @@
  * tls-replication yes our own link to a master is a TLS client
  * (kv_tls_link_conn): tls-client-cert-file/-key-file, else tls-cert-file/
  * -key-file, is the certificate we present, and tls-ca-cert-file and/or
- * tls-ca-cert-dir verify the master's.
- *
- * Not done: the key passphrases (refused when set, rather than silently
- * ignored). */
+ * tls-ca-cert-dir verify the master's. Encrypted keys load with
+ * tls-key-file-pass / tls-client-key-file-pass. */
 #include "kv/server.h"
 
 #include "core/log.h"
@@ -124,11 +122,6 @@ static const char *nz(const char *s)
 /* Builds the context from the options; NULL with a message in err. */
 static tls_ctx *build_ctx(char *err, size_t errlen)
 {
-    if (nz(tc.key_pass)) {
-        snprintf(err, errlen, "tls-key-file-pass is not supported by brisk-kv: use an "
-                              "unencrypted tls-key-file");
-        return NULL;
-    }
     if (!nz(tc.cert) || !nz(tc.key)) {
         snprintf(err, errlen, "tls-cert-file and tls-key-file must be set");
         return NULL;
@@ -142,6 +135,7 @@ static tls_ctx *build_ctx(char *err, size_t errlen)
     tls_config_defaults(&c);
     c.cert_file = tc.cert;
     c.key_file = tc.key;
+    c.key_pass = nz(tc.key_pass);
     c.ca_file = nz(tc.ca);
     c.ca_dir = nz(tc.ca_dir);
     c.verify_clients = (int)tc.auth;
@@ -438,10 +432,6 @@ static int client_ctx_build(char *err, size_t errlen)
 {
     if (client_ctx)
         return 0;
-    if (nz(tc.client_key_pass) || (!nz(tc.client_cert) && nz(tc.key_pass))) {
-        snprintf(err, errlen, "key passphrases are not supported by brisk-kv");
-        return -1;
-    }
     /* Redis's rules: tls-cert-file and tls-key-file are required; the
      * certificate shown is tls-client-cert-file's when set */
     if (!nz(tc.cert) || !nz(tc.key)) {
@@ -452,6 +442,7 @@ static int client_ctx_build(char *err, size_t errlen)
     tls_client_config c = {
         .cert_file = own ? tc.client_cert : tc.cert,
         .key_file = own ? nz(tc.client_key) : tc.key,
+        .key_pass = own ? nz(tc.client_key_pass) : nz(tc.key_pass),
         .ca_file = nz(tc.ca),
         .ca_dir = nz(tc.ca_dir),
         .protocols = nz(tc.protocols),

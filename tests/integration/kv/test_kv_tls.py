@@ -346,3 +346,62 @@ def test_maxclients_refusal_inside_tls(tls_kv, certs):
     c.close()
     time.sleep(0.2)
     assert tls_client(certs, s.tls_port).ping()
+
+
+def test_encrypted_keys_with_passphrases(kv_factory, certs, tmp_path):
+    """tls-key-file-pass and tls-client-key-file-pass, as Redis has them: an
+    encrypted server key loads with its passphrase (at start and by CONFIG
+    SET), a wrong or missing one stops the start with a clear message (never
+    a prompt on a terminal), and a replica's encrypted client key loads
+    with tls-client-key-file-pass."""
+    pw = "s3cret pass phrase"
+    for name in ("server", "client"):
+        _ossl("pkey", "-in", str(certs / f"{name}.key"), "-aes256", "-passout", f"pass:{pw}",
+              "-out", str(tmp_path / f"{name}-enc.key"), cwd=tmp_path)
+    enc = str(tmp_path / "server-enc.key")
+    assert b"ENCRYPTED" in (tmp_path / "server-enc.key").read_bytes()
+    base = ["--tls-cert-file", str(certs / "server.crt"), "--tls-ca-cert-file",
+            str(certs / "ca.crt")]
+    port = free_port()
+    s = kv_factory("--tls-port", str(port), *base, "--tls-key-file", enc,
+                   "--tls-key-file-pass", pw, "--tls-auth-clients", "yes")
+    assert cli(certs, port, "PING", cert="client")[1] == "PONG"
+    r = s.client()
+    assert r.config_get("tls-key-file-pass") == {"tls-key-file-pass": pw}
+    # back to the plain key, then the encrypted one again in one CONFIG SET
+    assert r.config_set("tls-key-file", str(certs / "server.key")) is True
+    assert cli(certs, port, "PING", cert="client")[1] == "PONG"
+    assert r.execute_command("CONFIG", "SET", "tls-key-file", enc, "tls-key-file-pass", pw) == b"OK"
+    assert cli(certs, port, "PING", cert="client")[1] == "PONG"
+    # a wrong passphrase by CONFIG SET is refused, the running key kept
+    with pytest.raises(redis.ResponseError):
+        r.config_set("tls-key-file-pass", "wrong")
+    assert cli(certs, port, "PING", cert="client")[1] == "PONG"
+
+    # a replica presenting an encrypted client key to a master that wants one
+    rep = kv_factory("--tls-port", str(free_port()), *base, "--tls-key-file", enc,
+                     "--tls-key-file-pass", pw, "--tls-auth-clients", "yes",
+                     "--tls-replication", "yes", "--tls-client-cert-file",
+                     str(certs / "client.crt"), "--tls-client-key-file",
+                     str(tmp_path / "client-enc.key"), "--tls-client-key-file-pass", pw)
+    rr = rep.client()
+    r.set("k", "v")
+    rr.replicaof("127.0.0.1", port)
+    deadline = time.time() + 20
+    while rr.info("replication").get("master_link_status") != "up" and time.time() < deadline:
+        time.sleep(0.05)
+    assert rr.info("replication")["master_link_status"] == "up"
+    deadline = time.time() + 10
+    while rr.get("k") != b"v" and time.time() < deadline:
+        time.sleep(0.05)
+    assert rr.get("k") == b"v"
+
+    for extra, msg in ((["--tls-key-file-pass", "wrong"], "cannot load the private key"),
+                       ([], "cannot load the private key")):
+        bad = kv_factory("--tls-port", str(free_port()), *base, "--tls-key-file", enc,
+                         "--tls-auth-clients", "no", *extra, start=False)
+        bad.expect_exit = True
+        bad.start(wait=False)
+        assert bad.proc.wait(10) != 0
+        out = bad.output()
+        assert "Failed to configure TLS" in out and msg in out, out
