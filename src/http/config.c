@@ -61,6 +61,7 @@ static const struct key {
     { "ssl_certificate", K_PATH, OFF(ssl_certificate), FSZ(ssl_certificate), 0 },
     { "ssl_certificate_key", K_PATH, OFF(ssl_certificate_key), FSZ(ssl_certificate_key), 0 },
     { "ssl_stapling_file", K_PATH, OFF(ssl_stapling_file), FSZ(ssl_stapling_file), 0 },
+    { "ssl_password_file", K_PATH, OFF(ssl_password_file), FSZ(ssl_password_file), 0 },
     { "ssl_protocols", K_STR, OFF(ssl_protocols), FSZ(ssl_protocols), 0 },
     { "ssl_ciphers", K_STR, OFF(ssl_ciphers), FSZ(ssl_ciphers), 0 },
     { "ssl_session_tickets", K_BOOL, OFF(ssl_session_tickets), 0, 0 },
@@ -447,6 +448,52 @@ static int open_resources(http_conf *c, char *err)
     return 0;
 }
 
+#define PASSWORD_FILE_MAX 4096
+
+/* nginx's ssl_password_file: each line a passphrase for the encrypted key,
+ * tried in order until one loads it. The file's bytes are wiped after. */
+static int open_tls_with_passwords(http_conf *c, const http_conf *prev, tls_config *tc, char *err)
+{
+    char buf[PASSWORD_FILE_MAX + 1], msg[CONF_ERR_MAX - 16] = "";
+    int fd = open(c->ssl_password_file, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (n < 0 || n > PASSWORD_FILE_MAX) {
+        snprintf(err, CONF_ERR_MAX, "ssl_password_file \"%s\": %s", c->ssl_password_file,
+                 n < 0 ? strerror(e) : "over 4096 bytes");
+        explicit_bzero(buf, sizeof buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    int tried = 0;
+    for (char *line = buf, *next; line && !c->tls; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        size_t len = strlen(line);
+        if (len && line[len - 1] == '\r')
+            line[--len] = '\0';
+        if (!len)
+            continue; /* (blank lines, and the end after a last newline) */
+        tried++;
+        tc->key_pass = line;
+        c->tls = tls_ctx_new(tc, prev ? prev->tls : NULL, msg, sizeof msg);
+    }
+    tc->key_pass = NULL;
+    explicit_bzero(buf, sizeof buf);
+    if (c->tls)
+        return 0;
+    if (!tried)
+        snprintf(err, CONF_ERR_MAX, "ssl_password_file \"%s\" has no passphrase in it",
+                 c->ssl_password_file);
+    else
+        snprintf(err, CONF_ERR_MAX, "TLS: %s (tried %d passphrase%s from %s)", msg, tried,
+                 tried == 1 ? "" : "s", c->ssl_password_file);
+    return -1;
+}
+
 /* One context for every ssl listener; ALPN offers HTTP/1.1 only (h2 is
  * not spoken yet). A certificate that has expired, is not valid yet or does
  * not match its key stops the load with tls_ctx_new's message. */
@@ -468,6 +515,7 @@ static int open_tls(http_conf *c, const http_conf *prev, char *err)
         { "ssl_certificate", c->ssl_certificate },
         { "ssl_certificate_key", c->ssl_certificate_key },
         { "ssl_stapling_file", c->ssl_stapling_file },
+        { "ssl_password_file", c->ssl_password_file },
     };
     for (size_t i = 0; i < BK_ARRAY_LEN(files); i++) {
         struct stat st;
@@ -494,6 +542,8 @@ static int open_tls(http_conf *c, const http_conf *prev, char *err)
     tc.session_tickets = c->ssl_session_tickets;
     tc.alpn = c->http2 ? "h2,http/1.1" : "http/1.1";
     char msg[CONF_ERR_MAX - 16];
+    if (c->ssl_password_file[0])
+        return open_tls_with_passwords(c, prev, &tc, err);
     c->tls = tls_ctx_new(&tc, prev ? prev->tls : NULL, msg, sizeof msg);
     if (!c->tls) {
         snprintf(err, CONF_ERR_MAX, "TLS: %s", msg);

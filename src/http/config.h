@@ -68,6 +68,7 @@ typedef struct http_conf {
     char ssl_certificate[PATH_MAX];     /* PEM: the certificate, then its chain */
     char ssl_certificate_key[PATH_MAX]; /* PEM private key */
     char ssl_stapling_file[PATH_MAX];   /* DER OCSP response to staple; "" = none */
+    char ssl_password_file[PATH_MAX];   /* an encrypted key's passphrases, a line each */
     char ssl_protocols[64];             /* "" = TLSv1.2 TLSv1.3 */
     char ssl_ciphers[512];              /* TLS 1.2 list; "" = forward-secret AEAD only */
     int ssl_session_tickets;

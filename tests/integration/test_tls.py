@@ -398,6 +398,40 @@ def test_missing_files_and_settings_stop_start_up(run_brisk, certs, tmp_path):
     assert p.returncode != 0 and "TLSv1.1" in p.stderr, p.stderr
 
 
+def test_encrypted_key_with_ssl_password_file(run_brisk, start_brisk, certs, tmp_path):
+    """nginx's ssl_password_file: the passphrases of an encrypted key, a line
+    each, tried in order; none that works, none at all, or no file stops
+    the start with a clear message (never a prompt on a terminal)."""
+    enc = tmp_path / "enc.key"
+    sh(OPENSSL, "pkey", "-in", str(certs / "one.key"), "-aes256", "-passout", "pass:right one",
+       "-out", str(enc))
+    pw = tmp_path / "pw.txt"
+    pw.write_text("wrong\r\nright one\n")
+    port = free_port()
+    conf = (f"listen = 127.0.0.1:{port} ssl\nssl_certificate = {certs}/one.pem\n"
+            f"ssl_certificate_key = {enc}\nroot = {{root}}\nworkers = 1\naccess_log = off\n")
+    srv = start_brisk(config=conf + f"ssl_password_file = {pw}\n", listens=[("127.0.0.1", port)])
+    with tls_conn(port) as c:
+        r = get(c, "/hello.txt")
+        assert r.status == 200 and r.body == b"Hello, brisk!\n"
+    srv.stop()
+    cases = [("wrong\n", "tried 1 passphrase from"), ("\n", "no passphrase in it"),
+             (None, "cannot load the private key")]
+    for text, msg in cases:
+        cfg = tmp_path / "b.conf"
+        if text is None:
+            cfg.write_text(conf.replace("{root}", str(tmp_path)))
+        else:
+            pw.write_text(text)
+            cfg.write_text(conf.replace("{root}", str(tmp_path)) + f"ssl_password_file = {pw}\n")
+        p = run_brisk(["-t", "-c", cfg])
+        assert p.returncode != 0 and msg in p.stderr, (text, p.stderr)
+    cfg.write_text(conf.replace("{root}", str(tmp_path)) +
+                   f"ssl_password_file = {tmp_path}/none.txt\n")
+    p = run_brisk(["-t", "-c", cfg])
+    assert p.returncode != 0 and "none.txt" in p.stderr, p.stderr
+
+
 def test_config_test_loads_the_certificate(run_brisk, certs, tmp_path):
     port = free_port()
     conf = tmp_path / "b.conf"
