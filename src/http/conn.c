@@ -266,7 +266,7 @@ static void busy_attach(http_conn *c)
     b->x.hw = hw;
     b->x.conf = c->conf;
     b->x.peer = &c->peer.sa;
-    b->x.map_files = c->tls && !tls_ktls_send(c->tls);
+    b->x.map_files = c->tls && tls_coalescing(c->tls); /* (coalescing: no kTLS to send) */
     c->b = b;
 }
 
