@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/core_names.h>
 #include <openssl/err.h>
@@ -176,6 +179,35 @@ static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPH
     }
     OPENSSL_cleanse(&k, sizeof k);
     return rc;
+}
+
+/* ---- kernel TLS ---- */
+
+static pthread_once_t ktls_once = PTHREAD_ONCE_INIT;
+static int ktls_kernel; /* set once, then only read */
+
+/* Whether the kernel has the "tls" TCP upper-layer protocol. Without it,
+ * OpenSSL's attempt at every handshake costs two failing setsockopt calls
+ * (TCP_ULP, then SOL_TLS); asked once here instead. On a socket that is not
+ * connected the kernel answers ENOTCONN when the ULP exists (loading its
+ * module first if it can), ENOENT when it does not, and ENOPROTOOPT when
+ * it knows no ULPs at all. */
+static void ktls_probe(void)
+{
+    ktls_kernel = 1; /* unknown: let OpenSSL try */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof "tls") < 0 &&
+        (errno == ENOENT || errno == ENOPROTOOPT))
+        ktls_kernel = 0;
+    close(fd);
+}
+
+static int ktls_available(void)
+{
+    pthread_once(&ktls_once, ktls_probe);
+    return ktls_kernel;
 }
 
 /* ---- ALPN and OCSP ---- */
@@ -389,7 +421,7 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
     /* Compression invites CRIME; renegotiation is a DoS lever. Released
      * buffers keep an idle TLS connection small (no 34 KiB of buffers). */
     SSL_CTX_set_options(t->ssl, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
-                                    (c->ktls ? SSL_OP_ENABLE_KTLS : 0));
+                                    (c->ktls && ktls_available() ? SSL_OP_ENABLE_KTLS : 0));
     SSL_CTX_set_mode(t->ssl, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                                  SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* One read(2) takes what the socket holds, not a 5-byte record header
