@@ -43,6 +43,7 @@ struct tls_ctx {
     unsigned char *ocsp;
     long ocsp_len;
     unsigned lifetime;
+    EVP_CIPHER *ticket_cipher; /* AES-256-CBC, fetched once (not per ticket) */
     pthread_mutex_t keys_lock;
     ticket_key keys[2]; /* [0] seals new tickets; [1] still opens old ones */
     char subject[128];
@@ -160,14 +161,14 @@ static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPH
         if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1)
             rc = -1;
         memcpy(name, k.name, 16);
-        if (rc == 1 && (EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) != 1 ||
+        if (rc == 1 && (EVP_EncryptInit_ex(cctx, t->ticket_cipher, NULL, k.aes, iv) != 1 ||
                         set_mac(hctx, k.hmac) != 1))
             rc = -1;
     } else {
         int i = find_key(t, name, &k);
         if (i < 0)
             rc = 0; /* unknown or retired key: a full handshake */
-        else if (EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) != 1 ||
+        else if (EVP_DecryptInit_ex(cctx, t->ticket_cipher, NULL, k.aes, iv) != 1 ||
                  set_mac(hctx, k.hmac) != 1)
             rc = -1;
         else if (i != 0 || SSL_version(s) == TLS1_3_VERSION)
@@ -476,6 +477,13 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
             fail(err, errlen, "no random bytes for ticket keys", NULL);
             goto fail;
         }
+        /* (EVP_aes_256_cbc() would be looked up in the provider at every
+         * ticket sealed or opened) */
+        t->ticket_cipher = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
+        if (!t->ticket_cipher) {
+            fail(err, errlen, "no AES-256-CBC for session tickets", NULL);
+            goto fail;
+        }
         SSL_CTX_set_tlsext_ticket_key_evp_cb(t->ssl, ticket_cb);
         SSL_CTX_set_timeout(t->ssl, (long)t->lifetime);
         SSL_CTX_set_num_tickets(t->ssl, 1);
@@ -532,6 +540,7 @@ void tls_ctx_unref(tls_ctx *t)
     if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
         return;
     SSL_CTX_free(t->ssl);
+    EVP_CIPHER_free(t->ticket_cipher);
     free(t->ocsp);
     pthread_mutex_destroy(&t->keys_lock);
     OPENSSL_cleanse(t->keys, sizeof t->keys);
