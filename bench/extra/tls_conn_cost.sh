@@ -103,6 +103,7 @@ one_run() {
   pid=$!
   wait_port "$PORT" || { echo "$name did not start" >&2; cat "$out.log" >&2; kill "$pid"; return 1; }
   res=$("$T/tls_conns" "$PORT" /index.html "$CONNS" "$secs" $(flag "$mode"))
+  local rc=$?
   [ -n "${DEBUG:-}" ] && echo "$name $mode $secs: $res" >&2
   # (strace: the server, its child, is told; strace ends with it)
   if [ "$tool" = strace ]; then kill -TERM $(pgrep -P "$pid") 2>/dev/null; else kill -TERM "$pid"; fi
@@ -113,6 +114,11 @@ one_run() {
   else
     total=$(awk '$NF == "total" {print $(NF-2) + 0}' "$out")
     if [ -n "$KEEP" ] && [ "$secs" = "$SECS_FULL" ]; then mkdir -p "$KEEP"; cp "$out" "$KEEP/"; fi
+  fi
+  if [ "$rc" != 0 ]; then # (a port taken by another program meanwhile, a crash)
+    echo "$name: tls_conns failed ($res)" >&2
+    tail -5 "$out.log" >&2
+    return 1
   fi
   # the probe of wait_port is a connection too (no TLS): it cancels out
   echo "$res" | awk -v t="$total" '{print $2, t, $4, $6}'
