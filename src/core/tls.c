@@ -149,6 +149,45 @@ static int find_key(tls_ctx *t, const unsigned char *name, ticket_key *copy)
     return found;
 }
 
+/* Ticket IVs come from the CSPRNG 256 at a time per thread, not one
+ * RAND_bytes per ticket (each call costs a provider round trip and a
+ * getpid(2), OpenSSL's fork check). An IV is public (it travels in the
+ * ticket) and must only be unpredictable and fresh: a pool drawn ahead
+ * keeps both. A forked child starts with an empty pool, so that parent
+ * and child never hand out the same IVs. */
+#define IV_POOL (256 * 16)
+
+static _Thread_local struct {
+    unsigned char b[IV_POOL];
+    unsigned used; /* bytes of b handed out */
+    uint8_t ready; /* b was filled once (a new thread starts with nothing) */
+} iv_pool;
+static pthread_once_t iv_pool_once = PTHREAD_ONCE_INIT;
+
+static void iv_pool_forget(void)
+{
+    iv_pool.ready = 0; /* (the child's only thread is the one that forked) */
+}
+
+static void iv_pool_init(void)
+{
+    pthread_atfork(NULL, NULL, iv_pool_forget);
+}
+
+static int ticket_iv(unsigned char *iv, size_t n)
+{
+    if (!iv_pool.ready || iv_pool.used + n > IV_POOL) {
+        pthread_once(&iv_pool_once, iv_pool_init);
+        if (RAND_bytes(iv_pool.b, IV_POOL) != 1)
+            return -1;
+        iv_pool.used = 0;
+        iv_pool.ready = 1;
+    }
+    memcpy(iv, iv_pool.b + iv_pool.used, n);
+    iv_pool.used += (unsigned)n;
+    return 0;
+}
+
 static int set_mac(EVP_MAC_CTX *hctx, unsigned char *key)
 {
     OSSL_PARAM p[3];
@@ -166,7 +205,7 @@ static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPH
     int rc = 1;
     if (enc) {
         sealing_key(t, &k);
-        if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1)
+        if (ticket_iv(iv, (size_t)EVP_CIPHER_get_iv_length(t->ticket_cipher)) < 0)
             rc = -1;
         memcpy(name, k.name, 16);
         if (rc == 1 && (EVP_EncryptInit_ex(cctx, t->ticket_cipher, NULL, k.aes, iv) != 1 ||
