@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/core_names.h>
 #include <openssl/err.h>
@@ -40,6 +43,7 @@ struct tls_ctx {
     unsigned char *ocsp;
     long ocsp_len;
     unsigned lifetime;
+    EVP_CIPHER *ticket_cipher; /* AES-256-CBC, fetched once (not per ticket) */
     pthread_mutex_t keys_lock;
     ticket_key keys[2]; /* [0] seals new tickets; [1] still opens old ones */
     char subject[128];
@@ -93,6 +97,14 @@ static void fail(char *err, size_t errlen, const char *what, const char *arg)
     snprintf(err, errlen, "%s%s%s%s%s", what, arg ? " " : "", arg ? arg : "", ssl[0] ? ": " : "", ssl);
 }
 
+/* TLS 1.3 suites in the server's order (prefer_server_ciphers): AES-128-GCM
+ * first, as RFC 8446 makes it the one every implementation has: with
+ * AES-NI it is the cheapest, and its SHA-256 key schedule costs less than
+ * SHA-384's (a handshake hashes and HMACs a few dozen times). Clients
+ * without AES hardware put ChaCha20 first and get it
+ * (SSL_OP_PRIORITIZE_CHACHA). */
+#define TLS13_SUITES "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+
 /* ---- ticket keys ---- */
 
 static int new_key(ticket_key *k)
@@ -137,6 +149,45 @@ static int find_key(tls_ctx *t, const unsigned char *name, ticket_key *copy)
     return found;
 }
 
+/* Ticket IVs come from the CSPRNG 256 at a time per thread, not one
+ * RAND_bytes per ticket (each call costs a provider round trip and a
+ * getpid(2), OpenSSL's fork check). An IV is public (it travels in the
+ * ticket) and must only be unpredictable and fresh: a pool drawn ahead
+ * keeps both. A forked child starts with an empty pool, so that parent
+ * and child never hand out the same IVs. */
+#define IV_POOL (256 * 16)
+
+static _Thread_local struct {
+    unsigned char b[IV_POOL];
+    unsigned used; /* bytes of b handed out */
+    uint8_t ready; /* b was filled once (a new thread starts with nothing) */
+} iv_pool;
+static pthread_once_t iv_pool_once = PTHREAD_ONCE_INIT;
+
+static void iv_pool_forget(void)
+{
+    iv_pool.ready = 0; /* (the child's only thread is the one that forked) */
+}
+
+static void iv_pool_init(void)
+{
+    pthread_atfork(NULL, NULL, iv_pool_forget);
+}
+
+static int ticket_iv(unsigned char *iv, size_t n)
+{
+    if (!iv_pool.ready || iv_pool.used + n > IV_POOL) {
+        pthread_once(&iv_pool_once, iv_pool_init);
+        if (RAND_bytes(iv_pool.b, IV_POOL) != 1)
+            return -1;
+        iv_pool.used = 0;
+        iv_pool.ready = 1;
+    }
+    memcpy(iv, iv_pool.b + iv_pool.used, n);
+    iv_pool.used += (unsigned)n;
+    return 0;
+}
+
 static int set_mac(EVP_MAC_CTX *hctx, unsigned char *key)
 {
     OSSL_PARAM p[3];
@@ -154,17 +205,17 @@ static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPH
     int rc = 1;
     if (enc) {
         sealing_key(t, &k);
-        if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1)
+        if (ticket_iv(iv, (size_t)EVP_CIPHER_get_iv_length(t->ticket_cipher)) < 0)
             rc = -1;
         memcpy(name, k.name, 16);
-        if (rc == 1 && (EVP_EncryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) != 1 ||
+        if (rc == 1 && (EVP_EncryptInit_ex(cctx, t->ticket_cipher, NULL, k.aes, iv) != 1 ||
                         set_mac(hctx, k.hmac) != 1))
             rc = -1;
     } else {
         int i = find_key(t, name, &k);
         if (i < 0)
             rc = 0; /* unknown or retired key: a full handshake */
-        else if (EVP_DecryptInit_ex(cctx, EVP_aes_256_cbc(), NULL, k.aes, iv) != 1 ||
+        else if (EVP_DecryptInit_ex(cctx, t->ticket_cipher, NULL, k.aes, iv) != 1 ||
                  set_mac(hctx, k.hmac) != 1)
             rc = -1;
         else if (i != 0 || SSL_version(s) == TLS1_3_VERSION)
@@ -176,6 +227,35 @@ static int ticket_cb(SSL *s, unsigned char name[16], unsigned char *iv, EVP_CIPH
     }
     OPENSSL_cleanse(&k, sizeof k);
     return rc;
+}
+
+/* ---- kernel TLS ---- */
+
+static pthread_once_t ktls_once = PTHREAD_ONCE_INIT;
+static int ktls_kernel; /* set once, then only read */
+
+/* Whether the kernel has the "tls" TCP upper-layer protocol. Without it,
+ * OpenSSL's attempt at every handshake costs two failing setsockopt calls
+ * (TCP_ULP, then SOL_TLS); asked once here instead. On a socket that is not
+ * connected the kernel answers ENOTCONN when the ULP exists (loading its
+ * module first if it can), ENOENT when it does not, and ENOPROTOOPT when
+ * it knows no ULPs at all. */
+static void ktls_probe(void)
+{
+    ktls_kernel = 1; /* unknown: let OpenSSL try */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof "tls") < 0 &&
+        (errno == ENOENT || errno == ENOPROTOOPT))
+        ktls_kernel = 0;
+    close(fd);
+}
+
+static int ktls_available(void)
+{
+    pthread_once(&ktls_once, ktls_probe);
+    return ktls_kernel;
 }
 
 /* ---- ALPN and OCSP ---- */
@@ -411,9 +491,16 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
     /* Compression invites CRIME; renegotiation is a DoS lever. Released
      * buffers keep an idle TLS connection small (no 34 KiB of buffers). */
     SSL_CTX_set_options(t->ssl, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
-                                    (c->ktls ? SSL_OP_ENABLE_KTLS : 0));
+                                    (c->ktls && ktls_available() ? SSL_OP_ENABLE_KTLS : 0));
     SSL_CTX_set_mode(t->ssl, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                                  SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (c->prefer_server_ciphers) {
+        SSL_CTX_set_options(t->ssl, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA);
+        if (!c->ciphersuites && SSL_CTX_set_ciphersuites(t->ssl, TLS13_SUITES) != 1) {
+            fail(err, errlen, "bad TLS 1.3 cipher suites", TLS13_SUITES);
+            goto fail;
+        }
+    }
     /* One read(2) takes what the socket holds, not a 5-byte record header
      * and then its body: a keep-alive request costs one read instead of
      * two. Whole records may then wait in the buffer: tls_pending. */
@@ -464,6 +551,13 @@ tls_ctx *tls_ctx_new(const tls_config *c, const tls_ctx *prev, char *err, size_t
             pthread_mutex_unlock(lock);
         } else if (new_key(&t->keys[0]) < 0 || new_key(&t->keys[1]) < 0) {
             fail(err, errlen, "no random bytes for ticket keys", NULL);
+            goto fail;
+        }
+        /* (EVP_aes_256_cbc() would be looked up in the provider at every
+         * ticket sealed or opened) */
+        t->ticket_cipher = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
+        if (!t->ticket_cipher) {
+            fail(err, errlen, "no AES-256-CBC for session tickets", NULL);
             goto fail;
         }
         SSL_CTX_set_tlsext_ticket_key_evp_cb(t->ssl, ticket_cb);
@@ -522,6 +616,7 @@ void tls_ctx_unref(tls_ctx *t)
     if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
         return;
     SSL_CTX_free(t->ssl);
+    EVP_CIPHER_free(t->ticket_cipher);
     free(t->ocsp);
     pthread_mutex_destroy(&t->keys_lock);
     OPENSSL_cleanse(t->keys, sizeof t->keys);
@@ -772,7 +867,7 @@ static int io_result(tls_conn *c, int rc)
 
 int tls_handshake(tls_conn *c)
 {
-    ERR_clear_error();
+    err_clean();
     errno = 0;
     int rc = SSL_do_handshake(c->ssl);
     if (rc == 1) {
@@ -899,11 +994,14 @@ ssize_t tls_sendfile(tls_conn *c, int fd, off_t off, size_t n)
 
 void tls_shutdown(tls_conn *c)
 {
-    ERR_clear_error();
-    /* Once: a second SSL_shutdown would read the socket for the peer's. */
-    if (SSL_is_init_finished(c->ssl) && !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN))
+    /* Once: a second SSL_shutdown would read the socket for the peer's
+     * (and a connection may ask three times: its last flush, the close
+     * after the response, the close itself). */
+    if (SSL_is_init_finished(c->ssl) && !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN)) {
+        err_clean();
         SSL_shutdown(c->ssl); /* (buffered: close_notify joins wbuf) */
-    ERR_clear_error();
+        err_clean();
+    }
     send_quietly(c);
 }
 

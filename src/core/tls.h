@@ -46,7 +46,10 @@ typedef struct tls_config {
     const char *ocsp_file;    /* DER OCSP response to staple (NULL: none) */
     const char *protocols;    /* "TLSv1.2 TLSv1.3" (the default); TLS 1.0/1.1 are refused */
     const char *ciphers;      /* TLS 1.2 cipher list (NULL: forward-secret AEAD only) */
-    const char *ciphersuites; /* TLS 1.3 suites (NULL: OpenSSL's, all AEAD) */
+    const char *ciphersuites; /* TLS 1.3 suites (NULL: OpenSSL's, all AEAD; with
+                               * prefer_server_ciphers, brisk's order: TLS13_SUITES) */
+    int prefer_server_ciphers; /* the server's order picks the cipher, ChaCha20 first for
+                                * a client that puts it first (default 0: the client's) */
     int session_tickets;      /* resumption by tickets (default 1) */
     int session_cache;        /* server-side session cache entries (default 0: tickets only) */
     unsigned ticket_lifetime; /* seconds a ticket key seals new tickets (default 3600) */

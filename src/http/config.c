@@ -65,6 +65,7 @@ static const struct key {
     { "ssl_protocols", K_STR, OFF(ssl_protocols), FSZ(ssl_protocols), 0 },
     { "ssl_ciphers", K_STR, OFF(ssl_ciphers), FSZ(ssl_ciphers), 0 },
     { "ssl_session_tickets", K_BOOL, OFF(ssl_session_tickets), 0, 0 },
+    { "ssl_prefer_server_ciphers", K_BOOL, OFF(ssl_prefer_server_ciphers), 0, 0 },
     { "http2", K_BOOL, OFF(http2), 0, 0 },
     { "http2_max_concurrent_streams", K_UINT, OFF(http2_max_streams), 4, 1000 },
 };
@@ -99,6 +100,7 @@ static void set_defaults(http_conf *c)
     c->cgi_max_processes = 64;
     c->busy_poll_us = 0; /* off: see the README (it costs brisk static throughput) */
     c->ssl_session_tickets = 1;
+    c->ssl_prefer_server_ciphers = 1;
     c->http2 = 1;
     c->http2_max_streams = 128; /* nginx's default */
     c->root_fd = -1;
@@ -540,6 +542,7 @@ static int open_tls(http_conf *c, const http_conf *prev, char *err)
     tc.protocols = c->ssl_protocols[0] ? c->ssl_protocols : NULL;
     tc.ciphers = c->ssl_ciphers[0] ? c->ssl_ciphers : NULL;
     tc.session_tickets = c->ssl_session_tickets;
+    tc.prefer_server_ciphers = c->ssl_prefer_server_ciphers;
     tc.alpn = c->http2 ? "h2,http/1.1" : "http/1.1";
     char msg[CONF_ERR_MAX - 16];
     if (c->ssl_password_file[0])

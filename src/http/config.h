@@ -72,6 +72,7 @@ typedef struct http_conf {
     char ssl_protocols[64];             /* "" = TLSv1.2 TLSv1.3 */
     char ssl_ciphers[512];              /* TLS 1.2 list; "" = forward-secret AEAD only */
     int ssl_session_tickets;
+    int ssl_prefer_server_ciphers;      /* TLS 1.3: AES-128-GCM first (see core/tls.c) */
 
     /* HTTP/2: ALPN h2 on ssl listeners, prior knowledge and Upgrade: h2c on
      * plain ones */

@@ -193,10 +193,16 @@ static inline int sock_shutdown_write(http_conn *c)
 }
 
 /* Sends the ciphertext left in the TLS session (coalesced writes): 1 all
- * sent, 0 the socket is full, -1 error. */
+ * sent, 0 the socket is full, -1 error. After the last response of an
+ * HTTP/1.1 connection (closing: http_conn_close_after_response follows),
+ * the close_notify joins its records, so that they leave in one send. */
 static inline int sock_flush(http_conn *c)
 {
-    if (BK_LIKELY(!c->tls) || tls_flush(c->tls) == 0)
+    if (BK_LIKELY(!c->tls))
+        return 1;
+    if (c->closing && c->state == CONN_HEAD)
+        tls_shutdown(c->tls); /* (once: later calls do nothing) */
+    if (tls_flush(c->tls) == 0)
         return 1;
     return errno == EAGAIN ? 0 : -1;
 }

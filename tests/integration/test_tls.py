@@ -237,6 +237,24 @@ def test_tls_1_2_ciphers_are_forward_secret_aead(tls):
     assert "Cipher is ECDHE-RSA-AES128-GCM-SHA256" in out, out
 
 
+def test_tls_1_3_suite_is_the_servers_choice_chacha20_for_clients_that_ask(tls):
+    # OpenSSL's client lists TLS_AES_256_GCM_SHA384 first: brisk's order wins
+    rc, out = s_client(tls.tport, "-tls1_3")
+    assert "New, TLSv1.3, Cipher is TLS_AES_128_GCM_SHA256" in out, out
+    # a client without AES hardware puts ChaCha20 first, and gets it
+    rc, out = s_client(tls.tport, "-tls1_3", "-ciphersuites",
+                       "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256")
+    assert "New, TLSv1.3, Cipher is TLS_CHACHA20_POLY1305_SHA256" in out, out
+    rc, out = s_client(tls.tport, "-tls1_3", "-ciphersuites", "TLS_AES_256_GCM_SHA384")
+    assert "New, TLSv1.3, Cipher is TLS_AES_256_GCM_SHA384" in out, out
+
+
+def test_prefer_server_ciphers_off_takes_the_clients_order(start_tls):
+    t = start_tls("ssl_prefer_server_ciphers = off\n")
+    rc, out = s_client(t.tport, "-tls1_3")
+    assert "New, TLSv1.3, Cipher is TLS_AES_256_GCM_SHA384" in out, out
+
+
 def test_client_renegotiation_refused_server_lives(tls):
     stdin = b"R\n"  # s_client: renegotiate (TLS 1.2)
     rc, out = s_client(tls.tport, "-tls1_2", stdin=stdin)

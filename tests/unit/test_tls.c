@@ -20,6 +20,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -304,6 +305,64 @@ static void test_resumed_connection_gets_a_new_ticket(void **state)
     SSL_CTX_free(cc);
 }
 
+/* Tickets are AES-CBC sealed: key name (16 bytes), IV (16), ciphertext,
+ * MAC. Every ticket needs a fresh IV, also past the first pool of 256
+ * that a thread draws at once, and in a forked child, which must not hand
+ * out its parent's. */
+#define IV_TICKETS 300
+
+static void ticket_ivs(tls_ctx *t, SSL_CTX *cc, unsigned char (*ivs)[16], int n)
+{
+    for (int i = 0; i < n; i++) {
+        pair p;
+        pair_open(&p, t, cc);
+        assert_int_equal(handshake(&p), 1);
+        assert_int_equal(tls_write(p.s, "x", 1), 1);
+        char b;
+        assert_int_equal(SSL_read(p.c, &b, 1), 1); /* (after the ticket) */
+        const unsigned char *tick;
+        size_t len;
+        SSL_SESSION_get0_ticket(SSL_get_session(p.c), &tick, &len);
+        assert_true(len > 32);
+        memcpy(ivs[i], tick + 16, 16);
+        pair_close(&p);
+    }
+}
+
+static void test_ticket_ivs_are_fresh(void **state)
+{
+    SSL_CTX *cc = client_ctx(0);
+    tls_ctx *t = server_ctx(NULL, 1);
+    static unsigned char ivs[IV_TICKETS + 4][16];
+    ticket_ivs(t, cc, ivs, IV_TICKETS);
+    /* a child forked now draws other IVs than its parent goes on with (the
+     * child's come back through a pipe) */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        unsigned char mine[2][16];
+        ticket_ivs(t, cc, mine, 2);
+        _exit(write(fds[1], mine, sizeof mine) == (ssize_t)sizeof mine ? 0 : 1);
+    }
+    close(fds[1]);
+    ticket_ivs(t, cc, ivs + IV_TICKETS + 2, 2);
+    unsigned char theirs[2][16];
+    assert_int_equal(read(fds[0], theirs, sizeof theirs), (ssize_t)sizeof theirs);
+    memcpy(ivs[IV_TICKETS], theirs, sizeof theirs);
+    close(fds[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (int i = 0; i < IV_TICKETS + 4; i++)
+        for (int j = 0; j < i; j++)
+            if (memcmp(ivs[i], ivs[j], 16) == 0)
+                fail_msg("tickets %d and %d have the same IV", j, i);
+    tls_ctx_unref(t);
+    SSL_CTX_free(cc);
+}
+
 static void test_resumption_by_tickets(void **state)
 {
     SSL_CTX *cc = client_ctx(0);
@@ -452,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_old_protocols_refused),
         cmocka_unit_test(test_resumption_by_tickets),
         cmocka_unit_test(test_resumed_connection_gets_a_new_ticket),
+        cmocka_unit_test(test_ticket_ivs_are_fresh),
         cmocka_unit_test(test_ocsp_stapled),
         cmocka_unit_test(test_bad_configs_refused_clearly),
     };
