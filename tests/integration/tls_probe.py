@@ -24,12 +24,18 @@ def cpu(pid) -> float:
     return (int(fields[11]) + int(fields[12])) / HZ
 
 
-def rss_kib(pid) -> int:
+def rss_kib(pid, field="VmRSS") -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def anon_kib(pid) -> int:
+    """Resident anonymous memory (heap, buffers): not the file pages a
+    server maps to send from, which are the page cache's (RssFile)."""
+    return rss_kib(pid, "RssAnon")
 
 
 def wait_fds(pid, target, timeout=10.0) -> int:
