@@ -1747,7 +1747,7 @@ static void handshake_line(const char *l, size_t n)
         return;
     case LS_AUTH:
         if (err) {
-            link_fail("unable to AUTH to MASTER");
+            link_fail("Unable to AUTH to MASTER" /* (as Redis logs it: the suite matches it) */);
             return;
         }
         link_step(LS_PORT);

@@ -135,7 +135,7 @@ int kv_client_info(kv_client *c, bk_buf *out)
     size_t nf = 0;
     if (c->cl_flags & CL_MONITOR)
         flags[nf++] = 'O';
-    if (pubsub_count(c))
+    if (pubsub_total(c))
         flags[nf++] = 'P';
     if (c->flags & CLIENT_MULTI)
         flags[nf++] = 'x';
@@ -189,12 +189,12 @@ int kv_client_info(kv_client *c, bk_buf *out)
         return -1;
     n = snprintf(
         line, sizeof line,
-        " age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d ssub=0 multi=%d qbuf=%zu "
+        " age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d ssub=%d multi=%d qbuf=%zu "
         "qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu rbp=%zu obl=%zu oll=0 omem=%zu "
         "tot-mem=%zu events=r%s cmd=%s user=%s redir=%lld resp=%d lib-name=",
         (long long)((srv.now_ms - c->ctime_ms) / 1000),
         (long long)((srv.now_ms - c->last_ms) / 1000), flags, c->db->id,
-        c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0,
+        c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0, c->subs ? c->subs->nsch : 0,
         (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len, c->rbuf.cap - c->rbuf.len,
         argv_mem, multi_mem, c->rbuf.cap, c->cl_qb_peak, obl, obl ? c->wbuf.cap : 0,
         sizeof *c + c->rbuf.cap + c->wbuf.cap + argv_mem + multi_mem, obl ? "w" : "", cmd,
@@ -230,7 +230,7 @@ static int client_type(const kv_client *x)
         return TYPE_MASTER;
     if (x->repl_flags & REPL_C_REPLICA)
         return TYPE_REPLICA;
-    return pubsub_count(x) ? TYPE_PUBSUB : TYPE_NORMAL;
+    return pubsub_total(x) ? TYPE_PUBSUB : TYPE_NORMAL;
 }
 
 static void client_list(kv_client *c)

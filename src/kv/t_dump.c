@@ -7,6 +7,7 @@
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/rdb.h"
+#include "kv/script.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -795,14 +796,19 @@ void dump_debug_reload(kv_client *c)
         srv.rdb_dirty_at_save = dirty;
         saved();
     }
-    if (!noflush && !merge)
+    /* As Redis: MERGE alone still empties first (it only lets the file's
+     * keys and libraries replace those present); NOFLUSH keeps them, and a
+     * library or key in both then fails the load. */
+    if (!noflush) {
         for (int d = 0; d < srv.cfg.databases; d++) {
             kv_touch_db(&srv.dbs[d]);
             db_flush(&srv.dbs[d]);
         }
+        function_rdb_flush();
+    }
     if (rdb_load_file(path, merge, err, sizeof err) < 0) {
         log_warn("%s", err);
-        reply_error(c, "ERR Error trying to load the RDB dump, check server logs.");
+        reply_error(c, "ERR Error trying to load the RDB dump");
         return;
     }
     log_info("DB reloaded by DEBUG RELOAD");

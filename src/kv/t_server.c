@@ -10,6 +10,7 @@
 #include "kv/notify.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
+#include "kv/script.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -555,6 +556,26 @@ void config_command(kv_client *c)
 
 /* ---- DEBUG ---- */
 
+/* DEBUG LOADAOF: the AOF written so far replaces the dataset and the
+ * functions, as a restart would load them (Redis's suite compares the
+ * DEBUG DIGEST before and after). */
+static void debug_loadaof(kv_client *c)
+{
+    if (srv.cfg.appendonly)
+        aof_flush(1);
+    for (int d = 0; d < srv.cfg.databases; d++) {
+        kv_touch_db(&srv.dbs[d]);
+        db_flush(&srv.dbs[d]);
+    }
+    function_rdb_flush();
+    if (aof_load(srv.aof_path) < 0) {
+        reply_error(c, "ERR Error trying to load the AOF, check server logs.");
+        return;
+    }
+    log_info("Append Only File loaded by DEBUG LOADAOF");
+    reply_ok(c);
+}
+
 void debug_command(kv_client *c)
 {
     bk_str sub = c->argv[1];
@@ -572,6 +593,8 @@ void debug_command(kv_client *c)
         reply_ok(c);
     } else if (arg_is(sub, "reload")) {
         dump_debug_reload(c);
+    } else if (arg_is(sub, "loadaof")) { /* (Redis ignores further arguments) */
+        debug_loadaof(c);
     } else if (arg_is(sub, "object") && c->argc == 3) {
         dump_debug_object(c);
     } else if (arg_is(sub, "config-rewrite-force-all") && c->argc == 2) {

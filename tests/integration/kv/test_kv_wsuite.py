@@ -1,0 +1,143 @@
+"""What Redis 7.0.15's suite checks in its server-starting mode (needs:debug,
+needs:save, external:skip tests), side by side with a real redis-server:
+shard subscribers in CLIENT LIST and ACL revocation, DEBUG RELOAD's options,
+DEBUG LOADAOF."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+import redis
+
+from kvlib import start_redis, stop_redis
+
+LIB = "#!lua name=test\nredis.register_function('test', function() return 1 end)"
+LIB2 = "#!lua name=t2\nredis.register_function('t2', function() return 2 end)"
+
+
+def _both(kv_factory, tmp_path, *args):
+    kv = kv_factory("--enable-debug-command", "yes", *args, workdir=tmp_path / "kv")
+    (tmp_path / "ref").mkdir()
+    proc, ref = start_redis(tmp_path / "ref", "--enable-debug-command", "yes", *args,
+                            decode_responses=True)
+    return kv, kv.client(decode_responses=True), proc, ref
+
+
+def _call(c, *args):
+    try:
+        return c.execute_command(*args)
+    except redis.ResponseError as e:
+        return "ERR: " + str(e)
+
+
+def _subscriber(port: int, command: bytes) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"AUTH psuser pspass\r\nCLIENT SETNAME deathrow\r\n" + command + b"\r\n")
+    got = b""
+    while got.count(b"\r\n") < 5:  # +OK, +OK, then the 3-element confirmation
+        got += s.recv(4096)
+    return s
+
+
+def _deathrow(c):
+    return [x for x in c.client_list() if x["name"] == "deathrow"]
+
+
+@pytest.mark.parametrize("command,rule", [(b"SSUBSCRIBE foo:1", "&foo:1"),
+                                          (b"SUBSCRIBE foo:1", "&foo:1"),
+                                          (b"PSUBSCRIBE bar:*", "&bar:*")])
+def test_revoked_channel_kills_subscriber(kv_factory, tmp_path, command, rule):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        for c, port in ((r, kv.port), (ref, ref.connection_pool.connection_kwargs["port"])):
+            c.execute_command("ACL", "SETUSER", "psuser", "on", ">pspass", "+@all",
+                              "resetchannels", rule)
+            s = _subscriber(port, command)
+            try:
+                row = _deathrow(c)
+                assert len(row) == 1
+                counts = (row[0]["flags"], row[0]["sub"], row[0]["psub"], row[0]["ssub"])
+                if c is r:
+                    kv_counts = counts
+                else:
+                    assert kv_counts == counts
+                c.execute_command("ACL", "SETUSER", "psuser", "resetchannels")
+                deadline = time.time() + 5
+                while _deathrow(c) and time.time() < deadline:
+                    time.sleep(0.02)
+                assert _deathrow(c) == []
+            finally:
+                s.close()
+    finally:
+        stop_redis(proc, ref)
+
+
+def test_client_list_counts_shard_channels(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        seen = []
+        for c in (r, ref):
+            p = c.pubsub()
+            p.execute_command("SSUBSCRIBE", "a", "b")
+            p.execute_command("SUBSCRIBE", "c")
+            time.sleep(0.1)
+            row = [x for x in c.client_list(_type="pubsub")]
+            seen.append([(x["flags"], x["sub"], x["psub"], x["ssub"]) for x in row])
+            p.close()
+        assert seen[0] == seen[1] == [("P", "1", "0", "2")]
+    finally:
+        stop_redis(proc, ref)
+
+
+def test_debug_reload_options(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        out = []
+        for c in (r, ref):
+            got = [_call(c, "FUNCTION", "LOAD", LIB)]
+            # NOFLUSH: the file's library is already there: the load fails
+            got.append(_call(c, "DEBUG", "RELOAD", "NOFLUSH"))
+            got.append(_call(c, "FUNCTION", "LIST"))
+            # NOFLUSH MERGE: the file's library replaces it
+            got.append(_call(c, "DEBUG", "RELOAD", "NOFLUSH", "MERGE"))
+            got.append(_call(c, "FCALL", "test", "0"))
+            # MERGE alone still empties first: a key made after the save goes
+            got.append(_call(c, "SET", "saved", "1"))
+            got.append(_call(c, "SAVE"))
+            got.append(_call(c, "SET", "later", "1"))
+            got.append(_call(c, "DEBUG", "RELOAD", "NOSAVE", "MERGE"))
+            got.append(sorted(c.keys("*")))
+            # a plain reload keeps every library (emptied, then loaded)
+            got.append(_call(c, "FUNCTION", "LOAD", LIB2))
+            got.append(_call(c, "DEBUG", "RELOAD"))
+            got.append(sorted(x[1] for x in c.execute_command("FUNCTION", "LIST")))
+            got.append(_call(c, "DEBUG", "RELOAD", "BAD"))
+            out.append(got)
+        assert out[0] == out[1]
+        assert out[0][1] == "ERR: Error trying to load the RDB dump"
+    finally:
+        stop_redis(proc, ref)
+
+
+def test_debug_loadaof(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path, "--appendonly", "yes")
+    try:
+        out = []
+        for c in (r, ref):
+            got = [_call(c, "FUNCTION", "LOAD", LIB)]
+            c.set("a", "1")
+            c.rpush("l", *range(50))
+            c.hset("h", mapping={"f": "v", "g": "w"})
+            c.pexpire("a", 100000)
+            digest = _call(c, "DEBUG", "DIGEST")
+            got.append(_call(c, "DEBUG", "LOADAOF"))
+            got.append(_call(c, "DEBUG", "DIGEST") == digest)
+            got.append(_call(c, "FCALL", "test", "0"))
+            got.append(c.pttl("a") > 90000)
+            got.append(_call(c, "DEBUG", "LOADAOF", "extra"))
+            out.append(got)
+        # (further arguments are ignored)
+        assert out[0] == out[1] == ["test", "OK", True, 1, True, "OK"]
+    finally:
+        stop_redis(proc, ref)
