@@ -127,8 +127,9 @@ static void set_alias(const char *name, const char *value)
 
 long long kv_busy_reply_ms = 5000;
 
-static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",
-                                      "allkeys-random", "volatile-random", "volatile-ttl" };
+static const char *policy_names[] = { "noeviction",     "allkeys-lru",     "volatile-lru",
+                                      "allkeys-random", "volatile-random", "volatile-ttl",
+                                      "allkeys-lfu",    "volatile-lfu" };
 static const char *fsync_names[] = { "always", "everysec", "no" };
 static const char *loglevel_names[] = { "warning", "notice", "verbose", "debug" };
 

@@ -344,6 +344,8 @@ enum kv_policy {
     MM_ALLKEYS_RANDOM,
     MM_VOLATILE_RANDOM,
     MM_VOLATILE_TTL,
+    MM_ALLKEYS_LFU, /* the LFU two last: kv_lfu_on() */
+    MM_VOLATILE_LFU,
 };
 
 typedef struct kv_config {

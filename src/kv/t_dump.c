@@ -158,9 +158,10 @@ void restore_command(kv_client *c)
             kv_free(prop);
         }
     }
-    /* IDLETIME sets the LRU stamp; FREQ is kept only under an LFU policy,
-     * which brisk-kv does not have, so it is checked and dropped. */
-    if (idle >= 0)
+    /* As Redis: FREQ counts under an LFU policy, IDLETIME under another. */
+    if (kv_lfu_on() && freq >= 0)
+        e->lru = kv_lfu_stamp((unsigned)freq);
+    else if (!kv_lfu_on() && idle >= 0)
         e->lru = lru_for_idle(idle) & 0xfffffff;
     kv_touch_key(c->db, key);
     kv_notify(c->db, NOTIFY_GENERIC, "restore", key);

@@ -141,3 +141,62 @@ def test_debug_loadaof(kv_factory, tmp_path):
         assert out[0] == out[1] == ["test", "OK", True, 1, True, "OK"]
     finally:
         stop_redis(proc, ref)
+
+
+def test_lfu_policies(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        out = []
+        for c in (r, ref):
+            got = [_call(c, "CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"),
+                   _call(c, "CONFIG", "GET", "maxmemory-policy")]
+            c.set("foo", "bar")
+            got.append(_call(c, "OBJECT", "FREQ", "foo"))  # a new key: 5, looking is no access
+            got.append(_call(c, "OBJECT", "FREQ", "foo"))
+            got.append(_call(c, "OBJECT", "IDLETIME", "foo"))
+            c.get("foo")  # at 5 the counter grows for sure
+            got.append(_call(c, "OBJECT", "FREQ", "foo"))
+            c.set("foo", "baz")  # an overwrite keeps the counter (its lookup is an access)
+            got.append(_call(c, "OBJECT", "FREQ", "foo") >= 6)
+            dump = c.dump("foo")
+            c.delete("foo")
+            got.append(_call(c, "RESTORE", "foo", "0", dump, "FREQ", "100"))
+            got.append(_call(c, "OBJECT", "FREQ", "foo"))
+            got.append(_call(c, "RESTORE", "foo", "0", dump, "REPLACE", "IDLETIME", "1000"))
+            got.append(_call(c, "OBJECT", "FREQ", "foo"))  # IDLETIME is no counter: 5
+            got.append(_call(c, "RESTORE", "foo", "0", dump, "REPLACE", "FREQ", "256"))
+            c.set("n", "5")
+            got.append(_call(c, "OBJECT", "REFCOUNT", "n"))
+            c.config_set("maxmemory", "100mb")
+            c.set("n2", "6")
+            got.append(_call(c, "OBJECT", "REFCOUNT", "n2"))  # no shared integers with LFU
+            c.config_set("maxmemory", "0")
+            got.append(_call(c, "CONFIG", "SET", "maxmemory-policy", "volatile-lfu"))
+            got.append(_call(c, "CONFIG", "GET", "maxmemory-policy"))
+            got.append(_call(c, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru"))
+            got.append(_call(c, "OBJECT", "FREQ", "n"))
+            got.append(_call(c, "CONFIG", "SET", "maxmemory-policy", "allkeys-lfux"))
+            out.append(got)
+        assert out[0] == out[1]
+        assert out[0][2] == 5 and out[0][5] == 6 and out[0][8] == 100
+    finally:
+        stop_redis(proc, ref)
+
+
+@pytest.mark.parametrize("policy", ["allkeys-lfu", "volatile-lfu"])
+def test_lfu_eviction_keeps_hot_keys(kv_factory, tmp_path, policy):
+    kv = kv_factory("--maxmemory-policy", policy, workdir=tmp_path)
+    r = kv.client(decode_responses=True)
+    r.config_set("lfu-decay-time", "0")  # no decay while the test runs
+    r.config_set("lfu-log-factor", "0")  # every access counts
+    for i in range(20):
+        r.set(f"hot:{i}", "x" * 1000, ex=10000)
+        for _ in range(40):
+            r.get(f"hot:{i}")
+    assert min(r.object("freq", f"hot:{i}") for i in range(20)) == 45
+    used = int(r.info("memory")["used_memory"])
+    r.config_set("maxmemory", str(used + 2_000_000))
+    for i in range(6000):
+        r.set(f"cold:{i}", "y" * 1000, ex=10000)
+    assert int(r.info("stats")["evicted_keys"]) > 0
+    assert sum(r.exists(f"hot:{i}") for i in range(20)) >= 18
