@@ -2624,11 +2624,25 @@ static void expire_local_keys(void)
     }
 }
 
+/* Whether cmd writes: its flag, or one of FUNCTION's writing subcommands
+ * (flagged write in Redis; the container's row here has no such flag). */
+static int writes(const kv_client *c, const kv_cmd *cmd)
+{
+    if (cmd->flags & CMD_WRITE)
+        return 1;
+    if (cmd->proc != function_command || c->argc < 2)
+        return 0;
+    bk_str sub = c->argv[1];
+    return BK_STR_IEQ(sub, "load") || BK_STR_IEQ(sub, "delete") || BK_STR_IEQ(sub, "flush") ||
+           BK_STR_IEQ(sub, "restore");
+}
+
 int repl_deny(kv_client *c, const kv_cmd *cmd)
 {
     if (c->repl_flags & REPL_C_MASTER)
         return 0;
     const char *err = NULL;
+    int write = writes(c, cmd);
     if (BK_UNLIKELY(R.async_loading) &&
         (cmd->proc == replicaof_command || cmd->proc == sync_command ||
          cmd->proc == save_command || cmd->proc == bgsave_command ||
@@ -2636,9 +2650,9 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
         err = "LOADING Redis is loading the dataset in memory"; /* Redis's no-async-loading */
     else if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !(cmd->flags & CMD_STALE))
         err = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
-    else if (R.host && R.read_only && (cmd->flags & CMD_WRITE))
+    else if (R.host && R.read_only && write)
         err = "READONLY You can't write against a read only replica.";
-    else if (!R.host && (cmd->flags & CMD_WRITE))
+    else if (!R.host && write)
         err = repl_write_refusal();
     if (!err) {
         if (R.host && (cmd->flags & CMD_WRITE) && cmd->first_key > 0)

@@ -200,3 +200,33 @@ def test_lfu_eviction_keeps_hot_keys(kv_factory, tmp_path, policy):
         r.set(f"cold:{i}", "y" * 1000, ex=10000)
     assert int(r.info("stats")["evicted_keys"]) > 0
     assert sum(r.exists(f"hot:{i}") for i in range(20)) >= 18
+
+
+def test_function_writes_refused_on_read_only_replica(kv_factory, tmp_path):
+    master = kv_factory(workdir=tmp_path / "m")
+    replica = kv_factory(workdir=tmp_path / "r")
+    (tmp_path / "rm").mkdir()
+    (tmp_path / "rr").mkdir()
+    pm, rm = start_redis(tmp_path / "rm", decode_responses=True)
+    pr, rr = start_redis(tmp_path / "rr", decode_responses=True)
+    try:
+        out = []
+        for m, mport, rep in ((master.client(decode_responses=True), master.port,
+                               replica.client(decode_responses=True)),
+                              (rm, rm.connection_pool.connection_kwargs["port"], rr)):
+            m.execute_command("FUNCTION", "LOAD", LIB)
+            rep.execute_command("REPLICAOF", "127.0.0.1", str(mport))
+            deadline = time.time() + 10
+            while rep.info("replication").get("master_link_status") != "up":
+                assert time.time() < deadline
+                time.sleep(0.05)
+            got = [_call(rep, "FUNCTION", "LOAD", LIB2), _call(rep, "FUNCTION", "DELETE", "test"),
+                   _call(rep, "FUNCTION", "FLUSH"), _call(rep, "FUNCTION", "RESTORE", "x"),
+                   _call(rep, "FUNCTION", "LIST", "LIBRARYNAME", "nope")]
+            rep.execute_command("REPLICAOF", "NO", "ONE")
+            out.append(got)
+        assert out[0][:4] == out[1][:4] == ["ERR: You can't write against a read only replica."] * 4
+        assert out[0][4:] == out[1][4:]
+    finally:
+        stop_redis(pm, rm)
+        stop_redis(pr, rr)
