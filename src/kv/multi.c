@@ -9,6 +9,10 @@ typedef struct kv_watch {
     dict_node node; /* aux = key length */
     kv_db *db;
     kv_client **clients;
+    /* per client (same index): the key was there but logically expired when
+     * it was WATCHed (Redis 7.0): its deletion is then no change, and its
+     * expiry no reason to fail EXEC */
+    unsigned char *stale;
     int n, cap;
     char key[];
 } kv_watch;
@@ -40,7 +44,10 @@ static void watch_key(kv_client *c, bk_str key)
     if (w->n == w->cap) {
         w->cap = w->cap ? w->cap * 2 : 4;
         w->clients = kv_realloc(w->clients, (size_t)w->cap * sizeof *w->clients);
+        w->stale = kv_realloc(w->stale, (size_t)w->cap);
     }
+    kv_entry *e = db_find(db, key);
+    w->stale[w->n] = e && db_expired(e);
     w->clients[w->n++] = c;
     if (c->nwatched == c->watched_cap) {
         c->watched_cap = c->watched_cap ? c->watched_cap * 2 : 4;
@@ -56,12 +63,14 @@ void kv_unwatch_all(kv_client *c)
         for (int k = 0; k < w->n; k++) {
             if (w->clients[k] == c) {
                 w->clients[k] = w->clients[--w->n];
+                w->stale[k] = w->stale[w->n];
                 break;
             }
         }
         if (w->n == 0) {
             dict_unlink_node(&w->db->watched, &w->node);
             kv_free(w->clients);
+            kv_free(w->stale);
             kv_free(w);
             srv.watch_keys--;
         }
@@ -80,8 +89,36 @@ void kv_touch_key(kv_db *db, bk_str key)
                                                  dict_hash32(key.p, key.len));
     if (!w)
         return;
-    for (int i = 0; i < w->n; i++)
+    for (int i = 0; i < w->n; i++) {
+        if (w->stale[i]) {
+            /* the touch of the expired key's deletion (made before or after
+             * it goes): no change; anything later is one */
+            kv_entry *e = db_find(db, key);
+            if (!e || db_expired(e)) {
+                w->stale[i] = 0;
+                continue;
+            }
+        }
         w->clients[i]->flags |= CLIENT_DIRTY_CAS;
+    }
+}
+
+/* Whether a key c watches expired since its WATCH (Redis 7.0 fails the
+ * EXEC then, even if nothing deleted it yet). */
+static int watched_key_expired(kv_client *c)
+{
+    for (int i = 0; i < c->nwatched; i++) {
+        kv_watch *w = c->watched[i];
+        int k = 0;
+        while (k < w->n && w->clients[k] != c)
+            k++;
+        if (k == w->n || w->stale[k])
+            continue;
+        kv_entry *e = db_find(w->db, (bk_str){ w->key, w->node.aux });
+        if (e && db_expired(e))
+            return 1;
+    }
+    return 0;
 }
 
 void kv_touch_db(kv_db *db)
@@ -165,6 +202,8 @@ void exec_command(kv_client *c)
         kv_discard_transaction(c);
         return;
     }
+    if (c->nwatched && watched_key_expired(c))
+        c->flags |= CLIENT_DIRTY_CAS;
     if (c->flags & CLIENT_DIRTY_CAS) {
         kv_discard_transaction(c);
         reply_null_array(c);

@@ -230,3 +230,50 @@ def test_function_writes_refused_on_read_only_replica(kv_factory, tmp_path):
     finally:
         stop_redis(pm, rm)
         stop_redis(pr, rr)
+
+
+def _watch_cases(c):
+    """Redis 7.0's WATCH of keys that expire: (EXEC's reply) per case."""
+    c.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    out = []
+    # expired after WATCH, not deleted yet: EXEC fails
+    c.set("k", "1", px=100)
+    c.execute_command("WATCH", "k")
+    time.sleep(0.15)
+    out.append(c.execute_command("MULTI") and None)
+    c.execute_command("INCR", "k")
+    out.append(c.execute_command("EXEC"))
+    # already expired when WATCHed: neither its expiry nor its lazy deletion count
+    for delete in (False, True):
+        c.set("x", "foo", px=1)
+        time.sleep(0.01)
+        c.execute_command("WATCH", "x")
+        if delete:
+            out.append(c.exists("x"))
+        c.execute_command("MULTI")
+        c.execute_command("PING")
+        out.append(c.execute_command("EXEC"))
+    # already expired, then set again: a change
+    c.set("y", "foo", px=1)
+    time.sleep(0.01)
+    c.execute_command("WATCH", "y")
+    c.set("y", "bar")
+    c.execute_command("MULTI")
+    c.execute_command("PING")
+    out.append(c.execute_command("EXEC"))
+    c.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+    return out
+
+
+def test_watch_and_expiry(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        # (one connection each: WATCH state is per connection)
+        a = redis.Redis(port=kv.port, decode_responses=True, single_connection_client=True)
+        b = redis.Redis(port=ref.connection_pool.connection_kwargs["port"],
+                        decode_responses=True, single_connection_client=True)
+        got = _watch_cases(a)
+        assert got == _watch_cases(b)
+        assert got == [None, None, ["PONG"], 0, ["PONG"], None]
+    finally:
+        stop_redis(proc, ref)
