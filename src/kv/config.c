@@ -244,6 +244,11 @@ static int parse_memory(const char *s, uint64_t *out)
     return -1;
 }
 
+int kv_config_parse_memory(const char *s, uint64_t *out)
+{
+    return parse_memory(s, out);
+}
+
 static int parse_yesno(const char *s, int *out)
 {
     if (strcasecmp(s, "yes") == 0) {

@@ -933,7 +933,7 @@ static void on_iteration_end(bk_loop *l, void *ud)
 
 static void on_wake(bk_loop *l, void *ud)
 {
-    if (srv.shutdown_asap)
+    if (srv.shutdown_asap && !kv_debug_cron_paused)
         loop_stop(l);
 }
 
@@ -962,6 +962,10 @@ double kv_instantaneous(int what)
 
 static void cron_cb(bk_loop *l, bk_timer *t)
 {
+    if (BK_UNLIKELY(kv_debug_cron_paused)) { /* DEBUG PAUSE-CRON: signals wait too */
+        timer_start(l, t, (uint64_t)(1000 / srv.cfg.hz));
+        return;
+    }
     update_time();
     srv.cronloops++;
     sample_rates();

@@ -807,6 +807,10 @@ void repl_relay_write(kv_client *c);
 extern int repl_feeding; /* the stream goes to a backlog: aof_feed calls repl_feed */
 extern int repl_guard;   /* kv_call asks repl_deny (replica or min-replicas-to-write) */
 extern int kv_active_expire_off; /* DEBUG SET-ACTIVE-EXPIRE 0 (replication tests use it) */
+/* t_debug.c: DEBUG subcommands of Redis's suite; 1 when sub was one */
+int kv_debug_suite_subcommand(kv_client *c);
+extern int kv_debug_allow_noscript; /* DEBUG SET-DISABLE-DENY-SCRIPTS 1 */
+extern int kv_debug_cron_paused;    /* DEBUG PAUSE-CRON 1 */
 void repl_init(void);
 void repl_feed(kv_db *db, int argc, const bk_str *argv);
 void repl_exec_end(void);

@@ -209,6 +209,13 @@ void shutdown_command(kv_client *c)
             reply_error(c, ERR_SYNTAX);
             return;
         }
+        if (arg_is(c->argv[i], "abort") && srv.shutdown_asap > 0) {
+            /* a signal not acted on yet (DEBUG PAUSE-CRON holds it) */
+            srv.shutdown_asap = 0;
+            log_warn("Shutdown manually aborted.");
+            reply_ok(c);
+            return;
+        }
         if (arg_is(c->argv[i], "abort")) {
             reply_error(c, "ERR No shutdown in progress.");
             return;
@@ -618,8 +625,9 @@ void debug_command(kv_client *c)
         reply_ok(c);
     } else if (arg_is(sub, "segfault") && c->argc == 2) {
         kv_debug_segfault(); /* does not return: the crash report's test */
-    } else {
-        subcommand_unknown(c, "DEBUG");
+    } else if (!kv_debug_suite_subcommand(c)) {
+        reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
+                        "DEBUG HELP.", (int)BK_MIN(sub.len, (size_t)128), sub.p);
     }
 }
 

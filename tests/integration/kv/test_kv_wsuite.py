@@ -277,3 +277,86 @@ def test_watch_and_expiry(kv_factory, tmp_path):
         assert got == [None, None, ["PONG"], 0, ["PONG"], None]
     finally:
         stop_redis(proc, ref)
+
+
+PROTOCOL_TYPES = ["string", "integer", "double", "bignum", "null", "array", "set", "map",
+                  "attrib", "push", "verbatim", "true", "false", "bogus"]
+
+
+def _raw_replies(port, proto, commands):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"HELLO %d\r\n" % proto)
+    time.sleep(0.1)
+    s.recv(65536)
+    out = []
+    for cmd in commands:
+        s.sendall(cmd + b"\r\n")
+        time.sleep(0.03)
+        out.append(s.recv(65536))
+    s.close()
+    return out
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_debug_protocol(kv_factory, tmp_path, proto):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        cmds = [b"DEBUG PROTOCOL " + t.encode() for t in PROTOCOL_TYPES] + [b"DEBUG PROTOCOL"]
+        got = _raw_replies(kv.port, proto, cmds)
+        want = _raw_replies(ref.connection_pool.connection_kwargs["port"], proto, cmds)
+        assert got == want
+    finally:
+        stop_redis(proc, ref)
+
+
+def test_debug_suite_subcommands(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        out = []
+        for c in (r, ref):
+            got = [_call(c, "DEBUG", "QUICKLIST-PACKED-THRESHOLD", v)
+                   for v in ("1b", "0", "4094mb", "4095mb", "4gb", "5gb", "abc", "-1",
+                             "99999999999999999999999")]
+            got.append(_call(c, "DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1"))
+            got.append(_call(c, "EVAL", "return redis.call('client','id') > 0", "0"))
+            got.append(_call(c, "DEBUG", "SET-DISABLE-DENY-SCRIPTS", "0"))
+            got.append(_call(c, "EVAL", "return redis.call('client','id')", "0").split(" script:")[0])
+            got.append(_call(c, "DEBUG", "PAUSE-CRON", "1"))
+            got.append(_call(c, "DEBUG", "PAUSE-CRON", "0"))
+            got.append(_call(c, "DEBUG", "HTSTATS-KEY", "nokey"))
+            c.rpush("l", "a")
+            got.append(_call(c, "DEBUG", "HTSTATS-KEY", "l"))
+            c.sadd("s", "a")
+            got.append(_call(c, "DEBUG", "HTSTATS-KEY", "s").startswith(
+                "Hash table 0 stats (main hash table):\n table size: 4\n number of elements: 1\n"))
+            got.append(_call(c, "DEBUG", "HTSTATS", "99"))
+            got.append(_call(c, "DEBUG", "HTSTATS", "x"))
+            got.append(_call(c, "DEBUG", "HTSTATS", "0").startswith("[Dictionary HT]\n"))
+            for args in (("PEAK-RESET-TIME", "100"), ("PEAK-RESET-TIME", "never"),
+                         ("PEAK-RESET-TIME", "reset"), ("RESIZING", "0"), ("RESIZING", "1"),
+                         ("FOO", "1")):
+                got.append(_call(c, "DEBUG", "REPLYBUFFER", *args))
+            got.append(_call(c, "DEBUG", "NOSUCH"))
+            got.append(_call(c, "DEBUG", "SLEEP"))
+            got.append(_call(c, "DEBUG", "HELP")[0])
+            got.append(_call(c, "SHUTDOWN", "ABORT"))
+            out.append(got)
+        assert out[0] == out[1]
+    finally:
+        stop_redis(proc, ref)
+
+
+def test_pause_cron_holds_sigterm_until_shutdown_abort(kv_factory, tmp_path):
+    kv = kv_factory("--enable-debug-command", "yes", workdir=tmp_path)
+    r = kv.client(decode_responses=True)
+    assert r.execute_command("DEBUG", "PAUSE-CRON", "1") == "OK"
+    kv.proc.send_signal(15)
+    time.sleep(0.3)
+    assert r.ping()
+    assert r.execute_command("SHUTDOWN", "ABORT") is True  # (redis-py: +OK)
+    assert r.execute_command("DEBUG", "PAUSE-CRON", "0") == "OK"
+    time.sleep(0.3)
+    assert r.ping()
+    assert "Shutdown manually aborted" in kv.output()
+    with pytest.raises(redis.ResponseError, match="No shutdown in progress"):
+        r.execute_command("SHUTDOWN", "ABORT")
