@@ -674,10 +674,17 @@ static void put_repr(bk_buf *b, bk_str s)
     b->len = (size_t)(w - b->data);
 }
 
-/* Which arguments MONITOR shows as "(redacted)": AUTH's, HELLO's AUTH
- * pair, MIGRATE's AUTH / AUTH2 credentials. */
-static int redacted(const kv_cmd *cmd, int argc, const bk_str *argv, int i)
+/* Which arguments MONITOR and SLOWLOG show as "(redacted)": AUTH's,
+ * HELLO's AUTH pair, MIGRATE's AUTH / AUTH2 credentials, and (SLOWLOG only:
+ * MONITOR hides the commands) CONFIG SET's requirepass and masterauth
+ * values and every argument of ACL SETUSER after the subcommand. */
+int kv_arg_redacted(const kv_cmd *cmd, int argc, const bk_str *argv, int i)
 {
+    if (strcmp(cmd->name, "acl") == 0)
+        return i >= 2 && BK_STR_IEQ(argv[1], "setuser");
+    if (strcmp(cmd->name, "config") == 0)
+        return argc >= 4 && BK_STR_IEQ(argv[1], "set") && i >= 3 && (i - 2) % 2 == 1 &&
+               (BK_STR_IEQ(argv[i - 1], "requirepass") || BK_STR_IEQ(argv[i - 1], "masterauth"));
     if (strcmp(cmd->name, "auth") == 0)
         return i >= 1;
     if (strcmp(cmd->name, "hello") == 0) {
@@ -755,7 +762,7 @@ void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *ar
     buf_append(&line, head, (size_t)n);
     for (int i = 0; i < argc; i++) {
         buf_append(&line, " ", 1);
-        put_repr(&line, redacted(cmd, argc, argv, i) ? BK_STR("(redacted)") : argv[i]);
+        put_repr(&line, kv_arg_redacted(cmd, argc, argv, i) ? BK_STR("(redacted)") : argv[i]);
     }
     buf_append(&line, "\r\n", 2);
     for (int i = 0; i < srv.nmonitors; i++) {

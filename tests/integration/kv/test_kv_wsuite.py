@@ -360,3 +360,29 @@ def test_pause_cron_holds_sigterm_until_shutdown_abort(kv_factory, tmp_path):
     assert "Shutdown manually aborted" in kv.output()
     with pytest.raises(redis.ResponseError, match="No shutdown in progress"):
         r.execute_command("SHUTDOWN", "ABORT")
+
+
+def test_slowlog_redacts_credentials(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        out = []
+        for c in (r, ref):
+            port = c.connection_pool.connection_kwargs["port"]
+            c.config_set("slowlog-log-slower-than", 0)
+            c.slowlog_reset()
+            _call(c, "ACL", "SETUSER", "slowlog test user", "+get", "+set")
+            c.config_set("masterauth", "")
+            _call(c, "ACL", "GETUSER", "slowlog test user")
+            _call(c, "ACL", "DELUSER", "slowlog test user")
+            _call(c, "MIGRATE", "127.0.0.1", str(port), "key", "9", "5000")
+            _call(c, "MIGRATE", "127.0.0.1", str(port), "key", "9", "5000", "AUTH", "user")
+            _call(c, "MIGRATE", "127.0.0.1", str(port), "key", "9", "5000", "AUTH2", "u", "p")
+            _call(c, "MIGRATE", "127.0.0.1", str(port), "key", "9", "5000", "KEYS")
+            c.config_set("slowlog-log-slower-than", -1)
+            out.append([e["command"].replace(str(port).encode(), b"P")
+                        if isinstance(e["command"], bytes) else e["command"].replace(str(port), "P")
+                        for e in c.slowlog_get(20)])
+        assert out[0] == out[1]
+        assert b"ACL SETUSER (redacted) (redacted) (redacted)" in out[0]
+    finally:
+        stop_redis(proc, ref)
