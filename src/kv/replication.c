@@ -112,6 +112,7 @@ static struct {
     int seldb, in_multi;
     int tx_cmds;  /* commands of the running transaction so far (2: MULTI sent) */
     bk_buf held;  /* its first command, streamed alone if no second comes */
+    size_t held_sel; /* bytes of held that are a SELECT (MULTI goes after them) */
     /* our replicas */
     kv_client **replicas;
     int nreplicas, cap;
@@ -331,9 +332,12 @@ void repl_feed(kv_db *db, int argc, const bk_str *argv)
             b = &R.held;
             R.held.len = 0;
         } else if (R.tx_cmds == 1) {
+            /* as Redis: the SELECT of the first command, then MULTI */
             static const bk_str multi[] = { { "MULTI", 5 } };
+            if (buf_append(&scratch, R.held.data, R.held_sel) < 0)
+                abort();
             put_command(&scratch, 1, multi);
-            if (buf_append(&scratch, R.held.data, R.held.len) < 0)
+            if (buf_append(&scratch, R.held.data + R.held_sel, R.held.len - R.held_sel) < 0)
                 abort();
             R.in_multi = 1;
         }
@@ -347,6 +351,8 @@ void repl_feed(kv_db *db, int argc, const bk_str *argv)
         put_command(b, 2, sel);
         R.seldb = db->id;
     }
+    if (b == &R.held)
+        R.held_sel = R.held.len;
     put_command(b, argc, argv);
     if (b == &scratch)
         stream_append(scratch.data, scratch.len);

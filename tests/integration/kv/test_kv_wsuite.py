@@ -386,3 +386,67 @@ def test_slowlog_redacts_credentials(kv_factory, tmp_path):
         assert b"ACL SETUSER (redacted) (redacted) (redacted)" in out[0]
     finally:
         stop_redis(proc, ref)
+
+
+class _ReplStream:
+    """A SYNC connection's command stream (Redis's attach_to_replication_stream)."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.f = self.s.makefile("rb")
+        self.s.sendall(b"SYNC\r\n")
+        while True:
+            line = self.f.readline()
+            if line.strip():
+                break
+        assert line.startswith(b"$"), line
+        self.f.read(int(line[1:]))
+
+    def command(self):
+        line = self.f.readline()
+        while line in (b"\n", b"\r\n"):
+            line = self.f.readline()
+        assert line.startswith(b"*"), line
+        args = []
+        for _ in range(int(line[1:])):
+            n = int(self.f.readline()[1:])
+            args.append(self.f.read(n + 2)[:-2].decode())
+        return [a.lower() if i == 0 else a for i, a in enumerate(args)]
+
+    def close(self):
+        self.s.close()
+
+
+def _multi_stream(c, port):
+    c.config_set("repl-ping-replica-period", 3600)
+    st = _ReplStream(port)
+    try:
+        with c.pipeline(transaction=True) as p:
+            p.set("foo", "bar")
+            p.get("foo")
+            p.set("foo2", "bar2")
+            p.execute()
+        with c.pipeline(transaction=False) as p:
+            p.execute_command("MULTI")
+            p.execute_command("SELECT", "1")
+            p.set("a", "1")
+            p.execute_command("SELECT", "2")
+            p.set("b", "2")
+            p.execute_command("EXEC")
+            p.execute_command("SELECT", "0")
+            p.execute()
+        c.set("after", "1")
+        return [st.command() for _ in range(11)]
+    finally:
+        st.close()
+
+
+def test_multi_propagates_select_before_multi(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _multi_stream(r, kv.port)
+        want = _multi_stream(ref, ref.connection_pool.connection_kwargs["port"])
+        assert got == want
+        assert got[:2] == [["select", "0"], ["multi"]]
+    finally:
+        stop_redis(proc, ref)
