@@ -11,6 +11,7 @@
 #include "kv/pubsub.h"
 #include "kv/reply.h"
 #include "kv/script.h"
+#include "kv/stream.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -168,6 +169,7 @@ void swapdb_command(kv_client *c)
         kv_db_swap_contents(x, y);
         blocking_signal_db(x); /* clients blocked in x or y may be served now */
         blocking_signal_db(y);
+        stream_waiters_check_later(); /* an XREADGROUP whose stream moved away fails */
     }
     kv_dirty(1);
     reply_ok(c);

@@ -450,3 +450,56 @@ def test_multi_propagates_select_before_multi(kv_factory, tmp_path):
         assert got[:2] == [["select", "0"], ["multi"]]
     finally:
         stop_redis(proc, ref)
+
+
+def _getdel_stream(c, port):
+    c.config_set("repl-ping-replica-period", 3600)
+    st = _ReplStream(port)
+    try:
+        c.set("foo", "bar")
+        c.getdel("foo")
+        c.getdel("nokey")
+        c.set("after", "1")
+        return [st.command() for _ in range(4)]
+    finally:
+        st.close()
+
+
+def test_getdel_propagates_as_del(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _getdel_stream(r, kv.port)
+        assert got == _getdel_stream(ref, ref.connection_pool.connection_kwargs["port"])
+        assert got[2] == ["del", "foo"]
+    finally:
+        stop_redis(proc, ref)
+
+
+def test_swapdb_fails_xreadgroup_whose_stream_moved(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        out = []
+        for c in (r, ref):
+            port = c.connection_pool.connection_kwargs["port"]
+            c9 = redis.Redis(port=port, db=9)
+            for other in ("none", "list"):
+                c.execute_command("SELECT", "4")
+                c.flushdb()
+                if other == "list":
+                    c.lpush("mystream", "e1")
+                c.execute_command("SELECT", "0")
+                c9.delete("mystream")
+                c9.xadd("mystream", {"f": "v"}, id="666")
+                c9.xgroup_create("mystream", "mygroup", "$")
+                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                s.sendall(b"SELECT 9\r\nXREADGROUP GROUP mygroup Alice BLOCK 0 STREAMS mystream >\r\n")
+                assert s.recv(100) == b"+OK\r\n"
+                time.sleep(0.1)
+                c.execute_command("SWAPDB", "4", "9")
+                out.append(s.recv(1000))
+                s.close()
+                c.execute_command("SWAPDB", "4", "9")
+            c9.close()
+        assert out[:2] == out[2:] == [b"-UNBLOCKED the stream key no longer exists\r\n"] * 2
+    finally:
+        stop_redis(proc, ref)
