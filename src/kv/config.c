@@ -93,6 +93,7 @@ static struct {
     { "stream-node-max-bytes", "4096" },    { "stream-node-max-entries", "100" },
     { "client-query-buffer-limit", "1073741824" }, { "lfu-log-factor", "10" },
     { "lfu-decay-time", "1" },              { "maxmemory-eviction-tenacity", "10" },
+    { "proc-title-template", "{title} {listen-addr} {server-mode}" },
     { "enable-debug-command", "no" },       { "enable-protected-configs", "no" },
     { "enable-module-command", "no" },      { "unixsocket", "" },
     { "unixsocketperm", "0" },              { "cluster-enabled", "no" },

@@ -2898,7 +2898,11 @@ int repl_config_set(const char *name, int argc, char **argv, int at_runtime, cha
             return -1;
         }
         long long port;
-        if (argc != 2 || kv_parse_ll(argv[1], strlen(argv[1]), &port) < 0 || port < 0 ||
+        if (argc != 2) {
+            snprintf(err, errlen, "wrong number of arguments");
+            return -1;
+        }
+        if (kv_parse_ll(argv[1], strlen(argv[1]), &port) < 0 || port < 0 ||
             port > 65535) {
             snprintf(err, errlen, "Invalid master port");
             return -1;

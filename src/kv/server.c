@@ -1190,7 +1190,59 @@ static void usage(FILE *f)
             "Any redis.conf option brisk-kv knows may be given as --name value.\n");
 }
 
-/* Command-line options: "--name v1 v2 ..." (values until the next --). */
+/* A value as Redis writes it into its command-line config text: quoted,
+ * with \\, \" and the non-printable bytes escaped. */
+static void cli_put_quoted(bk_buf *b, const char *v)
+{
+    buf_append(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        char esc[8];
+        int n;
+        if (*p == '\\' || *p == '"')
+            n = snprintf(esc, sizeof esc, "\\%c", *p);
+        else if (*p == '\n' || *p == '\r' || *p == '\t')
+            n = snprintf(esc, sizeof esc, "\\%c", *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't');
+        else if (*p < 0x20 || *p >= 0x7f)
+            n = snprintf(esc, sizeof esc, "\\x%02x", *p);
+        else
+            n = snprintf(esc, sizeof esc, "%c", *p);
+        buf_append(b, esc, (size_t)n);
+    }
+    buf_append(b, "\" ", 2);
+}
+
+/* Applies one line of the command-line config text; prints Redis's
+ * fatal-config report (the line, then why) on error. */
+static int cli_apply_line(bk_buf *line)
+{
+    while (line->len && line->data[line->len - 1] == ' ')
+        line->len--;
+    buf_append(line, "", 1); /* NUL */
+    if (line->data[0] == '\0')
+        return 0;
+    char **av = NULL, err[512];
+    int ac = kv_split_line(line->data, &av), rc = 0;
+    if (ac < 0) {
+        snprintf(err, sizeof err, "Unbalanced quotes in configuration line");
+        rc = -1;
+    } else if (ac > 0 && kv_config_set(&srv.cfg, av[0], ac - 1, av + 1, 0, err, sizeof err) != 0) {
+        rc = -1;
+    }
+    if (rc < 0)
+        fprintf(stderr, "\n*** FATAL CONFIG FILE ERROR (brisk-kv %s) ***\n>>> '%s'\n%s\n",
+                BRISK_VERSION, line->data, err);
+    if (ac > 0)
+        kv_free_argv(ac, av);
+    return rc;
+}
+
+/* Command-line options, read as Redis 7.0 reads them: each "--name" starts
+ * a line of config text and the arguments after it are its values, except
+ * that an option still without a value takes the next argument even when
+ * it starts with "--" (--proc-title-template --x); "--name value" in one
+ * argument is a whole line; a bare --save (last, or before another --x) is
+ * save "". Arguments before any --name make a line of their own
+ * (loglevel verbose). */
 static int parse_cli(int argc, char **argv)
 {
     int i = 1;
@@ -1205,22 +1257,30 @@ static int parse_cli(int argc, char **argv)
         }
         i++;
     }
-    while (i < argc) {
-        if (strncmp(argv[i], "--", 2) != 0 || argv[i][2] == '\0') {
-            fprintf(stderr, "brisk-kv: unexpected argument \"%s\"\n", argv[i]);
-            return -1;
+    bk_buf line = { 0 };
+    int has_value = 1, rc = 0;
+    for (; i < argc && rc == 0; i++) {
+        const char *a = argv[i];
+        if (has_value && a[0] == '-' && a[1] == '-') {
+            rc = cli_apply_line(&line);
+            line.len = 0;
+            buf_append(&line, a + 2, strlen(a + 2));
+            buf_append(&line, " ", 1);
+            has_value = strchr(a + 2, ' ') != NULL; /* "--port 6380" in one */
+            if (!has_value && strcmp(a, "--save") == 0 &&
+                (i + 1 == argc || strncmp(argv[i + 1], "--", 2) == 0)) {
+                buf_append(&line, "\"\"", 2);
+                has_value = 1;
+            }
+        } else {
+            cli_put_quoted(&line, a);
+            has_value = 1;
         }
-        const char *name = argv[i] + 2;
-        int j = i + 1;
-        while (j < argc && strncmp(argv[j], "--", 2) != 0)
-            j++;
-        if (kv_config_set(&srv.cfg, name, j - i - 1, argv + i + 1, 0, err, sizeof err) != 0) {
-            fprintf(stderr, "brisk-kv: --%s: %s\n", name, err);
-            return -1;
-        }
-        i = j;
     }
-    return 0;
+    if (rc == 0)
+        rc = cli_apply_line(&line);
+    buf_free(&line);
+    return rc;
 }
 
 int kv_server_main(int argc, char **argv)

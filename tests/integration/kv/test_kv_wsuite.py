@@ -503,3 +503,76 @@ def test_swapdb_fails_xreadgroup_whose_stream_moved(kv_factory, tmp_path):
         assert out[:2] == out[2:] == [b"-UNBLOCKED the stream key no longer exists\r\n"] * 2
     finally:
         stop_redis(proc, ref)
+
+
+import subprocess  # noqa: E402
+
+from kvlib import KV_BIN, REDIS_SERVER, free_port  # noqa: E402
+
+CLI_ERRORS = [
+    ["--port"], ["--port", "6380", "--loglevel"], ["--port", "6379", "6380"],
+    ["--port", "--loglevel", "verbose"], ["--port", "--bla", "--loglevel", "verbose"],
+    ["--logfile", "--my--log--file", "--loglevel", "--bla"], ["--shutdown-on-sigint"],
+    ["--shutdown-on-sigint", "now force", "--shutdown-on-sigterm"],
+    ["--replicaof", "127.0.0.1", "abc"], ["--replicaof", "--127.0.0.1", "abc"],
+    ["--replicaof", "--127.0.0.1", "--abc"], ["--port", 'a"b\\c'],
+]
+
+
+def _fatal(binary, args, tmp_path):
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=10, cwd=tmp_path)
+    assert p.returncode != 0
+    lines = (p.stdout + p.stderr).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(">>> "))
+    return lines[at:at + 2]
+
+
+@pytest.mark.parametrize("args", CLI_ERRORS, ids=[" ".join(a) for a in CLI_ERRORS])
+def test_command_line_errors_as_redis(tmp_path, args):
+    if not REDIS_SERVER:
+        pytest.skip("redis-server is not installed")
+    assert _fatal(KV_BIN, args, tmp_path) == _fatal(REDIS_SERVER, args, tmp_path)
+
+
+CLI_OK = [
+    (["loglevel", "verbose", "--maxmemory '700mb'", "--maxmemory-policy 'volatile-lru'"],
+     {"loglevel": "verbose", "maxmemory": "734003200", "maxmemory-policy": "volatile-lru"}),
+    (["--proc-title-template", "--my--title--template", "--loglevel", "verbose"],
+     {"proc-title-template": "--my--title--template", "loglevel": "verbose"}),
+    (["--proc-title-template --my--title--template", "--loglevel verbose"],
+     {"proc-title-template": "--my--title--template", "loglevel": "verbose"}),
+    (["--save", "--loglevel", "verbose"], {"save": "", "loglevel": "verbose"}),
+    (["--loglevel", "verbose", "--save"], {"save": "", "loglevel": "verbose"}),
+    (["--proc-title-template", "--save", "--save", "", "--loglevel", "verbose"],
+     {"proc-title-template": "--save", "save": "", "loglevel": "verbose"}),
+    (["--shutdown-on-sigint", "nosave", "force", "now", "--shutdown-on-sigterm", "nosave force"],
+     {"shutdown-on-sigint": "nosave now force", "shutdown-on-sigterm": "nosave force"}),
+]
+
+
+@pytest.mark.parametrize("args,want", CLI_OK, ids=[" ".join(a) for a, _ in CLI_OK])
+def test_command_line_values_as_redis(tmp_path, args, want):
+    """The arguments after a config file, read as Redis 7.0 reads them."""
+    conf = tmp_path / "empty.conf"
+    conf.write_text("")
+    got = []
+    for binary in (KV_BIN, REDIS_SERVER):
+        port = free_port()
+        p = subprocess.Popen([binary, str(conf), *args, "--port", str(port), "--dir", str(tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            c = redis.Redis(port=port, decode_responses=True)
+            deadline = time.time() + 10
+            while True:
+                try:
+                    c.ping()
+                    break
+                except redis.ConnectionError:
+                    assert p.poll() is None and time.time() < deadline
+                    time.sleep(0.05)
+            got.append({k: c.config_get(k)[k] for k in want})
+            c.close()
+        finally:
+            p.terminate()
+            p.wait(10)
+    assert got[0] == got[1] == want
