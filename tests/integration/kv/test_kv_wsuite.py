@@ -576,3 +576,47 @@ def test_command_line_values_as_redis(tmp_path, args, want):
             p.terminate()
             p.wait(10)
     assert got[0] == got[1] == want
+
+
+def _exec_expired_blocked(c, port):
+    c.execute_command("SELECT", "9")
+    c.config_set("repl-ping-replica-period", 3600)
+    st = _ReplStream(port)
+    try:
+        c.flushall()
+        c.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"SELECT 9\r\nCLIENT ID\r\n")
+        time.sleep(0.1)
+        cid = int(s.recv(100).split(b":")[-1].split(b"\r")[0])
+        s.sendall(b"BRPOP k 0\r\n")
+        time.sleep(0.1)
+        c.execute_command("MULTI")
+        c.execute_command("RPUSH", "k", "hello")
+        c.execute_command("PEXPIRE", "k", "100")
+        c.execute_command("DEBUG", "SLEEP", "0.2")
+        out = [c.execute_command("EXEC")]
+        out.append([f for f in c.execute_command("CLIENT", "LIST", "ID", cid).split()
+                    if f.startswith("flags=")])
+        out.append(c.execute_command("CLIENT", "UNBLOCK", cid))
+        out.append(s.recv(100))
+        s.close()
+        out.append([x[0] for x in (st.command() for _ in range(7))])
+        c.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        return out
+    finally:
+        st.close()
+
+
+def test_key_expired_in_transaction_serves_no_blocked_client(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        a = redis.Redis(port=kv.port, decode_responses=True, single_connection_client=True)
+        b = redis.Redis(port=ref.connection_pool.connection_kwargs["port"],
+                        decode_responses=True, single_connection_client=True)
+        got = _exec_expired_blocked(a, kv.port)
+        assert got == _exec_expired_blocked(b, ref.connection_pool.connection_kwargs["port"])
+        assert got[1:4] == [["flags=b"], 1, b"*-1\r\n"]
+        assert got[4][-1] == "del"
+    finally:
+        stop_redis(proc, ref)
