@@ -94,6 +94,7 @@ static struct {
     { "client-query-buffer-limit", "1073741824" }, { "lfu-log-factor", "10" },
     { "lfu-decay-time", "1" },              { "maxmemory-eviction-tenacity", "10" },
     { "proc-title-template", "{title} {listen-addr} {server-mode}" },
+    { "bind-source-addr", "" }, /* read by the replica's link (replication.c) */
     { "enable-debug-command", "no" },       { "enable-protected-configs", "no" },
     { "enable-module-command", "no" },      { "unixsocket", "" },
     { "unixsocketperm", "0" },              { "cluster-enabled", "no" },

@@ -2015,6 +2015,23 @@ static void link_connect(void)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* bind-source-addr: the link leaves from that address */
+    const char *src = kv_config_noop_str("bind-source-addr");
+    if (src && *src) {
+        struct addrinfo sh = { .ai_family = res->ai_family, .ai_socktype = SOCK_STREAM,
+                               .ai_flags = AI_PASSIVE },
+                        *sres = NULL;
+        int bad = getaddrinfo(src, NULL, &sh, &sres) != 0 || !sres ||
+                  bind(fd, sres->ai_addr, sres->ai_addrlen) < 0;
+        if (sres)
+            freeaddrinfo(sres);
+        if (bad) {
+            log_warn("Unable to connect to MASTER: can't bind to %s: %s", src, strerror(errno));
+            freeaddrinfo(res);
+            close(fd);
+            return;
+        }
+    }
     int rc = connect(fd, res->ai_addr, res->ai_addrlen);
     freeaddrinfo(res);
     if (rc < 0 && errno != EINPROGRESS) {

@@ -620,3 +620,33 @@ def test_key_expired_in_transaction_serves_no_blocked_client(kv_factory, tmp_pat
         assert got[4][-1] == "del"
     finally:
         stop_redis(proc, ref)
+
+
+def _replica_source_ip(master, replica, mport):
+    master.config_set("protected-mode", "no")
+    assert replica.execute_command("CONFIG", "SET", "bind-source-addr", "127.0.0.2") in (True, "OK")
+    replica.execute_command("REPLICAOF", "127.0.0.1", str(mport))
+    deadline = time.time() + 10
+    while replica.info("replication").get("master_link_status") != "up":
+        assert time.time() < deadline
+        time.sleep(0.05)
+    ip = master.info("replication")["slave0"]["ip"]
+    replica.execute_command("REPLICAOF", "NO", "ONE")
+    return ip, replica.config_get("bind-source-addr")
+
+
+def test_bind_source_addr(kv_factory, tmp_path):
+    master = kv_factory(workdir=tmp_path / "m")
+    replica = kv_factory(workdir=tmp_path / "r")
+    (tmp_path / "rm").mkdir()
+    (tmp_path / "rr").mkdir()
+    pm, rm = start_redis(tmp_path / "rm", decode_responses=True)
+    pr, rr = start_redis(tmp_path / "rr", decode_responses=True)
+    try:
+        got = _replica_source_ip(master.client(decode_responses=True),
+                                 replica.client(decode_responses=True), master.port)
+        want = _replica_source_ip(rm, rr, rm.connection_pool.connection_kwargs["port"])
+        assert got == want == ("127.0.0.2", {"bind-source-addr": "127.0.0.2"})
+    finally:
+        stop_redis(pm, rm)
+        stop_redis(pr, rr)
