@@ -650,3 +650,26 @@ def test_bind_source_addr(kv_factory, tmp_path):
     finally:
         stop_redis(pm, rm)
         stop_redis(pr, rr)
+
+
+def _script_cmd(body):
+    return b"*3\r\n$4\r\nEVAL\r\n$%d\r\n%s\r\n$1\r\n0" % (len(body), body)
+
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_script_protocol_replies(kv_factory, tmp_path, proto):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        cmds = [b"DEBUG SET-DISABLE-DENY-SCRIPTS 1",
+                _script_cmd(b"return {big_number='123\\r\\n123'}"),
+                _script_cmd(b"return {big_number='1234567999999999999999999999999999999'}")]
+        for lua_resp in (2, 3):
+            for t in PROTOCOL_TYPES[:-1]:
+                cmds.append(_script_cmd(b"redis.setresp(%d);return redis.call('debug', 'protocol', '%s')"
+                                        % (lua_resp, t.encode())))
+        cmds.append(b"DEBUG SET-DISABLE-DENY-SCRIPTS 0")
+        got = _raw_replies(kv.port, proto, cmds)
+        want = _raw_replies(ref.connection_pool.connection_kwargs["port"], proto, cmds)
+        assert got == want
+    finally:
+        stop_redis(proc, ref)
