@@ -845,6 +845,23 @@ void kv_call(kv_client *c)
     }
     if (BK_UNLIKELY(repl_guard) && repl_deny(c, cmd))
         return;
+    /* Every command frees memory when over maxmemory, as Redis (a read's
+     * tracking client hears of the evicted keys before its reply); only
+     * the ones that may grow memory are refused when that is not enough,
+     * and inside MULTI every one but EXEC, DISCARD, QUIT and RESET (a
+     * queue grows memory too), which fails the transaction. */
+    if (BK_UNLIKELY(srv.cfg.maxmemory) && !srv.loading) {
+        int in_multi = (c->flags & CLIENT_MULTI) && cmd->proc != exec_command &&
+                       cmd->proc != discard_command && cmd->proc != quit_command &&
+                       cmd->proc != reset_command;
+        if (kv_evict_if_needed() < 0 && ((cmd->flags & CMD_DENYOOM) || in_multi)) {
+            srv.cmd_stats[cmd - kv_commands].rejected++;
+            reply_error(c, ERR_OOM);
+            if (in_multi)
+                c->flags |= CLIENT_DIRTY_EXEC;
+            return;
+        }
+    }
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
         if (BK_UNLIKELY(cmd->flags & CMD_NO_MULTI)) {
             reply_error(c, "ERR Command not allowed inside a transaction");
@@ -853,16 +870,6 @@ void kv_call(kv_client *c)
         }
         queue_multi(c, cmd);
         return;
-    }
-    /* Every command frees memory when over maxmemory, as Redis (a read's
-     * tracking client hears of the evicted keys before its reply); only
-     * the ones that may grow memory are refused when that is not enough. */
-    if (BK_UNLIKELY(srv.cfg.maxmemory) && !srv.loading) {
-        if (kv_evict_if_needed() < 0 && (cmd->flags & CMD_DENYOOM)) {
-            srv.cmd_stats[cmd - kv_commands].rejected++;
-            reply_error(c, ERR_OOM);
-            return;
-        }
     }
     call_proc(c, cmd);
     blocking_after_command();

@@ -673,3 +673,40 @@ def test_script_protocol_replies(kv_factory, tmp_path, proto):
         assert got == want
     finally:
         stop_redis(proc, ref)
+
+
+def _oom_in_multi(port):
+    a = redis.Redis(port=port, decode_responses=True, single_connection_client=True)
+    b = redis.Redis(port=port, decode_responses=True)
+    out = []
+    a.delete("foo1", "foo2")
+    # a command refused while queueing (OOM) fails the EXEC
+    out.append(_call(a, "MULTI"))
+    out.append(_call(a, "SET", "foo1", "bar1"))
+    b.config_set("maxmemory", "1")
+    out.append(_call(a, "LPUSH", "mylist", "v"))
+    out.append(_call(a, "GET", "foo1"))  # inside MULTI even a read is refused
+    b.config_set("maxmemory", "0")
+    out.append(_call(a, "SET", "foo2", "bar2"))
+    out.append(_call(a, "EXEC"))
+    out.append([a.exists("foo1"), a.exists("foo2")])
+    # DISCARD still works out of memory
+    out.append(_call(a, "MULTI"))
+    b.config_set("maxmemory", "1")
+    out.append(_call(a, "SET", "x", "1"))
+    out.append(_call(a, "DISCARD"))
+    out.append(_call(a, "PING"))
+    b.config_set("maxmemory", "0")
+    a.close()
+    b.close()
+    return out
+
+
+def test_oom_while_queueing_fails_the_transaction(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _oom_in_multi(kv.port)
+        assert got == _oom_in_multi(ref.connection_pool.connection_kwargs["port"])
+        assert got[5].startswith("ERR: Transaction discarded") and got[6] == [0, 0]
+    finally:
+        stop_redis(proc, ref)
