@@ -135,10 +135,12 @@ void kv_touch_db(kv_db *db)
     dict_iter_end(&it);
 }
 
-/* As Redis: a flush or swap changes only the watched keys that hold a value
- * in emptied now (stale ones don't count) or will hold one from
- * replaced_with (SWAPDB; NULL for FLUSHDB/FLUSHALL). Watching a key that
- * does not exist survives a FLUSHALL. */
+/* As Redis 7.0: a flush or swap changes a watched key that is in emptied
+ * now or will be in it from replaced_with (SWAPDB; NULL for FLUSHDB and
+ * FLUSHALL), except that a key already stale when WATCHed is no change
+ * when it goes or stays stale, and a missing key replaced by a stale one
+ * becomes such a key. Watching a key that does not exist survives a
+ * FLUSHALL. */
 void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with)
 {
     if (!srv.watch_keys || dict_size(&emptied->watched) == 0)
@@ -148,16 +150,24 @@ void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with)
     for (dict_node *n; (n = dict_iter_next(&it));) {
         kv_watch *w = (kv_watch *)(void *)n;
         bk_str key = { w->key, n->aux };
-        kv_entry *e = db_find(emptied, key);
-        int changed = e && !db_expired(e);
-        if (!changed && replaced_with) {
-            e = db_find(replaced_with, key);
-            changed = e && !db_expired(e);
-        }
-        if (!changed)
+        int was_there = db_find(emptied, key) != NULL;
+        kv_entry *next = replaced_with ? db_find(replaced_with, key) : NULL;
+        if (!was_there && !next)
             continue;
-        for (int i = 0; i < w->n; i++)
+        for (int i = 0; i < w->n; i++) {
+            if (w->stale[i]) {
+                if (!next) {
+                    w->stale[i] = 0; /* the stale key went: no change */
+                    continue;
+                }
+                if (db_expired(next))
+                    continue; /* stale it stays */
+            } else if (!was_there && db_expired(next)) {
+                w->stale[i] = 1; /* nothing became a stale key */
+                continue;
+            }
             w->clients[i]->flags |= CLIENT_DIRTY_CAS;
+        }
     }
     dict_iter_end(&it);
 }

@@ -710,3 +710,48 @@ def test_oom_while_queueing_fails_the_transaction(kv_factory, tmp_path):
         assert got[5].startswith("ERR: Transaction discarded") and got[6] == [0, 0]
     finally:
         stop_redis(proc, ref)
+
+
+WATCH_FLUSH_CASES = [
+    # (setup commands, command after WATCH x in db 1 / 0)
+    ("swap stale for nothing", [("SELECT", "1"), ("SET", "x", "foo", "PX", "1")], ("SWAPDB", "0", "1")),
+    ("swap nothing for stale", [("SELECT", "0"), ("SET", "x", "foo", "PX", "1"), ("SELECT", "1")],
+     ("SWAPDB", "0", "1")),
+    ("swap stale for stale", [("SELECT", "1"), ("SET", "x", "foo", "PX", "1"), ("SELECT", "0"),
+                              ("SET", "x", "bar", "PX", "1"), ("SELECT", "1")], ("SWAPDB", "0", "1")),
+    ("swap live away", [("SELECT", "1"), ("SET", "x", "30")], ("SWAPDB", "0", "1")),
+    ("swap live in", [("SELECT", "0"), ("SET", "x", "30"), ("SELECT", "1")], ("SWAPDB", "0", "1")),
+    ("flush stale", [("SELECT", "1"), ("SET", "x", "foo", "PX", "1")], ("FLUSHDB",)),
+    ("flush live", [("SELECT", "1"), ("SET", "x", "foo")], ("FLUSHDB",)),
+    ("flushall missing", [("SELECT", "1")], ("FLUSHALL",)),
+]
+
+
+def _watch_flush(port):
+    c = redis.Redis(port=port, decode_responses=True, single_connection_client=True)
+    out = []
+    for _, setup, cmd in WATCH_FLUSH_CASES:
+        c.flushall()
+        c.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+        for s in setup:
+            c.execute_command(*s)
+        time.sleep(0.01)
+        c.execute_command("WATCH", "x")
+        c.execute_command(*cmd)
+        c.execute_command("MULTI")
+        c.execute_command("PING")
+        out.append(c.execute_command("EXEC"))
+        c.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        c.execute_command("SELECT", "0")
+    c.close()
+    return out
+
+
+def test_watch_with_flush_and_swapdb(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _watch_flush(kv.port)
+        want = _watch_flush(ref.connection_pool.connection_kwargs["port"])
+        assert got == want, [c[0] for c, g, w in zip(WATCH_FLUSH_CASES, got, want) if g != w]
+    finally:
+        stop_redis(proc, ref)
