@@ -755,3 +755,31 @@ def test_watch_with_flush_and_swapdb(kv_factory, tmp_path):
         assert got == want, [c[0] for c, g, w in zip(WATCH_FLUSH_CASES, got, want) if g != w]
     finally:
         stop_redis(proc, ref)
+
+
+def _noack_blocked_consumer(c, port):
+    c.delete("mystream")
+    c.execute_command("XGROUP", "CREATE", "mystream", "mygroup", "$", "MKSTREAM")
+    c.xadd("mystream", {"f1": "v1"})
+    c.execute_command("XREADGROUP", "GROUP", "mygroup", "Alice", "NOACK", "STREAMS", "mystream", ">")
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"XREADGROUP GROUP mygroup Bob BLOCK 0 NOACK STREAMS mystream >\r\n")
+    time.sleep(0.1)
+    c.xadd("mystream", {"f2": "v2"})
+    time.sleep(0.1)
+    s.close()
+    before = c.execute_command("XINFO", "GROUPS", "mystream")
+    assert c.execute_command("DEBUG", "LOADAOF") in (True, "OK")
+    after = c.execute_command("XINFO", "GROUPS", "mystream")
+    names = [x[1] for x in c.execute_command("XINFO", "CONSUMERS", "mystream", "mygroup")]
+    return before == after, names
+
+
+def test_blocked_noack_xreadgroup_consumer_survives_aof_reload(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path, "--appendonly", "yes")
+    try:
+        got = _noack_blocked_consumer(r, kv.port)
+        assert got == _noack_blocked_consumer(ref, ref.connection_pool.connection_kwargs["port"])
+        assert got == (True, ["Alice", "Bob"])
+    finally:
+        stop_redis(proc, ref)
