@@ -854,7 +854,11 @@ void kv_call(kv_client *c)
         int in_multi = (c->flags & CLIENT_MULTI) && cmd->proc != exec_command &&
                        cmd->proc != discard_command && cmd->proc != quit_command &&
                        cmd->proc != reset_command;
-        if (kv_evict_if_needed() < 0 && ((cmd->flags & CMD_DENYOOM) || in_multi)) {
+        /* FUNCTION LOAD and RESTORE are deny-oom in Redis (the row is the container's) */
+        int denyoom = (cmd->flags & CMD_DENYOOM) ||
+                      (cmd->proc == function_command && c->argc >= 2 &&
+                       (BK_STR_IEQ(c->argv[1], "load") || BK_STR_IEQ(c->argv[1], "restore")));
+        if (kv_evict_if_needed() < 0 && (denyoom || in_multi)) {
             srv.cmd_stats[cmd - kv_commands].rejected++;
             reply_error(c, ERR_OOM);
             if (in_multi)

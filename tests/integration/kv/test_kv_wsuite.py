@@ -783,3 +783,42 @@ def test_blocked_noack_xreadgroup_consumer_survives_aof_reload(kv_factory, tmp_p
         assert got == (True, ["Alice", "Bob"])
     finally:
         stop_redis(proc, ref)
+
+
+def _function_oom_and_replica_loadaof(c):
+    out = []
+    c.execute_command("FUNCTION", "FLUSH")
+    c.execute_command("FUNCTION", "LOAD", "REPLACE", LIB)
+    raw = redis.Redis(port=c.connection_pool.connection_kwargs["port"])  # (binary payload)
+    payload = raw.execute_command("FUNCTION", "DUMP")
+    c.config_set("maxmemory", "1")
+    c.execute_command("FUNCTION", "FLUSH")
+    out.append(_call(c, "FUNCTION", "LOAD", "REPLACE", LIB))
+    out.append(_call(raw, "FUNCTION", "RESTORE", payload))
+    raw.close()
+    c.config_set("maxmemory", "0")
+    # an AOF holding FUNCTION LOAD and SET loads on a read-only replica too
+    c.config_set("appendonly", "yes")
+    deadline = time.time() + 10
+    while c.info("persistence")["aof_rewrite_in_progress"] or \
+            c.info("persistence")["aof_rewrite_scheduled"]:
+        assert time.time() < deadline
+        time.sleep(0.05)
+    c.execute_command("FUNCTION", "LOAD", LIB)
+    c.set("k", "v")
+    c.execute_command("REPLICAOF", "127.0.0.1", "0")
+    out.append(_call(c, "DEBUG", "LOADAOF"))
+    c.execute_command("REPLICAOF", "NO", "ONE")
+    out.append([x[1] for x in c.execute_command("FUNCTION", "LIST")])
+    out.append(c.get("k"))
+    return out
+
+
+def test_function_oom_and_loadaof_on_replica(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _function_oom_and_replica_loadaof(r)
+        assert got == _function_oom_and_replica_loadaof(ref)
+        assert got[0].startswith("ERR: command not allowed when used memory")
+    finally:
+        stop_redis(proc, ref)
