@@ -2667,6 +2667,12 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
         return 0;
     const char *err = NULL;
     int write = writes(c, cmd);
+    /* EXEC writes when a queued command does (Redis's flags of EXEC are
+     * those of its transaction): refused writes now abort it */
+    int exec = cmd->proc == exec_command && (c->flags & CLIENT_MULTI) &&
+               !(c->flags & CLIENT_DIRTY_EXEC);
+    for (int i = 0; exec && !write && i < c->mcount; i++)
+        write = (c->mq[i].cmd->flags & CMD_WRITE) != 0;
     if (BK_UNLIKELY(R.async_loading) &&
         (cmd->proc == replicaof_command || cmd->proc == sync_command ||
          cmd->proc == save_command || cmd->proc == bgsave_command ||
@@ -2682,6 +2688,11 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
         if (R.host && (cmd->flags & CMD_WRITE) && cmd->first_key > 0)
             note_local_keys(c, cmd);
         return 0;
+    }
+    if (exec) {
+        kv_discard_transaction(c);
+        reply_errorf(c, "EXECABORT Transaction discarded because of: %s", err);
+        return 1;
     }
     reply_error(c, err);
     if (c->flags & CLIENT_MULTI)

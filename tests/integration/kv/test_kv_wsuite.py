@@ -822,3 +822,30 @@ def test_function_oom_and_loadaof_on_replica(kv_factory, tmp_path):
         assert got[0].startswith("ERR: command not allowed when used memory")
     finally:
         stop_redis(proc, ref)
+
+
+def _exec_after_min_replicas(port):
+    a = redis.Redis(port=port, decode_responses=True, single_connection_client=True)
+    b = redis.Redis(port=port, decode_responses=True)
+    a.set("xx", "1")
+    out = [_call(a, "MULTI"), _call(a, "INCR", "xx")]
+    b.config_set("min-replicas-to-write", "2")
+    out.append(_call(a, "EXEC"))
+    out.append(_call(a, "MULTI"))  # not in MULTI any more
+    out.append(_call(a, "GET", "xx"))
+    out.append(_call(a, "EXEC"))  # a read-only transaction runs
+    b.config_set("min-replicas-to-write", "0")
+    out.append(a.get("xx"))
+    a.close()
+    b.close()
+    return out
+
+
+def test_exec_aborts_when_writes_became_refused(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _exec_after_min_replicas(kv.port)
+        assert got == _exec_after_min_replicas(ref.connection_pool.connection_kwargs["port"])
+        assert "NOREPLICAS" in got[2] and got[-1] == "1"
+    finally:
+        stop_redis(proc, ref)
