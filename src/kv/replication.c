@@ -2671,14 +2671,17 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
      * those of its transaction): refused writes now abort it */
     int exec = cmd->proc == exec_command && (c->flags & CLIENT_MULTI) &&
                !(c->flags & CLIENT_DIRTY_EXEC);
-    for (int i = 0; exec && !write && i < c->mcount; i++)
-        write = (c->mq[i].cmd->flags & CMD_WRITE) != 0;
+    int stale_ok = (cmd->flags & CMD_STALE) != 0;
+    for (int i = 0; exec && i < c->mcount; i++) {
+        write |= (c->mq[i].cmd->flags & CMD_WRITE) != 0;
+        stale_ok &= (c->mq[i].cmd->flags & CMD_STALE) != 0;
+    }
     if (BK_UNLIKELY(R.async_loading) &&
         (cmd->proc == replicaof_command || cmd->proc == sync_command ||
          cmd->proc == save_command || cmd->proc == bgsave_command ||
          cmd->proc == bgrewriteaof_command))
         err = "LOADING Redis is loading the dataset in memory"; /* Redis's no-async-loading */
-    else if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !(cmd->flags & CMD_STALE))
+    else if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !stale_ok)
         err = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
     else if (R.host && R.read_only && write)
         err = "READONLY You can't write against a read only replica.";

@@ -849,3 +849,31 @@ def test_exec_aborts_when_writes_became_refused(kv_factory, tmp_path):
         assert "NOREPLICAS" in got[2] and got[-1] == "1"
     finally:
         stop_redis(proc, ref)
+
+
+def _exec_after_stale(port):
+    a = redis.Redis(port=port, decode_responses=True, single_connection_client=True)
+    b = redis.Redis(port=port, decode_responses=True)
+    b.config_set("replica-serve-stale-data", "no")
+    a.set("xx", "1")
+    out = [_call(a, "MULTI"), _call(a, "GET", "xx")]
+    b.execute_command("REPLICAOF", "127.0.0.1", "0")  # a master that is never up
+    out.append(_call(a, "EXEC"))
+    out.append(_call(a, "MULTI"))
+    out.append(_call(a, "PING"))
+    out.append(_call(a, "EXEC"))
+    b.execute_command("REPLICAOF", "NO", "ONE")
+    b.config_set("replica-serve-stale-data", "yes")
+    a.close()
+    b.close()
+    return out
+
+
+def test_exec_aborts_when_replica_became_stale(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _exec_after_stale(kv.port)
+        assert got == _exec_after_stale(ref.connection_pool.connection_kwargs["port"])
+        assert "MASTERDOWN" in got[2]
+    finally:
+        stop_redis(proc, ref)
