@@ -858,7 +858,20 @@ void kv_call(kv_client *c)
         int denyoom = (cmd->flags & CMD_DENYOOM) ||
                       (cmd->proc == function_command && c->argc >= 2 &&
                        (BK_STR_IEQ(c->argv[1], "load") || BK_STR_IEQ(c->argv[1], "restore")));
-        if (kv_evict_if_needed() < 0 && (denyoom || in_multi)) {
+        /* EXEC has the flags of its queue (Redis): a deny-oom command in
+         * it aborts the whole transaction */
+        int exec = cmd->proc == exec_command && (c->flags & CLIENT_MULTI) &&
+                   !(c->flags & CLIENT_DIRTY_EXEC);
+        for (int i = 0; exec && !denyoom && i < c->mcount; i++)
+            denyoom = (c->mq[i].cmd->flags & CMD_DENYOOM) != 0;
+        int oom = kv_evict_if_needed() < 0;
+        if (oom && exec && denyoom) {
+            srv.cmd_stats[cmd - kv_commands].rejected++;
+            kv_discard_transaction(c);
+            reply_errorf(c, "EXECABORT Transaction discarded because of: %s", ERR_OOM);
+            return;
+        }
+        if (oom && (denyoom || in_multi)) {
             srv.cmd_stats[cmd - kv_commands].rejected++;
             reply_error(c, ERR_OOM);
             if (in_multi)

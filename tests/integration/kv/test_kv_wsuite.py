@@ -877,3 +877,29 @@ def test_exec_aborts_when_replica_became_stale(kv_factory, tmp_path):
         assert "MASTERDOWN" in got[2]
     finally:
         stop_redis(proc, ref)
+
+
+def _exec_oom(port):
+    a = redis.Redis(port=port, decode_responses=True, single_connection_client=True)
+    b = redis.Redis(port=port, decode_responses=True)
+    a.delete("foo")
+    out = [_call(a, "MULTI"), _call(a, "SET", "foo", "bar"), _call(a, "GET", "foo")]
+    b.config_set("maxmemory", "1")
+    out.append(_call(a, "EXEC"))
+    out.append(_call(a, "MULTI"))
+    out.append(_call(a, "EXEC"))  # an empty transaction still runs
+    b.config_set("maxmemory", "0")
+    out.append(a.exists("foo"))
+    a.close()
+    b.close()
+    return out
+
+
+def test_exec_with_a_deny_oom_command_aborts_over_maxmemory(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _exec_oom(kv.port)
+        assert got == _exec_oom(ref.connection_pool.connection_kwargs["port"])
+        assert got[3].startswith("ERR: Transaction discarded because of: OOM")
+    finally:
+        stop_redis(proc, ref)
