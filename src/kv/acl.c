@@ -1533,7 +1533,7 @@ static void kill_pubsub_clients(kv_client *self, const acl_user *nu, const acl_u
             match = plist_find(&up, u->sel[i]->chans.v[j]->p, u->sel[i]->chans.v[j]->len) != NULL;
     for (kv_client *x = srv.clients, *next; x && !match; x = next) {
         next = x->next;
-        if (x->user != &u->pub || !x->subs || pubsub_count(x) == 0)
+        if (x->user != &u->pub || !x->subs || pubsub_total(x) == 0)
             continue;
         int kill = 0;
         for (int j = 0; j < x->subs->npat && !kill; j++) {
@@ -1542,6 +1542,10 @@ static void kill_pubsub_clients(kv_client *self, const acl_user *nu, const acl_u
         }
         for (int j = 0; j < x->subs->nch && !kill; j++) {
             kv_chan *ch = x->subs->ch[j];
+            kill = !chan_match(&up, (bk_str){ ch->name, ch->node.aux }, 0);
+        }
+        for (int j = 0; j < x->subs->nsch && !kill; j++) {
+            kv_chan *ch = x->subs->sch[j];
             kill = !chan_match(&up, (bk_str){ ch->name, ch->node.aux }, 0);
         }
         if (kill)

@@ -75,10 +75,7 @@ void aof_feed(kv_db *db, int argc, const bk_str *argv)
     if (srv.aof_state == AOF_OFF && srv.child_pid <= 0)
         return;
     bk_buf *b = &srv.aof_buf;
-    if (srv.aof_in_multi == -1) {
-        multi_mark = b->len;
-        srv.aof_in_multi = 2;
-    } else if (srv.aof_in_multi == 2) {
+    if (srv.aof_in_multi == 2) {
         multi_insert(b);
         srv.aof_in_multi = 1;
     }
@@ -87,6 +84,10 @@ void aof_feed(kv_db *db, int argc, const bk_str *argv)
         bk_str sel[2] = { { "SELECT", 6 }, { num, kv_fmt_ll(num, db->id) } };
         put_command(b, 2, sel);
         srv.aof_selected_db = db->id;
+    }
+    if (srv.aof_in_multi == -1) { /* MULTI will go after the first SELECT, as Redis's */
+        multi_mark = b->len;
+        srv.aof_in_multi = 2;
     }
     put_command(b, argc, argv);
 }

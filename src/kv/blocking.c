@@ -383,6 +383,11 @@ static void serve_key(kv_bkey *k)
 
 void blocking_serve_ready(void)
 {
+    /* As Redis: keys expire against the time of the serving, not of the
+     * command that signalled them (a transaction with DEBUG SLEEP, a long
+     * script: an expired key then serves nobody and is deleted). */
+    if (srv.blk_nready)
+        srv.now_ms = kv_unix_ms();
     /* Serving may append (a BLMOVE's push creates its target): index, as
      * the array may move. */
     for (size_t i = 0; i < srv.blk_nready; i++) {

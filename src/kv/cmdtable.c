@@ -3,7 +3,7 @@
 #include "kv/types.h"
 
 const kv_cmd kv_commands[] = {
-    { "ping", -1, CMD_FAST | CMD_STALE, ping_command, 0, 0, 0, "connection",
+    { "ping", -1, CMD_FAST, ping_command, 0, 0, 0, "connection",
       "Returns the server's liveliness response.", "1.0.0", NULL, "@fast @connection" },
     { "echo", 2, CMD_FAST | CMD_STALE | CMD_LOADING, echo_command, 0, 0, 0, "connection",
       "Returns the given string.", "1.0.0", NULL, "@fast @connection" },

@@ -93,6 +93,8 @@ static struct {
     { "stream-node-max-bytes", "4096" },    { "stream-node-max-entries", "100" },
     { "client-query-buffer-limit", "1073741824" }, { "lfu-log-factor", "10" },
     { "lfu-decay-time", "1" },              { "maxmemory-eviction-tenacity", "10" },
+    { "proc-title-template", "{title} {listen-addr} {server-mode}" },
+    { "bind-source-addr", "" }, /* read by the replica's link (replication.c) */
     { "enable-debug-command", "no" },       { "enable-protected-configs", "no" },
     { "enable-module-command", "no" },      { "unixsocket", "" },
     { "unixsocketperm", "0" },              { "cluster-enabled", "no" },
@@ -127,8 +129,9 @@ static void set_alias(const char *name, const char *value)
 
 long long kv_busy_reply_ms = 5000;
 
-static const char *policy_names[] = { "noeviction", "allkeys-lru", "volatile-lru",
-                                      "allkeys-random", "volatile-random", "volatile-ttl" };
+static const char *policy_names[] = { "noeviction",     "allkeys-lru",     "volatile-lru",
+                                      "allkeys-random", "volatile-random", "volatile-ttl",
+                                      "allkeys-lfu",    "volatile-lfu" };
 static const char *fsync_names[] = { "always", "everysec", "no" };
 static const char *loglevel_names[] = { "warning", "notice", "verbose", "debug" };
 
@@ -241,6 +244,11 @@ static int parse_memory(const char *s, uint64_t *out)
         }
     }
     return -1;
+}
+
+int kv_config_parse_memory(const char *s, uint64_t *out)
+{
+    return parse_memory(s, out);
 }
 
 static int parse_yesno(const char *s, int *out)

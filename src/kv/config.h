@@ -23,6 +23,8 @@ int kv_config_load_file(kv_config *cfg, const char *path, char *err, size_t errl
 void kv_config_get(const kv_config *cfg, bk_str pattern,
                    void (*fn)(void *ud, const char *name, const char *value), void *ud);
 const char *kv_policy_name(enum kv_policy p);
+/* A memory value as Redis writes them (100, 1b, 5k, 5kb, 2m, 2mb, 1g, 1gb): 0, or -1. */
+int kv_config_parse_memory(const char *s, uint64_t *out);
 const char *kv_fsync_name(enum kv_fsync f);
 /* Splits a line like redis.conf does (quotes, escapes). Returns argc or
  * -1 on unbalanced quotes; the strings are malloc'd into argv. */

@@ -2,6 +2,7 @@
 
 #include "kv/aof.h"
 #include "kv/blocking.h"
+#include "kv/config.h"
 #include "kv/mem.h"
 #include "kv/notify.h"
 #include "kv/slab.h"
@@ -9,6 +10,7 @@
 #include "kv/util.h"
 
 #include <malloc.h>
+#include <stdlib.h>
 
 static inline bk_str entry_key_fn(const void *item)
 {
@@ -76,12 +78,69 @@ static void entry_mem_free(kv_entry *e)
         slab_free(e);
 }
 
+/* ---- LFU (see db.h) ---- */
+
+enum { LFU_INIT = 5 };
+
+static unsigned lfu_minutes(void)
+{
+    return (unsigned)(srv.now_ms / 60000) & 0xffff;
+}
+
+/* An option of the compatibility table, read as an integer (its storage
+ * is stable: the pointer is kept). */
+static long long lfu_option(const char **cache, const char *name, long long dflt)
+{
+    if (!*cache)
+        *cache = kv_config_noop_str(name);
+    return *cache ? strtoll(*cache, NULL, 10) : dflt;
+}
+
+uint32_t kv_lfu_stamp(unsigned counter)
+{
+    return (lfu_minutes() << 8) | (counter & 0xff);
+}
+
+unsigned kv_lfu_counter(const kv_entry *e)
+{
+    static const char *decay_opt;
+    long long decay = lfu_option(&decay_opt, "lfu-decay-time", 1);
+    unsigned last = (e->lru >> 8) & 0xffff, now = lfu_minutes(), counter = e->lru & 0xff;
+    unsigned elapsed = now >= last ? now - last : 0xffff - last + now; /* (the clock wraps) */
+    unsigned long long periods = decay > 0 ? elapsed / (unsigned long long)decay : 0;
+    return periods >= counter ? 0 : counter - (unsigned)periods;
+}
+
+/* An access: the counter decays, then grows with a chance that falls as it
+ * gets bigger (1 / ((counter - 5) * lfu-log-factor + 1)). */
+static void lfu_access(kv_entry *e)
+{
+    static const char *factor_opt;
+    unsigned counter = kv_lfu_counter(e);
+    if (counter < 255) {
+        long long factor = lfu_option(&factor_opt, "lfu-log-factor", 10);
+        double base = counter > LFU_INIT ? (double)(counter - LFU_INIT) : 0.0;
+        double chance = 1.0 / (base * (double)(factor > 0 ? factor : 0) + 1.0);
+        if ((double)(kv_rand64() >> 11) * 0x1p-53 < chance)
+            counter++;
+    }
+    e->lru = kv_lfu_stamp(counter);
+}
+
+static inline void entry_access(kv_entry *e)
+{
+    if (BK_UNLIKELY(kv_lfu_on()))
+        lfu_access(e);
+    else
+        e->lru = srv.lru_clock;
+}
+
 /* A new entry for key with room for a value of vroom bytes (strings) or an
  * object pointer; a zeroed TTL block when ttl. The value is not set. */
 static kv_entry *entry_new(bk_str key, int type, size_t vroom, int ttl)
 {
     kv_entry *e = entry_mem(layout_size(key.len, type, vroom, ttl));
-    e->lru = srv.lru_clock;
+    e->lru = BK_UNLIKELY(kv_lfu_on()) ? kv_lfu_stamp(LFU_INIT) : srv.lru_clock;
     e->type = (uint32_t)type;
     unsigned char *p = e->data;
     if (ttl) {
@@ -284,7 +343,7 @@ static kv_entry *lookup_read(kv_db *db, bk_str key, int touch)
         e = NULL;
     if (e) {
         if (touch)
-            e->lru = srv.lru_clock;
+            entry_access(e);
         srv.stat_hits++;
     } else {
         srv.stat_misses++;
@@ -309,7 +368,7 @@ kv_entry *db_lookup_write(kv_db *db, bk_str key)
     if (e && BK_UNLIKELY(e->flags & ENTRY_EXPIRES) && db_expire_if_needed(db, e))
         return NULL;
     if (e)
-        e->lru = srv.lru_clock;
+        entry_access(e);
     return e;
 }
 
@@ -350,7 +409,8 @@ kv_entry *db_store_string(kv_db *db, bk_str key, kv_entry *e, const char *val, s
     entry_put_str(e, val, vlen);
     if (expire > 0)
         entry_put_expire(e, expire);
-    e->lru = srv.lru_clock;
+    if (!kv_lfu_on()) /* an overwritten key keeps its LFU counter (Redis) */
+        e->lru = srv.lru_clock;
     return e;
 }
 
@@ -514,7 +574,7 @@ static kv_entry *pick_victim(kv_db **vdb)
 {
     int policy = srv.cfg.maxmemory_policy;
     int volatile_only = policy == MM_VOLATILE_LRU || policy == MM_VOLATILE_RANDOM ||
-                        policy == MM_VOLATILE_TTL;
+                        policy == MM_VOLATILE_TTL || policy == MM_VOLATILE_LFU;
     kv_entry *best = NULL;
     kv_db *best_db = NULL;
     int samples = srv.cfg.maxmemory_samples > 0 ? srv.cfg.maxmemory_samples : 5;
@@ -537,6 +597,8 @@ static kv_entry *pick_victim(kv_db **vdb)
                 better = 1;
             else if (policy == MM_VOLATILE_TTL)
                 better = entry_expire(e) < entry_expire(best);
+            else if (policy >= MM_ALLKEYS_LFU) /* the least frequently used */
+                better = kv_lfu_counter(e) < kv_lfu_counter(best);
             else /* older LRU stamp wins; the clock wraps at 2^28 s */
                 better = ((srv.lru_clock - e->lru) & 0xfffffff) >
                          ((srv.lru_clock - best->lru) & 0xfffffff);

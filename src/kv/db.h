@@ -10,6 +10,15 @@ void db_init(kv_db *db, int id);
 void db_free(kv_db *db);
 static inline size_t db_size(kv_db *db) { return keytab_size(&db->keys); }
 
+/* LFU policies (allkeys-lfu, volatile-lfu) keep in an entry's lru field,
+ * as Redis, the minute of its last decay (16 bits) and a logarithmic
+ * access counter (8 bits, 5 for a new key); other policies an LRU stamp. */
+static inline int kv_lfu_on(void) { return srv.cfg.maxmemory_policy >= MM_ALLKEYS_LFU; }
+/* The counter after the decay of lfu-decay-time (what OBJECT FREQ shows). */
+unsigned kv_lfu_counter(const kv_entry *e);
+/* The lru field of an entry whose counter is now counter. */
+uint32_t kv_lfu_stamp(unsigned counter);
+
 /* Raw lookup: no expiry check. */
 kv_entry *db_find(kv_db *db, bk_str key);
 /* Lookups for commands: an expired key is deleted and reported missing;

@@ -1066,16 +1066,7 @@ void kv_introspect_free(void)
 /* Arguments whose value must not reach the log (Redis redacts them). */
 static int redacted(kv_client *c, int i)
 {
-    const char *name = c->cmd ? c->cmd->name : "";
-    if (strcmp(name, "auth") == 0)
-        return i >= 1;
-    if (strcmp(name, "hello") == 0)
-        return i >= 3 && str_ieq_lit(c->argv[i - 2], "auth", 4) ? 1
-               : i >= 2 && str_ieq_lit(c->argv[i - 1], "auth", 4);
-    if (strcmp(name, "config") == 0 && c->argc >= 4 && arg_is(c->argv[1], "set") && i >= 3 &&
-        (i - 2) % 2 == 1)
-        return arg_is(c->argv[i - 1], "requirepass") || arg_is(c->argv[i - 1], "masterauth");
-    return 0;
+    return c->cmd && kv_arg_redacted(c->cmd, c->argc, c->argv, i);
 }
 
 static void slowlog_add(kv_client *c, long long us)

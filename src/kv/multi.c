@@ -9,6 +9,10 @@ typedef struct kv_watch {
     dict_node node; /* aux = key length */
     kv_db *db;
     kv_client **clients;
+    /* per client (same index): the key was there but logically expired when
+     * it was WATCHed (Redis 7.0): its deletion is then no change, and its
+     * expiry no reason to fail EXEC */
+    unsigned char *stale;
     int n, cap;
     char key[];
 } kv_watch;
@@ -40,7 +44,10 @@ static void watch_key(kv_client *c, bk_str key)
     if (w->n == w->cap) {
         w->cap = w->cap ? w->cap * 2 : 4;
         w->clients = kv_realloc(w->clients, (size_t)w->cap * sizeof *w->clients);
+        w->stale = kv_realloc(w->stale, (size_t)w->cap);
     }
+    kv_entry *e = db_find(db, key);
+    w->stale[w->n] = e && db_expired(e);
     w->clients[w->n++] = c;
     if (c->nwatched == c->watched_cap) {
         c->watched_cap = c->watched_cap ? c->watched_cap * 2 : 4;
@@ -56,12 +63,14 @@ void kv_unwatch_all(kv_client *c)
         for (int k = 0; k < w->n; k++) {
             if (w->clients[k] == c) {
                 w->clients[k] = w->clients[--w->n];
+                w->stale[k] = w->stale[w->n];
                 break;
             }
         }
         if (w->n == 0) {
             dict_unlink_node(&w->db->watched, &w->node);
             kv_free(w->clients);
+            kv_free(w->stale);
             kv_free(w);
             srv.watch_keys--;
         }
@@ -80,8 +89,36 @@ void kv_touch_key(kv_db *db, bk_str key)
                                                  dict_hash32(key.p, key.len));
     if (!w)
         return;
-    for (int i = 0; i < w->n; i++)
+    for (int i = 0; i < w->n; i++) {
+        if (w->stale[i]) {
+            /* the touch of the expired key's deletion (made before or after
+             * it goes): no change; anything later is one */
+            kv_entry *e = db_find(db, key);
+            if (!e || db_expired(e)) {
+                w->stale[i] = 0;
+                continue;
+            }
+        }
         w->clients[i]->flags |= CLIENT_DIRTY_CAS;
+    }
+}
+
+/* Whether a key c watches expired since its WATCH (Redis 7.0 fails the
+ * EXEC then, even if nothing deleted it yet). */
+static int watched_key_expired(kv_client *c)
+{
+    for (int i = 0; i < c->nwatched; i++) {
+        kv_watch *w = c->watched[i];
+        int k = 0;
+        while (k < w->n && w->clients[k] != c)
+            k++;
+        if (k == w->n || w->stale[k])
+            continue;
+        kv_entry *e = db_find(w->db, (bk_str){ w->key, w->node.aux });
+        if (e && db_expired(e))
+            return 1;
+    }
+    return 0;
 }
 
 void kv_touch_db(kv_db *db)
@@ -98,10 +135,12 @@ void kv_touch_db(kv_db *db)
     dict_iter_end(&it);
 }
 
-/* As Redis: a flush or swap changes only the watched keys that hold a value
- * in emptied now (stale ones don't count) or will hold one from
- * replaced_with (SWAPDB; NULL for FLUSHDB/FLUSHALL). Watching a key that
- * does not exist survives a FLUSHALL. */
+/* As Redis 7.0: a flush or swap changes a watched key that is in emptied
+ * now or will be in it from replaced_with (SWAPDB; NULL for FLUSHDB and
+ * FLUSHALL), except that a key already stale when WATCHed is no change
+ * when it goes or stays stale, and a missing key replaced by a stale one
+ * becomes such a key. Watching a key that does not exist survives a
+ * FLUSHALL. */
 void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with)
 {
     if (!srv.watch_keys || dict_size(&emptied->watched) == 0)
@@ -111,16 +150,24 @@ void kv_touch_flushed_db(kv_db *emptied, kv_db *replaced_with)
     for (dict_node *n; (n = dict_iter_next(&it));) {
         kv_watch *w = (kv_watch *)(void *)n;
         bk_str key = { w->key, n->aux };
-        kv_entry *e = db_find(emptied, key);
-        int changed = e && !db_expired(e);
-        if (!changed && replaced_with) {
-            e = db_find(replaced_with, key);
-            changed = e && !db_expired(e);
-        }
-        if (!changed)
+        int was_there = db_find(emptied, key) != NULL;
+        kv_entry *next = replaced_with ? db_find(replaced_with, key) : NULL;
+        if (!was_there && !next)
             continue;
-        for (int i = 0; i < w->n; i++)
+        for (int i = 0; i < w->n; i++) {
+            if (w->stale[i]) {
+                if (!next) {
+                    w->stale[i] = 0; /* the stale key went: no change */
+                    continue;
+                }
+                if (db_expired(next))
+                    continue; /* stale it stays */
+            } else if (!was_there && db_expired(next)) {
+                w->stale[i] = 1; /* nothing became a stale key */
+                continue;
+            }
             w->clients[i]->flags |= CLIENT_DIRTY_CAS;
+        }
     }
     dict_iter_end(&it);
 }
@@ -165,6 +212,8 @@ void exec_command(kv_client *c)
         kv_discard_transaction(c);
         return;
     }
+    if (c->nwatched && watched_key_expired(c))
+        c->flags |= CLIENT_DIRTY_CAS;
     if (c->flags & CLIENT_DIRTY_CAS) {
         kv_discard_transaction(c);
         reply_null_array(c);

@@ -321,13 +321,14 @@ int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, 
                 goto short_read;
             continue;
         case RDB_OPCODE_FUNCTION2: {
-            /* A library's code: loaded (a library of its name replaced). */
+            /* A library's code: loaded (a library of its name replaced
+             * only when merging, as Redis's RDBFLAGS_ALLOW_DUP). */
             char *code;
             size_t clen;
             if (rdb_load_string(&r, &code, &clen) < 0)
                 goto short_read;
             char ferr[256];
-            int frc = function_rdb_load(code, clen, ferr, sizeof ferr);
+            int frc = function_rdb_load(code, clen, merge, ferr, sizeof ferr);
             kv_free(code);
             if (frc < 0) {
                 snprintf(err, errlen, "Failed loading library: %s", ferr);
@@ -479,7 +480,7 @@ int rdb_stream_functions(rdb_stream *s, char *err, size_t errlen)
 {
     function_rdb_flush();
     for (int i = 0; i < s->nfuncs; i++)
-        if (function_rdb_load(s->funcs[i].code, s->funcs[i].len, err, errlen) < 0)
+        if (function_rdb_load(s->funcs[i].code, s->funcs[i].len, 1, err, errlen) < 0)
             return -1;
     return 0;
 }

@@ -112,6 +112,7 @@ static struct {
     int seldb, in_multi;
     int tx_cmds;  /* commands of the running transaction so far (2: MULTI sent) */
     bk_buf held;  /* its first command, streamed alone if no second comes */
+    size_t held_sel; /* bytes of held that are a SELECT (MULTI goes after them) */
     /* our replicas */
     kv_client **replicas;
     int nreplicas, cap;
@@ -331,9 +332,12 @@ void repl_feed(kv_db *db, int argc, const bk_str *argv)
             b = &R.held;
             R.held.len = 0;
         } else if (R.tx_cmds == 1) {
+            /* as Redis: the SELECT of the first command, then MULTI */
             static const bk_str multi[] = { { "MULTI", 5 } };
+            if (buf_append(&scratch, R.held.data, R.held_sel) < 0)
+                abort();
             put_command(&scratch, 1, multi);
-            if (buf_append(&scratch, R.held.data, R.held.len) < 0)
+            if (buf_append(&scratch, R.held.data + R.held_sel, R.held.len - R.held_sel) < 0)
                 abort();
             R.in_multi = 1;
         }
@@ -347,6 +351,8 @@ void repl_feed(kv_db *db, int argc, const bk_str *argv)
         put_command(b, 2, sel);
         R.seldb = db->id;
     }
+    if (b == &R.held)
+        R.held_sel = R.held.len;
     put_command(b, argc, argv);
     if (b == &scratch)
         stream_append(scratch.data, scratch.len);
@@ -1753,7 +1759,7 @@ static void handshake_line(const char *l, size_t n)
         return;
     case LS_AUTH:
         if (err) {
-            link_fail("unable to AUTH to MASTER");
+            link_fail("Unable to AUTH to MASTER" /* (as Redis logs it: the suite matches it) */);
             return;
         }
         link_step(LS_PORT);
@@ -2015,6 +2021,23 @@ static void link_connect(void)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* bind-source-addr: the link leaves from that address */
+    const char *src = kv_config_noop_str("bind-source-addr");
+    if (src && *src) {
+        struct addrinfo sh = { .ai_family = res->ai_family, .ai_socktype = SOCK_STREAM,
+                               .ai_flags = AI_PASSIVE },
+                        *sres = NULL;
+        int bad = getaddrinfo(src, NULL, &sh, &sres) != 0 || !sres ||
+                  bind(fd, sres->ai_addr, sres->ai_addrlen) < 0;
+        if (sres)
+            freeaddrinfo(sres);
+        if (bad) {
+            log_warn("Unable to connect to MASTER: can't bind to %s: %s", src, strerror(errno));
+            freeaddrinfo(res);
+            close(fd);
+            return;
+        }
+    }
     int rc = connect(fd, res->ai_addr, res->ai_addrlen);
     freeaddrinfo(res);
     if (rc < 0 && errno != EINPROGRESS) {
@@ -2630,26 +2653,55 @@ static void expire_local_keys(void)
     }
 }
 
+/* Whether cmd writes: its flag, or one of FUNCTION's writing subcommands
+ * (flagged write in Redis; the container's row here has no such flag). */
+static int writes(const kv_client *c, const kv_cmd *cmd)
+{
+    if (cmd->flags & CMD_WRITE)
+        return 1;
+    if (cmd->proc != function_command || c->argc < 2)
+        return 0;
+    bk_str sub = c->argv[1];
+    return BK_STR_IEQ(sub, "load") || BK_STR_IEQ(sub, "delete") || BK_STR_IEQ(sub, "flush") ||
+           BK_STR_IEQ(sub, "restore");
+}
+
 int repl_deny(kv_client *c, const kv_cmd *cmd)
 {
-    if (c->repl_flags & REPL_C_MASTER)
+    /* the master's stream, and the AOF being loaded (DEBUG LOADAOF on a replica) */
+    if ((c->repl_flags & REPL_C_MASTER) || ((c->flags & CLIENT_FAKE) && srv.loading))
         return 0;
     const char *err = NULL;
+    int write = writes(c, cmd);
+    /* EXEC writes when a queued command does (Redis's flags of EXEC are
+     * those of its transaction): refused writes now abort it */
+    int exec = cmd->proc == exec_command && (c->flags & CLIENT_MULTI) &&
+               !(c->flags & CLIENT_DIRTY_EXEC);
+    int stale_ok = (cmd->flags & CMD_STALE) != 0;
+    for (int i = 0; exec && i < c->mcount; i++) {
+        write |= (c->mq[i].cmd->flags & CMD_WRITE) != 0;
+        stale_ok &= (c->mq[i].cmd->flags & CMD_STALE) != 0;
+    }
     if (BK_UNLIKELY(R.async_loading) &&
         (cmd->proc == replicaof_command || cmd->proc == sync_command ||
          cmd->proc == save_command || cmd->proc == bgsave_command ||
          cmd->proc == bgrewriteaof_command))
         err = "LOADING Redis is loading the dataset in memory"; /* Redis's no-async-loading */
-    else if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !(cmd->flags & CMD_STALE))
+    else if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !stale_ok)
         err = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
-    else if (R.host && R.read_only && (cmd->flags & CMD_WRITE))
+    else if (R.host && R.read_only && write)
         err = "READONLY You can't write against a read only replica.";
-    else if (!R.host && (cmd->flags & CMD_WRITE))
+    else if (!R.host && write)
         err = repl_write_refusal();
     if (!err) {
         if (R.host && (cmd->flags & CMD_WRITE) && cmd->first_key > 0)
             note_local_keys(c, cmd);
         return 0;
+    }
+    if (exec) {
+        kv_discard_transaction(c);
+        reply_errorf(c, "EXECABORT Transaction discarded because of: %s", err);
+        return 1;
     }
     reply_error(c, err);
     if (c->flags & CLIENT_MULTI)
@@ -2884,7 +2936,11 @@ int repl_config_set(const char *name, int argc, char **argv, int at_runtime, cha
             return -1;
         }
         long long port;
-        if (argc != 2 || kv_parse_ll(argv[1], strlen(argv[1]), &port) < 0 || port < 0 ||
+        if (argc != 2) {
+            snprintf(err, errlen, "wrong number of arguments");
+            return -1;
+        }
+        if (kv_parse_ll(argv[1], strlen(argv[1]), &port) < 0 || port < 0 ||
             port > 65535) {
             snprintf(err, errlen, "Invalid master port");
             return -1;

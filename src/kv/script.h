@@ -83,11 +83,11 @@ void function_init(void);
 void function_rewrite(void (*emit)(void *ud, int argc, const bk_str *argv), void *ud);
 /* The libraries in an RDB (opcode FUNCTION2, as Redis 7.0 saves them):
  * function_rdb_each calls fn with each library's code, oldest first;
- * function_rdb_load installs one (replacing a library of its name; -1 with
- * err when the code does not load); function_rdb_flush drops them all (a
+ * function_rdb_load installs one (replacing a library of its name when
+ * replace, else -1 as for code that does not load, with err); function_rdb_flush drops them all (a
  * full sync replaces the replica's functions with the master's). */
 void function_rdb_each(void (*fn)(void *ud, const char *code, size_t len), void *ud);
-int function_rdb_load(const char *code, size_t len, char *err, size_t errlen);
+int function_rdb_load(const char *code, size_t len, int replace, char *err, size_t errlen);
 void function_rdb_flush(void);
 
 #endif

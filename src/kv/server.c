@@ -845,6 +845,40 @@ void kv_call(kv_client *c)
     }
     if (BK_UNLIKELY(repl_guard) && repl_deny(c, cmd))
         return;
+    /* Every command frees memory when over maxmemory, as Redis (a read's
+     * tracking client hears of the evicted keys before its reply); only
+     * the ones that may grow memory are refused when that is not enough,
+     * and inside MULTI every one but EXEC, DISCARD, QUIT and RESET (a
+     * queue grows memory too), which fails the transaction. */
+    if (BK_UNLIKELY(srv.cfg.maxmemory) && !srv.loading) {
+        int in_multi = (c->flags & CLIENT_MULTI) && cmd->proc != exec_command &&
+                       cmd->proc != discard_command && cmd->proc != quit_command &&
+                       cmd->proc != reset_command;
+        /* FUNCTION LOAD and RESTORE are deny-oom in Redis (the row is the container's) */
+        int denyoom = (cmd->flags & CMD_DENYOOM) ||
+                      (cmd->proc == function_command && c->argc >= 2 &&
+                       (BK_STR_IEQ(c->argv[1], "load") || BK_STR_IEQ(c->argv[1], "restore")));
+        /* EXEC has the flags of its queue (Redis): a deny-oom command in
+         * it aborts the whole transaction */
+        int exec = cmd->proc == exec_command && (c->flags & CLIENT_MULTI) &&
+                   !(c->flags & CLIENT_DIRTY_EXEC);
+        for (int i = 0; exec && !denyoom && i < c->mcount; i++)
+            denyoom = (c->mq[i].cmd->flags & CMD_DENYOOM) != 0;
+        int oom = kv_evict_if_needed() < 0;
+        if (oom && exec && denyoom) {
+            srv.cmd_stats[cmd - kv_commands].rejected++;
+            kv_discard_transaction(c);
+            reply_errorf(c, "EXECABORT Transaction discarded because of: %s", ERR_OOM);
+            return;
+        }
+        if (oom && (denyoom || in_multi)) {
+            srv.cmd_stats[cmd - kv_commands].rejected++;
+            reply_error(c, ERR_OOM);
+            if (in_multi)
+                c->flags |= CLIENT_DIRTY_EXEC;
+            return;
+        }
+    }
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
         if (BK_UNLIKELY(cmd->flags & CMD_NO_MULTI)) {
             reply_error(c, "ERR Command not allowed inside a transaction");
@@ -853,16 +887,6 @@ void kv_call(kv_client *c)
         }
         queue_multi(c, cmd);
         return;
-    }
-    /* Every command frees memory when over maxmemory, as Redis (a read's
-     * tracking client hears of the evicted keys before its reply); only
-     * the ones that may grow memory are refused when that is not enough. */
-    if (BK_UNLIKELY(srv.cfg.maxmemory) && !srv.loading) {
-        if (kv_evict_if_needed() < 0 && (cmd->flags & CMD_DENYOOM)) {
-            srv.cmd_stats[cmd - kv_commands].rejected++;
-            reply_error(c, ERR_OOM);
-            return;
-        }
     }
     call_proc(c, cmd);
     blocking_after_command();
@@ -933,7 +957,7 @@ static void on_iteration_end(bk_loop *l, void *ud)
 
 static void on_wake(bk_loop *l, void *ud)
 {
-    if (srv.shutdown_asap)
+    if (srv.shutdown_asap && !kv_debug_cron_paused)
         loop_stop(l);
 }
 
@@ -962,6 +986,10 @@ double kv_instantaneous(int what)
 
 static void cron_cb(bk_loop *l, bk_timer *t)
 {
+    if (BK_UNLIKELY(kv_debug_cron_paused)) { /* DEBUG PAUSE-CRON: signals wait too */
+        timer_start(l, t, (uint64_t)(1000 / srv.cfg.hz));
+        return;
+    }
     update_time();
     srv.cronloops++;
     sample_rates();
@@ -1186,7 +1214,59 @@ static void usage(FILE *f)
             "Any redis.conf option brisk-kv knows may be given as --name value.\n");
 }
 
-/* Command-line options: "--name v1 v2 ..." (values until the next --). */
+/* A value as Redis writes it into its command-line config text: quoted,
+ * with \\, \" and the non-printable bytes escaped. */
+static void cli_put_quoted(bk_buf *b, const char *v)
+{
+    buf_append(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        char esc[8];
+        int n;
+        if (*p == '\\' || *p == '"')
+            n = snprintf(esc, sizeof esc, "\\%c", *p);
+        else if (*p == '\n' || *p == '\r' || *p == '\t')
+            n = snprintf(esc, sizeof esc, "\\%c", *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't');
+        else if (*p < 0x20 || *p >= 0x7f)
+            n = snprintf(esc, sizeof esc, "\\x%02x", *p);
+        else
+            n = snprintf(esc, sizeof esc, "%c", *p);
+        buf_append(b, esc, (size_t)n);
+    }
+    buf_append(b, "\" ", 2);
+}
+
+/* Applies one line of the command-line config text; prints Redis's
+ * fatal-config report (the line, then why) on error. */
+static int cli_apply_line(bk_buf *line)
+{
+    while (line->len && line->data[line->len - 1] == ' ')
+        line->len--;
+    buf_append(line, "", 1); /* NUL */
+    if (line->data[0] == '\0')
+        return 0;
+    char **av = NULL, err[512];
+    int ac = kv_split_line(line->data, &av), rc = 0;
+    if (ac < 0) {
+        snprintf(err, sizeof err, "Unbalanced quotes in configuration line");
+        rc = -1;
+    } else if (ac > 0 && kv_config_set(&srv.cfg, av[0], ac - 1, av + 1, 0, err, sizeof err) != 0) {
+        rc = -1;
+    }
+    if (rc < 0)
+        fprintf(stderr, "\n*** FATAL CONFIG FILE ERROR (brisk-kv %s) ***\n>>> '%s'\n%s\n",
+                BRISK_VERSION, line->data, err);
+    if (ac > 0)
+        kv_free_argv(ac, av);
+    return rc;
+}
+
+/* Command-line options, read as Redis 7.0 reads them: each "--name" starts
+ * a line of config text and the arguments after it are its values, except
+ * that an option still without a value takes the next argument even when
+ * it starts with "--" (--proc-title-template --x); "--name value" in one
+ * argument is a whole line; a bare --save (last, or before another --x) is
+ * save "". Arguments before any --name make a line of their own
+ * (loglevel verbose). */
 static int parse_cli(int argc, char **argv)
 {
     int i = 1;
@@ -1201,22 +1281,30 @@ static int parse_cli(int argc, char **argv)
         }
         i++;
     }
-    while (i < argc) {
-        if (strncmp(argv[i], "--", 2) != 0 || argv[i][2] == '\0') {
-            fprintf(stderr, "brisk-kv: unexpected argument \"%s\"\n", argv[i]);
-            return -1;
+    bk_buf line = { 0 };
+    int has_value = 1, rc = 0;
+    for (; i < argc && rc == 0; i++) {
+        const char *a = argv[i];
+        if (has_value && a[0] == '-' && a[1] == '-') {
+            rc = cli_apply_line(&line);
+            line.len = 0;
+            buf_append(&line, a + 2, strlen(a + 2));
+            buf_append(&line, " ", 1);
+            has_value = strchr(a + 2, ' ') != NULL; /* "--port 6380" in one */
+            if (!has_value && strcmp(a, "--save") == 0 &&
+                (i + 1 == argc || strncmp(argv[i + 1], "--", 2) == 0)) {
+                buf_append(&line, "\"\"", 2);
+                has_value = 1;
+            }
+        } else {
+            cli_put_quoted(&line, a);
+            has_value = 1;
         }
-        const char *name = argv[i] + 2;
-        int j = i + 1;
-        while (j < argc && strncmp(argv[j], "--", 2) != 0)
-            j++;
-        if (kv_config_set(&srv.cfg, name, j - i - 1, argv + i + 1, 0, err, sizeof err) != 0) {
-            fprintf(stderr, "brisk-kv: --%s: %s\n", name, err);
-            return -1;
-        }
-        i = j;
     }
-    return 0;
+    if (rc == 0)
+        rc = cli_apply_line(&line);
+    buf_free(&line);
+    return rc;
 }
 
 int kv_server_main(int argc, char **argv)

@@ -344,6 +344,8 @@ enum kv_policy {
     MM_ALLKEYS_RANDOM,
     MM_VOLATILE_RANDOM,
     MM_VOLATILE_TTL,
+    MM_ALLKEYS_LFU, /* the LFU two last: kv_lfu_on() */
+    MM_VOLATILE_LFU,
 };
 
 typedef struct kv_config {
@@ -807,6 +809,12 @@ void repl_relay_write(kv_client *c);
 extern int repl_feeding; /* the stream goes to a backlog: aof_feed calls repl_feed */
 extern int repl_guard;   /* kv_call asks repl_deny (replica or min-replicas-to-write) */
 extern int kv_active_expire_off; /* DEBUG SET-ACTIVE-EXPIRE 0 (replication tests use it) */
+/* t_debug.c: DEBUG subcommands of Redis's suite; 1 when sub was one */
+int kv_debug_suite_subcommand(kv_client *c);
+/* t_client.c: whether MONITOR and SLOWLOG show argument i as "(redacted)" */
+int kv_arg_redacted(const kv_cmd *cmd, int argc, const bk_str *argv, int i);
+extern int kv_debug_allow_noscript; /* DEBUG SET-DISABLE-DENY-SCRIPTS 1 */
+extern int kv_debug_cron_paused;    /* DEBUG PAUSE-CRON 1 */
 void repl_init(void);
 void repl_feed(kv_db *db, int argc, const bk_str *argv);
 void repl_exec_end(void);

@@ -135,7 +135,7 @@ int kv_client_info(kv_client *c, bk_buf *out)
     size_t nf = 0;
     if (c->cl_flags & CL_MONITOR)
         flags[nf++] = 'O';
-    if (pubsub_count(c))
+    if (pubsub_total(c))
         flags[nf++] = 'P';
     if (c->flags & CLIENT_MULTI)
         flags[nf++] = 'x';
@@ -189,12 +189,12 @@ int kv_client_info(kv_client *c, bk_buf *out)
         return -1;
     n = snprintf(
         line, sizeof line,
-        " age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d ssub=0 multi=%d qbuf=%zu "
+        " age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d ssub=%d multi=%d qbuf=%zu "
         "qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu rbp=%zu obl=%zu oll=0 omem=%zu "
         "tot-mem=%zu events=r%s cmd=%s user=%s redir=%lld resp=%d lib-name=",
         (long long)((srv.now_ms - c->ctime_ms) / 1000),
         (long long)((srv.now_ms - c->last_ms) / 1000), flags, c->db->id,
-        c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0,
+        c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0, c->subs ? c->subs->nsch : 0,
         (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len, c->rbuf.cap - c->rbuf.len,
         argv_mem, multi_mem, c->rbuf.cap, c->cl_qb_peak, obl, obl ? c->wbuf.cap : 0,
         sizeof *c + c->rbuf.cap + c->wbuf.cap + argv_mem + multi_mem, obl ? "w" : "", cmd,
@@ -230,7 +230,7 @@ static int client_type(const kv_client *x)
         return TYPE_MASTER;
     if (x->repl_flags & REPL_C_REPLICA)
         return TYPE_REPLICA;
-    return pubsub_count(x) ? TYPE_PUBSUB : TYPE_NORMAL;
+    return pubsub_total(x) ? TYPE_PUBSUB : TYPE_NORMAL;
 }
 
 static void client_list(kv_client *c)
@@ -674,10 +674,17 @@ static void put_repr(bk_buf *b, bk_str s)
     b->len = (size_t)(w - b->data);
 }
 
-/* Which arguments MONITOR shows as "(redacted)": AUTH's, HELLO's AUTH
- * pair, MIGRATE's AUTH / AUTH2 credentials. */
-static int redacted(const kv_cmd *cmd, int argc, const bk_str *argv, int i)
+/* Which arguments MONITOR and SLOWLOG show as "(redacted)": AUTH's,
+ * HELLO's AUTH pair, MIGRATE's AUTH / AUTH2 credentials, and (SLOWLOG only:
+ * MONITOR hides the commands) CONFIG SET's requirepass and masterauth
+ * values and every argument of ACL SETUSER after the subcommand. */
+int kv_arg_redacted(const kv_cmd *cmd, int argc, const bk_str *argv, int i)
 {
+    if (strcmp(cmd->name, "acl") == 0)
+        return i >= 2 && BK_STR_IEQ(argv[1], "setuser");
+    if (strcmp(cmd->name, "config") == 0)
+        return argc >= 4 && BK_STR_IEQ(argv[1], "set") && i >= 3 && (i - 2) % 2 == 1 &&
+               (BK_STR_IEQ(argv[i - 1], "requirepass") || BK_STR_IEQ(argv[i - 1], "masterauth"));
     if (strcmp(cmd->name, "auth") == 0)
         return i >= 1;
     if (strcmp(cmd->name, "hello") == 0) {
@@ -755,7 +762,7 @@ void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *ar
     buf_append(&line, head, (size_t)n);
     for (int i = 0; i < argc; i++) {
         buf_append(&line, " ", 1);
-        put_repr(&line, redacted(cmd, argc, argv, i) ? BK_STR("(redacted)") : argv[i]);
+        put_repr(&line, kv_arg_redacted(cmd, argc, argv, i) ? BK_STR("(redacted)") : argv[i]);
     }
     buf_append(&line, "\r\n", 2);
     for (int i = 0; i < srv.nmonitors; i++) {

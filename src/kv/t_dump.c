@@ -7,6 +7,7 @@
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/rdb.h"
+#include "kv/script.h"
 #include "kv/reply.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -157,9 +158,10 @@ void restore_command(kv_client *c)
             kv_free(prop);
         }
     }
-    /* IDLETIME sets the LRU stamp; FREQ is kept only under an LFU policy,
-     * which brisk-kv does not have, so it is checked and dropped. */
-    if (idle >= 0)
+    /* As Redis: FREQ counts under an LFU policy, IDLETIME under another. */
+    if (kv_lfu_on() && freq >= 0)
+        e->lru = kv_lfu_stamp((unsigned)freq);
+    else if (!kv_lfu_on() && idle >= 0)
         e->lru = lru_for_idle(idle) & 0xfffffff;
     kv_touch_key(c->db, key);
     kv_notify(c->db, NOTIFY_GENERIC, "restore", key);
@@ -795,14 +797,19 @@ void dump_debug_reload(kv_client *c)
         srv.rdb_dirty_at_save = dirty;
         saved();
     }
-    if (!noflush && !merge)
+    /* As Redis: MERGE alone still empties first (it only lets the file's
+     * keys and libraries replace those present); NOFLUSH keeps them, and a
+     * library or key in both then fails the load. */
+    if (!noflush) {
         for (int d = 0; d < srv.cfg.databases; d++) {
             kv_touch_db(&srv.dbs[d]);
             db_flush(&srv.dbs[d]);
         }
+        function_rdb_flush();
+    }
     if (rdb_load_file(path, merge, err, sizeof err) < 0) {
         log_warn("%s", err);
-        reply_error(c, "ERR Error trying to load the RDB dump, check server logs.");
+        reply_error(c, "ERR Error trying to load the RDB dump");
         return;
     }
     log_info("DB reloaded by DEBUG RELOAD");

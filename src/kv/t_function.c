@@ -935,11 +935,10 @@ void function_rdb_each(void (*fn)(void *ud, const char *code, size_t len), void 
     }
 }
 
-int function_rdb_load(const char *code, size_t len, char *err, size_t errlen)
+int function_rdb_load(const char *code, size_t len, int replace, char *err, size_t errlen)
 {
-    /* a library of the same name goes (an RDB replaces what it names) */
     func_lib *lib = lib_create((bk_str){ code, len }, 1, err, errlen);
-    if (!lib || lib_install(lib, 1, err, errlen) < 0)
+    if (!lib || lib_install(lib, replace, err, errlen) < 0)
         return -1;
     return 0;
 }

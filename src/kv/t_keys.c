@@ -511,7 +511,8 @@ static long long object_refcount(kv_entry *e)
     if (e->type != KV_STRING)
         return 1;
     s = entry_str(e);
-    int lru = srv.cfg.maxmemory_policy == MM_ALLKEYS_LRU || srv.cfg.maxmemory_policy == MM_VOLATILE_LRU;
+    int lru = srv.cfg.maxmemory_policy == MM_ALLKEYS_LRU ||
+              srv.cfg.maxmemory_policy == MM_VOLATILE_LRU || kv_lfu_on();
     if ((srv.cfg.maxmemory == 0 || !lru) && s.len <= 4 && kv_parse_ll(s.p, s.len, &v) == 0 && v >= 0 &&
         v < 10000)
         return INT_MAX;
@@ -561,8 +562,14 @@ void object_command(kv_client *c)
         reply_bulk_cstr(c, rdb_encoding_name(e)); /* Redis 7.0's names (rdb.c) */
     else if (arg_is(sub, "refcount"))
         reply_int(c, object_refcount(e));
+    else if (arg_is(sub, "idletime") && kv_lfu_on())
+        reply_error(c, "ERR An LFU maxmemory policy is selected, idle time not tracked. Please "
+                       "note that when switching between policies at runtime LRU and LFU data "
+                       "will take some time to adjust.");
     else if (arg_is(sub, "idletime"))
         reply_int(c, (long long)((srv.lru_clock - e->lru) & 0xfffffff) * KV_LRU_MS / 1000);
+    else if (kv_lfu_on())
+        reply_int(c, kv_lfu_counter(e));
     else
         reply_error(c, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. "
                        "Please note that when switching between policies at runtime LRU and LFU "

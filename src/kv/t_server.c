@@ -10,6 +10,8 @@
 #include "kv/notify.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
+#include "kv/script.h"
+#include "kv/stream.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -167,6 +169,7 @@ void swapdb_command(kv_client *c)
         kv_db_swap_contents(x, y);
         blocking_signal_db(x); /* clients blocked in x or y may be served now */
         blocking_signal_db(y);
+        stream_waiters_check_later(); /* an XREADGROUP whose stream moved away fails */
     }
     kv_dirty(1);
     reply_ok(c);
@@ -206,6 +209,13 @@ void shutdown_command(kv_client *c)
             !arg_is(c->argv[i], "now") && !arg_is(c->argv[i], "force") &&
             !arg_is(c->argv[i], "abort")) {
             reply_error(c, ERR_SYNTAX);
+            return;
+        }
+        if (arg_is(c->argv[i], "abort") && srv.shutdown_asap > 0) {
+            /* a signal not acted on yet (DEBUG PAUSE-CRON holds it) */
+            srv.shutdown_asap = 0;
+            log_warn("Shutdown manually aborted.");
+            reply_ok(c);
             return;
         }
         if (arg_is(c->argv[i], "abort")) {
@@ -555,6 +565,26 @@ void config_command(kv_client *c)
 
 /* ---- DEBUG ---- */
 
+/* DEBUG LOADAOF: the AOF written so far replaces the dataset and the
+ * functions, as a restart would load them (Redis's suite compares the
+ * DEBUG DIGEST before and after). */
+static void debug_loadaof(kv_client *c)
+{
+    if (srv.cfg.appendonly)
+        aof_flush(1);
+    for (int d = 0; d < srv.cfg.databases; d++) {
+        kv_touch_db(&srv.dbs[d]);
+        db_flush(&srv.dbs[d]);
+    }
+    function_rdb_flush();
+    if (aof_load(srv.aof_path) < 0) {
+        reply_error(c, "ERR Error trying to load the AOF, check server logs.");
+        return;
+    }
+    log_info("Append Only File loaded by DEBUG LOADAOF");
+    reply_ok(c);
+}
+
 void debug_command(kv_client *c)
 {
     bk_str sub = c->argv[1];
@@ -572,6 +602,8 @@ void debug_command(kv_client *c)
         reply_ok(c);
     } else if (arg_is(sub, "reload")) {
         dump_debug_reload(c);
+    } else if (arg_is(sub, "loadaof")) { /* (Redis ignores further arguments) */
+        debug_loadaof(c);
     } else if (arg_is(sub, "object") && c->argc == 3) {
         dump_debug_object(c);
     } else if (arg_is(sub, "config-rewrite-force-all") && c->argc == 2) {
@@ -595,8 +627,9 @@ void debug_command(kv_client *c)
         reply_ok(c);
     } else if (arg_is(sub, "segfault") && c->argc == 2) {
         kv_debug_segfault(); /* does not return: the crash report's test */
-    } else {
-        subcommand_unknown(c, "DEBUG");
+    } else if (!kv_debug_suite_subcommand(c)) {
+        reply_errorf(c, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try "
+                        "DEBUG HELP.", (int)BK_MIN(sub.len, (size_t)128), sub.p);
     }
 }
 

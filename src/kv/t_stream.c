@@ -882,8 +882,21 @@ static int stream_serve(kv_client *c, kv_db *db, bk_str key, kv_entry *e)
                 break;
             }
         cons = group_consumer_find(g, cname);
-        if (!cons)
+        if (!cons) {
             cons = consumer_add(db, key, g, cname);
+            /* as in XREADGROUP itself: with NOACK no XCLAIM recreates the
+             * consumer on replay, so its creation is propagated */
+            if (b->param[1]) {
+                bk_str gname = { 0 };
+                for (int i = 1; i + 2 < b->argc; i++)
+                    if (arg_is(b->argv[i], "group")) {
+                        gname = b->argv[i + 1];
+                        break;
+                    }
+                bk_str cc[5] = { BK_STR("XGROUP"), BK_STR("CREATECONSUMER"), key, gname, cname };
+                prop(c, 5, cc);
+            }
+        }
         cons->seen_ms = srv.now_ms;
     }
     rwr_prop pi = { key, 1 };

@@ -202,6 +202,9 @@ void getdel_command(kv_client *c)
     db_delete_entry(c->db, e);
     kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
     kv_dirty(1);
+    /* replicas and the AOF get a DEL, as Redis propagates it */
+    bk_str del[2] = { BK_STR("DEL"), c->argv[1] };
+    kv_propagate_as(c, 2, del);
 }
 
 void getex_command(kv_client *c)
