@@ -24,6 +24,16 @@ def _both(kv_factory, tmp_path, *args):
     return kv, kv.client(decode_responses=True), proc, ref
 
 
+def _on_both(kv_factory, tmp_path, fn):
+    """fn(port) against brisk-kv, then against a real redis-server: both
+    results (the servers are _both's, stopped after)."""
+    kv, _, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        return fn(kv.port), fn(ref.connection_pool.connection_kwargs["port"])
+    finally:
+        stop_redis(proc, ref)
+
+
 def _call(c, *args):
     try:
         return c.execute_command(*args)
@@ -703,13 +713,9 @@ def _oom_in_multi(port):
 
 
 def test_oom_while_queueing_fails_the_transaction(kv_factory, tmp_path):
-    kv, r, proc, ref = _both(kv_factory, tmp_path)
-    try:
-        got = _oom_in_multi(kv.port)
-        assert got == _oom_in_multi(ref.connection_pool.connection_kwargs["port"])
-        assert got[5].startswith("ERR: Transaction discarded") and got[6] == [0, 0]
-    finally:
-        stop_redis(proc, ref)
+    got, want = _on_both(kv_factory, tmp_path, _oom_in_multi)
+    assert got == want
+    assert got[5].startswith("ERR: Transaction discarded") and got[6] == [0, 0]
 
 
 WATCH_FLUSH_CASES = [
@@ -842,13 +848,9 @@ def _exec_after_min_replicas(port):
 
 
 def test_exec_aborts_when_writes_became_refused(kv_factory, tmp_path):
-    kv, r, proc, ref = _both(kv_factory, tmp_path)
-    try:
-        got = _exec_after_min_replicas(kv.port)
-        assert got == _exec_after_min_replicas(ref.connection_pool.connection_kwargs["port"])
-        assert "NOREPLICAS" in got[2] and got[-1] == "1"
-    finally:
-        stop_redis(proc, ref)
+    got, want = _on_both(kv_factory, tmp_path, _exec_after_min_replicas)
+    assert got == want
+    assert "NOREPLICAS" in got[2] and got[-1] == "1"
 
 
 def _exec_after_stale(port):
@@ -870,13 +872,9 @@ def _exec_after_stale(port):
 
 
 def test_exec_aborts_when_replica_became_stale(kv_factory, tmp_path):
-    kv, r, proc, ref = _both(kv_factory, tmp_path)
-    try:
-        got = _exec_after_stale(kv.port)
-        assert got == _exec_after_stale(ref.connection_pool.connection_kwargs["port"])
-        assert "MASTERDOWN" in got[2]
-    finally:
-        stop_redis(proc, ref)
+    got, want = _on_both(kv_factory, tmp_path, _exec_after_stale)
+    assert got == want
+    assert "MASTERDOWN" in got[2]
 
 
 def _exec_oom(port):
@@ -896,10 +894,6 @@ def _exec_oom(port):
 
 
 def test_exec_with_a_deny_oom_command_aborts_over_maxmemory(kv_factory, tmp_path):
-    kv, r, proc, ref = _both(kv_factory, tmp_path)
-    try:
-        got = _exec_oom(kv.port)
-        assert got == _exec_oom(ref.connection_pool.connection_kwargs["port"])
-        assert got[3].startswith("ERR: Transaction discarded because of: OOM")
-    finally:
-        stop_redis(proc, ref)
+    got, want = _on_both(kv_factory, tmp_path, _exec_oom)
+    assert got == want
+    assert got[3].startswith("ERR: Transaction discarded because of: OOM")
