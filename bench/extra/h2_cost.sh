@@ -37,48 +37,17 @@ CLI_CPU=${CLI_CPU:-1}
 PY=${PY:-python3}
 TOOLS=${*:-callgrind strace}
 
-T=$(mktemp -d /tmp/h2_cost.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-  -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
-  -keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || exit 1
-
-# The 117-byte file of the static race (bench/lib/static_bench.py).
-mkdir -p "$T/www"
-$PY - "$T/www/index.html" <<'EOF'
-import sys
-body = ("<!doctype html>\n<html><head><title>brisk</title></head>"
-        "<body><p>Hello from the brisk benchmark.</p></body></html>\n")
-body = body.replace("</p>", " " * (117 - len(body)) + "</p>", 1)
-open(sys.argv[1], "w").write(body)
-EOF
-
-new_port() {
-  PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-}
-
-wait_port() {
-  $PY - "$1" <<'EOF'
-import socket, sys, time
-end = time.time() + 60
-while time.time() < end:
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)
-EOF
-}
+. bench/extra/lib.sh
+bench_tmp h2_cost
+bench_cert || exit 1
+bench_www
 
 # conf NAME: renders the race's configuration for NAME on PORT; prints the argv.
 conf() {
   local name=$1 dir="$T/$1-$PORT" tmpl
   mkdir -p "$dir"
   case $name in brisk*) tmpl=bench/peers/brisk-https.conf.in ;; h2o) tmpl=bench/peers/h2o-https.conf.in ;; esac
-  sed -e "s|@USER_DIRECTIVE@|$([ "$name" = h2o ] && [ "$(id -u)" = 0 ] && echo 'user: root')|" \
-      -e "s|@PREFIX@|$dir|g" -e "s|@PORT@|$PORT|g" -e "s|@ROOT@|$T/www|g" \
-      -e "s|@CERT@|$T/cert.pem|g" -e "s|@KEY@|$T/key.pem|g" "$tmpl" >"$dir/conf"
+  render_conf "$tmpl" "$dir/conf" "$([ "$name" = h2o ] && as_root 'user: root')"
   if [ "$name" = brisk-h2c ]; then # the same, on a plain listener (prior knowledge)
     sed -i -e "s|^listen = \(.*\) ssl$|listen = \1|" "$dir/conf"
   fi
@@ -103,30 +72,15 @@ one_run() {
   new_port
   cmd=$(conf "$name")
   out="$T/$tool-$name-$n-$PORT"
-  if [ "$tool" = callgrind ]; then
-    valgrind -q --tool=callgrind --callgrind-out-file="$out.%p" \
-      $cmd >"$out.log" 2>&1 &
-  else
-    strace -c -f -o "$out" $cmd >"$out.log" 2>&1 &
-  fi
-  pid=$!
+  measured_start "$tool" "$out" $cmd
+  pid=$MPID
   wait_port "$PORT" || { echo "$name did not start" >&2; cat "$out.log" >&2; kill "$pid"; return 1; }
   got=$(h2load_n "$name" "$n")
-  if [ "$tool" = strace ]; then kill -TERM $(pgrep -P "$pid") 2>/dev/null; else kill -TERM "$pid"; fi
-  wait "$pid" 2>/dev/null
+  measured_stop "$tool" "$pid"
   sleep 1 # h2o's key process (neverbleed) writes its profile as it exits
-  if [ "$tool" = callgrind ]; then
-    total=$(cat "$out".[0-9]* 2>/dev/null | awk '/^summary:/ {s += $2} END {print s + 0}')
-    if [ -n "$KEEP" ] && [ "$n" = "$N_FULL" ]; then mkdir -p "$KEEP"; cp "$out".[0-9]* "$KEEP/"; fi
-  else
-    total=$(awk '$NF == "total" {print $(NF-2) + 0}' "$out")
-    if [ -n "$KEEP" ] && [ "$n" = "$N_FULL" ]; then mkdir -p "$KEEP"; cp "$out" "$KEEP/"; fi
-  fi
+  total=$(measured_total "$tool" "$out")
+  if [ -n "$KEEP" ] && [ "$n" = "$N_FULL" ]; then measured_keep "$tool" "$out"; fi
   echo "$got $total"
-}
-
-cpu_ticks() { # pid: user + system ticks of the process and its threads
-  awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$1/stat"
 }
 
 cost() { # tool name: per request

@@ -29,37 +29,10 @@ PROBE=${PROBE:-1}
 PY=${PY:-python3}
 CASES=${*:-static hello echo}
 
-T=$(mktemp -d /tmp/http_cost.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+. bench/extra/lib.sh
+bench_tmp http_cost
 cc -O2 -o "$T/probe" bench/peers/probe.c || exit 1
-
-# The 117-byte file of the static race (bench/lib/static_bench.py).
-mkdir -p "$T/www"
-$PY - "$T/www/index.html" <<'EOF'
-import sys
-body = ("<!doctype html>\n<html><head><title>brisk</title></head>"
-        "<body><p>Hello from the brisk benchmark.</p></body></html>\n")
-body = body.replace("</p>", " " * (117 - len(body)) + "</p>", 1)
-open(sys.argv[1], "w").write(body)
-EOF
-
-new_port() { # a port nobody listens on now
-  PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-}
-
-wait_port() { # port: until it accepts or 60 s pass
-  $PY - "$1" <<'EOF'
-import socket, sys, time
-end = time.time() + 60
-while time.time() < end:
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)
-EOF
-}
+bench_www
 
 capture() { # port path out: the exact response bytes to one GET
   $PY - "$@" <<'EOF'
@@ -86,12 +59,6 @@ proto_of() {
   case $1 in *-tls) echo https ;; *) echo http ;; esac
 }
 
-tls_cert() { # once: a self-signed certificate for static-tls
-  [ -f "$T/cert.pem" ] && return
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-    -subj /CN=localhost -keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1
-}
-
 # server_cmd NAME: the argv of one server (as words), after PORT is set.
 server_cmd() {
   case $1 in
@@ -115,25 +82,13 @@ one_run() {
   # Unique per run: callgrind's files are collected by this prefix.
   out="$T/$tool-$name-d$depth-r$rounds-$PORT"
   local cmd; cmd=$(server_cmd "$name")
-  if [ "$tool" = callgrind ]; then
-    valgrind -q --tool=callgrind --callgrind-out-file="$out.%p" \
-      $cmd >"$out.log" 2>&1 &
-  else
-    strace -c -f -o "$out" $cmd >"$out.log" 2>&1 &
-  fi
-  pid=$!
+  measured_start "$tool" "$out" $cmd
+  pid=$MPID
   wait_port "$PORT" || { echo "server $name did not start" >&2; cat "$out.log" >&2; kill "$pid"; return 1; }
   drive "$PORT" "$(path_of "$name")" 1 "$WARM" "$(proto_of "$name")" >/dev/null || { kill "$pid"; return 1; }
   n=$(drive "$PORT" "$(path_of "$name")" "$depth" "$rounds" "$(proto_of "$name")") || { kill "$pid"; return 1; }
-  # strace passes no SIGTERM on: stop the server it runs, then it ends.
-  if [ "$tool" = strace ]; then kill -TERM $(pgrep -P "$pid") 2>/dev/null; else kill -TERM "$pid"; fi
-  wait "$pid" 2>/dev/null
-  if [ "$tool" = callgrind ]; then
-    # One file per process; each has a "summary:" and a "totals:" line.
-    total=$(cat "$out".[0-9]* 2>/dev/null | awk '/^summary:/ {s += $2} END {print s + 0}')
-  else
-    total=$(awk '$NF == "total" {print $(NF-2) + 0}' "$out")
-  fi
+  measured_stop "$tool" "$pid"
+  total=$(measured_total "$tool" "$out")
   echo "$n $total"
 }
 
@@ -148,7 +103,7 @@ cost() {
   echo "$a $b" | awk '{printf "%.2f", ($4 - $2) / ($3 - $1)}'
 }
 
-case " $CASES " in *" static-tls "*) tls_cert ;; esac
+case " $CASES " in *" static-tls "*) bench_cert ;; esac
 printf "%-14s %-5s %14s %14s\n" case mode "instr/req" "syscalls/req"
 for c in $CASES; do
   names=$c

@@ -37,50 +37,19 @@ CLI_CPU=${CLI_CPU:-1}
 PY=${PY:-python3}
 TOOLS=${*:-callgrind strace}
 
-T=$(mktemp -d /tmp/tls_conn_cost.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-  -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
-  -keyout "$T/key.pem" -out "$T/cert.pem" >/dev/null 2>&1 || exit 1
+. bench/extra/lib.sh
+bench_tmp tls_conn_cost
+bench_cert || exit 1
 chmod 644 "$T/key.pem"
 cc -O2 -Wall -o "$T/tls_conns" bench/lib/tls_conns.c -lssl -lcrypto || exit 1
-
-# The 117-byte file of the static race (bench/lib/static_bench.py).
-mkdir -p "$T/www"
-$PY - "$T/www/index.html" <<'EOF'
-import sys
-body = ("<!doctype html>\n<html><head><title>brisk</title></head>"
-        "<body><p>Hello from the brisk benchmark.</p></body></html>\n")
-body = body.replace("</p>", " " * (117 - len(body)) + "</p>", 1)
-open(sys.argv[1], "w").write(body)
-EOF
-
-new_port() {
-  PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-}
-
-wait_port() {
-  $PY - "$1" <<'EOF'
-import socket, sys, time
-end = time.time() + 60
-while time.time() < end:
-    try:
-        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.1)
-sys.exit(1)
-EOF
-}
+bench_www
 
 # conf NAME: renders the race's configuration for NAME on PORT; prints the argv.
 conf() {
   local name=$1 dir="$T/$1-$PORT"
   mkdir -p "$dir"
-  sed -e "s|@USER_DIRECTIVE@|$([ "$name" = nginx ] && [ "$(id -u)" = 0 ] && echo 'user root;')|" \
-      -e "s|@PREFIX@|$dir|g" -e "s|@PORT@|$PORT|g" -e "s|@ROOT@|$T/www|g" \
-      -e "s|@CERT@|$T/cert.pem|g" -e "s|@KEY@|$T/key.pem|g" \
-      -e "s|^master_process on;|master_process off;|" "bench/peers/$name-https.conf.in" >"$dir/conf"
+  render_conf "bench/peers/$name-https.conf.in" "$dir/conf" \
+    "$([ "$name" = nginx ] && as_root 'user root;')" -e "s|^master_process on;|master_process off;|"
   case $name in
     brisk) echo "$BIN_DIR/brisk -c $dir/conf --workers 1 --access-log off" ;;
     nginx) echo "nginx -e $dir/error.log -p $dir -c $dir/conf" ;;
@@ -95,26 +64,15 @@ one_run() {
   new_port
   cmd=$(conf "$name")
   out="$T/$tool-$name-$mode-$secs-$PORT"
-  if [ "$tool" = callgrind ]; then
-    valgrind -q --tool=callgrind --callgrind-out-file="$out.%p" $cmd >"$out.log" 2>&1 &
-  else
-    strace -c -f -o "$out" $cmd >"$out.log" 2>&1 &
-  fi
-  pid=$!
+  measured_start "$tool" "$out" $cmd
+  pid=$MPID
   wait_port "$PORT" || { echo "$name did not start" >&2; cat "$out.log" >&2; kill "$pid"; return 1; }
   res=$("$T/tls_conns" "$PORT" /index.html "$CONNS" "$secs" $(flag "$mode"))
   local rc=$?
   [ -n "${DEBUG:-}" ] && echo "$name $mode $secs: $res" >&2
-  # (strace: the server, its child, is told; strace ends with it)
-  if [ "$tool" = strace ]; then kill -TERM $(pgrep -P "$pid") 2>/dev/null; else kill -TERM "$pid"; fi
-  wait "$pid" 2>/dev/null
-  if [ "$tool" = callgrind ]; then
-    total=$(cat "$out".[0-9]* 2>/dev/null | awk '/^summary:/ {s += $2} END {print s + 0}')
-    if [ -n "$KEEP" ] && [ "$secs" = "$SECS_FULL" ]; then mkdir -p "$KEEP"; cp "$out".[0-9]* "$KEEP/"; fi
-  else
-    total=$(awk '$NF == "total" {print $(NF-2) + 0}' "$out")
-    if [ -n "$KEEP" ] && [ "$secs" = "$SECS_FULL" ]; then mkdir -p "$KEEP"; cp "$out" "$KEEP/"; fi
-  fi
+  measured_stop "$tool" "$pid"
+  total=$(measured_total "$tool" "$out")
+  if [ -n "$KEEP" ] && [ "$secs" = "$SECS_FULL" ]; then measured_keep "$tool" "$out"; fi
   if [ "$rc" != 0 ]; then # (a port taken by another program meanwhile, a crash)
     echo "$name: tls_conns failed ($res)" >&2
     tail -5 "$out.log" >&2
@@ -130,10 +88,6 @@ cost() { # tool name mode: per connection, and the resumed share of the longer r
   b=$(one_run "$1" "$2" "$3" "$SECS_FULL") || return 1
   [ -n "${DEBUG:-}" ] && echo "$1 $2 $3: $a / $b" >&2
   echo "$a $b" | awk '{printf "%.1f  (%d - %d connections, resumed %d of %d)", ($6 - $2) / ($5 - $1), $5, $1, $7, $8}'
-}
-
-cpu_ticks() { # pid: user + system ticks of the process and its threads
-  awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$1/stat"
 }
 
 for tool in $TOOLS; do

@@ -68,6 +68,8 @@ struct tls_conn {
     uint8_t buffered;       /* ... and the write BIO is wbuf (no kTLS) */
     char *wbuf;             /* ciphertext not yet sent: [woff, wlen); NULL when empty */
     size_t woff, wlen;
+    char *held;             /* a TLS 1.3 session ticket waiting for the first write, */
+    size_t held_len;        /* out of wbuf: an idle connection keeps no 97 KiB buffer */
 };
 
 void tls_config_defaults(tls_config *c)
@@ -647,6 +649,13 @@ static int wbuf_get(tls_conn *c)
         return -1;
     c->wbuf = b;
     c->woff = c->wlen = 0;
+    if (c->held) { /* the held ticket goes first */
+        memcpy(b, c->held, c->held_len);
+        c->wlen = c->held_len;
+        free(c->held);
+        c->held = NULL;
+        c->held_len = 0;
+    }
     return 0;
 }
 
@@ -678,12 +687,23 @@ static int wbio_write(BIO *b, const char *p, size_t n, size_t *done)
     return 1;
 }
 
+static void send_quietly(tls_conn *c);
+
 static long wbio_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-    (void)b, (void)num, (void)ptr;
-    /* A flush (after handshake messages such as a KeyUpdate) succeeds: the
-     * records wait in wbuf for tls_flush, or tls_read's attempt. */
-    return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+    (void)num, (void)ptr;
+    if (cmd != BIO_CTRL_FLUSH)
+        return 0;
+    /* A flush ends a handshake flight: the peer waits for it, and OpenSSL
+     * reads for the answer right after, so it goes now (what the socket does
+     * not take, tls_handshake sends). Not a TLS 1.3 server's ticket: it
+     * waits for the first response. After the handshake (a KeyUpdate, a
+     * close_notify) the records wait in wbuf for tls_flush, or tls_read's
+     * attempt. The flush succeeds either way. */
+    tls_conn *c = BIO_get_data(b);
+    if (SSL_in_init(c->ssl) && SSL_get_state(c->ssl) != TLS_ST_SW_SESSION_TICKET)
+        send_quietly(c);
+    return 1;
 }
 
 static int wbio_create(BIO *b)
@@ -749,7 +769,27 @@ static void send_quietly(tls_conn *c)
     c->want = want;
 }
 
-/* After the handshake: the write BIO becomes wbuf, unless kTLS sends. */
+/* Keeps the unsent ciphertext (a TLS 1.3 ticket, a few hundred bytes) in
+ * an allocation of its size until the next record joins it in wbuf
+ * (wbuf_get), so that a connection waiting for its first request holds no
+ * whole buffer. Out of memory: it is sent now instead. */
+static void hold_unsent(tls_conn *c)
+{
+    size_t n = c->wlen - c->woff;
+    char *h = malloc(n);
+    if (!h) {
+        send_quietly(c);
+        return;
+    }
+    memcpy(h, c->wbuf + c->woff, n);
+    c->woff = c->wlen = 0;
+    wbuf_put(c);
+    c->held = h;
+    c->held_len = n;
+}
+
+/* The write BIO becomes wbuf (before the handshake, or after it unless
+ * kTLS sends: see tls_buffer_writes). */
 static void start_buffering(tls_conn *c)
 {
     c->buffer_wanted = 0;
@@ -810,13 +850,23 @@ void tls_conn_free(tls_conn *c)
         return;
     SSL_free(c->ssl);
     wbuf_put(c);
+    free(c->held);
     tls_ctx_unref(c->ctx);
     free(c);
 }
 
+/* Without kTLS the buffer is the write BIO from the start of the
+ * handshake: a TLS 1.3 server's session ticket, written as the handshake
+ * ends, then waits there for the first response and leaves in its send
+ * (one send(2) less per connection); tls_handshake sends every flight the
+ * peer waits for itself. With kTLS asked for (SSL_OP_ENABLE_KTLS), the
+ * socket BIO must be the write BIO when OpenSSL installs the keys: it hands
+ * them to the kernel through it (a BIO of ours would silently mean no
+ * kTLS), so the buffer comes after the handshake and the ticket goes on its
+ * own, through the kernel, as OpenSSL writes it. */
 void tls_buffer_writes(tls_conn *c)
 {
-    if (SSL_is_init_finished(c->ssl))
+    if (SSL_is_init_finished(c->ssl) || !(SSL_get_options(c->ssl) & SSL_OP_ENABLE_KTLS))
         start_buffering(c);
     else
         c->buffer_wanted = 1;
@@ -871,12 +921,36 @@ int tls_handshake(tls_conn *c)
     errno = 0;
     int rc = SSL_do_handshake(c->ssl);
     if (rc == 1) {
+        /* (called again after an EAGAIN below: OpenSSL answers 1 at once) */
         c->want = 0;
         if (c->buffer_wanted)
             start_buffering(c);
+        /* The last flight (TLS 1.2's ticket, ChangeCipherSpec and Finished; a
+         * client's Finished): the peer waits for it, so the handshake is not
+         * done for the caller until it is all sent. A TLS 1.3 server's is its
+         * session ticket, which no client waits for: it stays for the first
+         * response's send (tls_flush, or close_notify's at a close). */
+        if (c->woff < c->wlen) {
+            if (SSL_is_server(c->ssl) && SSL_version(c->ssl) == TLS1_3_VERSION) {
+                hold_unsent(c);
+                return 1;
+            }
+            if (send_out(c) < 0)
+                return -1; /* EAGAIN with TLS_WANT_WRITE: call again when writable */
+            wbuf_put(c);
+        }
         return 1;
     }
     int r = io_result(c, rc);
+    if (r < 0 && errno == EAGAIN && c->woff < c->wlen) {
+        /* This step's flight (the server's first, a HelloRetryRequest): the
+         * peer answers nothing until it has it, so it goes now; what the
+         * socket does not take makes the caller wait for TLS_WANT_WRITE. */
+        if (send_out(c) < 0)
+            return -1;
+        wbuf_put(c);
+        errno = EAGAIN; /* (want: io_result's) */
+    }
     if (r == 0) {
         errno = ECONNRESET;
         return -1;
@@ -889,9 +963,10 @@ ssize_t tls_read(tls_conn *c, void *p, size_t n)
     size_t got = 0;
     err_clean();
     errno = 0;
+    size_t before = c->wlen; /* (a held session ticket stays held) */
     int rc = SSL_read_ex(c->ssl, p, n, &got);
     ssize_t r = rc == 1 ? (ssize_t)got : io_result(c, 0);
-    if (__builtin_expect(c->wlen > c->woff, 0))
+    if (__builtin_expect(c->wlen > before, 0))
         send_quietly(c); /* a read that wrote: a KeyUpdate answered */
     return r;
 }
@@ -943,6 +1018,8 @@ ssize_t tls_write(tls_conn *c, const void *p, size_t n)
 
 int tls_flush(tls_conn *c)
 {
+    if (__builtin_expect(c->held != NULL, 0) && wbuf_get(c) < 0)
+        return -1; /* (ENOMEM) */
     if (c->woff < c->wlen && send_out(c) < 0)
         return -1;
     wbuf_put(c); /* empty (or never taken): the thread's spare again */
@@ -951,7 +1028,7 @@ int tls_flush(tls_conn *c)
 
 size_t tls_unsent(const tls_conn *c)
 {
-    return c->wlen - c->woff;
+    return c->wlen - c->woff + c->held_len;
 }
 
 int tls_coalescing(const tls_conn *c)
@@ -963,6 +1040,9 @@ void tls_abandon(tls_conn *c)
 {
     c->woff = c->wlen = 0;
     wbuf_put(c);
+    free(c->held);
+    c->held = NULL;
+    c->held_len = 0;
     SSL_set_shutdown(c->ssl, SSL_get_shutdown(c->ssl) | SSL_SENT_SHUTDOWN);
 }
 

@@ -19,7 +19,8 @@
  * is left when tls_write returns is sent by tls_flush, which the caller
  * must call (and, on EAGAIN, call again when the socket is writable) before
  * it takes its output for sent. The buffer is held only while ciphertext
- * waits (an idle connection has none).
+ * waits (an idle connection has none; a TLS 1.3 session ticket waiting for
+ * the first response is kept apart, in an allocation of its size).
  *
  * Thread safety: a tls_ctx may be used by connections on many threads at
  * once; a tls_conn belongs to one thread. */
@@ -93,7 +94,10 @@ tls_conn *tls_conn_new(tls_ctx *t, int fd);
 void tls_conn_free(tls_conn *c);
 
 /* 1: handshake done; -1 with errno EAGAIN: again when tls_want() is ready;
- * -1 with another errno (EPROTO for a TLS failure): close. */
+ * -1 with another errno (EPROTO for a TLS failure): close. Every flight the
+ * peer waits for is sent before 1; under coalescing, a TLS 1.3 server's
+ * session ticket is not: it waits in tls_unsent for the first response's
+ * tls_flush (or tls_shutdown's close_notify). */
 int tls_handshake(tls_conn *c);
 /* Like read(2)/write(2); 0 from tls_read is the peer's end (close_notify
  * or a plain EOF). */
@@ -104,8 +108,9 @@ ssize_t tls_read(tls_conn *c, void *p, size_t n);
  * with EAGAIN, or a short count, the rest must be offered again unchanged
  * (OpenSSL's rule for a record it could not finish). */
 ssize_t tls_write(tls_conn *c, const void *p, size_t n);
-/* Coalesced writes from the end of the handshake on, unless kTLS sends
- * (callable before or after tls_handshake). */
+/* Coalesced writes (callable before or after tls_handshake): from the
+ * start of the handshake when the context does not ask for kTLS; else from
+ * its end, unless kTLS sends. */
 void tls_buffer_writes(tls_conn *c);
 /* Sends the buffered ciphertext: 0 when none is left, -1 with errno
  * (EAGAIN: again when the socket is writable). 0 at once without

@@ -530,11 +530,16 @@ void http_conn_census(http_worker *hw, http_census *out)
     }
 }
 
+/* TLS records still unsent are a response's last ones (not idle), or,
+ * before the first request, the session ticket held for the first
+ * response's send: that connection is idle, and http_conn_close sends the
+ * ticket, then close_notify, in one send (the client has read the whole
+ * server flight, so the socket takes the few hundred bytes). */
 static int conn_is_idle(const http_conn *c)
 {
     return c->state == CONN_HEAD && c->in_len == c->req_start &&
            (!c->b || c->b->nsegs == c->b->seg_head) && !c->resp_open &&
-           (!c->tls || !tls_unsent(c->tls)); /* (the last records of a response) */
+           (!c->tls || !tls_unsent(c->tls) || c->requests == 0);
 }
 
 void http_conn_close_idle(http_worker *hw)

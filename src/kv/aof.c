@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/rdb.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -68,13 +69,23 @@ static void multi_insert(bk_buf *b)
     b->len += n;
 }
 
+int aof_feed_targets = AOF_TO_FILE | AOF_TO_REPLICAS;
+
 void aof_feed(kv_db *db, int argc, const bk_str *argv)
 {
-    if (BK_UNLIKELY(repl_feeding))
+    if (BK_UNLIKELY(repl_feeding) && (aof_feed_targets & AOF_TO_REPLICAS))
         repl_feed(db, argc, argv); /* replicas get the same stream */
-    if (srv.aof_state == AOF_OFF && srv.child_pid <= 0)
+    if (srv.aof_state == AOF_OFF || !(aof_feed_targets & AOF_TO_FILE))
         return;
     bk_buf *b = &srv.aof_buf;
+    if (BK_UNLIKELY(srv.cfg.aof_timestamp_enabled)) {
+        static int64_t last_ts; /* one annotation per second, as Redis */
+        int64_t now = srv.now_ms / 1000;
+        if (now > last_ts) {
+            buf_appendf(b, "#TS:%lld\r\n", (long long)now);
+            last_ts = now;
+        }
+    }
     if (srv.aof_in_multi == 2) {
         multi_insert(b);
         srv.aof_in_multi = 1;
@@ -126,16 +137,18 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+long long aof_flush_sleep_us;
+
 void aof_flush(int force_fsync)
 {
-    if (srv.child_pid > 0 && srv.aof_buf.len)
-        buf_append(&srv.aof_rewrite_buf, srv.aof_buf.data, srv.aof_buf.len);
     if (srv.aof_fd < 0) {
         srv.aof_buf.len = 0;
         multi_mark = SIZE_MAX;
         return;
     }
     if (srv.aof_buf.len) {
+        if (BK_UNLIKELY(aof_flush_sleep_us))
+            kv_sleep_us(aof_flush_sleep_us);
         if (write_all(srv.aof_fd, srv.aof_buf.data, srv.aof_buf.len) < 0) {
             int e = errno;
             if (srv.cfg.appendfsync == FSYNC_ALWAYS) {
@@ -216,23 +229,6 @@ void aof_stop_fsync_thread(void)
     srv.fsync_thread_started = 0;
 }
 
-int aof_open(void)
-{
-    int fd = open(srv.aof_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        log_error("can't open the append-only file %s: %s", srv.aof_path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) == 0)
-        srv.aof_current_size = srv.aof_base_size = (uint64_t)st.st_size;
-    srv.aof_fd = fd;
-    srv.aof_state = AOF_ON;
-    srv.aof_selected_db = -1;
-    aof_start_fsync_thread();
-    return 0;
-}
-
 /* ---- loading ---- */
 
 static int truncate_file(const char *path, off_t len)
@@ -257,6 +253,11 @@ static int is_word(bk_str s, const char *w)
             return 0;
     return 1;
 }
+
+/* --check-aof --truncate-to-timestamp: the limit, and where the first
+ * "#TS:" annotation past it starts (-1: none). */
+static long long chk_ts_limit;
+static off_t chk_ts_cut = -1;
 
 void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
 {
@@ -287,6 +288,24 @@ void aof_read(int fd, aof_cmd_fn fn, void *ud, aof_read_result *res)
             b.len += (size_t)n;
         }
         for (;;) {
+            /* "#..." lines between commands are annotations (Redis 7's
+             * aof-timestamp-enabled writes "#TS:unixtime"): skipped, as
+             * Redis's loader does; one cut off by the end of the file ends
+             * it. */
+            if (!p.kind && p.pos < b.len && b.data[p.pos] == '#') {
+                char *nl = memchr(b.data + p.pos, '\n', b.len - p.pos);
+                if (!nl && !eof)
+                    break;
+                if (BK_UNLIKELY(chk_ts_limit) && nl && chk_ts_cut < 0 &&
+                    nl - (b.data + p.pos) > 4 && memcmp(b.data + p.pos, "#TS:", 4) == 0 &&
+                    strtoll(b.data + p.pos + 4, NULL, 10) > chk_ts_limit)
+                    chk_ts_cut = base + (off_t)p.pos;
+                p.pos = nl ? (size_t)(nl - b.data) + 1 : b.len;
+                cmd_at = base + (off_t)p.pos;
+                if (!in_multi)
+                    res->good = cmd_at;
+                continue;
+            }
             /* resp_parse unquotes inline commands in place: keep the
              * byte the command starts with for the message. */
             char first = cmd_at - base < (off_t)b.len ? b.data[cmd_at - base] : 0;
@@ -397,97 +416,6 @@ static void load_command(void *ud, int argc, bk_str *argv)
     }
 }
 
-int aof_load(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        log_error("can't open the append-only file %s: %s", path, strerror(errno));
-        return -1;
-    }
-    kv_client *c = kv_client_new_fake();
-    srv.loading = 1;
-    struct stat st;
-    kv_loading_begin(fstat(fd, &st) == 0 ? (size_t)st.st_size : 0);
-    aof_read_result res;
-    aof_read(fd, load_command, c, &res);
-    close(fd);
-    int rc = 0;
-    switch (res.verdict) {
-    case AOF_VALID:
-        break;
-    case AOF_IO_ERROR:
-        log_error("error reading the AOF %s: %s", path, res.why);
-        rc = -1;
-        break;
-    case AOF_BAD:
-        log_error("%s reading the append only file %s at offset %lld", res.why, path,
-                  (long long)res.bad_at);
-        log_error("run 'brisk-kv --check-aof --fix %s' to repair it", path);
-        rc = -1;
-        break;
-    case AOF_TRUNCATED:
-        if (!srv.cfg.aof_load_truncated) {
-            log_error("the append only file %s is truncated at offset %lld (size %lld); "
-                      "set aof-load-truncated yes or run 'brisk-kv --check-aof --fix %s'",
-                      path, (long long)res.good, (long long)res.size, path);
-            rc = -1;
-            break;
-        }
-        log_warn("!!! Warning: short read while loading the AOF file %s !!! "
-                 "truncating it from %lld to %lld bytes (the last complete command); "
-                 "AOF loaded anyway because aof-load-truncated is enabled",
-                 path, (long long)res.size, (long long)res.good);
-        /* An unfinished transaction was queued but never ran. */
-        c->flags &= ~CLIENT_MULTI;
-        if (truncate_file(path, res.good) < 0) {
-            log_error("could not truncate the AOF %s: %s", path, strerror(errno));
-            rc = -1;
-        }
-        break;
-    }
-    kv_client_free_fake(c);
-    srv.loading = 0;
-    if (rc == 0)
-        log_info("loaded %lld commands from %s", res.ncmds, path);
-    return rc;
-}
-
-int aof_check_main(const char *path, int fix)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "Cannot open file %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    aof_read_result res;
-    aof_read(fd, NULL, NULL, &res);
-    close(fd);
-    if (res.verdict == AOF_IO_ERROR) {
-        printf("Cannot read file %s: %s\n", path, res.why);
-        return 1;
-    }
-    if (res.verdict == AOF_BAD)
-        printf("0x%llx: %s\n", (unsigned long long)res.bad_at, res.why);
-    printf("AOF analyzed: filename=%s, size=%lld, ok_up_to=%lld, diff=%lld\n", path,
-           (long long)res.size, (long long)res.good, (long long)(res.size - res.good));
-    if (res.verdict == AOF_VALID) {
-        printf("AOF %s is valid (%lld commands)\n", path, res.ncmds);
-        return 0;
-    }
-    if (!fix) {
-        printf("AOF %s is %s: run with --fix to truncate it to %lld bytes\n", path,
-               res.verdict == AOF_BAD ? "corrupted" : "truncated", (long long)res.good);
-        return 1;
-    }
-    if (truncate_file(path, res.good) < 0) {
-        printf("Failed to truncate AOF %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    printf("Successfully truncated AOF %s to %lld bytes\n", path, (long long)res.good);
-    return 0;
-}
 
 /* ---- rewrite (child) ---- */
 
@@ -627,6 +555,8 @@ static int rewrite_to(const char *tmp)
     rw_out o = { .fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) };
     if (o.fd < 0)
         return -1;
+    if (srv.cfg.aof_timestamp_enabled)
+        buf_appendf(&o.b, "#TS:%lld\r\n", (long long)(kv_unix_ms() / 1000));
     function_rewrite(rw_emit, &o); /* libraries first: keys do not need them */
     int64_t now = kv_unix_ms();
     for (int d = 0; d < srv.cfg.databases; d++) {
@@ -654,16 +584,419 @@ static int rewrite_to(const char *tmp)
     return 0;
 }
 
+/* ---- the multi-part AOF ---- */
+
+static aof_manifest man; /* what appenddirname's manifest says now */
+static int rw_rdb;        /* the running rewrite writes an RDB base */
+
+static void in_dir(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/%s", srv.cfg.appenddirname, name);
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+static int make_dir(void)
+{
+    if (mkdir(srv.cfg.appenddirname, 0755) < 0 && errno != EEXIST) {
+        log_error("Can't open or create append-only dir %s: %s", srv.cfg.appenddirname,
+                  strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t file_size(const char *name)
+{
+    char path[4096];
+    in_dir(path, sizeof path, name);
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* An appendfilename left in dir by Redis < 7 (or brisk-kv before the
+ * multi-part AOF) becomes the base of a new manifest and moves into the
+ * directory. A crash in between is harmless: the next start does it again. */
+static int upgrade_old_file(void)
+{
+    if (make_dir() < 0)
+        return -1;
+    aof_manifest_free(&man);
+    const char *name = srv.cfg.appendfilename;
+    aof_info ai = { kv_strndup(name, strlen(name)), 1, AOF_TYPE_BASE };
+    man.f = kv_malloc(sizeof ai);
+    man.f[0] = ai;
+    man.n = man.cap = 1;
+    man.base_seq = 1;
+    if (aof_manifest_persist(&man) < 0)
+        return -1;
+    char to[4096];
+    in_dir(to, sizeof to, name);
+    if (rename(name, to) < 0) {
+        log_error("Error trying to move the old AOF file %s into dir %s: %s", name,
+                  srv.cfg.appenddirname, strerror(errno));
+        return -1;
+    }
+    log_info("Successfully migrated an old-style AOF file (%s) into the AOF directory (%s).", name,
+             srv.cfg.appenddirname);
+    return 0;
+}
+
+enum { LOAD_OK, LOAD_TRUNCATED, LOAD_FAILED };
+
+/* The RDB part of a base file (an RDB base, or an old file with an RDB
+ * preamble): returns where the AOF tail starts, or -1. */
+static off_t load_rdb_part(int fd, const char *name, off_t size)
+{
+    unsigned char *img = kv_malloc((size_t)size + 1);
+    size_t got = 0;
+    while (got < (size_t)size) {
+        ssize_t n = pread(fd, img + got, (size_t)size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    int old_style = strcmp(name, srv.cfg.appendfilename) == 0;
+    log_info(old_style ? "Reading RDB preamble from AOF file..."
+                       : "Reading RDB base file on AOF loading...");
+    char err[256] = "short read";
+    int rc = got == (size_t)size ? rdb_load_image(img, got, 0, err, sizeof err) : -1;
+    kv_free(img);
+    if (rc < 0) {
+        log_error("%s", err);
+        log_error(old_style ? "Error reading the RDB preamble of the AOF file %s, AOF loading aborted"
+                            : "Error reading the RDB base file %s, AOF loading aborted",
+                  name);
+        return -1;
+    }
+    if (old_style)
+        log_info("Reading the remaining AOF tail...");
+    return (off_t)rdb_load_end;
+}
+
+static int load_one(const char *name, int last)
+{
+    char path[4096];
+    in_dir(path, sizeof path, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        log_error("Fatal error: can't open the append log file %s for reading: %s", name,
+                  strerror(errno));
+        return LOAD_FAILED;
+    }
+    struct stat st;
+    off_t size = fstat(fd, &st) == 0 ? st.st_size : 0;
+    char sig[5];
+    off_t start = 0;
+    if (size >= 5 && pread(fd, sig, 5, 0) == 5 && memcmp(sig, "REDIS", 5) == 0) {
+        srv.loading = 1;
+        start = load_rdb_part(fd, name, size);
+        srv.loading = 0;
+        if (start < 0) {
+            close(fd);
+            return LOAD_FAILED;
+        }
+    }
+    kv_client *c = kv_client_new_fake();
+    aof_read_result res;
+    lseek(fd, start, SEEK_SET);
+    srv.loading = 1;
+    aof_read(fd, load_command, c, &res);
+    close(fd);
+    int rc = LOAD_OK;
+    switch (res.verdict) {
+    case AOF_VALID:
+        break;
+    case AOF_IO_ERROR:
+        log_error("Unrecoverable error reading the append only file %s: %s", name, res.why);
+        rc = LOAD_FAILED;
+        break;
+    case AOF_BAD:
+        if (strncmp(res.why, "Unknown command", 15) == 0)
+            log_error("%s reading the append only file %s (at offset %lld)", res.why, name,
+                      (long long)(start + res.bad_at));
+        else
+            log_error("Bad file format reading the append only file %s: make a backup of your AOF "
+                      "file, then use ./redis-check-aof --fix <filename.manifest> (%s at offset "
+                      "%lld)",
+                      name, res.why, (long long)(start + res.bad_at));
+        rc = LOAD_FAILED;
+        break;
+    case AOF_TRUNCATED: {
+        off_t good = start + res.good;
+        if (res.in_multi)
+            log_warn("Revert incomplete MULTI/EXEC transaction in AOF file %s", name);
+        if (!srv.cfg.aof_load_truncated) {
+            log_error("Unexpected end of file reading the append only file %s. You can: 1) Make a "
+                      "backup of your AOF file, then use ./redis-check-aof --fix "
+                      "<filename.manifest>. 2) Alternatively you can set the "
+                      "'aof-load-truncated' configuration option to yes and restart the server.",
+                      name);
+            rc = LOAD_FAILED;
+            break;
+        }
+        log_warn("!!! Warning: short read while loading the AOF file %s!!!", name);
+        log_warn("!!! Truncating the AOF %s at offset %llu !!!", name, (unsigned long long)good);
+        c->flags &= ~CLIENT_MULTI; /* an unfinished transaction was queued, never ran */
+        if (truncate_file(path, good) < 0) {
+            log_error("Error truncating the AOF file %s: %s", name, strerror(errno));
+            rc = LOAD_FAILED;
+            break;
+        }
+        log_warn("AOF %s loaded anyway because aof-load-truncated is enabled", name);
+        rc = LOAD_TRUNCATED;
+        break;
+    }
+    }
+    kv_client_free_fake(c);
+    srv.loading = 0;
+    if (rc == LOAD_TRUNCATED && !last) {
+        log_error("Fatal error: the truncated file is not the last file");
+        rc = LOAD_FAILED;
+    }
+    return rc;
+}
+
+void aof_read_manifest(void)
+{
+    aof_manifest_free(&man);
+    char mpath[4096];
+    snprintf(mpath, sizeof mpath, "%s/%s.manifest", srv.cfg.appenddirname,
+             srv.cfg.appendfilename);
+    if (is_dir(srv.cfg.appenddirname) && exists(mpath))
+        aof_manifest_load(mpath, &man);
+}
+
+int aof_load_files(void)
+{
+    aof_read_manifest();
+    aof_info *base = aof_manifest_base(&man);
+    int nincr = aof_manifest_count(&man, AOF_TYPE_INCR);
+    if (exists(srv.cfg.appendfilename)) {
+        char moved[4096];
+        in_dir(moved, sizeof moved, srv.cfg.appendfilename);
+        if (!is_dir(srv.cfg.appenddirname) || (!base && !nincr) ||
+            (base && !nincr && !strcmp(base->name, srv.cfg.appendfilename) && !exists(moved))) {
+            if (upgrade_old_file() < 0)
+                return -1;
+            base = aof_manifest_base(&man);
+        }
+    }
+    if (!base && !nincr)
+        return 0;
+    /* Every file the manifest names must be there before anything loads. */
+    uint64_t total = 0;
+    for (int i = 0; i < man.n; i++) {
+        if (man.f[i].type == AOF_TYPE_HIST)
+            continue;
+        char path[4096];
+        in_dir(path, sizeof path, man.f[i].name);
+        struct stat st;
+        if (stat(path, &st) < 0) {
+            log_error("Unable to obtain the AOF file %s length. stat: %s", man.f[i].name,
+                      strerror(errno));
+            return -1;
+        }
+        total += (uint64_t)st.st_size;
+    }
+    if (total == 0)
+        return 0;
+    kv_loading_begin((size_t)total);
+    int left = (base != NULL) + nincr;
+    int64_t t0 = kv_unix_ms();
+    if (base) {
+        if (load_one(base->name, --left == 0) == LOAD_FAILED)
+            return -1;
+        log_info("DB loaded from base file %s: %.3f seconds", base->name,
+                 (double)(kv_unix_ms() - t0) / 1000.0);
+    }
+    for (int i = 0; i < man.n; i++) {
+        if (man.f[i].type != AOF_TYPE_INCR)
+            continue;
+        t0 = kv_unix_ms();
+        if (load_one(man.f[i].name, --left == 0) == LOAD_FAILED)
+            return -1;
+        log_info("DB loaded from incr file %s: %.3f seconds", man.f[i].name,
+                 (double)(kv_unix_ms() - t0) / 1000.0);
+    }
+    return 0;
+}
+
+/* Writes the keyspace to path (in dir) as an RDB or as commands. */
+static int write_base(const char *path, int rdb)
+{
+    if (!rdb)
+        return rewrite_to(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    int rc = rdb_write_snapshot(fd) == 0 && fsync(fd) == 0 ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+static void sizes_from_manifest(void)
+{
+    aof_info *base = aof_manifest_base(&man);
+    srv.aof_base_size = base ? file_size(base->name) : 0;
+    srv.aof_current_size = srv.aof_base_size;
+    for (int i = 0; i < man.n; i++)
+        if (man.f[i].type == AOF_TYPE_INCR)
+            srv.aof_current_size += file_size(man.f[i].name);
+}
+
+static int open_incr(const char *name, int flags)
+{
+    char path[4096];
+    in_dir(path, sizeof path, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
+    if (fd < 0)
+        log_error("Can't open the append-only file %s: %s", name, strerror(errno));
+    return fd;
+}
+
+int aof_open(void)
+{
+    if (make_dir() < 0)
+        return -1;
+    int nincr = aof_manifest_count(&man, AOF_TYPE_INCR);
+    if (!aof_manifest_base(&man) && !nincr) {
+        /* An empty start: a base first, so the incr file has something to
+         * follow (Redis 7 does the same). */
+        int rdb = srv.cfg.aof_use_rdb_preamble;
+        const char *name = aof_manifest_new_base(&man, rdb);
+        char tmp[64], path[4096];
+        snprintf(tmp, sizeof tmp, "temp-rewriteaof-%d.aof", (int)getpid());
+        in_dir(path, sizeof path, name);
+        if (write_base(tmp, rdb) < 0 || rename(tmp, path) < 0) {
+            log_error("Can't write the AOF base file %s: %s", name, strerror(errno));
+            unlink(tmp);
+            return -1;
+        }
+        log_info("Creating AOF base file %s on server start", name);
+    }
+    const char *name = nincr ? aof_manifest_last_incr(&man)->name : aof_manifest_new_incr(&man);
+    int fd = open_incr(name, O_APPEND);
+    if (fd < 0 || aof_manifest_persist(&man) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    log_info("%s AOF incr file %s on server start", nincr ? "Opening" : "Creating", name);
+    sizes_from_manifest();
+    srv.aof_fd = fd;
+    srv.aof_state = AOF_ON;
+    srv.aof_selected_db = -1;
+    aof_start_fsync_thread();
+    return 0;
+}
+
+/* ---- rewrite ---- */
+
+#define TEMP_INCR_FMT "temp-%s.incr"
+
+/* Swaps the fd the loop appends to; the old one is synced and closed (the
+ * fsync thread holds the lock while it syncs). */
+static void swap_fd(int fd)
+{
+    pthread_mutex_lock(&srv.fsync_mu);
+    int old = srv.aof_fd;
+    srv.aof_fd = fd;
+    pthread_mutex_unlock(&srv.fsync_mu);
+    if (old >= 0) {
+        fdatasync(old);
+        close(old);
+    }
+}
+
+static void temp_incr_name(char *out, size_t n)
+{
+    snprintf(out, n, TEMP_INCR_FMT, srv.cfg.appendfilename);
+}
+
+static void remove_temp_incr(void)
+{
+    char name[4096], path[4200];
+    temp_incr_name(name, sizeof name);
+    in_dir(path, sizeof path, name);
+    log_info("Removing the temp incr aof file %s in the background", name);
+    unlink(path);
+}
+
+static int other_child_running(void)
+{
+    return srv.rdb_child_pid > 0 || repl_rdb_child_running();
+}
+
+static const char rw_failed_msg[] =
+    "ERR Can't execute an AOF background rewriting. Please check the server logs for more "
+    "information.";
+
 int aof_rewrite_start(char *err, size_t errlen)
 {
     if (srv.child_pid > 0) {
         snprintf(err, errlen, "ERR Background append only file rewriting already in progress");
         return -1;
     }
-    /* Everything applied so far goes to the old file now, so the rewrite
-     * buffer holds exactly the writes made after the snapshot. */
-    aof_flush(0);
-    srv.aof_rewrite_buf.len = 0;
+    if (other_child_running()) { /* started by the cron once that child is gone */
+        srv.aof_rewrite_scheduled = 1;
+        return 1;
+    }
+    srv.aof_rewrite_scheduled = 0;
+    if (make_dir() < 0) {
+        srv.aof_last_bgrewrite_ok = 0;
+        snprintf(err, errlen, "%s", rw_failed_msg);
+        return -1;
+    }
+    aof_flush(1);
+    if (srv.aof_state == AOF_ON) {
+        /* The writes from now on go to a new incr file, named in the
+         * manifest before the fork: the child's base plus that file are
+         * the whole dataset, whenever the server stops. */
+        aof_manifest tm;
+        aof_manifest_dup(&tm, &man);
+        const char *name = aof_manifest_new_incr(&tm);
+        int fd = open_incr(name, O_TRUNC);
+        if (fd < 0 || aof_manifest_persist(&tm) < 0) {
+            if (fd >= 0)
+                close(fd);
+            aof_manifest_free(&tm);
+            srv.aof_last_bgrewrite_ok = 0;
+            snprintf(err, errlen, "%s", rw_failed_msg);
+            return -1;
+        }
+        log_info("Creating AOF incr file %s on background rewrite", name);
+        swap_fd(fd);
+        aof_manifest_free(&man);
+        man = tm;
+    } else if (srv.aof_state == AOF_WAIT_REWRITE) {
+        /* AOF being turned on: the writes made while the first base is
+         * written go to a temp incr file, named in the manifest only once
+         * the base is in (a failed start leaves the old manifest alone). */
+        char name[4096];
+        temp_incr_name(name, sizeof name);
+        int fd = open_incr(name, O_TRUNC | O_APPEND);
+        if (fd < 0) {
+            srv.aof_last_bgrewrite_ok = 0;
+            snprintf(err, errlen, "%s", rw_failed_msg);
+            return -1;
+        }
+        log_info("Creating AOF incr file %s on background rewrite", name);
+        swap_fd(fd);
+    }
+    srv.aof_selected_db = -1; /* the new incr file starts with a SELECT */
+    rw_rdb = srv.cfg.aof_use_rdb_preamble;
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "ERR Can't rewrite append only file in background: fork: %s",
@@ -671,98 +1004,117 @@ int aof_rewrite_start(char *err, size_t errlen)
         return -1;
     }
     if (pid == 0) {
+        kv_oom_apply(KV_OOM_CHILD);
         char tmp[64];
         snprintf(tmp, sizeof tmp, "temp-rewriteaof-bg-%d.aof", (int)getpid());
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
-        _exit(rewrite_to(tmp) == 0 ? 0 : 1);
+        _exit(write_base(tmp, rw_rdb) == 0 ? 0 : 1);
     }
     srv.child_pid = pid;
+    srv.stat_forks++;
     char tmp[64];
     snprintf(tmp, sizeof tmp, "temp-rewriteaof-bg-%d.aof", (int)pid);
     kv_free(srv.child_tmpfile);
     srv.child_tmpfile = kv_strndup(tmp, strlen(tmp));
-    srv.aof_selected_db = -1;
     srv.aof_rewrite_start_ms = srv.now_ms;
     log_info("Background append only file rewriting started by pid %d", (int)pid);
     return 0;
 }
 
-static void fsync_dir(const char *path)
+/* History files: deleted, then left out of the manifest (unless
+ * aof-disable-auto-gc, Redis's knob for its tests, keeps them). */
+void aof_delete_history(void)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    int fd = open(dirname(tmp), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
+    if (srv.cfg.aof_disable_auto_gc || !aof_manifest_count(&man, AOF_TYPE_HIST))
+        return;
+    for (int i = 0; i < man.n; i++) {
+        if (man.f[i].type != AOF_TYPE_HIST)
+            continue;
+        char hp[4200];
+        in_dir(hp, sizeof hp, man.f[i].name);
+        log_info("Removing the history file %s in the background", man.f[i].name);
+        unlink(hp);
+    }
+    aof_manifest_drop_history(&man);
+    aof_manifest_persist(&man);
+}
+
+static void rewrite_failed(const char *tmp)
+{
+    unlink(tmp);
+    srv.aof_last_bgrewrite_ok = 0;
+    srv.aof_rw_failures++;
+    if (srv.aof_state == AOF_WAIT_REWRITE) {
+        /* still turning on: the temp incr file goes, a new try follows */
+        swap_fd(-1);
+        remove_temp_incr();
+        srv.aof_rewrite_scheduled = 1;
     }
 }
 
+/* The child wrote a new base: it goes into the directory under the next
+ * base name, the incr files it covers become history, the manifest is
+ * replaced in one rename, then the history files are deleted. */
 static void rewrite_done(int ok)
 {
     const char *tmp = srv.child_tmpfile;
     srv.child_pid = -1;
     if (!ok) {
-        unlink(tmp);
-        srv.aof_last_bgrewrite_ok = 0;
-        log_warn("Background AOF rewrite failed");
-        if (srv.aof_state == AOF_WAIT_REWRITE) {
-            srv.aof_state = AOF_OFF;
-            srv.cfg.appendonly = 0;
+        log_warn("Background AOF rewrite terminated with error");
+        rewrite_failed(tmp);
+        return;
+    }
+    log_info("Background AOF rewrite terminated with success");
+    aof_manifest tm;
+    aof_manifest_dup(&tm, &man);
+    const char *base = aof_manifest_new_base(&tm, rw_rdb);
+    char path[4200], tpath[4200] = "", incr_path[4200] = "";
+    in_dir(path, sizeof path, base);
+    if (srv.aof_state == AOF_WAIT_REWRITE) {
+        aof_flush(1);
+        char tname[4096];
+        temp_incr_name(tname, sizeof tname);
+        in_dir(tpath, sizeof tpath, tname);
+        const char *name = aof_manifest_new_incr(&tm);
+        in_dir(incr_path, sizeof incr_path, name);
+        /* the fd stays open across the rename: it is the same file */
+        if (rename(tpath, incr_path) < 0) {
+            log_warn("Error trying to rename the temporary AOF incr file %s into %s: %s", tname,
+                     name, strerror(errno));
+            goto fail;
         }
-        srv.aof_rewrite_buf.len = 0;
-        return;
     }
-    /* Writes since the fork: into the old file (if any) and the new one. */
-    srv.child_pid = 1; /* so aof_flush copies into the rewrite buffer */
-    aof_flush(0);
-    srv.child_pid = -1;
-    int fd = open(tmp, O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0 || write_all(fd, srv.aof_rewrite_buf.data, srv.aof_rewrite_buf.len) < 0 ||
-        fsync(fd) < 0) {
-        log_warn("Background AOF rewrite: can't finish %s: %s", tmp, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        unlink(tmp);
-        srv.aof_last_bgrewrite_ok = 0;
-        srv.aof_rewrite_buf.len = 0;
-        return;
+    if (rename(tmp, path) < 0) {
+        log_warn("Error trying to rename the temporary AOF file %s into %s: %s", tmp, base,
+                 strerror(errno));
+        goto fail;
     }
-    if (rename(tmp, srv.aof_path) < 0) {
-        log_warn("Background AOF rewrite: rename %s: %s", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        srv.aof_last_bgrewrite_ok = 0;
-        srv.aof_rewrite_buf.len = 0;
-        return;
+    log_info("Successfully renamed the temporary AOF base file %s into %s", tmp, base);
+    aof_manifest_incr_to_history(&tm, srv.aof_state != AOF_OFF);
+    if (aof_manifest_persist(&tm) < 0) {
+        unlink(path);
+        goto fail;
     }
-    fsync_dir(srv.aof_path);
-    struct stat st;
-    uint64_t size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-    if (srv.aof_state != AOF_OFF) {
-        pthread_mutex_lock(&srv.fsync_mu);
-        int old = srv.aof_fd;
-        srv.aof_fd = fd;
-        pthread_mutex_unlock(&srv.fsync_mu);
-        if (old >= 0)
-            close(old);
-        if (srv.aof_state == AOF_WAIT_REWRITE) {
-            srv.aof_state = AOF_ON;
-            aof_start_fsync_thread();
-        }
-    } else {
-        close(fd);
+    aof_manifest_free(&man);
+    man = tm;
+    if (srv.aof_state == AOF_WAIT_REWRITE) {
+        srv.aof_state = AOF_ON;
+        aof_start_fsync_thread();
     }
-    srv.aof_current_size = srv.aof_base_size = size;
-    srv.aof_rewrite_buf.len = 0;
-    if (srv.aof_rewrite_buf.cap > 4 * 1024 * 1024)
-        buf_free(&srv.aof_rewrite_buf);
+    aof_delete_history();
+    sizes_from_manifest();
     srv.aof_rewrites++;
+    srv.aof_rw_failures = 0;
     srv.aof_last_bgrewrite_ok = 1;
     srv.lastsave = srv.now_ms / 1000;
-    log_info("Background AOF rewrite finished successfully (%llu bytes)",
-             (unsigned long long)size);
+    log_info("Background AOF rewrite finished successfully");
+    return;
+fail:
+    if (srv.aof_state == AOF_WAIT_REWRITE && incr_path[0])
+        rename(incr_path, tpath); /* (back, if it had moved) */
+    aof_manifest_free(&tm);
+    rewrite_failed(tmp);
 }
 
 void aof_check_child(void)
@@ -780,15 +1132,45 @@ void aof_check_child(void)
     rewrite_done(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* After 3 failed rewrites in a row, automatic ones wait 1, 2, 4, ... up to
+ * 60 minutes (a BGREWRITEAOF still runs at once), as Redis 7. */
+static int rewrite_limited(void)
+{
+    static int delay_min;
+    static int64_t next_at;
+    if (srv.aof_rw_failures < 3) {
+        delay_min = 0;
+        next_at = 0;
+        return 0;
+    }
+    int64_t now = srv.now_ms / 1000;
+    if (next_at) {
+        if (now < next_at)
+            return 1;
+        next_at = 0;
+        return 0;
+    }
+    delay_min = delay_min ? BK_MIN(delay_min * 2, 60) : 1;
+    next_at = now + delay_min * 60;
+    log_warn("Background AOF rewrite has repeatedly failed and triggered the limit, will retry "
+             "in %d minutes",
+             delay_min);
+    return 1;
+}
+
 void aof_cron(void)
 {
     aof_check_child();
-    if (srv.aof_state == AOF_ON && srv.child_pid <= 0 && srv.cfg.auto_aof_rewrite_pct &&
-        srv.aof_current_size > srv.cfg.auto_aof_rewrite_min) {
+    char err[256];
+    if (srv.aof_rewrite_scheduled && srv.child_pid <= 0 && !other_child_running()) {
+        if (aof_rewrite_start(err, sizeof err) < 0)
+            log_warn("%s", err);
+    }
+    if (srv.aof_state == AOF_ON && srv.child_pid <= 0 && !other_child_running() &&
+        srv.cfg.auto_aof_rewrite_pct && srv.aof_current_size > srv.cfg.auto_aof_rewrite_min) {
         uint64_t base = srv.aof_base_size ? srv.aof_base_size : 1;
         uint64_t growth = (srv.aof_current_size * 100 / base) - 100;
-        if (growth >= srv.cfg.auto_aof_rewrite_pct) {
-            char err[256];
+        if (growth >= srv.cfg.auto_aof_rewrite_pct && !rewrite_limited()) {
             log_info("Starting automatic rewriting of AOF on %llu%% growth",
                      (unsigned long long)growth);
             if (aof_rewrite_start(err, sizeof err) < 0)
@@ -799,17 +1181,33 @@ void aof_cron(void)
         aof_flush(0);
 }
 
+static void kill_rewrite_child(void)
+{
+    if (srv.child_pid <= 0)
+        return;
+    log_info("Killing running AOF rewrite child: %d", (int)srv.child_pid);
+    kill(srv.child_pid, SIGKILL);
+    waitpid(srv.child_pid, NULL, 0);
+    unlink(srv.child_tmpfile);
+    srv.child_pid = -1;
+}
+
 int aof_set_enabled(int on)
 {
     if (on) {
         if (srv.aof_state != AOF_OFF)
             return 0;
         srv.aof_state = AOF_WAIT_REWRITE;
-        char err[256];
-        if (srv.child_pid > 0) {
-            /* a rewrite is already running: its result becomes the AOF */
+        /* A rewrite started with AOF off keeps no writes made since its
+         * fork: start over, as Redis does. */
+        kill_rewrite_child();
+        if (other_child_running()) {
+            srv.aof_rewrite_scheduled = 1;
+            log_warn("AOF was enabled but there is already another background operation. An AOF "
+                     "background was scheduled to start when possible.");
             return 0;
         }
+        char err[256];
         if (aof_rewrite_start(err, sizeof err) < 0) {
             log_warn("%s", err);
             srv.aof_state = AOF_OFF;
@@ -820,12 +1218,189 @@ int aof_set_enabled(int on)
     if (srv.aof_state == AOF_OFF)
         return 0;
     aof_flush(1);
-    pthread_mutex_lock(&srv.fsync_mu);
-    int old = srv.aof_fd;
-    srv.aof_fd = -1;
-    pthread_mutex_unlock(&srv.fsync_mu);
-    if (old >= 0)
-        close(old);
+    int waiting = srv.aof_state == AOF_WAIT_REWRITE;
+    kill_rewrite_child();
+    swap_fd(-1);
+    if (waiting)
+        remove_temp_incr();
+    srv.aof_rewrite_scheduled = 0;
     srv.aof_state = AOF_OFF;
     return 0;
+}
+
+/* ---- brisk-kv --check-aof (Redis 7's redis-check-aof) ---- */
+
+/* Where an RDB image at the start of fd ends (past its EOF opcode and
+ * CRC-64), found without loading it: the first 0xFF byte the CRC of
+ * everything before it (itself included) matches. Returns -1 if none. */
+static off_t rdb_image_end(int fd, off_t size)
+{
+    unsigned char *img = kv_malloc((size_t)size + 1);
+    off_t end = -1;
+    if (pread(fd, img, (size_t)size, 0) != (ssize_t)size)
+        goto out;
+    uint64_t crc = 0; /* of img[0, done) */
+    off_t done = 0;
+    for (off_t i = 9; i + 8 < size; i++) {
+        if (img[i] != RDB_OPCODE_EOF)
+            continue;
+        crc = rdb_crc64(crc, img + done, (size_t)(i + 1 - done));
+        done = i + 1;
+        uint64_t want = 0;
+        for (int k = 7; k >= 0; k--)
+            want = want << 8 | img[i + 1 + k];
+        if (crc == want) {
+            end = i + 9;
+            break;
+        }
+    }
+out:
+    kv_free(img);
+    return end;
+}
+
+static long long count_lines(int fd, off_t from, off_t to)
+{
+    char b[65536];
+    long long n = 0;
+    while (from < to) {
+        ssize_t r = pread(fd, b, (size_t)BK_MIN((off_t)sizeof b, to - from), from);
+        if (r <= 0)
+            break;
+        for (ssize_t i = 0; i < r; i++)
+            n += b[i] == '\n';
+        from += r;
+    }
+    return n;
+}
+
+enum { CHK_OLD, CHK_BASE, CHK_INCR };
+
+/* Checks one file; returns 0 valid, 1 not valid (or could not fix). */
+static int check_one(const char *path, const char *name, int kind, int last, int fix,
+                     long long *line)
+{
+    chk_ts_cut = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        printf("Cannot open file %s: %s, aborting...\n", path, strerror(errno));
+        return 1;
+    }
+    struct stat st;
+    off_t size = fstat(fd, &st) == 0 ? st.st_size : 0;
+    char sig[5];
+    off_t start = 0;
+    int rdb = size >= 5 && pread(fd, sig, 5, 0) == 5 && memcmp(sig, "REDIS", 5) == 0;
+    if (kind == CHK_BASE)
+        printf("Start to check BASE AOF (%s format).\n", rdb ? "RDB" : "RESP");
+    if (rdb) {
+        start = rdb_image_end(fd, size);
+        if (start < 0) {
+            printf("RDB preamble of AOF file is not sane, aborting.\n");
+            close(fd);
+            return 1;
+        }
+        printf("RDB preamble is OK, proceeding with AOF tail...\n");
+    }
+    aof_read_result res;
+    lseek(fd, start, SEEK_SET);
+    aof_read(fd, NULL, NULL, &res);
+    off_t good = start + res.good, at = res.verdict == AOF_BAD ? start + res.bad_at : size;
+    size = start + res.size;
+    *line += count_lines(fd, start, res.verdict == AOF_VALID ? size : at);
+    close(fd);
+    if (res.verdict == AOF_IO_ERROR) {
+        printf("Cannot read file %s: %s\n", path, res.why);
+        return 1;
+    }
+    if (res.verdict == AOF_BAD)
+        printf("0x%16llx: %s\n", (unsigned long long)at, res.why);
+    if (res.verdict != AOF_VALID || !chk_ts_limit)
+        printf("AOF analyzed: filename=%s, size=%lld, ok_up_to=%lld, ok_up_to_line=%lld, "
+               "diff=%lld\n",
+               name, (long long)size, (long long)good, *line, (long long)(size - good));
+    if (res.verdict == AOF_VALID && chk_ts_limit) {
+        if (chk_ts_cut < 0) {
+            printf("Truncate nothing in AOF %s to timestamp %lld\n", name, chk_ts_limit);
+            printf("%sAOF %s is valid\n",
+                   kind == CHK_BASE ? "BASE " : kind == CHK_INCR ? "INCR " : "", name);
+            return 0;
+        }
+        if (!last) {
+            printf("Failed to truncate AOF %s to timestamp %lld to offset %lld because it is not "
+                   "the last file.\n",
+                   path, chk_ts_limit, (long long)(start + chk_ts_cut));
+            return 1;
+        }
+        if (start + chk_ts_cut == 0) {
+            printf("AOF %s has nothing before timestamp %lld, aborting...\n", path, chk_ts_limit);
+            return 1;
+        }
+        if (truncate_file(path, start + chk_ts_cut) < 0) {
+            printf("Failed to truncate AOF %s to timestamp %lld: %s\n", name, chk_ts_limit,
+                   strerror(errno));
+            return 1;
+        }
+        printf("Successfully truncated AOF %s to timestamp %lld\n", name, chk_ts_limit);
+        return 0;
+    }
+    if (res.verdict == AOF_VALID) {
+        printf("%sAOF %s is valid\n", kind == CHK_BASE ? "BASE " : kind == CHK_INCR ? "INCR " : "",
+               name);
+        return 0;
+    }
+    if (!fix) {
+        printf("AOF %s is not valid. Use the --fix option to try fixing it.\n", name);
+        return 1;
+    }
+    if (!last) {
+        printf("Failed to truncate AOF %s because it is not the last file\n", name);
+        return 1;
+    }
+    if (truncate_file(path, good) < 0) {
+        printf("Failed to truncate AOF %s: %s\n", name, strerror(errno));
+        return 1;
+    }
+    printf("Successfully truncated AOF %s to %lld bytes\n", name, (long long)good);
+    return 0;
+}
+
+int aof_check_main(const char *path, int fix, long long truncate_to)
+{
+    long long line = 1;
+    chk_ts_limit = truncate_to;
+    size_t n = strlen(path), sl = strlen(".manifest");
+    if (n < sl || strcmp(path + n - sl, ".manifest") != 0) {
+        printf("Start checking Old-Style AOF\n");
+        return check_one(path, path, CHK_OLD, 1, fix, &line);
+    }
+    printf("Start checking Multi Part AOF\n");
+    aof_manifest am;
+    aof_manifest_load(path, &am); /* (a bad one: Redis's message, exit 1) */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        slash[1] = 0;
+    else
+        snprintf(dir, sizeof dir, "./");
+    aof_info *base = aof_manifest_base(&am);
+    int nincr = aof_manifest_count(&am, AOF_TYPE_INCR), rc = 0, left = (base != NULL) + nincr;
+    char fp[8192];
+    if (base) {
+        snprintf(fp, sizeof fp, "%s%s", dir, base->name);
+        rc = check_one(fp, base->name, CHK_BASE, --left == 0, fix, &line);
+    }
+    if (!rc && nincr)
+        printf("Start to check INCR files.\n");
+    for (int i = 0; !rc && i < am.n; i++) {
+        if (am.f[i].type != AOF_TYPE_INCR)
+            continue;
+        snprintf(fp, sizeof fp, "%s%s", dir, am.f[i].name);
+        rc = check_one(fp, am.f[i].name, CHK_INCR, --left == 0, fix, &line);
+    }
+    if (!rc)
+        printf("All AOF files and manifest are valid\n");
+    aof_manifest_free(&am);
+    return rc;
 }

@@ -383,6 +383,11 @@ static void serve_key(kv_bkey *k)
 
 void blocking_serve_ready(void)
 {
+    /* Not while a script runs (a command allowed during BUSY, such as
+     * HELLO, ends here too): its clients would see it half done. The keys
+     * stay ready for after its EVAL. */
+    if (BK_UNLIKELY(srv.script_caller))
+        return;
     /* As Redis: keys expire against the time of the serving, not of the
      * command that signalled them (a transaction with DEBUG SLEEP, a long
      * script: an expired key then serves nobody and is deleted). */

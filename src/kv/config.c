@@ -37,6 +37,10 @@ static const opt opts[] = {
     { "appendonly", O_BOOL, OFF(appendonly), 0, 1, 0 },
     { "appendfsync", O_FSYNC, OFF(appendfsync), 0, 0, 0 },
     { "appendfilename", O_STR, OFF(appendfilename), 0, 0, 1 },
+    { "appenddirname", O_STR, OFF(appenddirname), 0, 0, 1 },
+    { "aof-use-rdb-preamble", O_BOOL, OFF(aof_use_rdb_preamble), 0, 1, 0 },
+    { "aof-disable-auto-gc", O_BOOL, OFF(aof_disable_auto_gc), 0, 1, 0 },
+    { "aof-timestamp-enabled", O_BOOL, OFF(aof_timestamp_enabled), 0, 1, 0 },
     { "requirepass", O_STR, OFF(requirepass), 0, 0, 0 },
     { "maxclients", O_INT, OFF(maxclients), 1, 1000000, 0 },
     { "maxmemory", O_SIZE, OFF(maxmemory), 0, LLONG_MAX, 0 },
@@ -78,7 +82,6 @@ static struct {
     { "lazyfree-lazy-user-del", "no" },     { "lazyfree-lazy-user-flush", "no" },
     { "tcp-keepalive", "300" },
     { "supervised", "no" },                 { "pidfile", "" },
-    { "appenddirname", "appendonlydir" },   { "aof-use-rdb-preamble", "no" },
     { "rdbcompression", "yes" },            { "rdbchecksum", "yes" },
     { "sanitize-dump-payload", "no" }, /* RESTORE always checks the structure */
     { "dbfilename", "dump.rdb" },           { "stop-writes-on-bgsave-error", "yes" },
@@ -86,7 +89,7 @@ static struct {
     { "io-threads", "1" },                  { "io-threads-do-reads", "no" },
     { "always-show-logo", "no" },           { "set-proc-title", "yes" },
     { "no-appendfsync-on-rewrite", "no" },  { "aof-rewrite-incremental-fsync", "yes" },
-    { "aof-timestamp-enabled", "no" },      { "dynamic-hz", "yes" },
+    { "dynamic-hz", "yes" },
     { "jemalloc-bg-thread", "yes" },        { "activedefrag", "no" },
     { "syslog-enabled", "no" },             
     { "rdb-save-incremental-fsync", "yes" },
@@ -102,6 +105,7 @@ static struct {
     { "replica-lazy-flush", "no" },
     { "tracking-table-max-keys", "1000000" }, /* read by tracking.c */
     { "maxmemory-clients", "0" },
+    { "oom-score-adj-values", "0 200 800" }, /* t_cevict.c */
 };
 
 /* Pairs of names for one option (Redis 7.0 renamed ziplist to listpack):
@@ -185,6 +189,8 @@ void kv_config_defaults(kv_config *cfg)
     cfg->appendonly = 0;
     cfg->appendfsync = FSYNC_EVERYSEC;
     cfg->appendfilename = xstrdup("appendonly.aof");
+    cfg->appenddirname = xstrdup("appendonlydir");
+    cfg->aof_use_rdb_preamble = 1;
     cfg->requirepass = xstrdup("");
     cfg->maxclients = 10000;
     cfg->maxmemory = 0;
@@ -214,7 +220,7 @@ void kv_config_free(kv_config *cfg)
     for (int i = 0; i < cfg->nbind; i++)
         kv_free(cfg->bind[i]);
     cfg->nbind = 0;
-    char **strs[] = { &cfg->dir, &cfg->appendfilename, &cfg->requirepass, &cfg->logfile, &cfg->save };
+    char **strs[] = { &cfg->dir, &cfg->appendfilename, &cfg->appenddirname, &cfg->requirepass, &cfg->logfile, &cfg->save };
     for (size_t i = 0; i < BK_ARRAY_LEN(strs); i++) {
         kv_free(*strs[i]);
         *strs[i] = NULL;
@@ -410,11 +416,14 @@ static int noop_is_memory(const char *name)
     return 0;
 }
 
-/* maxmemory-clients: a memory value, or a percentage of maxmemory ("5%"). */
+/* maxmemory-clients: a memory value, or a percentage of maxmemory ("5%").
+ * As Redis 7.0 (its value is one signed number, a percentage negative): a
+ * number past LLONG_MAX reads as a percentage, 2^64-1 (what an overflowing
+ * number saturates to) as 1%, 2^63 as too large a percentage. */
 static int check_maxmemory_clients(const char *v, char *out, size_t outlen, char *err,
                                    size_t errlen)
 {
-    size_t n = strlen(v);
+    size_t n = strlen(v), digits = 0;
     uint64_t bytes;
     long long pct;
     if (n > 1 && v[n - 1] == '%' && kv_parse_ll(v, n - 1, &pct) == 0 && pct >= 0) {
@@ -422,14 +431,132 @@ static int check_maxmemory_clients(const char *v, char *out, size_t outlen, char
             snprintf(err, errlen, "percentage argument must be less or equal to 100");
             return -1;
         }
-        snprintf(out, outlen, "%lld%%", pct);
+        if (pct == 0)
+            snprintf(out, outlen, "0");
+        else
+            snprintf(out, outlen, "%lld%%", pct);
+        kv_cevict_config(0, (int)pct);
         return 0;
     }
-    if (parse_memory(v, &bytes) < 0 || bytes > LLONG_MAX) {
-        snprintf(err, errlen, "argument must be a memory or percent value");
-        return -1;
+    while (digits < n && v[digits] >= '0' && v[digits] <= '9')
+        digits++;
+    if (n == 0) {
+        bytes = 0; /* "" is 0 (off) in Redis */
+    } else if (parse_memory(v, &bytes) < 0) {
+        if (digits != n) {
+            snprintf(err, errlen, "argument must be a memory or percent value");
+            return -1;
+        }
+        bytes = UINT64_MAX; /* digits only: overflowed */
+    }
+    if (bytes > LLONG_MAX) {
+        uint64_t p = 0 - bytes;
+        if (p > 100) {
+            snprintf(err, errlen, "percentage argument must be less or equal to 100");
+            return -1;
+        }
+        snprintf(out, outlen, "%llu%%", (unsigned long long)p);
+        kv_cevict_config(0, (int)p);
+        return 0;
     }
     snprintf(out, outlen, "%llu", (unsigned long long)bytes);
+    kv_cevict_config(bytes, -1);
+    return 0;
+}
+
+/* oom-score-adj-values: three integers in -2000..2000 separated by single
+ * spaces (Redis splits on each space: "1  2 3" has four). */
+static int check_oom_values(int argc, char **argv, char *out, size_t outlen, char *err,
+                            size_t errlen)
+{
+    char buf[128];
+    long long x[3];
+    int n = 0;
+    size_t at = 0;
+    for (int i = 0; i < argc; i++) {
+        size_t l = strlen(argv[i]);
+        if (at + l + 2 > sizeof buf) {
+            n = 4; /* far too long for three numbers */
+            break;
+        }
+        if (i)
+            buf[at++] = ' ';
+        memcpy(buf + at, argv[i], l);
+        at += l;
+    }
+    buf[at] = '\0';
+    const char *tok[8];
+    size_t tlen[8];
+    if (n == 0) {
+        const char *p = buf;
+        for (;;) {
+            const char *sp = strchr(p, ' ');
+            size_t l = sp ? (size_t)(sp - p) : strlen(p);
+            if (n < 8) {
+                tok[n] = p;
+                tlen[n] = l;
+            }
+            n++;
+            if (!sp)
+                break;
+            p = sp + 1;
+        }
+    }
+    if (n != 3) {
+        snprintf(err, errlen, "wrong number of arguments");
+        return -1;
+    }
+    for (int i = 0; i < 3; i++) {
+        /* strtoll's reading, as Redis: "" is 0, "+5" is 5 */
+        char num[32], *end;
+        size_t l = BK_MIN(tlen[i], sizeof num - 1);
+        memcpy(num, tok[i], l);
+        num[l] = '\0';
+        errno = 0;
+        x[i] = strtoll(num, &end, 10);
+        if (*end || tlen[i] != l || errno || x[i] < -2000 || x[i] > 2000) {
+            snprintf(err, errlen,
+                     "Invalid oom-score-adj-values, elements must be between -2000 and 2000.");
+            return -1;
+        }
+    }
+    snprintf(out, outlen, "%lld %lld %lld", x[0], x[1], x[2]);
+    return 0;
+}
+
+/* oom-score-adj and its values at run time: the new value applies to this
+ * process at once; when the kernel refuses, the old value stays. */
+static int set_oom(int i, int argc, char **argv, int at_runtime, char *err, size_t errlen)
+{
+    static const char *const modes[] = { "no", "yes", "relative", "absolute" };
+    char old[sizeof noops[i].value];
+    snprintf(old, sizeof old, "%s", noops[i].value);
+    if (strcasecmp(noops[i].name, "oom-score-adj") == 0) {
+        int k = argc == 1 ? pick(argv[0], (const char **)modes, BK_ARRAY_LEN(modes)) : -1;
+        if (k < 0) {
+            snprintf(err, errlen, argc == 1 ? "argument(s) must be one of the following: no, "
+                                              "yes, relative, absolute"
+                                            : "wrong number of arguments");
+            return -1;
+        }
+        /* relative is yes (its other name), as CONFIG GET shows it */
+        snprintf(noops[i].value, sizeof noops[i].value, "%s", modes[k == 2 ? 1 : k]);
+    } else if (check_oom_values(argc, argv, noops[i].value, sizeof noops[i].value, err,
+                                errlen) < 0) {
+        return -1;
+    }
+    if (!at_runtime)
+        return 0; /* applied once the configuration is read (kv_server_main) */
+    int role = repl_is_replica() ? KV_OOM_REPLICA : KV_OOM_MASTER;
+    if (strcasecmp(noops[i].name, "oom-score-adj-values") == 0 &&
+        strcasecmp(kv_config_noop_str("oom-score-adj"), "no") == 0)
+        return 0; /* off: /proc is not touched */
+    if (kv_oom_apply(role) < 0) {
+        log_warn("oom-score-adj: cannot write /proc/self/oom_score_adj: %s", strerror(errno));
+        snprintf(noops[i].value, sizeof noops[i].value, "%s", old);
+        snprintf(err, errlen, "Failed to set current oom_score_adj. Check server logs.");
+        return -1;
+    }
     return 0;
 }
 
@@ -527,6 +654,9 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     if (!o) {
         for (size_t i = 0; i < BK_ARRAY_LEN(noops); i++) {
             if (strcasecmp(name, noops[i].name) == 0) {
+                if (strcasecmp(name, "oom-score-adj") == 0 ||
+                    strcasecmp(name, "oom-score-adj-values") == 0)
+                    return set_oom((int)i, argc, argv, at_runtime, err, errlen);
                 if (argc != 1) {
                     snprintf(err, errlen, "wrong number of arguments");
                     return -1;
@@ -636,9 +766,17 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
             }
         }
         *(int *)(void *)p = b;
+        if (o->off == OFF(aof_disable_auto_gc) && at_runtime && !b)
+            aof_delete_history(); /* what the knob kept goes now */
         return 0;
     }
     case O_STR: {
+        /* As Redis 7: both name something inside dir. */
+        if ((o->off == OFF(appendfilename) || o->off == OFF(appenddirname)) && strchr(v, '/')) {
+            snprintf(err, errlen, "%s can't be a path, just a %s", o->name,
+                     o->off == OFF(appendfilename) ? "filename" : "dirname");
+            return -1;
+        }
         if (o->off == OFF(dir) && at_runtime && chdir(v) < 0) {
             snprintf(err, errlen, "No such file or directory");
             return -1;

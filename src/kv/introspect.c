@@ -1746,7 +1746,7 @@ static void info_persistence(bk_buf *b)
             "rdb_last_load_keys_loaded:%llu\r\naof_enabled:%d\r\naof_rewrite_in_progress:%d\r\n"
             "aof_rewrite_scheduled:%d\r\naof_last_rewrite_time_sec:-1\r\n"
             "aof_current_rewrite_time_sec:%lld\r\naof_last_bgrewrite_status:%s\r\n"
-            "aof_rewrites:%llu\r\naof_rewrites_consecutive_failures:0\r\n"
+            "aof_rewrites:%llu\r\naof_rewrites_consecutive_failures:%llu\r\n"
             "aof_last_write_status:%s\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\n"
             "module_fork_last_cow_size:0\r\n",
          srv.loading, repl_async_loading(), (unsigned long long)ci->cow_peak, (unsigned long long)ci->cow,
@@ -1763,6 +1763,7 @@ static void info_persistence(bk_buf *b)
          srv.child_pid > 0, srv.aof_rewrite_scheduled,
          srv.child_pid > 0 ? (long long)((srv.now_ms - srv.aof_rewrite_start_ms) / 1000) : -1LL,
          srv.aof_last_bgrewrite_ok ? "ok" : "err", (unsigned long long)srv.aof_rewrites,
+         (unsigned long long)srv.aof_rw_failures,
          srv.aof_last_write_ok ? "ok" : "err");
     if (srv.aof_state)
         buf_appendf(b, "aof_current_size:%llu\r\naof_base_size:%llu\r\naof_pending_rewrite:0\r\n"
@@ -1785,7 +1786,7 @@ static void info_stats(bk_buf *b)
             "sync_full:%llu\r\nsync_partial_ok:%llu\r\nsync_partial_err:%llu\r\n"
             "expired_keys:%llu\r\n"
             "expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\n"
-            "expire_cycle_cpu_milliseconds:%llu\r\nevicted_keys:%llu\r\nevicted_clients:0\r\n"
+            "expire_cycle_cpu_milliseconds:%llu\r\nevicted_keys:%llu\r\nevicted_clients:%llu\r\n"
             "total_eviction_exceeded_time:0\r\ncurrent_eviction_exceeded_time:0\r\n"
             "keyspace_hits:%llu\r\nkeyspace_misses:%llu\r\npubsub_channels:%zu\r\n"
             "pubsub_patterns:%zu\r\npubsubshard_channels:%zu\r\nlatest_fork_usec:0\r\n"
@@ -1805,10 +1806,11 @@ static void info_stats(bk_buf *b)
          kv_instantaneous(2) / 1024, (unsigned long long)srv.stat_rejected_conns, sync[0],
          sync[1], sync[2], (unsigned long long)srv.stat_expired,
          (unsigned long long)srv.stat_expire_cycles_cpu_ms,
-         (unsigned long long)srv.stat_evicted, (unsigned long long)srv.stat_hits,
+         (unsigned long long)srv.stat_evicted,
+         (unsigned long long)srv.stat_evicted_clients, (unsigned long long)srv.stat_hits,
          (unsigned long long)srv.stat_misses, dict_size(&srv.channels),
          dict_size(&srv.patterns), dict_size(&srv.shard_channels),
-         (unsigned long long)srv.aof_rewrites, migrate_cached_sockets(),
+         (unsigned long long)srv.stat_forks, migrate_cached_sockets(),
          dict_size(&srv.trk_keys), (unsigned long long)srv.trk_items, srv.trk_nprefix,
          (unsigned long long)srv.stat_errors);
 }

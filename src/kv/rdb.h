@@ -143,6 +143,9 @@ int rdb_write_snapshot(int fd);
  * or with merge replaced by the loaded one. Returns 0, or -1 with a message
  * in err (the databases then hold what was loaded before the error). */
 int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, size_t errlen);
+/* Where the last image rdb_load_image read without error ended (past the
+ * checksum): an AOF base with an RDB preamble goes on with commands there. */
+extern size_t rdb_load_end;
 /* Writes every database to path through a temp file renamed over it.
  * Returns 0, or -1 (logged). */
 int rdb_save_file(const char *path);

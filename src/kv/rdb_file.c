@@ -254,6 +254,8 @@ static int load_aux(rdb_reader *r, int *have)
     return 0;
 }
 
+size_t rdb_load_end;
+
 int rdb_load_image(const unsigned char *img, size_t size, int merge, char *err, size_t errlen)
 {
     if (size < 9 || memcmp(img, "REDIS", 5) != 0) {
@@ -400,6 +402,7 @@ eof:
         }
     }
     rdb_loaded_repl.valid = have_repl == 3;
+    rdb_load_end = (size_t)(r.p - img);
     srv.rdb_load_loaded = loaded;
     srv.rdb_load_expired = expired;
     log_info("Done loading RDB, keys loaded: %zu, keys expired: %zu.", loaded, expired);

@@ -934,12 +934,15 @@ static void start_full_sync(void)
     if (pid == 0) {
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
+        kv_oom_apply(KV_OOM_CHILD);
         /* A server killed (kill -9, OOM killer) takes its sync child along. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(0xff);
         _exit(child_send(fds, live, diskless, R.child_tmp, stream_db));
     }
+    if (pid > 0)
+        srv.stat_forks++;
     for (int i = 0; i < live; i++)
         if (R.child_set[i]->repl_relay)
             close(fds[i]); /* the child's end of a relay pipe */
@@ -2102,6 +2105,7 @@ static void set_master(const char *host, int port)
     R.state = LS_CONNECT;
     R.down_since_ms = 0;
     update_flags();
+    kv_oom_apply(KV_OOM_REPLICA); /* oom-score-adj: the replica's value */
     link_connect();
 }
 
@@ -2127,6 +2131,7 @@ static void unset_master(void)
     if (!R.backlog)
         backlog_create();
     update_flags();
+    kv_oom_apply(KV_OOM_MASTER);
     log_info("MASTER MODE enabled");
 }
 
@@ -2666,6 +2671,11 @@ static int writes(const kv_client *c, const kv_cmd *cmd)
            BK_STR_IEQ(sub, "restore");
 }
 
+int repl_stale_refuses(void)
+{
+    return R.host && R.state != LS_CONNECTED && !R.serve_stale;
+}
+
 int repl_deny(kv_client *c, const kv_cmd *cmd)
 {
     /* the master's stream, and the AOF being loaded (DEBUG LOADAOF on a replica) */
@@ -2678,19 +2688,32 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
     int exec = cmd->proc == exec_command && (c->flags & CLIENT_MULTI) &&
                !(c->flags & CLIENT_DIRTY_EXEC);
     int stale_ok = (cmd->flags & CMD_STALE) != 0;
+    /* SCRIPT's container row has no stale flag; Redis's LOAD and HELP do */
+    if (cmd->proc == script_command && c->argc >= 2 &&
+        (BK_STR_IEQ(c->argv[1], "load") || BK_STR_IEQ(c->argv[1], "help")))
+        stale_ok = 1;
+    int sw, ss;
+    if (BK_UNLIKELY(script_cmd_guard(cmd, c->argc, c->argv, &ss, &sw)))
+        stale_ok = ss, write |= sw;
     for (int i = 0; exec && i < c->mcount; i++) {
-        write |= (c->mq[i].cmd->flags & CMD_WRITE) != 0;
-        stale_ok &= (c->mq[i].cmd->flags & CMD_STALE) != 0;
+        const kv_mcmd *m = &c->mq[i];
+        if (script_cmd_guard(m->cmd, m->argc, m->argv, &ss, &sw)) {
+            write |= sw;
+            stale_ok &= ss;
+            continue;
+        }
+        write |= (m->cmd->flags & CMD_WRITE) != 0;
+        stale_ok &= (m->cmd->flags & CMD_STALE) != 0;
     }
     if (BK_UNLIKELY(R.async_loading) &&
         (cmd->proc == replicaof_command || cmd->proc == sync_command ||
          cmd->proc == save_command || cmd->proc == bgsave_command ||
          cmd->proc == bgrewriteaof_command))
         err = "LOADING Redis is loading the dataset in memory"; /* Redis's no-async-loading */
+    else if (R.host && R.read_only && write) /* Redis checks this one first */
+        err = "READONLY You can't write against a read only replica.";
     else if (R.host && R.state != LS_CONNECTED && !R.serve_stale && !stale_ok)
         err = "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
-    else if (R.host && R.read_only && write)
-        err = "READONLY You can't write against a read only replica.";
     else if (!R.host && write)
         err = repl_write_refusal();
     if (!err) {

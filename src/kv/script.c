@@ -23,6 +23,7 @@
 #include "kv/db.h"
 #include "kv/mem.h"
 #include "kv/reply.h"
+#include "kv/script_ldb.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -753,6 +754,9 @@ static const char *args_from_lua(lua_State *L, int argc)
 static int repl_refuses_write(kv_client *c)
 {
     static const kv_cmd probe = { .name = "script-write", .flags = CMD_WRITE };
+    /* a script replayed from the AOF writes, even on a read-only replica */
+    if (BK_UNLIKELY(srv.loading) && srv.script_caller && (srv.script_caller->flags & CLIENT_FAKE))
+        return 0;
     return BK_UNLIKELY(repl_guard) && repl_deny(c, &probe);
 }
 
@@ -769,6 +773,8 @@ static int script_call_impl(lua_State *L, int raise)
     const kv_cmd *cmd = NULL;
     if (err)
         goto fail;
+    if (BK_UNLIKELY(ldb_logging()))
+        ldb_log_command(argc, call_argv);
     if (call_argv[0].len == last_cmd_len && last_cmd &&
         memcmp(call_argv[0].p, last_cmd_name, last_cmd_len) == 0) {
         cmd = last_cmd;
@@ -801,6 +807,12 @@ static int script_call_impl(lua_State *L, int raise)
         err = "ERR Wrong number of args calling Redis command from script";
         goto fail;
     }
+    /* Only an allow-stale script runs on a stale replica (repl_deny):
+     * the commands it calls must be stale-safe too. */
+    if (BK_UNLIKELY(repl_guard) && !(cmd->flags & CMD_STALE) && repl_stale_refuses()) {
+        err = "ERR Can not execute the command on a stale replica";
+        goto fail;
+    }
     /* CLUSTER's RESET subcommand is noscript in Redis, the container is not. */
     if (((cmd->flags & CMD_NOSCRIPT) && !kv_debug_allow_noscript) ||
         (cmd->proc == cluster_command && argc > 1 && BK_STR_IEQ(call_argv[1], "reset"))) {
@@ -829,7 +841,9 @@ static int script_call_impl(lua_State *L, int raise)
             goto fail;
         }
         fake->cmd = NULL;
-        if (repl_refuses_write(fake)) {
+        /* Once the script has written it may go on writing (as Redis:
+         * replicas dropping mid-script cannot leave it half done). */
+        if (!run->wrote && repl_refuses_write(fake)) {
             /* the error is in fake's reply, as a command's own */
             if (srv.cmd_stats)
                 srv.cmd_stats[cmd - kv_commands].rejected++;
@@ -854,6 +868,8 @@ static int script_call_impl(lua_State *L, int raise)
     lua_settop(L, 0); /* the arguments are done with: room for the reply */
 replied:;
     const char *p = fake->wbuf.data, *end = p + fake->wbuf.len;
+    if (BK_UNLIKELY(ldb_logging()))
+        ldb_log_reply(p, fake->wbuf.len);
     if (fake->wbuf.len && p[0] == '-') {
         const char *e = crlf(p + 1, end);
         push_err_counted(L, p + 1, (size_t)(e - p - 1));
@@ -869,6 +885,8 @@ fail:
     reply_error(fake, err);
     if (cmd && srv.cmd_stats)
         srv.cmd_stats[cmd - kv_commands].rejected++;
+    if (BK_UNLIKELY(ldb_logging()))
+        ldb_log_error(err);
     push_err_counted(L, err, strlen(err));
     return raise ? lua_error(L) : 1;
 }
@@ -999,11 +1017,12 @@ static int l_set_repl(lua_State *L)
     int v = (int)lua_tonumber(L, 1);
     if (v < 0 || v > 3)
         return api_error(L, "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.");
-    /* Replicas are not supported: REPL_AOF bit decides. */
-    if (v & 1)
+    /* REPL_AOF = 1, REPL_REPLICA = 2 (Redis's values = aof_feed's targets) */
+    if (v)
         fake->flags &= ~CLIENT_NO_PROPAGATE;
     else
         fake->flags |= CLIENT_NO_PROPAGATE;
+    aof_feed_targets = v ? v : AOF_TO_FILE | AOF_TO_REPLICAS;
     return 0;
 }
 
@@ -1013,13 +1032,6 @@ static int l_true(lua_State *L)
     return 1;
 }
 
-static int l_false(lua_State *L)
-{
-    lua_pushboolean(L, 0);
-    return 1;
-}
-
-static int l_noop(lua_State *L) { return 0; }
 
 /* redis.acl_check_cmd(cmd, args...): whether the script's caller may run
  * the command (its ACL, keys included), as a boolean; nothing is logged. */
@@ -1059,7 +1071,7 @@ static void count_hook(lua_State *L, lua_Debug *ar)
         if (took <= kv_busy_reply_ms)
             return;
         run->timedout = 1;
-        srv.script_timedout = 1;
+        srv.script_timedout = srv.loading ? KV_BUSY_LOADING : 1; /* an AOF script: LOADING */
         log_warn("Slow script detected: still in execution after %lld milliseconds. You can try "
                  "killing the script using the %s command.",
                  (long long)took, run->is_func ? "FUNCTION KILL" : "SCRIPT KILL");
@@ -1232,8 +1244,8 @@ lua_State *script_state_new(int functions)
     set_fn(L, "setresp", l_setresp);
     set_fn(L, "set_repl", l_set_repl);
     set_fn(L, "replicate_commands", l_true);
-    set_fn(L, "breakpoint", l_false);
-    set_fn(L, "debug", l_noop);
+    set_fn(L, "breakpoint", l_ldb_breakpoint);
+    set_fn(L, "debug", l_ldb_debug);
     set_fn(L, "acl_check_cmd", l_acl_check_cmd);
     static const struct {
         const char *n;
@@ -1386,6 +1398,7 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
     }
     fake->db = c->db;
     fake->flags &= ~CLIENT_NO_PROPAGATE;
+    aof_feed_targets = AOF_TO_FILE | AOF_TO_REPLICAS;
     /* Effects replication: the script is a transaction, wrapped in
      * MULTI/EXEC only when it wrote more than one command (aof_feed). */
     int outer = srv.aof_in_multi;
@@ -1405,6 +1418,7 @@ void script_run(kv_client *c, lua_State *L, int nargs, const char *name, unsigne
     run = NULL;
     srv.script_caller = NULL;
     srv.script_timedout = 0;
+    aof_feed_targets = AOF_TO_FILE | AOF_TO_REPLICAS;
     if (outer == 0)
         aof_exec_end();
     if (rc != 0)
@@ -1502,8 +1516,8 @@ void script_load_timeout_hook_remove(lua_State *L)
 
 int script_busy_refuses(kv_client *c, const kv_cmd *cmd)
 {
-    if (c == srv.script_caller)
-        return 0;
+    if (c == srv.script_caller || (cmd->flags & CMD_ALLOW_BUSY))
+        return 0; /* REPLCONF (a replica's ACK must not cost it its link), QUIT, RESET */
     if (cmd->proc == shutdown_command) {
         for (int i = 1; i < c->argc; i++)
             if (BK_STR_IEQ(c->argv[i], "nosave"))
@@ -1613,7 +1627,8 @@ static unsigned parse_shebang(kv_client *c, bk_str body, size_t *skip)
         if (first) {
             first = 0;
             if (!(wl == 5 && memcmp(w, "#!lua", 5) == 0)) {
-                reply_errorf(c, "ERR Unexpected engine in script shebang: %.*s", (int)wl, w);
+                if (c)
+                    reply_errorf(c, "ERR Unexpected engine in script shebang: %.*s", (int)wl, w);
                 return (unsigned)-1;
             }
             continue;
@@ -1626,7 +1641,8 @@ static unsigned parse_shebang(kv_client *c, bk_str body, size_t *skip)
                 if (fl) {
                     unsigned bit = script_flag_by_name(f, fl);
                     if (!bit) {
-                        reply_errorf(c, "ERR Unexpected flag in script shebang: %.*s", (int)fl, f);
+                        if (c)
+                            reply_errorf(c, "ERR Unexpected flag in script shebang: %.*s", (int)fl, f);
                         return (unsigned)-1;
                     }
                     flags |= bit;
@@ -1635,7 +1651,8 @@ static unsigned parse_shebang(kv_client *c, bk_str body, size_t *skip)
             }
             continue;
         }
-        reply_errorf(c, "ERR Unknown lua shebang option: %.*s", (int)wl, w);
+        if (c)
+            reply_errorf(c, "ERR Unknown lua shebang option: %.*s", (int)wl, w);
         return (unsigned)-1;
     }
     return flags;
@@ -1851,8 +1868,71 @@ static void eval_generic(kv_client *c, int evalsha, int ro)
     script_run(c, L, 0, e->sha, e->flags, ro, 0);
 }
 
-void eval_command(kv_client *c) { eval_generic(c, 0, 0); }
-void evalsha_command(kv_client *c) { eval_generic(c, 1, 0); }
+/* EVAL under SCRIPT DEBUG YES / SYNC (inside EXEC too, as Redis): a
+ * debugging session around the run (script_ldb.c). */
+static void eval_debugged(kv_client *c)
+{
+    init_once();
+    lua_State *L = eval_state();
+    if (!ldb_start(c, c->argv[1]))
+        return;
+    lua_sethook(L, ldb_hook, LUA_MASKLINE | LUA_MASKCOUNT, 100000);
+    eval_generic(c, 0, 0);
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 100000);
+    ldb_end(c);
+}
+
+int script_cmd_guard(const kv_cmd *cmd, int argc, const bk_str *argv, int *stale_ok, int *write)
+{
+    long flags;
+    int ro = cmd->proc == eval_ro_command || cmd->proc == evalsha_ro_command ||
+             cmd->proc == fcall_ro_command;
+    if (argc < 2)
+        return 0;
+    if (cmd->proc == eval_command || cmd->proc == eval_ro_command) {
+        size_t skip;
+        unsigned f = parse_shebang(NULL, argv[1], &skip);
+        if (f == (unsigned)-1)
+            return 0;
+        flags = (long)f;
+    } else if (cmd->proc == evalsha_command || cmd->proc == evalsha_ro_command) {
+        char sha[41];
+        if (argv[1].len != 40)
+            return 0;
+        for (int i = 0; i < 40; i++)
+            sha[i] = (char)tolower((unsigned char)argv[1].p[i]);
+        sha[40] = '\0';
+        init_once();
+        script_entry *e = eval_find(sha);
+        if (!e)
+            return 0;
+        flags = (long)e->flags;
+    } else if (cmd->proc == fcall_command || cmd->proc == fcall_ro_command) {
+        if ((flags = function_flags(argv[1])) < 0)
+            return 0;
+    } else {
+        return 0;
+    }
+    *stale_ok = (flags & SCRIPT_ALLOW_STALE) != 0;
+    *write = !(flags & (SCRIPT_LEGACY | SCRIPT_NO_WRITES)) && !ro;
+    return 1;
+}
+
+void eval_command(kv_client *c)
+{
+    if (BK_UNLIKELY(c->ldb_mode))
+        eval_debugged(c);
+    else
+        eval_generic(c, 0, 0);
+}
+
+void evalsha_command(kv_client *c)
+{
+    if (BK_UNLIKELY(c->ldb_mode))
+        reply_error(c, "ERR Please use EVAL instead of EVALSHA for debugging");
+    else
+        eval_generic(c, 1, 0);
+}
 void eval_ro_command(kv_client *c) { eval_generic(c, 0, 1); }
 void evalsha_ro_command(kv_client *c) { eval_generic(c, 1, 1); }
 
@@ -1936,16 +2016,15 @@ void script_command(kv_client *c)
     } else if (BK_STR_IEQ(sub, "kill") && c->argc == 2) {
         script_kill(c, 0);
     } else if (BK_STR_IEQ(sub, "debug") && c->argc == 3) {
-        /* brisk-kv has no Lua debugger (LDB): NO is what every session
-         * already is; YES/SYNC say so rather than run the next EVAL for
-         * real under a client that believes it is debugging. */
+        /* The Lua debugger (script_ldb.c) for this client's next EVALs. */
         if (srv.blk_deny > 0)
             reply_error(c, "ERR SCRIPT DEBUG must be called outside a pipeline");
         else if (BK_STR_IEQ(c->argv[2], "no"))
-            reply_ok(c);
-        else if (BK_STR_IEQ(c->argv[2], "yes") || BK_STR_IEQ(c->argv[2], "sync"))
-            reply_error(c, "ERR SCRIPT DEBUG YES/SYNC is not supported: brisk-kv has no Lua "
-                           "debugger (SCRIPT DEBUG NO is accepted)");
+            c->ldb_mode = 0, reply_ok(c);
+        else if (BK_STR_IEQ(c->argv[2], "yes"))
+            c->ldb_mode = LDB_FORK, reply_ok(c);
+        else if (BK_STR_IEQ(c->argv[2], "sync"))
+            c->ldb_mode = LDB_SYNC, reply_ok(c);
         else
             reply_error(c, "ERR Use SCRIPT DEBUG YES/SYNC/NO");
     } else {

@@ -66,6 +66,15 @@ int script_subcommand_check(kv_client *c, const char *cmd, const char *upper,
                             const script_subcmd *t, size_t n);
 
 /* Whether a script is running (for FUNCTION STATS / KILL). */
+/* Redis gives EVAL, EVALSHA and FCALL (and their _RO forms) the flags of
+ * the script itself (its shebang, the function's flags): for the replica
+ * guards, whether it may run on a stale replica and whether it writes. 0
+ * when cmd is none of them or the script is unknown or invalid (the
+ * command answers that itself). */
+int script_cmd_guard(const kv_cmd *cmd, int argc, const bk_str *argv, int *stale_ok, int *write);
+/* t_function.c: a function's flags by name, -1 when there is none. */
+long function_flags(bk_str name);
+
 int script_running(void);
 int script_running_is_func(void);
 /* SCRIPT KILL / FUNCTION KILL. */

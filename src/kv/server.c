@@ -1,6 +1,7 @@
 /* The brisk-kv server: listeners, clients, the command dispatcher and the
  * end-of-batch work (AOF flush, then one write per client). */
 #include "kv/server.h"
+#include "kv/script_ldb.h"
 
 #include "core/log.h"
 #include "core/net.h"
@@ -32,6 +33,7 @@
 kv_server srv;
 
 #define READ_CHUNK (16 * 1024)
+#define BIG_ARG (32 * 1024) /* bulks this large get a buffer of their size, as in Redis */
 #define QUERYBUF_MAX (1024ull * 1024 * 1024)
 #define UNAUTH_MAX_MULTIBULK 10
 #define UNAUTH_MAX_BULK 16384
@@ -197,6 +199,10 @@ void kv_client_close(kv_client *c)
     if (c->next)
         c->next->prev = c->prev;
     srv.nclients--;
+    if (c->cev_mem) { /* counted by client eviction */
+        kv_cevict_total -= c->cev_mem;
+        c->cev_mem = 0;
+    }
     blocking_client_closed(c);
     if (BK_UNLIKELY(c->repl_flags))
         repl_client_closed(c);
@@ -281,6 +287,8 @@ void kv_flush_clients(void)
                 kv_client_close(c);
             else
                 client_write(c);
+            if (BK_UNLIKELY(kv_cevict_on) && !(c->flags & CLIENT_CLOSED))
+                kv_cevict_update(c); /* what the socket took no longer counts */
         }
         c = next;
     }
@@ -364,6 +372,10 @@ static void process_input(kv_client *c)
         build_argv(c);
         if (BK_UNLIKELY(srv.pause_type) && kv_pause_holds(c))
             break; /* run by kv_pause_resume_held when the pause ends */
+        /* As Redis: clients over maxmemory-clients go before a command runs
+         * (this one too). Not inside another command (a blocked client served). */
+        if (BK_UNLIKELY(kv_cevict_on) && !srv.cl_running && !kv_cevict_before_command(c))
+            break;
         size_t mark = c->wbuf.len;
         srv.cl_running = c;
         kv_call(c);
@@ -408,14 +420,34 @@ void kv_client_process_input(kv_client *c)
     process_input(c);
 }
 
+/* Room for exactly extra more bytes: a large bulk's buffer is as big as the
+ * bulk (CLIENT LIST and client eviction count what is allocated). */
+static int buf_reserve_exact(bk_buf *b, size_t extra)
+{
+    size_t need = b->len + extra;
+    char *d = need < b->len ? NULL : realloc(b->data, need);
+    if (!d)
+        return -1;
+    b->data = d;
+    b->cap = need;
+    return 0;
+}
+
 static void client_read(kv_client *c)
 {
-    size_t want = resp_parser_want(&c->parser, c->rbuf.len);
-    if (want > 64 * 1024 * 1024)
-        want = 64 * 1024 * 1024;
-    if (want < READ_CHUNK)
-        want = READ_CHUNK;
-    if (buf_reserve(&c->rbuf, want) < 0) {
+    size_t full = resp_parser_want(&c->parser, c->rbuf.len);
+    size_t want = full > 64 * 1024 * 1024 ? 64 * 1024 * 1024 : full;
+    int rc;
+    if (BK_UNLIKELY(want >= BIG_ARG && c->parser.bulklen >= BIG_ARG && full == want)) {
+        /* The rest of a large bulk: a buffer of its size, not the next
+         * power of two (also after the cron shrank it meanwhile). Only when
+         * the whole rest is asked for: with more than the 64 MB step left,
+         * an exact size would be outgrown, and copied, at every read. */
+        rc = c->rbuf.cap - c->rbuf.len < want ? buf_reserve_exact(&c->rbuf, want) : 0;
+    } else {
+        rc = buf_reserve(&c->rbuf, want < READ_CHUNK ? READ_CHUNK : want);
+    }
+    if (rc < 0) {
         kv_client_close(c);
         return;
     }
@@ -439,9 +471,14 @@ static void client_read(kv_client *c)
         kv_client_close(c);
         return;
     }
-    if (BK_UNLIKELY(c->cl_flags & CL_HELD) || BK_UNLIKELY(c->repl_flags & REPL_C_WAITING))
+    if (BK_UNLIKELY(c->cl_flags & CL_HELD) || BK_UNLIKELY(c->repl_flags & REPL_C_WAITING)) {
+        if (BK_UNLIKELY(kv_cevict_on))
+            kv_cevict_update(c);
         return; /* input waits behind the held command */
+    }
     process_input(c);
+    if (BK_UNLIKELY(kv_cevict_on) && !(c->flags & CLIENT_CLOSED))
+        kv_cevict_update(c); /* its query buffer, replies, subscriptions, ... */
 }
 
 static void client_io_cb(bk_loop *l, bk_io *io, unsigned events)
@@ -691,6 +728,7 @@ static void queue_multi(kv_client *c, const kv_cmd *cmd)
     size_t bytes = (size_t)c->argc * sizeof(bk_str);
     for (int i = 0; i < c->argc; i++)
         bytes += c->argv[i].len;
+    c->cev_multi = (c->mcount ? c->cev_multi : 0) + bytes; /* for client eviction */
     bk_str *argv = kv_malloc(bytes);
     char *p = (char *)(argv + c->argc);
     for (int i = 0; i < c->argc; i++) {
@@ -949,6 +987,8 @@ static void on_iteration_end(bk_loop *l, void *ud)
         aof_flush(0);
     if (srv.pending)
         kv_flush_clients();
+    if (BK_UNLIKELY(kv_cevict_on))
+        kv_cevict_run(); /* after the writes: what the sockets took is gone */
     if (srv.to_free)
         free_closed();
     if (BK_UNLIKELY(kv_watchdog_ms))
@@ -999,6 +1039,7 @@ static void cron_cb(bk_loop *l, bk_timer *t)
     if (budget_us < 1000)
         budget_us = 1000;
     kv_client_cron();
+    ldb_cron();
     tracking_cron();
     /* A pause freezes the dataset; a replica waits for its master's DELs. */
     if (!srv.pause_type && !kv_active_expire_off && !(repl_guard && repl_no_expire())) {
@@ -1197,7 +1238,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: brisk-kv [config-file] [--option value ...]\n"
-            "       brisk-kv --check-aof [--fix] FILE\n"
+            "       brisk-kv --check-aof [--fix | --truncate-to-timestamp T] FILE|MANIFEST\n"
             "\n"
             "  --port N                 TCP port (6379)\n"
             "  --bind ADDR ...          addresses (127.0.0.1 ::1)\n"
@@ -1319,12 +1360,14 @@ int kv_server_main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "--check-aof") == 0) {
         int fix = argc >= 3 && strcmp(argv[2], "--fix") == 0;
-        if (argc != 3 + fix) {
+        int ts = argc >= 4 && strcmp(argv[2], "--truncate-to-timestamp") == 0;
+        long long to = ts ? strtoll(argv[3], NULL, 10) : 0;
+        if (argc != 3 + fix + 2 * ts || (ts && to <= 0)) {
             usage(stderr);
             return 2;
         }
         kv_cmd_table_init(); /* the checker refuses unknown commands, as the loader */
-        return aof_check_main(argv[2 + fix], fix);
+        return aof_check_main(argv[argc - 1], fix, to);
     }
     srv.executable = argv[0];
     kv_config_defaults(&srv.cfg);
@@ -1391,6 +1434,8 @@ int kv_server_main(int argc, char **argv)
     tracking_init();
     kv_introspect_init();
     repl_init();
+    if (kv_oom_apply(repl_is_replica() ? KV_OOM_REPLICA : KV_OOM_MASTER) < 0)
+        log_warn("oom-score-adj: cannot write /proc/self/oom_score_adj: %s", strerror(errno));
     /* Listening before the load: a client connecting meanwhile waits for
      * the dataset instead of being refused (Redis answers LOADING). */
     if (kv_tls_start() < 0 || listen_all() < 0)
@@ -1404,9 +1449,10 @@ int kv_server_main(int argc, char **argv)
     size_t plen = strlen(srv.cfg.appendfilename);
     srv.aof_path = kv_strndup(srv.cfg.appendfilename, plen);
     kv_loading_serve = 1;
+    aof_read_manifest();
     if (srv.cfg.appendonly) {
         int64_t t0 = kv_unix_ms();
-        if (aof_load(srv.aof_path) < 0)
+        if (aof_load_files() < 0)
             return 1;
         update_time();
         log_info("DB loaded from append only file: %.3f seconds",
@@ -1431,6 +1477,7 @@ int kv_server_main(int argc, char **argv)
     aof_stop_fsync_thread();
     if (srv.child_pid > 0)
         kill(srv.child_pid, SIGKILL);
+    ldb_kill_sessions();
     teardown();
     log_info("brisk-kv is now ready to exit, bye bye...");
     return rc < 0 ? 1 : 0;

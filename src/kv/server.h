@@ -246,7 +246,12 @@ struct kv_client {
     struct kv_tls_client *tls; /* NULL: plain TCP (tls_kv.c) */
     /* -- end tls -- */
     /* -- client fields: misc -- */
+    int ldb_mode;              /* SCRIPT DEBUG: LDB_FORK / LDB_SYNC (script_ldb.h), 0 = off */
     /* -- end misc -- */
+    /* -- client fields: cevict -- */
+    size_t cev_multi;           /* bytes of the queued MULTI commands (valid while mcount) */
+    size_t cev_mem;             /* its memory in the clients' total, as last accounted */
+    /* -- end cevict -- */
     /* -- client fields: notify -- */
     /* -- end notify -- */
 /* -- declarations: stream -- */
@@ -356,6 +361,10 @@ typedef struct kv_config {
     int appendonly;
     enum kv_fsync appendfsync;
     char *appendfilename;
+    char *appenddirname; /* under dir: the manifest, base and incr files */
+    int aof_use_rdb_preamble;
+    int aof_disable_auto_gc; /* keep history files (Redis's test knob) */
+    int aof_timestamp_enabled; /* "#TS:unixtime" lines between commands */
     char *requirepass;
     uint64_t maxclients;
     uint64_t maxmemory;
@@ -425,6 +434,7 @@ typedef struct kv_server {
     char *child_tmpfile;
     int64_t aof_rewrite_start_ms;
     uint64_t aof_rewrites, aof_current_size, aof_base_size;
+    uint64_t stat_forks, aof_rw_failures; /* total_forks; consecutive failed rewrites */
     int aof_last_write_ok;
     int aof_rewrite_scheduled;
     int64_t lastsave;
@@ -495,6 +505,9 @@ typedef struct kv_server {
     int cmd_touched_keys; /* the running command signalled its changed keys
                            * itself (kv_touch_key): no touch of all its keys */
     /* -- end misc -- */
+    /* -- server fields: cevict -- */
+    uint64_t stat_evicted_clients; /* INFO evicted_clients */
+    /* -- end cevict -- */
     /* -- server fields: notify -- */
     int notify_flags;     /* notify-keyspace-events, NOTIFY_* of notify.h */
     dict shard_channels;  /* SSUBSCRIBE: name -> kv_chan (pubsub.h) */
@@ -599,6 +612,7 @@ ssize_t kv_tls_read(kv_client *c, void *p, size_t n);
 ssize_t kv_tls_write(kv_client *c, const void *p, size_t n);
 unsigned kv_tls_events(kv_client *c);
 void kv_tls_client_closed(kv_client *c);
+void kv_tls_client_handed_off(kv_client *c);
 void kv_tls_refuse(struct kv_tls_client *t, const char *msg, size_t n);
 /* tls-replication yes: our link to a master is TLS. kv_tls_link_conn makes
  * its client side over a connected fd (NULL with err: the options do not
@@ -699,6 +713,35 @@ void kv_pause_resume_held(void);
 void kv_monitor_feed(kv_client *c, const kv_cmd *cmd, int argc, const bk_str *argv);
 /* A client closes: drops it from MONITOR, held and tracking state. */
 void kv_client_gone(kv_client *c);
+/* -- declarations: cevict -- */
+/* maxmemory-clients (t_cevict.c): a byte count, or pct >= 0 = a percentage of
+ * maxmemory. kv_cevict_on is set when either is non-zero: the loop's only cost. */
+extern int kv_cevict_on;
+extern uint64_t kv_cevict_total; /* the counted clients' memory (kept while kv_cevict_on) */
+void kv_cevict_config(uint64_t bytes, int pct);
+/* Accounts c's memory afresh (after it read, wrote or ran a command). */
+void kv_cevict_update(kv_client *c);
+/* Evicts the largest clients while the clients' memory is over
+ * maxmemory-clients (at the end of a loop iteration, before a command). */
+void kv_cevict_run(void);
+/* Before a top-level command of c: evicts while over the limit; 0 when c
+ * itself was evicted. */
+static inline int kv_cevict_before_command(kv_client *c)
+{
+    kv_cevict_update(c);
+    kv_cevict_run();
+    return !(c->flags & CLIENT_CLOSED);
+}
+/* The memory CLIENT LIST shows as tot-mem and client eviction counts. */
+size_t kv_client_mem(const kv_client *c);
+/* Query buffer bytes not parsed into arguments yet, and the bytes of the
+ * arguments parsed so far of a command still arriving (qbuf, argv-mem). */
+size_t kv_client_qbuf(const kv_client *c);
+size_t kv_client_pending_argv(const kv_client *c);
+/* oom-score-adj (t_cevict.c): writes /proc/self/oom_score_adj for the role. */
+enum { KV_OOM_MASTER, KV_OOM_REPLICA, KV_OOM_CHILD };
+int kv_oom_apply(int role);
+/* -- end cevict -- */
 /* server.c: runs the parsed input of c (used to resume held clients). */
 void kv_client_process_input(kv_client *c);
 /* tracking.c */
@@ -832,6 +875,8 @@ int repl_from_master(void); /* the running command came from our master */
 /* We replicate a master: a deadline already past keeps the key (its DEL
  * comes from the master), as Redis's checkAlreadyExpired. */
 int repl_is_replica(void);
+/* A replica without its master and replica-serve-stale-data no. */
+int repl_stale_refuses(void);
 /* A replica with replica-ignore-maxmemory (the default): it neither evicts
  * nor refuses writes for maxmemory; its master's DELs keep it in bounds. */
 int repl_ignores_maxmemory(void);

@@ -169,7 +169,7 @@ int kv_client_info(kv_client *c, bk_buf *out)
         snprintf(cmd, sizeof cmd, "%s|%s", c->lastcmd->name, c->cl_lastsub);
     else
         snprintf(cmd, sizeof cmd, "%s", c->lastcmd->name);
-    size_t argv_mem = 0;
+    size_t argv_mem = kv_client_pending_argv(c);
     if (c == srv.cl_running)
         for (int i = 0; i < c->argc; i++)
             argv_mem += c->argv[i].len;
@@ -195,9 +195,9 @@ int kv_client_info(kv_client *c, bk_buf *out)
         (long long)((srv.now_ms - c->ctime_ms) / 1000),
         (long long)((srv.now_ms - c->last_ms) / 1000), flags, c->db->id,
         c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0, c->subs ? c->subs->nsch : 0,
-        (c->flags & CLIENT_MULTI) ? c->mcount : -1, c->rbuf.len, c->rbuf.cap - c->rbuf.len,
+        (c->flags & CLIENT_MULTI) ? c->mcount : -1, kv_client_qbuf(c), c->rbuf.cap - c->rbuf.len,
         argv_mem, multi_mem, c->rbuf.cap, c->cl_qb_peak, obl, obl ? c->wbuf.cap : 0,
-        sizeof *c + c->rbuf.cap + c->wbuf.cap + argv_mem + multi_mem, obl ? "w" : "", cmd,
+        kv_client_mem(c), obl ? "w" : "", cmd,
         kv_acl_client_user(c), (c->cl_flags & CL_TRACKING) ? (long long)c->trk_redir : -1LL, c->resp);
     if (n < 0 || (size_t)n >= sizeof line || buf_append(out, line, (size_t)n) < 0 ||
         (c->lib_name && buf_append(out, c->lib_name, strlen(c->lib_name)) < 0) ||

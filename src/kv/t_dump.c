@@ -626,6 +626,7 @@ static int bgsave_start(void)
     if (pid == 0) {
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
+        kv_oom_apply(KV_OOM_CHILD); /* oom-score-adj: the background child's value */
         childinfo_in_child(info_fds);
         _exit(rdb_save_file(path) == 0 ? 0 : 1);
     }
@@ -634,6 +635,7 @@ static int bgsave_start(void)
         keys += db_size(&srv.dbs[d]);
     childinfo_in_parent(info_fds, keys);
     srv.rdb_child_pid = pid;
+    srv.stat_forks++;
     srv.rdb_dirty_at_fork = srv.dirty;
     srv.rdb_save_start_ms = srv.now_ms;
     log_info("Background saving started by pid %d", (int)pid);

@@ -841,6 +841,13 @@ static func_fn *fn_lookup(bk_str name)
     return (func_fn *)(void *)dict_find(&fns, low, name.len, dict_hash32(low, name.len));
 }
 
+long function_flags(bk_str name)
+{
+    state_init();
+    func_fn *f = fn_lookup(name);
+    return f ? (long)f->flags : -1; /* (names over 128 bytes: unknown here, FCALL finds them) */
+}
+
 static void fcall_generic(kv_client *c, int ro)
 {
     state_init();

@@ -191,11 +191,13 @@ void lastsave_command(kv_client *c)
 void bgrewriteaof_command(kv_client *c)
 {
     char err[256];
-    if (aof_rewrite_start(err, sizeof err) < 0) {
+    int rc = aof_rewrite_start(err, sizeof err);
+    if (rc < 0) {
         reply_error(c, err);
         return;
     }
-    reply_simple(c, "Background append only file rewriting started");
+    reply_simple(c, rc ? "Background append only file rewriting scheduled"
+                       : "Background append only file rewriting started");
 }
 
 void shutdown_command(kv_client *c)
@@ -541,6 +543,7 @@ void config_command(kv_client *c)
         config_set_many(c);
     } else if (arg_is(sub, "resetstat") && c->argc == 2) {
         srv.stat_conns = srv.stat_cmds = srv.stat_expired = srv.stat_evicted = 0;
+        srv.stat_evicted_clients = 0;
         srv.stat_hits = srv.stat_misses = srv.stat_net_in = srv.stat_net_out = 0;
         srv.stat_errors = srv.stat_rejected_conns = 0;
         memset(srv.cmd_stats, 0, kv_ncommands * sizeof *srv.cmd_stats);
@@ -577,10 +580,11 @@ static void debug_loadaof(kv_client *c)
         db_flush(&srv.dbs[d]);
     }
     function_rdb_flush();
-    if (aof_load(srv.aof_path) < 0) {
+    if (aof_load_files() < 0) {
         reply_error(c, "ERR Error trying to load the AOF, check server logs.");
         return;
     }
+    srv.rdb_dirty_at_save = srv.dirty; /* what was loaded is no change (Redis: dirty = 0) */
     log_info("Append Only File loaded by DEBUG LOADAOF");
     reply_ok(c);
 }
@@ -594,6 +598,12 @@ void debug_command(kv_client *c)
             return;
         double us = secs * 1e6; /* (a NaN or a negative sleeps 0, a huge one "forever") */
         kv_sleep_us(!(us > 0) ? 0 : us >= 9e18 ? (long long)9e18 : (long long)us);
+        reply_ok(c);
+    } else if (arg_is(sub, "aof-flush-sleep") && c->argc == 3) {
+        long long us;
+        if (arg_ll(c, c->argv[2], &us) < 0)
+            return;
+        aof_flush_sleep_us = us < 0 ? 0 : us > 10000000 ? 10000000 : us;
         reply_ok(c);
     } else if (arg_is(sub, "set-active-expire") && c->argc == 3) {
         kv_active_expire_off = c->argv[2].len == 1 && c->argv[2].p[0] == '0';

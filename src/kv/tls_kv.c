@@ -245,6 +245,13 @@ void kv_tls_client_closed(kv_client *c)
     tls_client_free(t);
 }
 
+/* c's connection now belongs to a forked child (a Lua debugging session):
+ * closing it here must not send close_notify or anything unsent. */
+void kv_tls_client_handed_off(kv_client *c)
+{
+    tls_abandon(c->tls->conn);
+}
+
 /* kv_client_accept's refusal of a TLS client: the message goes inside TLS. */
 void kv_tls_refuse(struct kv_tls_client *t, const char *msg, size_t n)
 {

@@ -352,6 +352,50 @@ def test_silent_client_closed_by_header_timeout(start_tls):
         assert get(c, "/hello.txt").status == 200
 
 
+def handshake_only(port):
+    """A TLS 1.3 connection that says nothing after its handshake; an EOF
+    without close_notify raises (suppress_ragged_eofs off)."""
+    ctx = client_ctx()
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s = ctx.wrap_socket(sock, server_hostname="localhost", suppress_ragged_eofs=False)
+    assert s.version() == "TLSv1.3"
+    return s
+
+
+def ticket_then_close_notify(s):
+    """What the server sent after its handshake: its session ticket (held
+    for a first response that never came), then close_notify."""
+    assert s.recv(100) == b""  # close_notify (an abrupt EOF would raise)
+    assert s.session is not None and s.session.has_ticket
+
+
+def test_idle_connection_holding_its_ticket_does_not_hold_up_a_graceful_stop(start_tls):
+    # the ticket waits for the first response; a client that never asks
+    # is idle all the same: the stop sends it the ticket, then close_notify
+    t = start_tls("client_header_timeout = 60s\nshutdown_timeout = 20s\n")
+    s = handshake_only(t.tport)
+    with tls_conn(t.tport) as c:  # (the handshake has been read by now)
+        assert get(c, "/hello.txt").status == 200
+    t0 = time.monotonic()
+    assert t.srv.stop() == 0
+    took = time.monotonic() - t0
+    assert took < 5, f"the stop waited {took:.1f} s for an idle connection"
+    ticket_then_close_notify(s)
+    s.close()
+
+
+def test_ticket_then_close_notify_at_the_header_timeout(start_tls):
+    t = start_tls("client_header_timeout = 1s\n")
+    s = handshake_only(t.tport)
+    t0 = time.monotonic()
+    ticket_then_close_notify(s)
+    assert time.monotonic() - t0 < 4
+    s.close()
+    with tls_conn(t.tport) as c:
+        assert get(c, "/hello.txt").status == 200
+
+
 def test_plain_http_to_the_tls_port_is_closed_server_lives(tls):
     with RawConn("127.0.0.1", tls.tport, timeout=5) as raw:
         raw.send(req("GET", "/hello.txt"))

@@ -91,10 +91,11 @@ static int teardown(void **state)
     return 0;
 }
 
-static tls_ctx *server_ctx(const char *alpn, int tickets)
+static tls_ctx *server_ctx_ktls(const char *alpn, int tickets, int ktls)
 {
     tls_config c;
     tls_config_defaults(&c);
+    c.ktls = ktls;
     c.cert_file = cert_ok;
     c.key_file = key_ok;
     c.alpn = alpn;
@@ -105,6 +106,11 @@ static tls_ctx *server_ctx(const char *alpn, int tickets)
     if (!t)
         fail_msg("tls_ctx_new: %s", err);
     return t;
+}
+
+static tls_ctx *server_ctx(const char *alpn, int tickets)
+{
+    return server_ctx_ktls(alpn, tickets, 1);
 }
 
 typedef struct {
@@ -502,11 +508,128 @@ static void test_coalesced_writes(void **state)
     tls_ctx_unref(t);
 }
 
+/* Fills the socket from fd's side with junk until it takes no more;
+ * returns the bytes sent (the peer drains them with drain_junk). */
+static size_t fill_with_junk(int fd)
+{
+    static const char junk[4096];
+    size_t n = 0;
+    for (;;) {
+        ssize_t w = send(fd, junk, sizeof junk, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        n += (size_t)w;
+    }
+    assert_int_equal(errno, EAGAIN);
+    return n;
+}
+
+static void drain_junk(int fd, size_t n)
+{
+    char b[4096];
+    while (n) {
+        ssize_t r = read(fd, b, n < sizeof b ? n : sizeof b);
+        assert_true(r > 0);
+        n -= (size_t)r;
+    }
+}
+
+/* One client step that must go on (it has what it waited for). */
+static int client_step(pair *p)
+{
+    int rc = SSL_do_handshake(p->c);
+    if (rc == 1)
+        return 1;
+    assert_int_equal(SSL_get_error(p->c, rc), SSL_ERROR_WANT_READ);
+    return 0;
+}
+
+/* Coalesced from the handshake on: the server's first flight still leaves
+ * within tls_handshake (the client waits for it; no tls_flush will come),
+ * also when the socket takes it only later; the TLS 1.3 ticket waits for
+ * the first response and leaves with it; a read does not send it. */
+static void test_ticket_held_for_the_first_response(void **state)
+{
+    tls_ctx *t = server_ctx_ktls(NULL, 1, 0);
+    SSL_CTX *cc = client_ctx(0);
+    for (int full = 0; full < 2; full++) {
+        pair p;
+        pair_open(&p, t, cc);
+        tls_buffer_writes(p.s);
+        assert_int_equal(tls_coalescing(p.s), 1);
+        assert_int_equal(client_step(&p), 0); /* ClientHello */
+        size_t junk = full ? fill_with_junk(p.fds[0]) : 0;
+        assert_int_equal(tls_handshake(p.s), -1);
+        assert_int_equal(errno, EAGAIN);
+        if (full) { /* the socket took nothing: wait until it is writable */
+            assert_int_equal(tls_want(p.s), TLS_WANT_WRITE);
+            assert_true(tls_unsent(p.s) > 0);
+            drain_junk(p.fds[1], junk);
+            assert_int_equal(tls_handshake(p.s), -1);
+            assert_int_equal(errno, EAGAIN);
+        }
+        assert_int_equal(tls_want(p.s), TLS_WANT_READ);
+        assert_int_equal(tls_unsent(p.s), 0); /* the whole flight sent */
+        assert_int_equal(client_step(&p), 1); /* ... so the client can finish */
+        assert_int_equal(tls_handshake(p.s), 1);
+        size_t ticket = tls_unsent(p.s);
+        assert_true(ticket > 0); /* the NewSessionTicket, held */
+        assert_int_equal(SSL_write(p.c, "GET /", 5), 5);
+        char buf[64];
+        assert_int_equal(tls_read(p.s, buf, sizeof buf), 5);
+        assert_int_equal(tls_unsent(p.s), ticket); /* a read left it there */
+        assert_int_equal(tls_write(p.s, "200", 3), 3);
+        assert_int_equal(tls_flush(p.s), 0);
+        assert_int_equal(SSL_read(p.c, buf, sizeof buf), 3);
+        SSL_SESSION *sess = SSL_get1_session(p.c);
+        assert_int_equal(SSL_SESSION_has_ticket(sess), 1);
+        SSL_SESSION_free(sess);
+        pair_close(&p);
+    }
+    SSL_CTX_free(cc);
+    tls_ctx_unref(t);
+}
+
+/* TLS 1.2 (full handshake): the server's last flight (ticket,
+ * ChangeCipherSpec, Finished) is what the client waits for, so a socket
+ * that does not take it at once keeps the handshake going (EAGAIN,
+ * TLS_WANT_WRITE) instead of ending it with the flight unsent. */
+static void test_tls12_last_flight_sent_when_the_socket_takes_it(void **state)
+{
+    tls_ctx *t = server_ctx_ktls(NULL, 1, 0);
+    SSL_CTX *cc = client_ctx(TLS1_2_VERSION);
+    pair p;
+    pair_open(&p, t, cc);
+    tls_buffer_writes(p.s);
+    assert_int_equal(client_step(&p), 0);   /* ClientHello */
+    assert_int_equal(tls_handshake(p.s), -1); /* ServerHello .. ServerHelloDone */
+    assert_int_equal(tls_unsent(p.s), 0);
+    assert_int_equal(client_step(&p), 0); /* ClientKeyExchange .. Finished */
+    size_t junk = fill_with_junk(p.fds[0]);
+    assert_int_equal(tls_handshake(p.s), -1);
+    assert_int_equal(errno, EAGAIN);
+    assert_int_equal(tls_want(p.s), TLS_WANT_WRITE);
+    drain_junk(p.fds[1], junk);
+    assert_int_equal(tls_handshake(p.s), 1);
+    assert_int_equal(tls_unsent(p.s), 0);
+    assert_int_equal(client_step(&p), 1);
+    assert_string_equal(tls_version(p.s), "TLSv1.2");
+    assert_int_equal(tls_write(p.s, "ok", 2), 2);
+    assert_int_equal(tls_flush(p.s), 0);
+    char buf[8];
+    assert_int_equal(SSL_read(p.c, buf, sizeof buf), 2);
+    pair_close(&p);
+    SSL_CTX_free(cc);
+    tls_ctx_unref(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_handshake_alpn_and_data),
         cmocka_unit_test(test_coalesced_writes),
+        cmocka_unit_test(test_ticket_held_for_the_first_response),
+        cmocka_unit_test(test_tls12_last_flight_sent_when_the_socket_takes_it),
         cmocka_unit_test(test_no_common_alpn_goes_on_without),
         cmocka_unit_test(test_old_protocols_refused),
         cmocka_unit_test(test_resumption_by_tickets),

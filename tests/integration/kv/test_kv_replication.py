@@ -908,3 +908,88 @@ def test_failover_timeout_aborts_and_force_proceeds(kv_factory):
     # FORCE may lose what the stopped replica had not read: only agreement
     wait_same_offset(rc, mc)
     assert mc.get("k") == rc.get("k")
+
+
+def test_script_that_wrote_keeps_writing_when_replicas_drop(kv_factory, tmp_path):
+    """min-replicas-to-write is checked at a script's first write only: a
+    script that wrote while the replica was there finishes its writes after
+    the replica is gone (as Redis: a script is not left half done)."""
+    import threading
+    master = kv_factory("--repl-diskless-sync-delay", "0", workdir=tmp_path / "m")
+    mc = master.client(decode_responses=True)
+    replica = kv_factory("--replicaof", "127.0.0.1", str(master.port), workdir=tmp_path / "r")
+    wait_link_up(replica.client())
+    wait_for(lambda: info(mc)["connected_slaves"] == 1, 30, "replica online")
+    mc.config_set("min-replicas-to-write", 1)
+    mc.config_set("busy-reply-threshold", 10)
+    wait_for(lambda: info(mc).get("min_slaves_good_slaves") == 1, 30, "a good replica")
+    out = {}
+
+    def run():
+        c = master.client(decode_responses=True)
+        try:
+            out["r"] = script(c)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            out["r"] = e
+
+    def script(c):
+        return c.eval("""
+            redis.call('set','x','script value')
+            while true do
+                local info = redis.call('info','replication')
+                if string.match(info, 'connected_slaves:0') then
+                    redis.call('set','x',info)
+                    break
+                end
+            end
+            return 1""", 1, "x")
+    t = threading.Thread(target=run)
+    t.start()
+    wait_for(lambda: "BUSY" in str(_ping_error(master)) or not t.is_alive(), 20,
+             "the script to time out")
+    assert t.is_alive(), (out, master.output()[-1500:], replica.output()[-1500:])
+    replica.client().replicaof("no", "one")
+    t.join(30)
+    assert out.get("r") == 1
+    assert "connected_slaves:0" in mc.get("x")
+    # a new script's first write is refused again
+    with pytest.raises(redis.ResponseError, match="NOREPLICAS"):
+        mc.eval("return redis.call('set','x','y')", 1, "x")
+
+
+def _ping_error(server):
+    try:
+        server.client().ping()
+        return ""
+    except redis.ResponseError as e:
+        return e
+
+
+def test_script_set_repl_targets(kv_factory, tmp_path):
+    """redis.set_repl: REPL_NONE reaches neither, REPL_AOF the AOF only,
+    REPL_REPLICA the replicas only, REPL_ALL both (Redis's suite's
+    'selective replication' case, plus REPL_REPLICA)."""
+    master = kv_factory("--appendonly", "yes", "--enable-debug-command", "yes",
+                        "--repl-diskless-sync-delay", "0", workdir=tmp_path / "m")
+    mc = master.client(decode_responses=True)
+    replica = kv_factory("--replicaof", "127.0.0.1", str(master.port), workdir=tmp_path / "r")
+    rc = replica.client(decode_responses=True)
+    wait_link_up(rc)
+    mc.eval("""
+        redis.call('set','a','1')
+        redis.set_repl(redis.REPL_NONE)
+        redis.call('set','b','2')
+        redis.set_repl(redis.REPL_AOF)
+        redis.call('set','c','3')
+        redis.set_repl(redis.REPL_REPLICA)
+        redis.call('set','e','5')
+        redis.set_repl(redis.REPL_ALL)
+        redis.call('set','d','4')""", 0)
+    wait_for(lambda: rc.get("d") == "4", 30, "the replica")
+    assert rc.mget("a", "b", "c", "d", "e") == ["1", None, None, "4", "5"]
+    assert mc.mget("a", "b", "c", "d", "e") == ["1", "2", "3", "4", "5"]
+    mc.execute_command("DEBUG", "LOADAOF")
+    assert mc.mget("a", "b", "c", "d", "e") == ["1", None, "3", "4", None]
+    # the next script propagates everything again
+    mc.eval("redis.call('set','f','6')", 0)
+    wait_for(lambda: rc.get("f") == "6", 30, "the replica")

@@ -566,7 +566,7 @@ def test_script_effects_aof(kv_factory, tmp_path):
     p.set("e", "x").eval("return redis.call('incr', KEYS[1])", 1, "d")
     p.execute()
     time.sleep(1.2)  # appendfsync everysec: the buffer is written every loop pass
-    aof = (tmp_path / "appendonly.aof").read_bytes()
+    aof = (tmp_path / "appendonlydir" / "appendonly.aof.1.incr.aof").read_bytes()
     cmd = lambda *a: b"*%d\r\n" % len(a) + b"".join(b"$%d\r\n%s\r\n" % (len(x), x) for x in a)
     assert aof == (cmd(b"SELECT", b"0") + cmd(b"incr", b"c")
                    + cmd(b"MULTI") + cmd(b"incr", b"c") + cmd(b"incr", b"d") + cmd(b"EXEC")
@@ -624,14 +624,11 @@ def test_evalsha_after_flush_and_reload(r, reference):
 
 
 def test_script_debug(r, reference):
-    """SCRIPT DEBUG NO as Redis; YES/SYNC: brisk-kv has no Lua debugger and
-    says so (the next EVAL is not run as if it were debugged)."""
-    for args in (("NO",), ("no",), ("maybe",), ("yes", "x")):
+    """SCRIPT DEBUG's replies as Redis's (the debugger sessions themselves:
+    test_kv_ldb.py)."""
+    for args in (("NO",), ("no",), ("maybe",), ("yes", "x"), ("YES",), ("sync",), ("no",)):
         mine, ref = both(r, reference, "SCRIPT", "DEBUG", *args)
         assert enc(mine) == ref, args
-    for mode in ("YES", "sync"):
-        with pytest.raises(redis.ResponseError, match="no Lua debugger"):
-            r.execute_command("SCRIPT", "DEBUG", mode)
     out = []
     for cli in (r, reference):
         p = cli.pipeline(transaction=True)
@@ -748,3 +745,128 @@ def test_error_tables_redis_crashes_on(r):
         with pytest.raises(redis.ResponseError):
             r.eval(body, 0)
     assert r.ping()
+
+
+def test_script_flags_on_a_stale_replica(r, reference):
+    """A replica without its master and replica-serve-stale-data no: EVAL,
+    EVALSHA and FCALL take the script's flags (only allow-stale scripts run,
+    and only stale-safe commands inside them), SCRIPT LOAD still works; as
+    Redis 7.0."""
+    lib = ("#!lua name=stalelib\n"
+           "redis.register_function{function_name='fs', callback=function() return 'ok' end, "
+           "flags={'allow-stale','no-writes'}}\n"
+           "redis.register_function('fn', function() return 'no' end)")
+    for cli in (r, reference):
+        cli.set("x", "val")
+        cli.function_load(lib, replace=True)
+        cli.config_set("replica-serve-stale-data", "no")
+        cli.execute_command("REPLICAOF", "127.0.0.1", "1")
+    try:
+        cases = [
+            ("EVAL", "return redis.call('get','x')", 1, "x"),
+            ("EVAL", "#!lua flags=no-writes\nreturn 1", 0),
+            ("EVAL", "#!lua\nreturn 1", 0),
+            ("EVAL", "#!lua flags=allow-stale,no-writes\nreturn 1", 0),
+            ("EVAL", "#!lua flags=allow-stale,no-writes\nreturn redis.call('get','x')", 1, "x"),
+            ("EVAL", "#!lua flags=allow-stale,no-writes\nreturn redis.pcall('get','x')", 1, "x"),
+            ("EVAL", "#!lua flags=allow-stale,no-writes\nreturn redis.call('echo','foobar')", 0),
+            ("EVAL", "#!lua flags=allow-stale\nreturn 1", 0),
+            ("EVAL_RO", "#!lua flags=allow-stale,no-writes\nreturn 2", 0),
+            ("SCRIPT", "LOAD", "#!lua flags=allow-stale,no-writes\nreturn redis.call('echo','e')"),
+            ("EVALSHA", "d0b7d4ac47ab84b0f3ca07c4c1eb1bbb0af4a2e8", 0),
+            ("FCALL", "fs", 0), ("FCALL", "fn", 0), ("FCALL_RO", "fs", 0),
+            ("GET", "x"), ("PING",),
+        ]
+        for cmd in cases:
+            mine, ref = both(r, reference, *cmd)
+            assert enc(mine) == ref, cmd
+    finally:
+        for cli in (r, reference):
+            cli.execute_command("REPLICAOF", "NO", "ONE")
+            cli.config_set("replica-serve-stale-data", "yes")
+
+
+def test_exec_aborts_queued_writing_script_on_read_only_replica(r, reference, kv_factory,
+                                                                tmp_path):
+    """A shebang script without no-writes queued in MULTI is a write: EXEC
+    on a read-only replica aborts the transaction (READONLY), a legacy one
+    fails inside; as Redis 7.0."""
+    master = kv_factory(workdir=tmp_path / "m")
+    out = []
+    for cli in (r, reference):
+        got = []
+        conn1 = cli.connection_pool.get_connection("MULTI")
+        conn2 = cli.connection_pool.get_connection("MULTI")
+        try:
+            for conn, script in ((conn1, "#!lua\nreturn 1"),
+                                 (conn2, "redis.call('set','x',1)\nreturn 1")):
+                conn.send_command("MULTI")
+                conn.read_response()
+                conn.send_command("EVAL", script, 1, "x")
+                conn.read_response()
+            cli.execute_command("REPLICAOF", "127.0.0.1", str(master.port))
+            for conn in (conn1, conn2):
+                conn.send_command("EXEC")
+                try:
+                    got.append(conn.read_response())
+                except redis.ResponseError as e:
+                    got.append(("error", str(e).split(" script:")[0]))
+        finally:
+            cli.connection_pool.release(conn1)
+            cli.connection_pool.release(conn2)
+            cli.execute_command("REPLICAOF", "NO", "ONE")
+
+        def norm(x):
+            if isinstance(x, list):
+                return [norm(y) for y in x]
+            if isinstance(x, Exception):
+                return ("error", type(x).__name__, str(x))
+            return enc(x)
+        out.append(norm(got))
+    assert out[0] == out[1], out
+
+
+def test_busy_script_does_not_serve_blocked_clients(kv_factory):
+    """A client blocked on a key the busy script pushed to is served after
+    the script, not when another client runs a command allowed during BUSY
+    (HELLO): it pops the script's last element, as with Redis (its suite's
+    'Timedout scripts and unblocked command')."""
+    import threading
+    kv = kv_factory("--enable-debug-command", "yes")
+    r = kv.client(decode_responses=True)
+    r.config_set("busy-reply-threshold", 10)
+    r.execute_command("DEBUG", "SET-DISABLE-DENY-SCRIPTS", "1")
+    popped, ran = {}, {}
+    blocker = kv.client(decode_responses=True)
+    tb = threading.Thread(target=lambda: popped.setdefault("v", blocker.blpop("x", 0)))
+    tb.start()
+    deadline = time.time() + 10
+    while r.info("clients")["blocked_clients"] != 1 and time.time() < deadline:
+        time.sleep(0.01)
+    script = """
+        local clients
+        redis.call('lpush', KEYS[1], 'y')
+        while true do
+            clients = redis.call('client', 'list')
+            if string.find(clients, 'abortscript') ~= nil then break end
+        end
+        redis.call('lpush', KEYS[1], 'z')
+        return 'done'"""
+    ts = threading.Thread(target=lambda: ran.setdefault(
+        "v", kv.client(decode_responses=True).eval(script, 1, "x")))
+    ts.start()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            r.ping()
+            time.sleep(0.01)
+        except redis.ResponseError as e:
+            assert "BUSY" in str(e)
+            break
+    other = kv.client(decode_responses=True)
+    other.execute_command("HELLO", "2", "SETNAME", "abortscript")
+    ts.join(10)
+    tb.join(10)
+    assert ran.get("v") == "done"
+    assert list(popped.get("v")) == ["x", "z"]
+    assert r.lrange("x", 0, -1) == ["y"]

@@ -405,3 +405,20 @@ def test_encrypted_keys_with_passphrases(kv_factory, certs, tmp_path):
         assert bad.proc.wait(10) != 0
         out = bad.output()
         assert "Failed to configure TLS" in out and msg in out, out
+
+
+def test_redis_cli_ldb_over_tls(tls_kv, certs, tmp_path):
+    """redis-cli --ldb (forked session) and --ldb-sync-mode over TLS: the
+    debugger's blocking I/O goes through the TLS connection."""
+    tls_port = tls_kv().tls_port
+    script = tmp_path / "t.lua"
+    script.write_text("local a = 5\nredis.call('set','q',a)\nreturn a\n")
+    for mode, kept in (("--ldb", None), ("--ldb-sync-mode", "5")):
+        p = subprocess.run([REDIS_CLI, "-p", str(tls_port), "--tls", "--cacert",
+                            str(certs / "ca.crt"), mode, "--eval", str(script)],
+                           input="s\np\nc\n", capture_output=True, text=True, timeout=20)
+        out = p.stdout
+        assert "* Stopped at 1, stop reason = step over" in out, (p.stdout, p.stderr)
+        assert "<value> a = 5" in out and "(integer) 5" in out, out
+        assert "Lua debugging session ended" in out, out
+        assert cli(certs, tls_port, "GET", "q")[1] == (kept or "")
