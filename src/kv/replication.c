@@ -120,6 +120,7 @@ static struct {
     kv_client *child_set[MAX_FORK_REPLICAS];
     int child_n;
     int child_diskless;
+    int *child_sending; /* shared with the child: its RDB file is whole, it sends */
     char child_tmp[64];
     int good;
     uint64_t sync_full, sync_partial_ok, sync_partial_err;
@@ -228,6 +229,11 @@ void repl_init(void)
     random_id(R.replid);
     memcpy(R.replid2, ZERO_ID, 41);
     update_flags();
+    /* Pings every repl-ping-replica-period counted from the start, as
+     * Redis's cron loops: a first replica does not get one at once. */
+    R.last_ping_ms = kv_unix_ms();
+    void *m = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    R.child_sending = m == MAP_FAILED ? NULL : m;
 }
 
 /* ---- the backlog and the stream ---- */
@@ -475,8 +481,16 @@ void repl_flushall(void)
 {
     if (R.child <= 0)
         return;
-    /* Its snapshot is stale: the replicas it served start over (Redis kills
-     * any RDB child on FLUSHALL). */
+    /* A child still writing its RDB file has a stale snapshot: it stops and
+     * its replicas start over (Redis kills any RDB child on FLUSHALL). One
+     * that is sending a whole file goes on, as Redis's parent goes on
+     * sending a finished file: the FLUSHALL follows in the stream held
+     * behind it, and a replica may already have the last byte (killing the
+     * child then would fail a transfer that succeeded). A diskless transfer
+     * is not done before the child exits, as in Redis. */
+    if (!R.child_diskless && R.child_sending &&
+        __atomic_load_n(R.child_sending, __ATOMIC_SEQ_CST))
+        return;
     int status;
     if (waitpid(R.child, &status, WNOHANG) != R.child) {
         log_warn("Background RDB transfer terminated by FLUSHALL: its replicas resync");
@@ -678,6 +692,10 @@ static int child_send(int *fds, int n, int diskless, const char *tmp, int stream
     }
     struct stat st;
     fstat(fd, &st);
+    /* Before the first byte reaches a replica: from here the parent lets a
+     * FLUSHALL pass (see repl_flushall). */
+    if (R.child_sending)
+        __atomic_store_n(R.child_sending, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < n; i++) {
         char hdr[32];
         int k = snprintf(hdr, sizeof hdr, "$%lld\r\n", (long long)st.st_size);
@@ -930,6 +948,8 @@ static void start_full_sync(void)
              (long long)srv.now_ms);
     R.sync_full += (uint64_t)live;
     pid_t parent = getpid();
+    if (R.child_sending)
+        *R.child_sending = 0;
     pid_t pid = fork();
     if (pid == 0) {
         signal(SIGTERM, SIG_DFL);
@@ -1105,7 +1125,10 @@ void sync_command(kv_client *c)
     r->repl_state = RS_WAIT_BGSAVE_START;
     r->repl_wait_since = srv.now_ms;
     log_info("Replica %s asks for synchronization; full resync.", c->addr);
-    if (!R.diskless_sync || R.diskless_delay == 0)
+    /* The delay gathers replicas for one diskless transfer; one that cannot
+     * read it (no EOF capa: SYNC, old PSYNC) gets a disk sync at once, as
+     * Redis. */
+    if (!R.diskless_sync || R.diskless_delay == 0 || !(r->repl_capa & CAPA_EOF))
         start_full_sync();
 }
 
