@@ -41,8 +41,7 @@
 
 static struct {
     kv_client *c;
-    int active, forked;
-    int step;    /* stop at the next line */
+    int forked;
     int luabp;   /* redis.breakpoint() called: stop at the next line */
     int bp[LDB_BP_MAX], nbp;
     int line;    /* the line about to run */
@@ -60,8 +59,7 @@ static struct {
 static pid_t *children; /* forked sessions not yet reaped */
 static int nchildren, children_cap;
 
-int ldb_logging(void) { return ldb.active && ldb.step; }
-int ldb_active(void) { return ldb.active; }
+struct ldb_flags ldb_flags;
 
 /* ---- the log ---- */
 
@@ -697,9 +695,9 @@ static void cmd_redis(lua_State *L, const ldb_cmd *cmd)
     lua_getfield(L, -1, "call");
     for (int i = 1; i < cmd->argc; i++)
         lua_pushlstring(L, cmd->argv[i], cmd->len[i]);
-    ldb.step = 1;
+    ldb_flags.step = 1;
     lua_pcall(L, cmd->argc - 1, 1, 0);
-    ldb.step = 0;
+    ldb_flags.step = 0;
     lua_pop(L, 2);
 }
 
@@ -748,7 +746,7 @@ static int repl(lua_State *L)
             ssize_t n = xfer(0, b, sizeof b);
             if (n <= 0) {
                 /* Gone: the script runs on without stops. */
-                ldb.step = 0;
+                ldb_flags.step = 0;
                 ldb.nbp = 0;
                 return -1;
             }
@@ -769,7 +767,7 @@ static int repl(lua_State *L)
         bk_buf keep = ldb.cbuf;
         ldb.cbuf = (bk_buf){ 0 };
         if (is_cmd(&cmd, "s", "step") || is_cmd(&cmd, "n", "next")) {
-            ldb.step = 1;
+            ldb_flags.step = 1;
             buf_free(&keep);
             return 0;
         } else if (is_cmd(&cmd, "c", "continue")) {
@@ -825,19 +823,19 @@ void ldb_hook(lua_State *L, lua_Debug *ar)
     int timeout = 0;
     if (!strstr(ar->short_src, "user_script"))
         return;
-    if (ar->event == LUA_HOOKCOUNT && !ldb.step && !bp) {
+    if (ar->event == LUA_HOOKCOUNT && !ldb_flags.step && !bp) {
         long long limit = kv_busy_reply_ms ? kv_busy_reply_ms : 5000;
         if ((long long)((clock_mono_us() - ldb.since_us) / 1000) < limit)
             return;
         timeout = 1;
-        ldb.step = 1;
+        ldb_flags.step = 1;
     }
-    if (!ldb.step && !bp)
+    if (!ldb_flags.step && !bp)
         return;
     const char *reason = bp ? (ldb.luabp ? "redis.breakpoint() called" : "break point")
                          : timeout ? "timeout reached, infinite loop?"
                                    : "step over";
-    ldb.step = 0;
+    ldb_flags.step = 0;
     ldb.luabp = 0;
     log_fmt("* Stopped at %d, stop reason = %s", ldb.line, reason);
     log_source_line(ldb.line);
@@ -851,7 +849,7 @@ void ldb_hook(lua_State *L, lua_Debug *ar)
 
 int l_ldb_debug(lua_State *L)
 {
-    if (!ldb.active)
+    if (!ldb_flags.active)
         return 0;
     int argc = lua_gettop(L);
     bk_buf s = { 0 };
@@ -870,9 +868,9 @@ int l_ldb_debug(lua_State *L)
 
 int l_ldb_breakpoint(lua_State *L)
 {
-    if (ldb.active)
+    if (ldb_flags.active)
         ldb.luabp = 1;
-    lua_pushboolean(L, ldb.active);
+    lua_pushboolean(L, ldb_flags.active);
     return 1;
 }
 
@@ -906,9 +904,9 @@ int ldb_start(kv_client *c, bk_str body)
         log_warn("Redis synchronous debugging eval session started");
     }
     ldb.c = c;
-    ldb.active = 1;
+    ldb_flags.active = 1;
     ldb.forked = forked;
-    ldb.step = 1;
+    ldb_flags.step = 1;
     ldb.luabp = 0;
     ldb.nbp = 0;
     ldb.maxlen = LDB_MAXLEN_DEFAULT;
@@ -944,8 +942,8 @@ void ldb_end(kv_client *c)
     ldb.src_len = NULL;
     ldb.srcbuf = NULL;
     ldb.lines = 0;
-    ldb.active = 0;
-    ldb.step = 0;
+    ldb_flags.active = 0;
+    ldb_flags.step = 0;
     ldb.c = NULL;
     buf_free(&ldb.cbuf);
     buf_free(&ldb.log);

@@ -17,9 +17,13 @@ void ldb_end(kv_client *c);
 /* The line and count hook of a debugged EVAL. */
 void ldb_hook(lua_State *L, lua_Debug *ar);
 
-int ldb_active(void);
-/* Whether redis.call logs its command and reply (stepping). */
-int ldb_logging(void);
+/* A session runs (active); it stops at the next line (step). Read inline:
+ * redis.call asks on every call whether it logs its command and reply. */
+extern struct ldb_flags {
+    int active, step;
+} ldb_flags;
+static inline int ldb_active(void) { return ldb_flags.active; }
+static inline int ldb_logging(void) { return ldb_flags.active & ldb_flags.step; }
 void ldb_log_command(int argc, const bk_str *argv);
 void ldb_log_reply(const char *p, size_t n);
 void ldb_log_error(const char *err);

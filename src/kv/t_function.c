@@ -843,7 +843,8 @@ static func_fn *fn_lookup(bk_str name)
 
 long function_flags(bk_str name)
 {
-    state_init();
+    if (!ready)
+        return -1; /* no library loaded yet: nothing to find, no Lua state to make */
     func_fn *f = fn_lookup(name);
     return f ? (long)f->flags : -1; /* (names over 128 bytes: unknown here, FCALL finds them) */
 }
