@@ -31,6 +31,7 @@ typedef struct {
     const char *container, *sub;
     uint32_t cats;
     int first_key, last_key, key_step, arity;
+    unsigned flags; /* a subcommand's CMD_* flags */
 } acl_subdef;
 
 typedef struct {
@@ -147,6 +148,7 @@ typedef struct {
     unsigned char kf_first, kf_rest, var, chan;
     signed char nk_pos; /* numkeys argument (0: keys from the row) */
     signed char nk_dest; /* 1: a destination key at argv[1] before numkeys */
+    unsigned flags;      /* a subcommand's CMD_* flags (Redis's; the row has the container's) */
 } acl_cmd;
 
 /* Commands whose keys follow a numkeys argument (Redis's key specs). */
@@ -456,6 +458,14 @@ const char *kv_acl_subcommand(const kv_cmd *cmd, bk_str sub, int *arity, int *ha
         return NULL;
     *arity = A.cmds[id].arity;
     return A.cmds[id].name;
+}
+
+unsigned kv_cmd_flags(const kv_cmd *cmd, int argc, const bk_str *argv)
+{
+    if (argc < 2 || !A.cmds || A.cmds[cmd - kv_commands].nsub == 0)
+        return cmd->flags;
+    int id = find_sub((int)(cmd - kv_commands), argv[1].p, argv[1].len);
+    return id < 0 ? cmd->flags : A.cmds[id].flags;
 }
 
 /* "get", "config|get": Redis's strict lookup of a command by full name. */
@@ -1887,6 +1897,7 @@ static void build_command_ids(void)
             sc->last_key = sd->last_key;
             sc->key_step = sd->key_step;
             sc->arity = sd->arity;
+            sc->flags = sd->flags;
             cmd_key_access(sc);
             ac->nsub++;
         }

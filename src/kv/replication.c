@@ -2681,19 +2681,6 @@ static void expire_local_keys(void)
     }
 }
 
-/* Whether cmd writes: its flag, or one of FUNCTION's writing subcommands
- * (flagged write in Redis; the container's row here has no such flag). */
-static int writes(const kv_client *c, const kv_cmd *cmd)
-{
-    if (cmd->flags & CMD_WRITE)
-        return 1;
-    if (cmd->proc != function_command || c->argc < 2)
-        return 0;
-    bk_str sub = c->argv[1];
-    return BK_STR_IEQ(sub, "load") || BK_STR_IEQ(sub, "delete") || BK_STR_IEQ(sub, "flush") ||
-           BK_STR_IEQ(sub, "restore");
-}
-
 int repl_stale_refuses(void)
 {
     return R.host && R.state != LS_CONNECTED && !R.serve_stale;
@@ -2705,16 +2692,13 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
     if ((c->repl_flags & REPL_C_MASTER) || ((c->flags & CLIENT_FAKE) && srv.loading))
         return 0;
     const char *err = NULL;
-    int write = writes(c, cmd);
+    unsigned flags = kv_cmd_flags(cmd, c->argc, c->argv); /* FUNCTION LOAD writes, ... */
+    int write = (flags & CMD_WRITE) != 0;
     /* EXEC writes when a queued command does (Redis's flags of EXEC are
      * those of its transaction): refused writes now abort it */
     int exec = cmd->proc == exec_command && (c->flags & CLIENT_MULTI) &&
                !(c->flags & CLIENT_DIRTY_EXEC);
-    int stale_ok = (cmd->flags & CMD_STALE) != 0;
-    /* SCRIPT's container row has no stale flag; Redis's LOAD and HELP do */
-    if (cmd->proc == script_command && c->argc >= 2 &&
-        (BK_STR_IEQ(c->argv[1], "load") || BK_STR_IEQ(c->argv[1], "help")))
-        stale_ok = 1;
+    int stale_ok = (flags & CMD_STALE) != 0;
     int sw, ss;
     if (BK_UNLIKELY(script_cmd_guard(cmd, c->argc, c->argv, &ss, &sw)))
         stale_ok = ss, write |= sw;
@@ -2725,8 +2709,9 @@ int repl_deny(kv_client *c, const kv_cmd *cmd)
             stale_ok &= ss;
             continue;
         }
-        write |= (m->cmd->flags & CMD_WRITE) != 0;
-        stale_ok &= (m->cmd->flags & CMD_STALE) != 0;
+        unsigned mf = kv_cmd_flags(m->cmd, m->argc, m->argv);
+        write |= (mf & CMD_WRITE) != 0;
+        stale_ok &= (mf & CMD_STALE) != 0;
     }
     if (BK_UNLIKELY(R.async_loading) &&
         (cmd->proc == replicaof_command || cmd->proc == sync_command ||

@@ -807,15 +807,14 @@ static int script_call_impl(lua_State *L, int raise)
         err = "ERR Wrong number of args calling Redis command from script";
         goto fail;
     }
+    unsigned cflags = kv_cmd_flags(cmd, argc, call_argv); /* a subcommand's own */
     /* Only an allow-stale script runs on a stale replica (repl_deny):
      * the commands it calls must be stale-safe too. */
-    if (BK_UNLIKELY(repl_guard) && !(cmd->flags & CMD_STALE) && repl_stale_refuses()) {
+    if (BK_UNLIKELY(repl_guard) && !(cflags & CMD_STALE) && repl_stale_refuses()) {
         err = "ERR Can not execute the command on a stale replica";
         goto fail;
     }
-    /* CLUSTER's RESET subcommand is noscript in Redis, the container is not. */
-    if (((cmd->flags & CMD_NOSCRIPT) && !kv_debug_allow_noscript) ||
-        (cmd->proc == cluster_command && argc > 1 && BK_STR_IEQ(call_argv[1], "reset"))) {
+    if ((cflags & CMD_NOSCRIPT) && !kv_debug_allow_noscript) {
         err = "ERR This Redis command is not allowed from script";
         goto fail;
     }
@@ -835,7 +834,7 @@ static int script_call_impl(lua_State *L, int raise)
         goto fail;
     }
     fake->wbuf.len = 0;
-    if (cmd->flags & CMD_WRITE) {
+    if (cflags & CMD_WRITE) {
         if (run->ro || (run->flags & SCRIPT_NO_WRITES)) {
             err = "ERR Write commands are not allowed from read-only scripts.";
             goto fail;
@@ -851,12 +850,12 @@ static int script_call_impl(lua_State *L, int raise)
             goto replied;
         }
     }
-    if ((cmd->flags & CMD_DENYOOM) && srv.cfg.maxmemory && !(run->flags & SCRIPT_ALLOW_OOM) &&
+    if ((cflags & CMD_DENYOOM) && srv.cfg.maxmemory && !(run->flags & SCRIPT_ALLOW_OOM) &&
         !run->wrote && kv_evict_if_needed() < 0) {
         err = ERR_OOM;
         goto fail;
     }
-    if (cmd->flags & CMD_WRITE)
+    if (cflags & CMD_WRITE)
         run->wrote = 1;
     fake->argc = argc;
     fake->argv = call_argv;

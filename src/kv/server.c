@@ -892,16 +892,13 @@ void kv_call(kv_client *c)
         int in_multi = (c->flags & CLIENT_MULTI) && cmd->proc != exec_command &&
                        cmd->proc != discard_command && cmd->proc != quit_command &&
                        cmd->proc != reset_command;
-        /* FUNCTION LOAD and RESTORE are deny-oom in Redis (the row is the container's) */
-        int denyoom = (cmd->flags & CMD_DENYOOM) ||
-                      (cmd->proc == function_command && c->argc >= 2 &&
-                       (BK_STR_IEQ(c->argv[1], "load") || BK_STR_IEQ(c->argv[1], "restore")));
+        int denyoom = (kv_cmd_flags(cmd, c->argc, c->argv) & CMD_DENYOOM) != 0; /* FUNCTION LOAD */
         /* EXEC has the flags of its queue (Redis): a deny-oom command in
          * it aborts the whole transaction */
         int exec = cmd->proc == exec_command && (c->flags & CLIENT_MULTI) &&
                    !(c->flags & CLIENT_DIRTY_EXEC);
         for (int i = 0; exec && !denyoom && i < c->mcount; i++)
-            denyoom = (c->mq[i].cmd->flags & CMD_DENYOOM) != 0;
+            denyoom = (kv_cmd_flags(c->mq[i].cmd, c->mq[i].argc, c->mq[i].argv) & CMD_DENYOOM) != 0;
         int oom = kv_evict_if_needed() < 0;
         if (oom && exec && denyoom) {
             srv.cmd_stats[cmd - kv_commands].rejected++;

@@ -771,6 +771,10 @@ static inline int tracking_active(void) { return dict_size(&srv.trk_keys) || srv
 /* suite: cmd's subcommand sub ("config|get") and its arity; NULL when it
  * is not one (*has_subs: whether cmd is a container at all). acl.c. */
 const char *kv_acl_subcommand(const kv_cmd *cmd, bk_str sub, int *arity, int *has_subs);
+/* The flags Redis gives the command: a container's subcommand has its own
+ * (FUNCTION LOAD writes, SCRIPT LOAD runs on a stale replica); others, and
+ * unknown subcommands, the row's. */
+unsigned kv_cmd_flags(const kv_cmd *cmd, int argc, const bk_str *argv);
 /* -- declarations: acl -- */
 typedef struct kv_acl_user kv_acl_user; /* acl.h */
 /* -- end acl -- */

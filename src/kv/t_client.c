@@ -504,11 +504,10 @@ static int may_replicate(const kv_cmd *cmd)
 
 static int is_write_like(const kv_cmd *cmd, int argc, const bk_str *argv)
 {
-    if (cmd->flags & CMD_WRITE)
+    if (kv_cmd_flags(cmd, argc, argv) & CMD_WRITE) /* FUNCTION LOAD, ... */
         return 1;
-    if (cmd->proc == function_command) /* the subcommands Redis flags write */
-        return argc >= 2 && (arg_is(argv[1], "load") || arg_is(argv[1], "delete") ||
-                             arg_is(argv[1], "flush") || arg_is(argv[1], "restore"));
+    if (cmd->proc == function_command)
+        return 0;
     if (!may_replicate(cmd))
         return 0;
     /* a script flagged no-writes is a read, as Redis */

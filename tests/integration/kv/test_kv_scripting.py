@@ -870,3 +870,62 @@ def test_busy_script_does_not_serve_blocked_clients(kv_factory):
     assert ran.get("v") == "done"
     assert list(popped.get("v")) == ["x", "z"]
     assert r.lrange("x", 0, -1) == ["y"]
+
+
+def _err_or_reply(cli, *cmd):
+    try:
+        cli.execute_command(*cmd)
+        return "reply"
+    except redis.ResponseError as e:
+        return str(e)
+
+
+def test_subcommands_have_their_own_flags(r, reference):
+    """A container's subcommand has Redis's flags, not the container's: on a
+    stale replica SLOWLOG GET and XGROUP HELP run while FUNCTION LIST and
+    OBJECT ENCODING get MASTERDOWN; FUNCTION DELETE is a write (READONLY);
+    from a script LATENCY LATEST, CONFIG GET and CLUSTER RESET are refused
+    (noscript) and SLOWLOG LEN is not. Side by side with Redis 7.0."""
+    for cli in (r, reference):
+        cli.set("x", "v")
+        cli.xadd("s", {"f": "v"})
+    scripted = [("latency", "latest"), ("slowlog", "len"), ("config", "get", "maxmemory"),
+                ("cluster", "reset"), ("xgroup", "help"), ("object", "encoding", "x"),
+                ("function", "list"), ("script", "exists", "ab")]
+    for args in scripted:
+        body = "return redis.pcall(" + ",".join(f"'{a}'" for a in args) + ")"
+        got = [_err_or_reply(cli, "EVAL", body, 0) for cli in (r, reference)]
+        assert got[0] == got[1], args
+        got = [_err_or_reply(cli, "EVAL_RO", body, 0) for cli in (r, reference)]
+        assert got[0] == got[1], ("EVAL_RO", args)
+    for cli in (r, reference):
+        cli.config_set("replica-serve-stale-data", "no")
+        cli.execute_command("REPLICAOF", "127.0.0.1", "1")
+    try:
+        cases = [("SLOWLOG", "GET"), ("SLOWLOG", "LEN"), ("SLOWLOG", "HELP"), ("LATENCY", "HELP"),
+                 ("LATENCY", "LATEST"), ("XGROUP", "HELP"), ("XINFO", "HELP"),
+                 ("XINFO", "STREAM", "s"), ("OBJECT", "HELP"), ("OBJECT", "ENCODING", "x"),
+                 ("MEMORY", "USAGE", "x"), ("FUNCTION", "LIST"), ("FUNCTION", "HELP"),
+                 ("FUNCTION", "DELETE", "nolib"), ("FUNCTION", "FLUSH"),
+                 ("XGROUP", "CREATE", "s", "g", "$"), ("SCRIPT", "EXISTS", "ab"),
+                 ("SCRIPT", "HELP"), ("CONFIG", "GET", "maxmemory"), ("CLIENT", "ID"),
+                 ("PUBSUB", "CHANNELS"), ("MEMORY", "HELP"), ("ACL", "WHOAMI")]
+        for cmd in cases:
+            got = [_err_or_reply(cli, *cmd) for cli in (r, reference)]
+            assert got[0] == got[1], cmd
+        for cli in (r, reference):
+            p = cli.pipeline(transaction=True)
+            p.execute_command("SLOWLOG", "LEN")
+            p.execute_command("FUNCTION", "LIST")
+            try:
+                p.execute()
+                out = "reply"
+            except redis.ResponseError as e:
+                out = str(e)
+            if cli is r:
+                mine = out
+        assert mine == out
+    finally:
+        for cli in (r, reference):
+            cli.execute_command("REPLICAOF", "NO", "ONE")
+            cli.config_set("replica-serve-stale-data", "yes")
