@@ -12,6 +12,7 @@
 #include "kv/aof.h"
 
 #include "core/log.h"
+#include "kv/config.h"
 #include "kv/mem.h"
 
 #include <ctype.h>
@@ -187,83 +188,6 @@ void aof_manifest_format(const aof_manifest *am, bk_buf *b)
     }
 }
 
-/* Splits a line into words as Redis's argument splitter does: spaces
- * between words, double quotes with C escapes (\xHH too), single quotes
- * with \' only. Returns the count, or -1 (unbalanced quotes, a quote not
- * followed by a space). Words are NUL-terminated in place of the line. */
-static int split_words(char *s, char **w, int max)
-{
-    int n = 0;
-    for (;;) {
-        while (*s && isspace((unsigned char)*s))
-            s++;
-        if (!*s)
-            return n;
-        if (n == max)
-            return -1;
-        char *out = s, *start = s;
-        int dq = 0, sq = 0;
-        for (;;) {
-            char c = *s;
-            if (dq) {
-                if (!c)
-                    return -1;
-                if (c == '\\' && s[1] == 'x' && isxdigit((unsigned char)s[2]) &&
-                    isxdigit((unsigned char)s[3])) {
-                    char hex[3] = { s[2], s[3], 0 };
-                    *out++ = (char)strtol(hex, NULL, 16);
-                    s += 4;
-                } else if (c == '\\' && s[1]) {
-                    static const char from[] = "nrtba", to[] = "\n\r\t\b\a";
-                    const char *e = strchr(from, s[1]);
-                    *out++ = e ? to[e - from] : s[1];
-                    s += 2;
-                } else if (c == '"') {
-                    if (s[1] && !isspace((unsigned char)s[1]))
-                        return -1;
-                    s++;
-                    break;
-                } else {
-                    *out++ = c;
-                    s++;
-                }
-            } else if (sq) {
-                if (!c)
-                    return -1;
-                if (c == '\\' && s[1] == '\'') {
-                    *out++ = '\'';
-                    s += 2;
-                } else if (c == '\'') {
-                    if (s[1] && !isspace((unsigned char)s[1]))
-                        return -1;
-                    s++;
-                    break;
-                } else {
-                    *out++ = c;
-                    s++;
-                }
-            } else if (!c || isspace((unsigned char)c)) {
-                break;
-            } else if (c == '"' && out == start) {
-                dq = 1;
-                s++;
-            } else if (c == '\'' && out == start) {
-                sq = 1;
-                s++;
-            } else {
-                *out++ = c;
-                s++;
-            }
-        }
-        int at_end = !*s;
-        *out = 0;
-        w[n++] = start;
-        if (at_end)
-            return n;
-        s++;
-    }
-}
-
 /* Logs Redis's words for a bad manifest and stops the server. */
 _Noreturn static void fatal(int linenum, const char *line, const char *err)
 {
@@ -309,10 +233,8 @@ void aof_manifest_load(const char *path, aof_manifest *am)
             *--end = 0;
         if (!*line)
             fatal(linenum, line, "Invalid AOF manifest file format");
-        char copy[MANIFEST_MAX_LINE + 1];
-        snprintf(copy, sizeof copy, "%s", line);
-        char *w[MANIFEST_MAX_LINE / 2];
-        int argc = split_words(copy, w, (int)BK_ARRAY_LEN(w));
+        char **w; /* Redis's argument splitting: quotes and escapes as inline commands */
+        int argc = kv_split_line(line, &w);
         if (argc < 6 || argc % 2)
             fatal(linenum, line, "Invalid AOF manifest file format");
         const char *name = NULL;
@@ -343,6 +265,7 @@ void aof_manifest_load(const char *path, aof_manifest *am)
             fatal(linenum, line, "Unknown AOF file type");
         }
         add(am, name, strlen(name), seq, type);
+        kv_free_argv(argc, w);
     }
     fclose(fp);
 }

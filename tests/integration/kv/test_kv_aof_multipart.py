@@ -122,6 +122,46 @@ def test_brisk_writes_redis_loads(kv_factory, tmp_path, preamble):
         stop_redis(proc, r)
 
 
+def test_quoted_file_names_round_trip_with_redis(kv_factory, tmp_path):
+    """An appendfilename with a space and a quote is written quoted in the
+    manifest, byte for byte as Redis writes it, and each server loads the
+    other's; single quotes and \\x escapes in a manifest read as Redis reads
+    them."""
+    name = 'my "odd" file.aof'
+    kv = kv_factory("--appendonly", "yes", "--appendfilename", name, workdir=tmp_path / "kv")
+    kv.client().set("k", "brisk")
+    assert kv.stop() == 0
+    (tmp_path / "ref").mkdir()
+    proc, c = start_redis(tmp_path / "ref", "--save", "", "--appendonly", "yes",
+                          "--appendfilename", name, plain=False)
+    c.set("k", "redis")
+    stop_redis(proc, c)
+    mine = (tmp_path / "kv" / "appendonlydir" / f"{name}.manifest").read_bytes()
+    ref = (tmp_path / "ref" / "appendonlydir" / f"{name}.manifest").read_bytes()
+    assert mine == ref and b'"my \\"odd\\" file.aof.1.base.rdb"' in mine
+    # each loads the other's directory
+    kv = kv_factory("--appendonly", "yes", "--appendfilename", name, workdir=tmp_path / "ref")
+    assert kv.client().get("k") == b"redis"
+    assert kv.stop() == 0
+    proc, c = start_redis(tmp_path / "kv", "--save", "", "--appendonly", "yes",
+                          "--appendfilename", name, plain=False)
+    try:
+        assert c.get("k") == b"brisk"
+    finally:
+        stop_redis(proc, c)
+    # a hand-written manifest with single quotes and a \x escape
+    d = tmp_path / "kv" / "appendonlydir"
+    base = [f for f in _files(tmp_path / "kv") if ".base." in f][0]
+    (d / "b x.rdb").write_bytes((d / base).read_bytes())
+    (d / f"{name}.manifest").write_bytes(b"file 'b x.rdb' seq 1 type b\n"
+                                         b"file \"i\\x20y.aof\" seq 1 type i\n")
+    incr = [f for f in _files(tmp_path / "kv") if ".incr." in f][-1]
+    (d / "i y.aof").write_bytes((d / incr).read_bytes() +
+                                b"*3\r\n$3\r\nSET\r\n$1\r\nj\r\n$1\r\n1\r\n")
+    kv = kv_factory("--appendonly", "yes", "--appendfilename", name, workdir=tmp_path / "kv")
+    assert kv.client().mget("k", "j") == [b"brisk", b"1"]
+
+
 def test_same_files_as_redis_on_start_and_rewrite(kv_factory, tmp_path):
     """The same steps leave the same file names and manifest in both."""
     rdir, kdir = tmp_path / "r", tmp_path / "k"
@@ -174,6 +214,9 @@ BAD_MANIFESTS = [
     (b"file a seq 1 type b", "The AOF manifest file contains too long line"),
     (b"file a seq 0 type b\n", "Invalid AOF manifest file format"),
     (b"file \"unbalanced seq 1 type b\n", "Invalid AOF manifest file format"),
+    (b"file 'unbalanced seq 1 type b\n", "Invalid AOF manifest file format"),
+    (b"file \"a\"b seq 1 type b\n", "Invalid AOF manifest file format"),
+    (b"file 'a'b seq 1 type b\n", "Invalid AOF manifest file format"),
 ]
 
 
