@@ -30,6 +30,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def no_sync_delay(conf, args) -> list[str]:
+    """A master starts a full sync at once (repl-diskless-sync-delay 0; Redis
+    and brisk-kv wait 5 s by default to gather replicas): every test that
+    makes a replica would otherwise wait 5 s per sync. Tests of the delay set
+    it themselves; a config file keeps its own."""
+    return [] if conf or "--repl-diskless-sync-delay" in args else ["--repl-diskless-sync-delay", "0"]
+
+
 class KvServer:
     def __init__(self, workdir: Path, args: list[str]):
         self.dir = Path(workdir)
@@ -47,7 +55,7 @@ class KvServer:
         # --save '' too); a config file's own save lines stay in charge.
         nosave = [] if conf or "--save" in self.args else ["--save", ""]
         cmd = [KV_BIN, *conf, "--port", str(self.port), "--dir", str(self.dir), *nosave,
-               *self.args[len(conf):]]
+               *no_sync_delay(conf, self.args), *self.args[len(conf):]]
         self.log = open(self.log_path, "ab")
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -126,7 +134,7 @@ def start_redis(workdir: Path, *args: str, plain: bool = True, bind: str = "127.
     port = free_port()
     base = [REDIS_SERVER, "--port", str(port), "--bind", bind, "--dir", str(workdir)]
     if plain:
-        base += ["--save", "", "--appendonly", "no"]
+        base += ["--save", "", "--appendonly", "no", *no_sync_delay([], args)]
     proc = subprocess.Popen(base + list(args), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     client_kw.setdefault("socket_timeout", 10)

@@ -54,7 +54,8 @@ def codes(c):
 
 @pytest.mark.parametrize("master_kind", ["brisk", "redis"])
 def test_full_sync_replaces_functions(kv_factory, real, master_kind):
-    m = kv_factory() if master_kind == "brisk" else real()
+    nodelay = ("--repl-diskless-sync-delay", "0")
+    m = kv_factory(*nodelay) if master_kind == "brisk" else real(*nodelay)
     mc = m.client()
     mc.function_load(LIB2)
     r = kv_factory("--repl-diskless-load", "swapdb")

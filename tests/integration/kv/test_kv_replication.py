@@ -18,7 +18,7 @@ import pytest
 import redis
 from redis.sentinel import Sentinel
 
-from kvlib import free_port
+from kvlib import free_port, no_sync_delay
 
 REDIS_SERVER = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(not REDIS_SERVER, reason="redis-server is not installed")
@@ -46,7 +46,7 @@ class RealRedis:
         else:
             cmd = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
                    "--save", "", "--appendonly", "no", "--dir", str(self.dir),
-                   "--logfile", str(self.log_path), *self.args]
+                   "--logfile", str(self.log_path), *no_sync_delay([], self.args), *self.args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         c = self.client()
         deadline = time.time() + 10

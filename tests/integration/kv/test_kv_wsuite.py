@@ -213,11 +213,12 @@ def test_lfu_eviction_keeps_hot_keys(kv_factory, tmp_path, policy):
 
 
 def test_function_writes_refused_on_read_only_replica(kv_factory, tmp_path):
-    master = kv_factory(workdir=tmp_path / "m")
+    master = kv_factory("--repl-diskless-sync-delay", "0", workdir=tmp_path / "m")
     replica = kv_factory(workdir=tmp_path / "r")
     (tmp_path / "rm").mkdir()
     (tmp_path / "rr").mkdir()
-    pm, rm = start_redis(tmp_path / "rm", decode_responses=True)
+    pm, rm = start_redis(tmp_path / "rm", "--repl-diskless-sync-delay", "0",
+                         decode_responses=True)
     pr, rr = start_redis(tmp_path / "rr", decode_responses=True)
     try:
         out = []
@@ -646,11 +647,12 @@ def _replica_source_ip(master, replica, mport):
 
 
 def test_bind_source_addr(kv_factory, tmp_path):
-    master = kv_factory(workdir=tmp_path / "m")
+    master = kv_factory("--repl-diskless-sync-delay", "0", workdir=tmp_path / "m")
     replica = kv_factory(workdir=tmp_path / "r")
     (tmp_path / "rm").mkdir()
     (tmp_path / "rr").mkdir()
-    pm, rm = start_redis(tmp_path / "rm", decode_responses=True)
+    pm, rm = start_redis(tmp_path / "rm", "--repl-diskless-sync-delay", "0",
+                         decode_responses=True)
     pr, rr = start_redis(tmp_path / "rr", decode_responses=True)
     try:
         got = _replica_source_ip(master.client(decode_responses=True),
