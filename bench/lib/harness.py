@@ -253,6 +253,7 @@ def run_h2load(prefix, url, duration, conns=50, streams=10):
     r = parse_h2load(p.stdout)
     failed = h2load_failed(p.returncode, r)
     return {"value": r["rps"], "failed": failed, "p50": None, "p99": None,
+            "requests": r["succeeded"],
             "mean": r["mean"], "errors": f"{r['timeout']} timeout" if r["timeout"] else "",
             "tls": r["tls"], "cipher": r["cipher"], "key": r["key"], "alpn": r["alpn"],
             "raw": (p.stdout + p.stderr)[-2000:] if failed else ""}

@@ -1247,15 +1247,16 @@ def tree_cpu_seconds(pid):
 
 def with_server_cpu(fn, key, cpu_key):
     """Wraps a run: also the server's CPU time during it (cpu_key: CPU
-    microseconds per connection, from the client's count)."""
+    microseconds per connection or request, from the client's count: its
+    connections, its requests, or else its rate times the duration)."""
     def run(name, srv, duration, warm):
         c0 = tree_cpu_seconds(srv.proc.pid)
         res = fn(name, srv, duration, warm)
         cpu = tree_cpu_seconds(srv.proc.pid) - c0
         r = res[key]
-        n = r.get("connections")
+        n = r.get("connections") or r.get("requests") or (r.get("value") or 0) * duration
         if r.get("failed") or not n:
-            res[cpu_key] = {"value": None, "failed": r.get("failed") or "no connections"}
+            res[cpu_key] = {"value": None, "failed": r.get("failed") or "nothing counted"}
         else:
             res[cpu_key] = {"value": cpu * 1e6 / n, "failed": "", "p50": None, "p99": None,
                             "errors": "", "server_cpu_s": round(cpu, 2)}
@@ -1351,7 +1352,7 @@ def race_https(ctx):
         def fn(name, srv, duration, warm):
             return {key: run_h2load(cli_pin, f"https://127.0.0.1:{srv.port}{path}", duration,
                                     conns=HTTPS_CONNS, streams=HTTPS_STREAMS)}
-        return fn
+        return with_server_cpu(fn, key, key + "-cpu")
 
     def lean_run(key, path):
         def fn(name, srv, duration, warm):
@@ -1363,7 +1364,7 @@ def race_https(ctx):
         def fn(name, srv, duration, warm):
             return {key: run_wrk(cli_pin, f"https://127.0.0.1:{srv.port}{path}", duration,
                                  conns=HTTPS_CONNS)}
-        return fn
+        return with_server_cpu(fn, key, key + "-cpu")
 
     def conn_run(key, resume):
         def fn(name, srv, duration, warm):
@@ -1406,13 +1407,15 @@ def race_https(ctx):
             case = new_case(key, cname, load, names, metric=metric, target=1.0, headline=True,
                             ref_targets=refs)
             both = [case]
-            if key.startswith("conn-"):
-                # the client can be the limit here: the server's CPU time per
-                # connection says what each handshake costs the server
-                both.append(new_case(key + "-cpu", cname.replace("connections", "connections: "
-                                                                 "server CPU per connection"),
+            if key != "h2-small-lean":
+                # the client can be the limit here (one h2load, wrk or
+                # tls_conns thread): the server's CPU time per connection or
+                # request says what each costs the server
+                per = "connection" if key.startswith("conn-") else "request"
+                both.append(new_case(key + "-cpu", f"{cname}: server CPU per {per}",
                                      "the same runs: server CPU time (/proc, user + system, all "
-                                     "threads and processes) / connections", names, metric="µs/conn",
+                                     f"threads and processes) / {per}s", names,
+                                     metric="µs/conn" if per == "connection" else "µs/req",
                                      target=1.0, better="lower", headline=True,
                                      ref_targets={n: 1.0 for n in refs}))
             run_alternating(s, servers, both, fn, f"https: {cname}")

@@ -510,7 +510,7 @@ def headline_md(run):
             if not c["headline"]:
                 continue
             unit = {"req/s": " req/s", "ops/s": " ops/s", "replies/s": " replies/s",
-                    "entries/s": " entries/s", "conn/s": " conn/s", "µs/conn": " µs/conn", "bytes/key": " B/key", "s": " s",
+                    "entries/s": " entries/s", "conn/s": " conn/s", "µs/conn": " µs/conn", "µs/req": " µs/req", "bytes/key": " B/key", "s": " s",
                     "MiB": " MiB"}.get(c["metric"], "")
             sb_, sp = c["summary"].get("brisk"), c["summary"].get(peer)
             b = (fshort(sb_["median"]) if c["metric"] != "bytes/key" else f"{sb_['median']:.0f}") + unit \
