@@ -244,11 +244,12 @@ def h2load_failed(returncode, r, alpn="h2"):
     return "; ".join(why)
 
 
-def run_h2load(prefix, url, duration, conns=50, streams=10):
-    """h2load over TLS (ALPN h2), one thread, `-D duration` seconds; req/s as
-    h2load gives it (requests done / duration). A run with a failed or
-    errored request, a non-2xx status or another protocol than h2 fails."""
-    argv = list(prefix) + ["h2load", "-t1", f"-c{conns}", f"-m{streams}", "-D", str(duration), url]
+def run_h2load(prefix, url, duration, conns=50, streams=10, threads=1):
+    """h2load over TLS (ALPN h2), `threads` threads, `-D duration` seconds;
+    req/s as h2load gives it (requests done / duration). A run with a failed
+    or errored request, a non-2xx status or another protocol than h2 fails."""
+    argv = list(prefix) + ["h2load", f"-t{threads}", f"-c{conns}", f"-m{streams}", "-D",
+                           str(duration), url]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 60)
     r = parse_h2load(p.stdout)
     failed = h2load_failed(p.returncode, r)

@@ -1335,6 +1335,12 @@ def race_https(ctx):
         "completed per second.",
         f"HTTPS/1.1: `wrk -t1 -c{HTTPS_CONNS} -d{s.duration}s` keep-alive (wrk offers no ALPN: "
         "HTTP/1.1; TLS 1.3).",
+        "With one client thread on a core of its own, h2load and wrk are the limit on two cores "
+        "(100% CPU) and the server idles part of the time; so these cases also give each "
+        "server's CPU time per request (/proc, user + system, over the same runs), and two more "
+        "run the client with two threads, not pinned, beside the server (still pinned to its "
+        "core): the machine shared, as a server shares it with its clients' work, where a "
+        "server that spends less per request leaves the client more CPU.",
         f"New connections: bench/lib/tls_conns.c (built at run time; one thread, epoll, "
         f"{HTTPS_CONNS} connections at once), each connection one TLS 1.3 handshake (the client "
         "allows 1.3 only), one `GET /index.html` with `Connection: close`, the reply read "
@@ -1348,10 +1354,10 @@ def race_https(ctx):
         "time, so one client does both, with and without tickets.",
     ]
 
-    def h2_run(key, path):
+    def h2_run(key, path, threads=1, pin=cli_pin):
         def fn(name, srv, duration, warm):
-            return {key: run_h2load(cli_pin, f"https://127.0.0.1:{srv.port}{path}", duration,
-                                    conns=HTTPS_CONNS, streams=HTTPS_STREAMS)}
+            return {key: run_h2load(pin, f"https://127.0.0.1:{srv.port}{path}", duration,
+                                    conns=HTTPS_CONNS, streams=HTTPS_STREAMS, threads=threads)}
         return with_server_cpu(fn, key, key + "-cpu")
 
     def lean_run(key, path):
@@ -1360,10 +1366,10 @@ def race_https(ctx):
                                      streams=HTTPS_STREAMS, expect_len=sb.SMALL_SIZE)}
         return fn
 
-    def wrk_run(key, path):
+    def wrk_run(key, path, threads=1, pin=cli_pin):
         def fn(name, srv, duration, warm):
-            return {key: run_wrk(cli_pin, f"https://127.0.0.1:{srv.port}{path}", duration,
-                                 conns=HTTPS_CONNS)}
+            return {key: run_wrk(pin, f"https://127.0.0.1:{srv.port}{path}", duration,
+                                 threads=threads, conns=HTTPS_CONNS)}
         return with_server_cpu(fn, key, key + "-cpu")
 
     def conn_run(key, resume):
@@ -1390,6 +1396,15 @@ def race_https(ctx):
          conn_run("conn-resume", True), "conn/s", 1.0),
         ("h1-big", "HTTPS/1.1, 1 MiB, wrk keep-alive", f"wrk -t1 -c{HTTPS_CONNS} -d{d}s, `{big}`",
          wrk_run("h1-big", big), "req/s", 1.0),
+        # The machine shared: the client's two threads unpinned, so they run
+        # beside the server on its core too; a server that costs less per
+        # request leaves the client more CPU.
+        ("h2-small-2t", "h2, 117 B, h2load -t2 -c50 -m10, client unpinned",
+         f"h2load -t2 -c{HTTPS_CONNS} -m{HTTPS_STREAMS} -D {d}, `{small}`, not pinned",
+         h2_run("h2-small-2t", small, threads=2, pin=[]), "req/s", 1.0),
+        ("h1-small-2t", "HTTPS/1.1, 117 B, wrk -t2, client unpinned",
+         f"wrk -t2 -c{HTTPS_CONNS} -d{d}s, `{small}`, not pinned",
+         wrk_run("h1-small-2t", small, threads=2, pin=[]), "req/s", 1.0),
     ]
     servers = []
     try:
