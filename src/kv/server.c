@@ -261,7 +261,10 @@ static void client_write(kv_client *c)
     }
     if (c->wpos == c->wbuf.len) {
         c->wpos = c->wbuf.len = 0;
-        if (c->wbuf.cap > 1024 * 1024)
+        /* A big buffer goes once written. Under maxmemory any over 16 KiB
+         * does (Redis frees its reply blocks past the 16 KiB buffer every
+         * client has): written replies must not count toward eviction. */
+        if (c->wbuf.cap > (BK_UNLIKELY(srv.cfg.maxmemory) ? 16 * 1024 : 1024 * 1024))
             buf_free(&c->wbuf);
         c->obuf_soft_since = 0;
         if (c->flags & CLIENT_CLOSE_AFTER_REPLY) {
@@ -425,12 +428,7 @@ void kv_client_process_input(kv_client *c)
 static int buf_reserve_exact(bk_buf *b, size_t extra)
 {
     size_t need = b->len + extra;
-    char *d = need < b->len ? NULL : realloc(b->data, need);
-    if (!d)
-        return -1;
-    b->data = d;
-    b->cap = need;
-    return 0;
+    return need < b->len ? -1 : buf_resize(b, need);
 }
 
 static void client_read(kv_client *c)
@@ -940,11 +938,9 @@ int kv_exec_command(kv_client *c, int argc, bk_str *argv)
     bk_str *sargv = c->argv;
     c->argc = argc;
     c->argv = argv;
+    /* (no maxmemory check: EXEC passed it for the whole queue, as Redis) */
     if (kv_acl_exec_deny(c, cmd) < 0) {
         /* replied: the rules changed since the command was queued */
-    } else if (srv.cfg.maxmemory && (cmd->flags & CMD_DENYOOM) && kv_evict_if_needed() < 0) {
-        c->cmd = cmd;
-        reply_error(c, ERR_OOM);
     } else {
         call_proc(c, cmd);
     }
@@ -979,6 +975,8 @@ static void free_closed(void)
 
 static void on_iteration_end(bk_loop *l, void *ud)
 {
+    if (BK_UNLIKELY(srv.evict_pending))
+        kv_evict_if_needed(); /* before the flushes: its DELs go out now */
     if (BK_UNLIKELY(srv.resume_held))
         kv_pause_resume_held();
     if (BK_UNLIKELY(srv.trk_bcast_pending))

@@ -507,6 +507,8 @@ typedef struct kv_server {
     /* -- end misc -- */
     /* -- server fields: cevict -- */
     uint64_t stat_evicted_clients; /* INFO evicted_clients */
+    int evict_pending;             /* eviction stopped on its time limit or CONFIG SET
+                                      maxmemory: evict at the end of the iteration */
     /* -- end cevict -- */
     /* -- server fields: notify -- */
     int notify_flags;     /* notify-keyspace-events, NOTIFY_* of notify.h */
@@ -880,6 +882,8 @@ int repl_stale_refuses(void);
 /* A replica with replica-ignore-maxmemory (the default): it neither evicts
  * nor refuses writes for maxmemory; its master's DELs keep it in bounds. */
 int repl_ignores_maxmemory(void);
+/* Bytes the output buffers of our replicas hold (not counted for eviction). */
+size_t repl_replica_obufs(void);
 /* loading-process-events-interval-bytes */
 long long repl_loading_events_interval(void);
 /* Why writes are refused now (MISCONF after a failed BGSAVE with

@@ -561,13 +561,8 @@ static void resize_query_buffer(kv_client *c)
         buf_free(&c->rbuf);
     } else if (c->rbuf.cap > QB_RESIZE_MIN && c->cl_qb_peak < c->rbuf.cap / 2) {
         size_t want = BK_MAX(c->cl_qb_peak, (size_t)QB_BASE);
-        if (want >= c->rbuf.len && want < c->rbuf.cap) {
-            char *d = realloc(c->rbuf.data, want);
-            if (d) {
-                c->rbuf.data = d;
-                c->rbuf.cap = want;
-            }
-        }
+        if (want >= c->rbuf.len && want < c->rbuf.cap)
+            buf_resize(&c->rbuf, want); /* (failing leaves it as it was) */
     }
     c->cl_qb_peak = c->rbuf.len;
 }
