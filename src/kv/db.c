@@ -651,6 +651,7 @@ static int64_t eviction_budget_us(void)
 
 int kv_evict_if_needed(void)
 {
+    srv.evict_pending = 0;
     if (!srv.cfg.maxmemory || srv.loading || repl_ignores_maxmemory() || srv.pause_type)
         return 0;
     size_t used = kv_memory_used();
@@ -669,7 +670,6 @@ int kv_evict_if_needed(void)
     size_t tofree = used - srv.cfg.maxmemory, freed = 0;
     int64_t budget = eviction_budget_us(), start = kv_unix_us();
     unsigned n = 0;
-    srv.evict_pending = 0;
     while (freed < tofree) {
         kv_db *db = NULL;
         kv_entry *e = pick_victim(&db);

@@ -199,6 +199,11 @@ void kv_client_close(kv_client *c)
     if (c->next)
         c->next->prev = c->prev;
     srv.nclients--;
+    /* Its unsent output goes now (the rest waits for the end of the
+     * iteration): a dropped replica's backlog must not count toward
+     * maxmemory in between, when it no longer counts as a replica's. */
+    buf_free(&c->wbuf);
+    c->wpos = 0;
     if (c->cev_mem) { /* counted by client eviction */
         kv_cevict_total -= c->cev_mem;
         c->cev_mem = 0;
