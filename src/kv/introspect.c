@@ -1807,8 +1807,8 @@ static void info_stats(bk_buf *b)
             "unexpected_error_replies:0\r\ntotal_error_replies:%llu\r\n"
             "dump_payload_sanitizations:0\r\ntotal_reads_processed:0\r\n"
             "total_writes_processed:0\r\nio_threaded_reads_processed:0\r\n"
-            "io_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\n"
-            "reply_buffer_expands:0\r\n",
+            "io_threaded_writes_processed:0\r\nreply_buffer_shrinks:%llu\r\n"
+            "reply_buffer_expands:%llu\r\n",
          (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
          (unsigned long long)(kv_instantaneous(0) + 0.5), (unsigned long long)srv.stat_net_in,
          (unsigned long long)srv.stat_net_out, kv_instantaneous(1) / 1024,
@@ -1821,7 +1821,8 @@ static void info_stats(bk_buf *b)
          dict_size(&srv.patterns), dict_size(&srv.shard_channels),
          (unsigned long long)srv.stat_forks, migrate_cached_sockets(),
          dict_size(&srv.trk_keys), (unsigned long long)srv.trk_items, srv.trk_nprefix,
-         (unsigned long long)srv.stat_errors);
+         (unsigned long long)srv.stat_errors, (unsigned long long)srv.stat_rb_shrinks,
+         (unsigned long long)srv.stat_rb_expands);
 }
 
 static void info_replication(bk_buf *b)

@@ -126,6 +126,8 @@ static kv_client *client_alloc(int fd)
     resp_parser_init(&c->parser);
     c->parser.max_bulk = srv.cfg.proto_max_bulk_len;
     c->ctime_ms = c->last_ms = srv.now_ms;
+    c->rb_size = KV_REPLY_CHUNK;
+    c->rb_peak_reset_ms = srv.now_ms;
     c->user = kv_acl_default_user();
     if (kv_acl_default_nopass())
         c->flags |= CLIENT_AUTHED;
@@ -246,6 +248,9 @@ static void client_write(kv_client *c)
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
         return; /* the full-sync child writes to this socket */
     }
+    /* what Redis's reply buffer would have held before this write */
+    if (BK_UNLIKELY(c->wbuf.len > c->rb_peak))
+        c->rb_peak = BK_MIN(c->wbuf.len, c->rb_size);
     while (c->wpos < c->wbuf.len) {
         ssize_t n = BK_UNLIKELY(c->tls)
                         ? kv_tls_write(c, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos)
@@ -328,6 +333,19 @@ static void check_output_limits(kv_client *c)
     } else {
         c->obuf_soft_since = 0;
     }
+}
+
+int kv_client_obuf_limited(const kv_client *c)
+{
+    if (BK_UNLIKELY(c->subs) && pubsub_total(c))
+        return srv.obuf_pubsub.hard || srv.obuf_pubsub.soft;
+    return srv.cfg.obuf_hard || srv.cfg.obuf_soft;
+}
+
+int kv_client_obuf_over(kv_client *c)
+{
+    check_output_limits(c);
+    return (c->flags & CLIENT_CLOSE_ASAP) != 0;
 }
 
 void kv_client_output_added(kv_client *c)
@@ -1419,6 +1437,8 @@ int kv_server_main(int argc, char **argv)
     loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
     update_time();
     srv.start_ms = srv.now_ms;
+    srv.rb_peak_reset_time = KV_RB_PEAK_RESET_MS;
+    srv.rb_resizing = 1;
     srv.lastsave = srv.now_ms / 1000;
     srv.aof_fd = -1;
     srv.aof_selected_db = -1;

@@ -196,7 +196,7 @@ int kv_client_info(kv_client *c, bk_buf *out)
         (long long)((srv.now_ms - c->last_ms) / 1000), flags, c->db->id,
         c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0, c->subs ? c->subs->nsch : 0,
         (c->flags & CLIENT_MULTI) ? c->mcount : -1, kv_client_qbuf(c), c->rbuf.cap - c->rbuf.len,
-        argv_mem, multi_mem, c->rbuf.cap, c->cl_qb_peak, obl, obl ? c->wbuf.cap : 0,
+        argv_mem, multi_mem, c->rb_size, c->rb_peak, obl, obl ? c->wbuf.cap : 0,
         kv_client_mem(c), obl ? "w" : "", cmd,
         kv_acl_client_user(c), (c->cl_flags & CL_TRACKING) ? (long long)c->trk_redir : -1LL, c->resp);
     if (n < 0 || (size_t)n >= sizeof line || buf_append(out, line, (size_t)n) < 0 ||
@@ -567,12 +567,47 @@ static void resize_query_buffer(kv_client *c)
     c->cl_qb_peak = c->rbuf.len;
 }
 
+#define RB_MIN 1024 /* the smallest reply buffer (Redis's PROTO_REPLY_MIN_BYTES) */
+
+/* Redis's reply buffer resizing: halved toward its peak when the peak
+ * stays under half of it, doubled (up to 16 KiB) when the peak filled it.
+ * The peak restarts every peak-reset-time. An idle output buffer is cut
+ * back to the size, so an idle client holds no more than Redis's does. */
+static void resize_reply_buffer(kv_client *c)
+{
+    if (srv.rb_resizing) {
+        size_t size = c->rb_size, to = 0;
+        if (size / 2 >= RB_MIN && c->rb_peak < size / 2) {
+            to = BK_MAX((size_t)RB_MIN, c->rb_peak + 1);
+            srv.stat_rb_shrinks++;
+        } else if (size * 2 < 2 * KV_REPLY_CHUNK && c->rb_peak == size) {
+            to = BK_MIN((size_t)KV_REPLY_CHUNK, size * 2);
+            srv.stat_rb_expands++;
+        }
+        if (to)
+            c->rb_size = to;
+    }
+    if (srv.rb_peak_reset_time >= 0 &&
+        srv.now_ms - c->rb_peak_reset_ms >= srv.rb_peak_reset_time) {
+        c->rb_peak = BK_MIN(c->wbuf.len - c->wpos, c->rb_size);
+        c->rb_peak_reset_ms = srv.now_ms;
+    }
+    if (c->wbuf.len == 0 && c->wbuf.cap > c->rb_size && !(c->flags & CLIENT_CLOSED))
+        buf_resize(&c->wbuf, c->rb_size);
+}
+
 void kv_client_cron(void)
 {
     if (srv.pause_type && srv.pause_end_ms <= srv.now_ms)
         pause_end();
-    for (kv_client *c = srv.clients; c; c = c->next)
+    for (kv_client *c = srv.clients, *next; c; c = next) {
+        next = c->next;
         resize_query_buffer(c);
+        resize_reply_buffer(c);
+        /* A soft limit also runs out while nothing more is sent (Redis). */
+        if (c->wbuf.len > c->wpos && !c->repl_flags && kv_client_obuf_over(c))
+            kv_client_close(c);
+    }
 }
 
 static void held_unlink(kv_client *c)

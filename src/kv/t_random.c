@@ -12,8 +12,10 @@
 
 /* A negative count asks for |count| elements whatever the collection's
  * size: the reply is built in memory before it is sent, so beyond this many
- * elements (a reply of gigabytes) the command is refused, where Redis would
- * grow its output buffer until the machine runs out. */
+ * elements (a reply of gigabytes) the command is refused when no output
+ * buffer limit would stop it, where Redis would grow its output buffer
+ * until the machine runs out. With a limit it runs until the limit closes
+ * the client, as in Redis. */
 #define RAND_MAX_DRAWS (1LL << 26)
 
 int arg_rand_count(kv_client *c, bk_str s, long long *count)
@@ -41,7 +43,7 @@ int rand_pairs_check(kv_client *c, long long count)
 
 int rand_draws_check(kv_client *c, long long count)
 {
-    if (count < -RAND_MAX_DRAWS) {
+    if (count < -RAND_MAX_DRAWS && !kv_client_obuf_limited(c)) {
         reply_error(c, "ERR value is out of range");
         return -1;
     }

@@ -555,6 +555,7 @@ void config_command(kv_client *c)
     } else if (arg_is(sub, "resetstat") && c->argc == 2) {
         srv.stat_conns = srv.stat_cmds = srv.stat_expired = srv.stat_evicted = 0;
         srv.stat_evicted_clients = 0;
+        srv.stat_rb_shrinks = srv.stat_rb_expands = 0;
         srv.stat_hits = srv.stat_misses = srv.stat_net_in = srv.stat_net_out = 0;
         srv.stat_errors = srv.stat_rejected_conns = 0;
         memset(srv.cmd_stats, 0, kv_ncommands * sizeof *srv.cmd_stats);
