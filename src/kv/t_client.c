@@ -179,6 +179,9 @@ int kv_client_info(kv_client *c, bk_buf *out)
         for (int j = 0; j < c->mq[i].argc; j++)
             multi_mem += c->mq[i].argv[j].len;
     }
+    /* obl and omem: the bytes waiting to be sent, what the output buffer
+     * limits are checked against (Redis splits them between its 16 KiB buffer
+     * and a list of blocks; brisk-kv has one buffer) */
     size_t obl = c->wbuf.len - c->wpos;
     /* Names and library strings have any length: appended, not formatted. */
     char line[512];
@@ -196,7 +199,7 @@ int kv_client_info(kv_client *c, bk_buf *out)
         (long long)((srv.now_ms - c->last_ms) / 1000), flags, c->db->id,
         c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0, c->subs ? c->subs->nsch : 0,
         (c->flags & CLIENT_MULTI) ? c->mcount : -1, kv_client_qbuf(c), c->rbuf.cap - c->rbuf.len,
-        argv_mem, multi_mem, c->rb_size, c->rb_peak, obl, obl ? c->wbuf.cap : 0,
+        argv_mem, multi_mem, c->rb_size, c->rb_peak, obl, obl,
         kv_client_mem(c), obl ? "w" : "", cmd,
         kv_acl_client_user(c), (c->cl_flags & CL_TRACKING) ? (long long)c->trk_redir : -1LL, c->resp);
     if (n < 0 || (size_t)n >= sizeof line || buf_append(out, line, (size_t)n) < 0 ||
