@@ -459,11 +459,13 @@ static void client_read(kv_client *c)
     size_t full = resp_parser_want(&c->parser, c->rbuf.len);
     size_t want = full > 64 * 1024 * 1024 ? 64 * 1024 * 1024 : full;
     int rc;
-    if (BK_UNLIKELY(want >= BIG_ARG && c->parser.bulklen >= BIG_ARG && full == want)) {
+    if (BK_UNLIKELY(c->parser.bulklen >= BIG_ARG && want && full == want)) {
         /* The rest of a large bulk: a buffer of its size, not the next
-         * power of two (also after the cron shrank it meanwhile). Only when
-         * the whole rest is asked for: with more than the 64 MB step left,
-         * an exact size would be outgrown, and copied, at every read. */
+         * power of two (also after the cron shrank it meanwhile), however
+         * little is left: a read that filled the buffer may leave a few
+         * bytes of it, which must not double the buffer. Only when the
+         * whole rest is asked for: with more than the 64 MB step left, an
+         * exact size would be outgrown, and copied, at every read. */
         rc = c->rbuf.cap - c->rbuf.len < want ? buf_reserve_exact(&c->rbuf, want) : 0;
     } else {
         rc = buf_reserve(&c->rbuf, want < READ_CHUNK ? READ_CHUNK : want);

@@ -257,3 +257,26 @@ def test_reply_buffer_resizing(kv_factory, tmp_path):
     mine, theirs = _on_both(kv_factory, tmp_path, run)
     assert mine == theirs
     assert mine[:5] == (True,) * 5
+
+
+def test_large_bulks_in_multi_under_maxmemory_clients(kv_factory, tmp_path):
+    """Two 750 KB SETs queued under maxmemory-clients 3000000 fit (Redis's
+    unit/client-eviction "large multi buf"): the few bytes of a bulk left
+    after a read that filled the query buffer must not double it."""
+    def run(c, port):
+        c.config_set("maxmemory-clients", 3000000)
+        rr = redis.Redis(port=port, socket_timeout=10)
+        got = []
+        try:
+            for _ in range(3):
+                p = rr.pipeline(transaction=True)
+                p.set("k", "v" * 750000)
+                p.set("k", "v" * 750000)
+                got.append(p.execute())
+        except redis.ConnectionError:
+            got.append("evicted")
+        finally:
+            rr.close()
+        return got, int(c.info("stats")["evicted_clients"])
+    mine, theirs = _on_both(kv_factory, tmp_path, run)
+    assert mine == theirs == ([[True, True]] * 3, 0)
