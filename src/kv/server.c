@@ -335,11 +335,11 @@ static void check_output_limits(kv_client *c)
     }
 }
 
-int kv_client_obuf_limited(const kv_client *c)
+uint64_t kv_client_obuf_hard(const kv_client *c)
 {
     if (BK_UNLIKELY(c->subs) && pubsub_total(c))
-        return srv.obuf_pubsub.hard || srv.obuf_pubsub.soft;
-    return srv.cfg.obuf_hard || srv.cfg.obuf_soft;
+        return srv.obuf_pubsub.hard;
+    return srv.cfg.obuf_hard;
 }
 
 int kv_client_obuf_over(kv_client *c)

@@ -611,8 +611,8 @@ void kv_client_output_added(kv_client *c);
  * without end, the cron for a client that stopped reading): 1 when c is
  * over one and will be closed. */
 int kv_client_obuf_over(kv_client *c);
-/* Whether the output of c has a limit at all (hard or soft) in its class. */
-int kv_client_obuf_limited(const kv_client *c);
+/* The hard output buffer limit of c's class (0: none). */
+uint64_t kv_client_obuf_hard(const kv_client *c);
 /* Per-second rate over the last samples: 0 commands, 1 bytes in, 2 out. */
 double kv_instantaneous(int what);
 
