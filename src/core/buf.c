@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* per thread: a thread's own buffers cost no shared counter */
+static _Thread_local size_t held;
+
 int buf_reserve(bk_buf *b, size_t extra)
 {
     if (b->cap - b->len >= extra)
@@ -20,6 +23,7 @@ int buf_reserve(bk_buf *b, size_t extra)
     char *d = realloc(b->data, cap);
     if (!d)
         return -1;
+    held += cap - b->cap;
     b->data = d;
     b->cap = cap;
     return 0;
@@ -37,9 +41,34 @@ int buf_append(bk_buf *b, const void *p, size_t n)
 
 void buf_free(bk_buf *b)
 {
+    held -= b->cap;
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+}
+
+int buf_resize(bk_buf *b, size_t cap)
+{
+    if (cap < b->len)
+        cap = b->len;
+    if (cap == b->cap)
+        return 0;
+    if (cap == 0) {
+        buf_free(b);
+        return 0;
+    }
+    char *d = realloc(b->data, cap);
+    if (!d)
+        return -1;
+    held = held - b->cap + cap;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+size_t buf_held_bytes(void)
+{
+    return held;
 }
 
 int buf_appendf(bk_buf *b, const char *fmt, ...)

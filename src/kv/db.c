@@ -1,5 +1,6 @@
 #include "kv/db.h"
 
+#include "core/buf.h"
 #include "kv/aof.h"
 #include "kv/blocking.h"
 #include "kv/config.h"
@@ -10,6 +11,7 @@
 #include "kv/util.h"
 
 #include <malloc.h>
+#include <math.h>
 #include <stdlib.h>
 
 static inline bk_str entry_key_fn(const void *item)
@@ -386,6 +388,17 @@ static kv_entry *add_string(kv_db *db, bk_str key, uint64_t hash, const char *va
     return e;
 }
 
+kv_entry *db_add_zeroed_string(kv_db *db, bk_str key, size_t vlen)
+{
+    kv_entry *e = entry_new(key, KV_STRING, vlen, 0);
+    unsigned char *p = entry_vpos(e);
+    p += kv_varint_put(p, vlen);
+    memset(p, 0, vlen);
+    keytab_add(&db->keys, e, key_hash(key));
+    kv_notify(db, NOTIFY_NEW, "new", key);
+    return e;
+}
+
 kv_entry *db_store_string(kv_db *db, bk_str key, kv_entry *e, const char *val, size_t vlen,
                           int64_t expire)
 {
@@ -565,7 +578,18 @@ size_t db_active_expire(int64_t budget_us)
 
 size_t kv_memory_used(void)
 {
-    return kv_used_memory();
+    /* what went through kv_malloc plus the buffers (clients', AOF's, ...) */
+    return kv_used_memory() + buf_held_bytes();
+}
+
+size_t kv_memory_not_counted(void)
+{
+    /* Like Redis: the replicas' output and the AOF buffer grow with every
+     * DEL an eviction propagates; counting them would evict without end. */
+    size_t n = repl_replica_obufs();
+    if (srv.aof_state)
+        n += srv.aof_buf.cap;
+    return n;
 }
 
 /* Picks a victim for the configured policy: the least recently used of a
@@ -612,28 +636,58 @@ static kv_entry *pick_victim(kv_db **vdb)
     return best;
 }
 
+/* How long one round may evict (maxmemory-eviction-tenacity 0..100, as
+ * Redis): 50 us a step up to 10, then 15% more a step, 100 = no limit. */
+static int64_t eviction_budget_us(void)
+{
+    const char *v = kv_config_noop_str("maxmemory-eviction-tenacity");
+    int t = v ? atoi(v) : 10;
+    if (t <= 10)
+        return 50 * (int64_t)(t < 0 ? 0 : t);
+    if (t >= 100)
+        return INT64_MAX;
+    return (int64_t)(500.0 * pow(1.15, t - 10.0));
+}
+
 int kv_evict_if_needed(void)
 {
-    if (!srv.cfg.maxmemory || srv.loading || repl_ignores_maxmemory())
+    srv.evict_pending = 0;
+    if (!srv.cfg.maxmemory || srv.loading || repl_ignores_maxmemory() || srv.pause_type)
         return 0;
-    if (kv_memory_used() <= srv.cfg.maxmemory)
+    size_t used = kv_memory_used();
+    if (used <= srv.cfg.maxmemory)
+        return 0;
+    size_t not_counted = kv_memory_not_counted();
+    used = used > not_counted ? used - not_counted : 0;
+    if (used <= srv.cfg.maxmemory)
         return 0;
     if (srv.cfg.maxmemory_policy == MM_NOEVICTION)
         return -1;
-    int guard = 0;
-    while (kv_memory_used() > srv.cfg.maxmemory) {
+    /* The amount to free is fixed up front and only what the deletions give
+     * back counts (what went through kv_malloc): the DELs propagated and the
+     * invalidations sent to tracking clients grow buffers, and counting them
+     * would feed the loop (Redis's behaviour; later commands evict more). */
+    size_t tofree = used - srv.cfg.maxmemory, freed = 0;
+    int64_t budget = eviction_budget_us(), start = kv_unix_us();
+    unsigned n = 0;
+    while (freed < tofree) {
         kv_db *db = NULL;
         kv_entry *e = pick_victim(&db);
         if (!e)
-            return -1;
+            return -1; /* nothing left that the policy may evict */
+        size_t before = kv_used_memory();
         bk_str key = entry_key_str(e);
         kv_propagate_del(db, key);
         kv_touch_key(db, key);
         kv_notify(db, NOTIFY_EVICTED, "evicted", key);
         db_delete_entry(db, e);
+        size_t after = kv_used_memory();
+        freed += before > after ? before - after : 0;
         srv.stat_evicted++;
-        if (++guard > 100000)
+        if (++n % 16 == 0 && kv_unix_us() - start > budget) {
+            srv.evict_pending = 1; /* the loop goes on at the end of the iteration */
             break;
+        }
     }
-    return kv_memory_used() <= srv.cfg.maxmemory ? 0 : -1;
+    return 0;
 }

@@ -41,6 +41,10 @@ static inline int db_expired(const kv_entry *e)
 #define DB_KEEPTTL (-1)
 kv_entry *db_store_string(kv_db *db, bk_str key, kv_entry *e, const char *val, size_t vlen,
                           int64_t expire);
+/* Adds a new key (must be absent) holding vlen zero bytes, allocated to
+ * size (SETRANGE/SETBIT on a missing key: Redis makes it exact, only
+ * growing an existing string takes room ahead). */
+kv_entry *db_add_zeroed_string(kv_db *db, bk_str key, size_t vlen);
 /* db_store_string after a raw lookup of key. */
 kv_entry *db_set_string(kv_db *db, bk_str key, const char *val, size_t vlen, int64_t expire);
 /* Adds a new key (must be absent) holding a type object; returns it. */
@@ -75,10 +79,17 @@ const char *obj_type_name(int type);
 /* Active expiry: samples keys with a TTL until the time budget is used.
  * Returns the number of keys expired. */
 size_t db_active_expire(int64_t budget_us);
-/* Evicts keys per maxmemory-policy until used memory is under maxmemory.
- * Returns 0 when under the limit, -1 when it cannot free enough. */
+/* Evicts keys per maxmemory-policy while the memory counted for eviction
+ * (kv_memory_used() less kv_memory_not_counted()) is over maxmemory, for at
+ * most the time maxmemory-eviction-tenacity allows (srv.evict_pending then
+ * asks the loop to go on). Returns 0 when under the limit or evicting, -1
+ * when over it with nothing the policy may evict (deny-oom commands fail). */
 int kv_evict_if_needed(void);
+/* All the memory the server holds: INFO's used_memory. */
 size_t kv_memory_used(void);
+/* The part of it eviction leaves out: replicas' output buffers, the AOF
+ * buffer (INFO's mem_not_counted_for_evict). */
+size_t kv_memory_not_counted(void);
 
 /* Called for every key removed by expiry or eviction. */
 void kv_propagate_del(kv_db *db, bk_str key);

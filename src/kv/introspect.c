@@ -8,6 +8,7 @@
 #include "kv/pubsub.h"
 #include "kv/rdb.h"
 #include "kv/reply.h"
+#include "kv/replication.h"
 #include "kv/types.h"
 #include "kv/util.h"
 
@@ -1626,22 +1627,30 @@ static void human(char *out, size_t n, double v)
         snprintf(out, n, "%.2fG", v / 1024 / 1024 / 1024);
 }
 
-static size_t client_buffers(size_t *max_in, size_t *max_out)
+/* The clients' memory as INFO shows it: what their buffers hold (part of
+ * used_memory) and their structures, replicas apart (mem_clients_slaves). */
+typedef struct {
+    size_t normal, replicas, max_in, max_out;
+} client_mem;
+
+static client_mem client_buffers(void)
 {
-    size_t total = 0;
-    *max_in = *max_out = 0;
+    client_mem m = { 0 };
     for (kv_client *x = srv.clients; x; x = x->next) {
-        total += x->rbuf.cap + x->wbuf.cap + sizeof *x;
-        *max_in = BK_MAX(*max_in, x->rbuf.cap);
-        *max_out = BK_MAX(*max_out, x->wbuf.len - x->wpos);
+        size_t n = x->rbuf.cap + x->wbuf.cap + x->prop_buf.cap + sizeof *x;
+        if (x->repl_flags & REPL_C_REPLICA)
+            m.replicas += n;
+        else
+            m.normal += n;
+        m.max_in = BK_MAX(m.max_in, x->rbuf.cap);
+        m.max_out = BK_MAX(m.max_out, x->wbuf.len - x->wpos);
     }
-    return total;
+    return m;
 }
 
 static size_t used_memory(void)
 {
-    size_t in, out;
-    size_t used = kv_used_memory() + client_buffers(&in, &out);
+    size_t used = kv_memory_used();
     if (used > srv.introspect->peak_memory)
         srv.introspect->peak_memory = used;
     return used;
@@ -1675,20 +1684,19 @@ static void info_server(bk_buf *b)
 
 static void info_clients(bk_buf *b)
 {
-    size_t max_in, max_out;
-    client_buffers(&max_in, &max_out);
+    client_mem cm = client_buffers();
     buf_appendf(b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
             "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
             "blocked_clients:%llu\r\ntracking_clients:%d\r\nclients_in_timeout_table:%llu\r\n",
-         (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, max_in,
-         max_out, (unsigned long long)(srv.nheld + srv.blk_nclients), srv.trk_nclients,
+         (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, cm.max_in,
+         cm.max_out, (unsigned long long)(srv.nheld + srv.blk_nclients), srv.trk_nclients,
          (unsigned long long)srv.blk_ntimeout);
 }
 
 static void info_memory(bk_buf *b)
 {
-    size_t in, out;
-    size_t cbufs = client_buffers(&in, &out);
+    client_mem cm = client_buffers();
+    size_t cbufs = cm.normal + cm.replicas;
     size_t used = used_memory(), rss = kv_rss_memory(), peak = srv.introspect->peak_memory;
     size_t dataset = kv_used_memory();
     char h1[32], h2[32], h3[32], h4[32], h5[32];
@@ -1719,8 +1727,8 @@ static void info_memory(bk_buf *b)
             "allocator_frag_bytes:0\r\nallocator_rss_ratio:1.00\r\nallocator_rss_bytes:0\r\n"
             "rss_overhead_ratio:%.2f\r\nrss_overhead_bytes:%lld\r\n"
             "mem_fragmentation_ratio:%.2f\r\nmem_fragmentation_bytes:%lld\r\n"
-            "mem_not_counted_for_evict:0\r\nmem_replication_backlog:0\r\n"
-            "mem_total_replication_buffers:0\r\nmem_clients_slaves:0\r\n"
+            "mem_not_counted_for_evict:%zu\r\nmem_replication_backlog:0\r\n"
+            "mem_total_replication_buffers:%zu\r\nmem_clients_slaves:%zu\r\n"
             "mem_clients_normal:%zu\r\nmem_cluster_links:0\r\nmem_aof_buffer:%zu\r\n"
             "mem_allocator:libc\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\n"
             "lazyfreed_objects:0\r\n"
@@ -1729,8 +1737,9 @@ static void info_memory(bk_buf *b)
          used, h1, rss, h2, peak, h3, peak ? 100.0 * (double)used / (double)peak : 0.0, cbufs,
          dataset, used ? 100.0 * (double)dataset / (double)used : 0.0, used, used, rss, total, h5,
          lua_mem, lua_mem, h6, script_cached_count(), (unsigned long long)srv.cfg.maxmemory, h4, kv_policy_name(srv.cfg.maxmemory_policy),
-         frag, (long long)rss - (long long)used, frag, (long long)rss - (long long)used, cbufs,
-         srv.aof_buf.len, cbufs);
+         frag, (long long)rss - (long long)used, frag, (long long)rss - (long long)used,
+         kv_memory_not_counted(), repl_replica_obufs(), cm.replicas, cm.normal, srv.aof_buf.len,
+         cbufs);
 }
 
 static void info_persistence(bk_buf *b)
@@ -1798,8 +1807,8 @@ static void info_stats(bk_buf *b)
             "unexpected_error_replies:0\r\ntotal_error_replies:%llu\r\n"
             "dump_payload_sanitizations:0\r\ntotal_reads_processed:0\r\n"
             "total_writes_processed:0\r\nio_threaded_reads_processed:0\r\n"
-            "io_threaded_writes_processed:0\r\nreply_buffer_shrinks:0\r\n"
-            "reply_buffer_expands:0\r\n",
+            "io_threaded_writes_processed:0\r\nreply_buffer_shrinks:%llu\r\n"
+            "reply_buffer_expands:%llu\r\n",
          (unsigned long long)srv.stat_conns, (unsigned long long)srv.stat_cmds,
          (unsigned long long)(kv_instantaneous(0) + 0.5), (unsigned long long)srv.stat_net_in,
          (unsigned long long)srv.stat_net_out, kv_instantaneous(1) / 1024,
@@ -1812,7 +1821,8 @@ static void info_stats(bk_buf *b)
          dict_size(&srv.patterns), dict_size(&srv.shard_channels),
          (unsigned long long)srv.stat_forks, migrate_cached_sockets(),
          dict_size(&srv.trk_keys), (unsigned long long)srv.trk_items, srv.trk_nprefix,
-         (unsigned long long)srv.stat_errors);
+         (unsigned long long)srv.stat_errors, (unsigned long long)srv.stat_rb_shrinks,
+         (unsigned long long)srv.stat_rb_expands);
 }
 
 static void info_replication(bk_buf *b)
@@ -2068,8 +2078,7 @@ static const char *const memory_help[] = {
 
 static void memory_stats(kv_client *c)
 {
-    size_t in, out;
-    size_t cbufs = client_buffers(&in, &out);
+    client_mem cm = client_buffers();
     size_t used = used_memory(), rss = kv_rss_memory(), dataset = kv_used_memory();
     size_t keys = 0;
     int ndbs = 0;
@@ -2079,18 +2088,20 @@ static void memory_stats(kv_client *c)
     }
     reply_map(c, 27 + ndbs);
     static const char *const zero_fields[] = { "startup.allocated", "replication.backlog",
-                                               "clients.slaves", "cluster.links" };
+                                               "cluster.links" };
     reply_bulk_cstr(c, "peak.allocated");
     reply_int(c, (long long)srv.introspect->peak_memory);
     reply_bulk_cstr(c, "total.allocated");
     reply_int(c, (long long)used);
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 2; i++) {
         reply_bulk_cstr(c, zero_fields[i]);
         reply_int(c, 0);
     }
+    reply_bulk_cstr(c, "clients.slaves");
+    reply_int(c, (long long)cm.replicas);
     reply_bulk_cstr(c, "clients.normal");
-    reply_int(c, (long long)cbufs);
-    reply_bulk_cstr(c, zero_fields[3]);
+    reply_int(c, (long long)cm.normal);
+    reply_bulk_cstr(c, zero_fields[2]);
     reply_int(c, 0);
     reply_bulk_cstr(c, "aof.buffer");
     reply_int(c, (long long)srv.aof_buf.len);
@@ -2114,7 +2125,7 @@ static void memory_stats(kv_client *c)
         reply_int(c, 0);
     }
     reply_bulk_cstr(c, "overhead.total");
-    reply_int(c, (long long)cbufs);
+    reply_int(c, (long long)(cm.normal + cm.replicas));
     reply_bulk_cstr(c, "keys.count");
     reply_int(c, (long long)keys);
     reply_bulk_cstr(c, "keys.bytes-per-key");

@@ -2638,6 +2638,14 @@ long long repl_loading_events_interval(void)
     return R.noop_load_events;
 }
 
+size_t repl_replica_obufs(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < R.nreplicas; i++)
+        n += R.replicas[i]->wbuf.cap;
+    return n;
+}
+
 int repl_ignores_maxmemory(void)
 {
     return R.host != NULL && R.ignore_maxmemory;

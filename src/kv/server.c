@@ -126,6 +126,8 @@ static kv_client *client_alloc(int fd)
     resp_parser_init(&c->parser);
     c->parser.max_bulk = srv.cfg.proto_max_bulk_len;
     c->ctime_ms = c->last_ms = srv.now_ms;
+    c->rb_size = KV_REPLY_CHUNK;
+    c->rb_peak_reset_ms = srv.now_ms;
     c->user = kv_acl_default_user();
     if (kv_acl_default_nopass())
         c->flags |= CLIENT_AUTHED;
@@ -199,6 +201,11 @@ void kv_client_close(kv_client *c)
     if (c->next)
         c->next->prev = c->prev;
     srv.nclients--;
+    /* Its unsent output goes now (the rest waits for the end of the
+     * iteration): a dropped replica's backlog must not count toward
+     * maxmemory in between, when it no longer counts as a replica's. */
+    buf_free(&c->wbuf);
+    c->wpos = 0;
     if (c->cev_mem) { /* counted by client eviction */
         kv_cevict_total -= c->cev_mem;
         c->cev_mem = 0;
@@ -241,6 +248,9 @@ static void client_write(kv_client *c)
         loop_io_set(&srv.loop, &c->io, LOOP_READ);
         return; /* the full-sync child writes to this socket */
     }
+    /* what Redis's reply buffer would have held before this write */
+    if (BK_UNLIKELY(c->wbuf.len > c->rb_peak))
+        c->rb_peak = BK_MIN(c->wbuf.len, c->rb_size);
     while (c->wpos < c->wbuf.len) {
         ssize_t n = BK_UNLIKELY(c->tls)
                         ? kv_tls_write(c, c->wbuf.data + c->wpos, c->wbuf.len - c->wpos)
@@ -261,7 +271,10 @@ static void client_write(kv_client *c)
     }
     if (c->wpos == c->wbuf.len) {
         c->wpos = c->wbuf.len = 0;
-        if (c->wbuf.cap > 1024 * 1024)
+        /* A big buffer goes once written. Under maxmemory any over 16 KiB
+         * does (Redis frees its reply blocks past the 16 KiB buffer every
+         * client has): written replies must not count toward eviction. */
+        if (c->wbuf.cap > (BK_UNLIKELY(srv.cfg.maxmemory) ? 16 * 1024 : 1024 * 1024))
             buf_free(&c->wbuf);
         c->obuf_soft_since = 0;
         if (c->flags & CLIENT_CLOSE_AFTER_REPLY) {
@@ -320,6 +333,19 @@ static void check_output_limits(kv_client *c)
     } else {
         c->obuf_soft_since = 0;
     }
+}
+
+uint64_t kv_client_obuf_hard(const kv_client *c)
+{
+    if (BK_UNLIKELY(c->subs) && pubsub_total(c))
+        return srv.obuf_pubsub.hard;
+    return srv.cfg.obuf_hard;
+}
+
+int kv_client_obuf_over(kv_client *c)
+{
+    check_output_limits(c);
+    return (c->flags & CLIENT_CLOSE_ASAP) != 0;
 }
 
 void kv_client_output_added(kv_client *c)
@@ -425,12 +451,7 @@ void kv_client_process_input(kv_client *c)
 static int buf_reserve_exact(bk_buf *b, size_t extra)
 {
     size_t need = b->len + extra;
-    char *d = need < b->len ? NULL : realloc(b->data, need);
-    if (!d)
-        return -1;
-    b->data = d;
-    b->cap = need;
-    return 0;
+    return need < b->len ? -1 : buf_resize(b, need);
 }
 
 static void client_read(kv_client *c)
@@ -438,11 +459,13 @@ static void client_read(kv_client *c)
     size_t full = resp_parser_want(&c->parser, c->rbuf.len);
     size_t want = full > 64 * 1024 * 1024 ? 64 * 1024 * 1024 : full;
     int rc;
-    if (BK_UNLIKELY(want >= BIG_ARG && c->parser.bulklen >= BIG_ARG && full == want)) {
+    if (BK_UNLIKELY(c->parser.bulklen >= BIG_ARG && want && full == want)) {
         /* The rest of a large bulk: a buffer of its size, not the next
-         * power of two (also after the cron shrank it meanwhile). Only when
-         * the whole rest is asked for: with more than the 64 MB step left,
-         * an exact size would be outgrown, and copied, at every read. */
+         * power of two (also after the cron shrank it meanwhile), however
+         * little is left: a read that filled the buffer may leave a few
+         * bytes of it, which must not double the buffer. Only when the
+         * whole rest is asked for: with more than the 64 MB step left, an
+         * exact size would be outgrown, and copied, at every read. */
         rc = c->rbuf.cap - c->rbuf.len < want ? buf_reserve_exact(&c->rbuf, want) : 0;
     } else {
         rc = buf_reserve(&c->rbuf, want < READ_CHUNK ? READ_CHUNK : want);
@@ -937,11 +960,9 @@ int kv_exec_command(kv_client *c, int argc, bk_str *argv)
     bk_str *sargv = c->argv;
     c->argc = argc;
     c->argv = argv;
+    /* (no maxmemory check: EXEC passed it for the whole queue, as Redis) */
     if (kv_acl_exec_deny(c, cmd) < 0) {
         /* replied: the rules changed since the command was queued */
-    } else if (srv.cfg.maxmemory && (cmd->flags & CMD_DENYOOM) && kv_evict_if_needed() < 0) {
-        c->cmd = cmd;
-        reply_error(c, ERR_OOM);
     } else {
         call_proc(c, cmd);
     }
@@ -976,6 +997,8 @@ static void free_closed(void)
 
 static void on_iteration_end(bk_loop *l, void *ud)
 {
+    if (BK_UNLIKELY(srv.evict_pending))
+        kv_evict_if_needed(); /* before the flushes: its DELs go out now */
     if (BK_UNLIKELY(srv.resume_held))
         kv_pause_resume_held();
     if (BK_UNLIKELY(srv.trk_bcast_pending))
@@ -1413,6 +1436,8 @@ int kv_server_main(int argc, char **argv)
     loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
     update_time();
     srv.start_ms = srv.now_ms;
+    srv.rb_peak_reset_time = KV_RB_PEAK_RESET_MS;
+    srv.rb_resizing = 1;
     srv.lastsave = srv.now_ms / 1000;
     srv.aof_fd = -1;
     srv.aof_selected_db = -1;

@@ -29,6 +29,8 @@ void kv_loading_info(bk_buf *b);
 #define KV_VERSION "7.2.0"
 #define KV_MAX_BIND 16
 #define KV_DEFAULT_DBS 16
+#define KV_REPLY_CHUNK (16 * 1024)  /* Redis's reply buffer to start with */
+#define KV_RB_PEAK_RESET_MS 5000    /* how often the reply buffer peak restarts */
 #define KV_LRU_MS 10 /* LRU clock tick; 28 bits of it wrap after 31 days */
 
 /* ---- values ---- */
@@ -238,6 +240,11 @@ struct kv_client {
     int trk_nprefixes, trk_prefixes_cap;
     kv_client *held_next;       /* in srv.held while CLIENT PAUSE holds its command */
     size_t cl_qb_peak;          /* largest query buffer since the last cron resize */
+    /* The reply buffer Redis gives every client (CLIENT LIST rbs/rbp, resized
+     * by the cron): the output buffer is cut back to rb_size once idle. */
+    size_t rb_size;             /* its size: 16 KiB to start with, 1 KiB at least */
+    size_t rb_peak;             /* most bytes of replies waiting at once (<= rb_size) */
+    int64_t rb_peak_reset_ms;   /* when rb_peak was last reset */
     /* -- end client -- */
     /* -- client fields: acl -- */
     struct kv_acl_user *user; /* NULL: may run anything (AOF loading) */
@@ -507,6 +514,11 @@ typedef struct kv_server {
     /* -- end misc -- */
     /* -- server fields: cevict -- */
     uint64_t stat_evicted_clients; /* INFO evicted_clients */
+    uint64_t stat_rb_shrinks, stat_rb_expands; /* INFO reply_buffer_shrinks/expands */
+    long long rb_peak_reset_time;  /* ms, -1 never (DEBUG REPLYBUFFER PEAK-RESET-TIME) */
+    int rb_resizing;               /* DEBUG REPLYBUFFER RESIZING */
+    int evict_pending;             /* eviction stopped on its time limit or CONFIG SET
+                                      maxmemory: evict at the end of the iteration */
     /* -- end cevict -- */
     /* -- server fields: notify -- */
     int notify_flags;     /* notify-keyspace-events, NOTIFY_* of notify.h */
@@ -595,6 +607,12 @@ void kv_flush_clients(void);
 /* Output was added to c by another client's command (a Pub/Sub message):
  * schedules the write and applies the output buffer limits. */
 void kv_client_output_added(kv_client *c);
+/* Applies the output buffer limits of c's class now (a command replying
+ * without end, the cron for a client that stopped reading): 1 when c is
+ * over one and will be closed. */
+int kv_client_obuf_over(kv_client *c);
+/* The hard output buffer limit of c's class (0: none). */
+uint64_t kv_client_obuf_hard(const kv_client *c);
 /* Per-second rate over the last samples: 0 commands, 1 bytes in, 2 out. */
 double kv_instantaneous(int what);
 
@@ -884,6 +902,8 @@ int repl_stale_refuses(void);
 /* A replica with replica-ignore-maxmemory (the default): it neither evicts
  * nor refuses writes for maxmemory; its master's DELs keep it in bounds. */
 int repl_ignores_maxmemory(void);
+/* Bytes the output buffers of our replicas hold (not counted for eviction). */
+size_t repl_replica_obufs(void);
 /* loading-process-events-interval-bytes */
 long long repl_loading_events_interval(void);
 /* Why writes are refused now (MISCONF after a failed BGSAVE with

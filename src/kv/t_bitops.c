@@ -52,8 +52,8 @@ static kv_entry *string_for_bit_write(kv_client *c, bk_str key, uint64_t maxbit,
     }
     *grown = 0;
     if (!e) {
-        e = db_store_string(c->db, key, NULL, "", 0, 0);
         *grown = 1;
+        return db_add_zeroed_string(c->db, key, (size_t)need);
     }
     size_t old = entry_vlen(e);
     if (need > old) {

@@ -179,6 +179,9 @@ int kv_client_info(kv_client *c, bk_buf *out)
         for (int j = 0; j < c->mq[i].argc; j++)
             multi_mem += c->mq[i].argv[j].len;
     }
+    /* obl and omem: the bytes waiting to be sent, what the output buffer
+     * limits are checked against (Redis splits them between its 16 KiB buffer
+     * and a list of blocks; brisk-kv has one buffer) */
     size_t obl = c->wbuf.len - c->wpos;
     /* Names and library strings have any length: appended, not formatted. */
     char line[512];
@@ -196,7 +199,7 @@ int kv_client_info(kv_client *c, bk_buf *out)
         (long long)((srv.now_ms - c->last_ms) / 1000), flags, c->db->id,
         c->subs ? c->subs->nch : 0, c->subs ? c->subs->npat : 0, c->subs ? c->subs->nsch : 0,
         (c->flags & CLIENT_MULTI) ? c->mcount : -1, kv_client_qbuf(c), c->rbuf.cap - c->rbuf.len,
-        argv_mem, multi_mem, c->rbuf.cap, c->cl_qb_peak, obl, obl ? c->wbuf.cap : 0,
+        argv_mem, multi_mem, c->rb_size, c->rb_peak, obl, obl,
         kv_client_mem(c), obl ? "w" : "", cmd,
         kv_acl_client_user(c), (c->cl_flags & CL_TRACKING) ? (long long)c->trk_redir : -1LL, c->resp);
     if (n < 0 || (size_t)n >= sizeof line || buf_append(out, line, (size_t)n) < 0 ||
@@ -560,23 +563,53 @@ static void resize_query_buffer(kv_client *c)
         buf_free(&c->rbuf);
     } else if (c->rbuf.cap > QB_RESIZE_MIN && c->cl_qb_peak < c->rbuf.cap / 2) {
         size_t want = BK_MAX(c->cl_qb_peak, (size_t)QB_BASE);
-        if (want >= c->rbuf.len && want < c->rbuf.cap) {
-            char *d = realloc(c->rbuf.data, want);
-            if (d) {
-                c->rbuf.data = d;
-                c->rbuf.cap = want;
-            }
-        }
+        if (want >= c->rbuf.len && want < c->rbuf.cap)
+            buf_resize(&c->rbuf, want); /* (failing leaves it as it was) */
     }
     c->cl_qb_peak = c->rbuf.len;
+}
+
+#define RB_MIN 1024 /* the smallest reply buffer (Redis's PROTO_REPLY_MIN_BYTES) */
+
+/* Redis's reply buffer resizing: halved toward its peak when the peak
+ * stays under half of it, doubled (up to 16 KiB) when the peak filled it.
+ * The peak restarts every peak-reset-time. An idle output buffer is cut
+ * back to the size, so an idle client holds no more than Redis's does. */
+static void resize_reply_buffer(kv_client *c)
+{
+    if (srv.rb_resizing) {
+        size_t size = c->rb_size, to = 0;
+        if (size / 2 >= RB_MIN && c->rb_peak < size / 2) {
+            to = BK_MAX((size_t)RB_MIN, c->rb_peak + 1);
+            srv.stat_rb_shrinks++;
+        } else if (size * 2 < 2 * KV_REPLY_CHUNK && c->rb_peak == size) {
+            to = BK_MIN((size_t)KV_REPLY_CHUNK, size * 2);
+            srv.stat_rb_expands++;
+        }
+        if (to)
+            c->rb_size = to;
+    }
+    if (srv.rb_peak_reset_time >= 0 &&
+        srv.now_ms - c->rb_peak_reset_ms >= srv.rb_peak_reset_time) {
+        c->rb_peak = BK_MIN(c->wbuf.len - c->wpos, c->rb_size);
+        c->rb_peak_reset_ms = srv.now_ms;
+    }
+    if (c->wbuf.len == 0 && c->wbuf.cap > c->rb_size && !(c->flags & CLIENT_CLOSED))
+        buf_resize(&c->wbuf, c->rb_size);
 }
 
 void kv_client_cron(void)
 {
     if (srv.pause_type && srv.pause_end_ms <= srv.now_ms)
         pause_end();
-    for (kv_client *c = srv.clients; c; c = c->next)
+    for (kv_client *c = srv.clients, *next; c; c = next) {
+        next = c->next;
         resize_query_buffer(c);
+        resize_reply_buffer(c);
+        /* A soft limit also runs out while nothing more is sent (Redis). */
+        if (c->wbuf.len > c->wpos && !c->repl_flags && kv_client_obuf_over(c))
+            kv_client_close(c);
+    }
 }
 
 static void held_unlink(kv_client *c)

@@ -198,6 +198,32 @@ static void debug_quicklist_threshold(kv_client *c)
     reply_ok(c);
 }
 
+/* DEBUG REPLYBUFFER PEAK-RESET-TIME <NEVER|RESET|ms> | RESIZING <0|1>:
+ * 0 for another word (the caller's unknown-subcommand error). */
+static int debug_replybuffer(kv_client *c)
+{
+    bk_str what = c->argv[2], v = c->argv[3];
+    if (arg_is(what, "peak-reset-time")) {
+        long long ms;
+        if (arg_is(v, "never"))
+            srv.rb_peak_reset_time = -1;
+        else if (arg_is(v, "reset"))
+            srv.rb_peak_reset_time = KV_RB_PEAK_RESET_MS;
+        else if (arg_ll(c, v, &ms) < 0)
+            return 1;
+        else
+            srv.rb_peak_reset_time = ms;
+    } else if (arg_is(what, "resizing")) {
+        long long on = 0;
+        kv_parse_ll(v.p, v.len, &on); /* (atoi, as Redis: junk is 0) */
+        srv.rb_resizing = on != 0;
+    } else {
+        return 0;
+    }
+    reply_ok(c);
+    return 1;
+}
+
 static void debug_flag(kv_client *c, int *flag)
 {
     long long v = 0;
@@ -295,9 +321,8 @@ int kv_debug_suite_subcommand(kv_client *c)
         debug_htstats(c);
     } else if (arg_is(sub, "htstats-key") && c->argc == 3) {
         debug_htstats_key(c);
-    } else if (arg_is(sub, "replybuffer") && c->argc == 4 &&
-               (arg_is(c->argv[2], "peak-reset-time") || arg_is(c->argv[2], "resizing"))) {
-        reply_ok(c); /* brisk-kv sizes its reply buffers its own way */
+    } else if (arg_is(sub, "replybuffer") && c->argc == 4 && debug_replybuffer(c)) {
+        /* replied */
     } else {
         return 0;
     }

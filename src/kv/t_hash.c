@@ -705,7 +705,7 @@ static void hrandfield_small(kv_client *c, kv_hash *h, long long count, int with
     if (count < 0) {
         long long n = -count;
         reply_array(c, n * per);
-        for (long long i = 0; i < n; i++) {
+        for (long long i = 0; i < n && !rand_draws_stop(c, i); i++) {
             size_t k = (size_t)(kv_rand64() % size);
             reply_pick(c, all[2 * k], all[2 * k + 1], withvalues);
         }
@@ -731,7 +731,7 @@ static void hrandfield_dict(kv_client *c, dict *h, long long count, int withvalu
         rand_picker p;
         rand_picker_init(&p, h, (unsigned long long)n);
         reply_array(c, withvalues && c->resp < 3 ? n * 2 : n);
-        for (long long i = 0; i < n; i++) {
+        for (long long i = 0; i < n && !rand_draws_stop(c, i); i++) {
             kv_hfield *f = (kv_hfield *)(void *)rand_picker_next(&p);
             reply_pick(c, hfield_name(f), hfield_value(f), withvalues);
         }

@@ -13,8 +13,12 @@
 /* A negative count asks for |count| elements whatever the collection's
  * size: the reply is built in memory before it is sent, so beyond this many
  * elements (a reply of gigabytes) the command is refused, where Redis would
- * grow its output buffer until the machine runs out. */
+ * grow its output buffer until the machine runs out, unless a hard output
+ * buffer limit of at most RAND_OBUF_MAX stops it soon: then it runs until
+ * the limit closes the client, as in Redis (brisk-kv's default limit for
+ * normal clients, 512 MB, is too much to buffer for one command). */
 #define RAND_MAX_DRAWS (1LL << 26)
+#define RAND_OBUF_MAX (64ull * 1024 * 1024)
 
 int arg_rand_count(kv_client *c, bk_str s, long long *count)
 {
@@ -41,7 +45,8 @@ int rand_pairs_check(kv_client *c, long long count)
 
 int rand_draws_check(kv_client *c, long long count)
 {
-    if (count < -RAND_MAX_DRAWS) {
+    uint64_t hard = kv_client_obuf_hard(c);
+    if (count < -RAND_MAX_DRAWS && (hard == 0 || hard > RAND_OBUF_MAX)) {
         reply_error(c, "ERR value is out of range");
         return -1;
     }

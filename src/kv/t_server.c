@@ -434,8 +434,19 @@ static int config_set_one(kv_client *c, const char *name, bk_str value, char *er
     kv_free(val);
     if (rc != 0)
         return rc;
-    if (strcasecmp(name, "maxmemory") == 0 && srv.cfg.maxmemory)
-        kv_evict_if_needed();
+    if (strcasecmp(name, "maxmemory") == 0 && srv.cfg.maxmemory) {
+        /* Evicted at the end of the iteration, not here: CONFIG SET may run
+         * inside EXEC, whose stream the DELs must not split (Redis). */
+        size_t used = kv_memory_used(), not_counted = kv_memory_not_counted();
+        used = used > not_counted ? used - not_counted : 0;
+        if (srv.cfg.maxmemory < used)
+            log_warn("WARNING: the new maxmemory value set via CONFIG SET (%llu) is smaller than "
+                     "the current memory usage (%zu). This will result in key eviction and/or "
+                     "the inability to accept new write commands depending on the "
+                     "maxmemory-policy.",
+                     (unsigned long long)srv.cfg.maxmemory, used);
+        srv.evict_pending = 1;
+    }
     if (strcasecmp(name, "requirepass") == 0) /* binary safe, unlike the config copy */
         kv_acl_requirepass_changed(value.p, value.len);
     if (strcasecmp(name, "busy-poll-us") == 0)
@@ -544,6 +555,7 @@ void config_command(kv_client *c)
     } else if (arg_is(sub, "resetstat") && c->argc == 2) {
         srv.stat_conns = srv.stat_cmds = srv.stat_expired = srv.stat_evicted = 0;
         srv.stat_evicted_clients = 0;
+        srv.stat_rb_shrinks = srv.stat_rb_expands = 0;
         srv.stat_hits = srv.stat_misses = srv.stat_net_in = srv.stat_net_out = 0;
         srv.stat_errors = srv.stat_rejected_conns = 0;
         memset(srv.cmd_stats, 0, kv_ncommands * sizeof *srv.cmd_stats);

@@ -323,7 +323,7 @@ void srandmember_command(kv_client *c)
         rand_picker p;
         rand_picker_init(&p, s, (unsigned long long)-count);
         reply_array(c, -count);
-        for (long long i = 0; i < -count; i++)
+        for (long long i = 0; i < -count && !rand_draws_stop(c, i); i++)
             reply_bulk_str(c, smember_str((kv_smember *)(void *)rand_picker_next(&p)));
         rand_picker_end(&p);
         return;

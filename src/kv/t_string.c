@@ -468,7 +468,7 @@ void setrange_command(kv_client *c)
         }
         if (check_size(c, (uint64_t)off + v.len) < 0)
             return;
-        e = db_store_string(c->db, c->argv[1], NULL, "", 0, 0);
+        e = db_add_zeroed_string(c->db, c->argv[1], (size_t)off + v.len);
     } else if (v.len == 0) {
         reply_int(c, (long long)entry_vlen(e));
         return;

@@ -681,7 +681,7 @@ void zrandmember_command(kv_client *c)
     zsink s = { .c = c, .withscores = withscores };
     if (count < 0) {
         reply_array(c, header_count(&s, -count));
-        for (long long i = 0; i < -count; i++)
+        for (long long i = 0; i < -count && !rand_draws_stop(c, i); i++)
             sink_emit(&s, zset_at_rank(z, 1 + kv_rand64() % z->length));
         return;
     }

@@ -163,8 +163,15 @@ CMD(zunion); CMD(zinter); CMD(zdiff); CMD(zdiffstore); CMD(zintercard); CMD(lcs)
 int arg_rand_count(kv_client *c, bk_str s, long long *count);
 /* WITHVALUES/WITHSCORES: Redis halves the range (two replies each). */
 int rand_pairs_check(kv_client *c, long long count);
-/* Refuses (replies, returns -1) a negative count too large to answer. */
+/* Refuses (replies, returns -1) a negative count too large to answer,
+ * unless a small hard output buffer limit of c's class stops the reply. */
 int rand_draws_check(kv_client *c, long long count);
+/* Asked at every draw i of a negative count: 1 when the reply went over an
+ * output buffer limit and the loop stops (c is closed), as Redis stops. */
+static inline int rand_draws_stop(kv_client *c, long long i)
+{
+    return (i & 1023) == 1023 && kv_client_obuf_over(c);
+}
 /* Uniform draws with replacement from a dict that must not change while
  * the picker is in use. */
 typedef struct {
