@@ -2016,7 +2016,8 @@ void script_command(kv_client *c)
         script_kill(c, 0);
     } else if (BK_STR_IEQ(sub, "debug") && c->argc == 3) {
         /* The Lua debugger (script_ldb.c) for this client's next EVALs. */
-        if (srv.blk_deny > 0)
+        /* Replies still to send (a pipeline, an EXEC's): Redis refuses. */
+        if (srv.blk_deny > 0 || c->wbuf.len > c->wpos)
             reply_error(c, "ERR SCRIPT DEBUG must be called outside a pipeline");
         else if (BK_STR_IEQ(c->argv[2], "no"))
             c->ldb_mode = 0, reply_ok(c);
