@@ -793,16 +793,6 @@ static int script_call_impl(lua_State *L, int raise)
                 err = "ERR This Redis command is not allowed from script";
         goto fail;
     }
-    if (BK_UNLIKELY(cmd->name[0] == 'x') &&
-        (strcmp(cmd->name, "xread") == 0 || strcmp(cmd->name, "xreadgroup") == 0)) {
-        for (int i = 1; i < argc; i++)
-            if (BK_STR_IEQ(call_argv[i], "block")) {
-                err = strcmp(cmd->name, "xread") == 0
-                          ? "ERR xread command is not allowed with BLOCK option from scripts"
-                          : "ERR xreadgroup command is not allowed with BLOCK option from scripts";
-                goto fail;
-            }
-    }
     if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
         err = "ERR Wrong number of args calling Redis command from script";
         goto fail;

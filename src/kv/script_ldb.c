@@ -54,6 +54,7 @@ static struct {
     int nlog;
     bk_buf cbuf; /* what the client sent, not yet a whole command */
     uint64_t since_us; /* the timeout counts from here */
+    uint64_t eval_since_us; /* the debugger's eval's timeout, from here */
 } ldb;
 
 static pid_t *children; /* forked sessions not yet reaped */
@@ -736,6 +737,33 @@ static void cmd_break(const ldb_cmd *cmd)
     }
 }
 
+/* The count hook of the debugger's eval: past the time limit it fails. */
+static void eval_hook(lua_State *T, lua_Debug *ar)
+{
+    (void)ar;
+    long long limit = kv_busy_reply_ms ? kv_busy_reply_ms : 5000;
+    if ((long long)((clock_mono_us() - ldb.eval_since_us) / 1000) >= limit) {
+        lua_pushfstring(T, "timeout reached running the debugger's eval (%d ms), infinite loop?",
+                        (int)limit);
+        lua_error(T);
+    }
+}
+
+/* The text of the error at the top of T (an error table's err field). */
+static const char *error_text(lua_State *T)
+{
+    if (lua_type(T, -1) == LUA_TTABLE) {
+        lua_getfield(T, -1, "err");
+        lua_replace(T, -2);
+    }
+    const char *m = lua_isstring(T, -1) ? lua_tostring(T, -1) : NULL;
+    return m ? m : "(error object is not a string)";
+}
+
+/* The code runs in a thread of its own: the script is stopped inside a
+ * hook, where Lua calls no hooks, and a thread has its own, with a time
+ * limit (Redis runs it in the hook: an endless loop hangs the session, in
+ * SYNC mode the whole server). */
 static void cmd_eval(lua_State *L, const ldb_cmd *cmd)
 {
     bk_buf code = { 0 }, expr = { 0 };
@@ -746,23 +774,27 @@ static void cmd_eval(lua_State *L, const ldb_cmd *cmd)
     }
     buf_append(&expr, "return ", 7);
     buf_append(&expr, code.data, code.len);
-    /* As an expression first, then as a statement. */
-    if (luaL_loadbuffer(L, expr.data, expr.len, "@ldb_eval")) {
-        lua_pop(L, 1);
-        if (luaL_loadbuffer(L, code.data ? code.data : "", code.len, "@ldb_eval")) {
-            log_fmt("<error> %s", lua_tostring(L, -1));
-            lua_pop(L, 1);
-            goto done;
-        }
-    }
-    ldb.since_us = clock_mono_us(); /* its own time limit (ldb_hook) */
-    if (lua_pcall(L, 0, 1, 0)) {
-        const char *m = lua_tostring(L, -1);
-        log_fmt("<error> %s", m ? m : "(error object is not a string)");
-        lua_pop(L, 1);
+    if (!lua_checkstack(L, 1)) {
+        log_fmt("<error> max lua stack reached");
         goto done;
     }
-    log_value(L, "<retval> ");
+    lua_State *T = lua_newthread(L); /* anchored on L's stack until done */
+    lua_sethook(T, eval_hook, LUA_MASKCOUNT, 100000);
+    /* As an expression first, then as a statement. */
+    if (luaL_loadbuffer(T, expr.data, expr.len, "@ldb_eval")) {
+        lua_pop(T, 1);
+        if (luaL_loadbuffer(T, code.data ? code.data : "", code.len, "@ldb_eval")) {
+            log_fmt("<error> %s", lua_tostring(T, -1));
+            goto pop;
+        }
+    }
+    ldb.eval_since_us = clock_mono_us();
+    if (lua_pcall(T, 0, 1, 0)) {
+        log_fmt("<error> %s", error_text(T));
+        goto pop;
+    }
+    log_value(T, "<retval> ");
+pop:
     lua_pop(L, 1);
 done:
     buf_free(&code);
@@ -998,6 +1030,7 @@ int ldb_start(kv_client *c, bk_str body)
         }
         signal(SIGTERM, SIG_IGN);
         signal(SIGINT, SIG_IGN);
+        kv_child_close_listeners();
         log_warn("Redis forked for debugging eval");
     } else {
         log_warn("Redis synchronous debugging eval session started");
