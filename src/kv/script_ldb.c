@@ -325,7 +325,10 @@ static void log_value(lua_State *L, const char *prefix)
 {
     bk_buf s = { 0 };
     buf_appendf(&s, "%s", prefix);
-    cat_value(&s, L, -1, 0, ldb.maxlen > 0 ? (size_t)ldb.maxlen : VALUE_TEXT_MAX);
+    size_t limit = VALUE_TEXT_MAX;
+    if (ldb.maxlen > 0 && (size_t)ldb.maxlen < limit)
+        limit = (size_t)ldb.maxlen;
+    cat_value(&s, L, -1, 0, limit);
     cut_value_text(&s);
     log_trimmed(&s);
     buf_free(&s);
