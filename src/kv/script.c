@@ -769,6 +769,7 @@ static int script_call_impl(lua_State *L, int raise)
         return lua_error(L);
     }
     static char acl_err[160];
+    int refused = 0; /* a write refused (READONLY, MISCONF, ...): no command ran */
     const char *err = args_from_lua(L, argc);
     const kv_cmd *cmd = NULL;
     if (err)
@@ -837,6 +838,7 @@ static int script_call_impl(lua_State *L, int raise)
             if (srv.cmd_stats)
                 srv.cmd_stats[cmd - kv_commands].rejected++;
             lua_settop(L, 0);
+            refused = 1;
             goto replied;
         }
     }
@@ -858,7 +860,7 @@ static int script_call_impl(lua_State *L, int raise)
 replied:;
     const char *p = fake->wbuf.data, *end = p + fake->wbuf.len;
     if (BK_UNLIKELY(ldb_logging()))
-        ldb_log_reply(p, fake->wbuf.len);
+        (refused ? ldb_log_refusal : ldb_log_reply)(p, fake->wbuf.len);
     if (fake->wbuf.len && p[0] == '-') {
         const char *e = crlf(p + 1, end);
         push_err_counted(L, p + 1, (size_t)(e - p - 1));

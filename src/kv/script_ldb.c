@@ -437,9 +437,25 @@ void ldb_log_reply(const char *p, size_t n)
 
 void ldb_log_error(const char *err)
 {
+    if (strncmp(err, "OOM ", 4) == 0) {
+        log_fmt("<error> -%s\r\n", err); /* Redis's shared OOM error, as it is */
+        return;
+    }
     if (strncmp(err, "ERR ", 4) == 0)
         err += 4;
     log_fmt("<error> %s", err);
+}
+
+void ldb_log_refusal(const char *p, size_t n)
+{
+    static const char aof[] = "-MISCONF Errors writing to the AOF file";
+    if (n >= 2 && strncmp(p, aof, sizeof aof - 1) == 0)
+        n -= 2; /* the one Redis formats without a line end */
+    bk_buf s = { 0 };
+    buf_append(&s, "<error> ", 8);
+    buf_append(&s, p, n);
+    log_str(&s);
+    buf_free(&s);
 }
 
 /* ---- the source ---- */

@@ -301,3 +301,30 @@ def test_hostile_manifest_stops_as_redis(tmp_path, setup, msg):
     theirs, mine = _both(tmp_path, setup)
     assert theirs[:2] == ("exit", 1) and msg in theirs[2], theirs
     assert mine[:2] == ("exit", 1) and msg in mine[2], mine
+
+
+# ---- refusals logged as Redis's (appended: replica, OOM) ----
+
+def test_ldb_write_refused_on_replica_as_redis(kv_factory, tmp_path):
+    """A write a read-only replica refuses never ran: Redis logs its shared
+    error as it is ("-READONLY ...\\r\\n") and no <reply> line."""
+    from kvlib import start_redis, stop_redis
+    dead = free_port()  # a master that is not there: still a read-only replica
+    kv = kv_factory("--replicaof", "127.0.0.1", str(dead))
+    (tmp_path / "ref").mkdir()
+    proc, ref = start_redis(tmp_path / "ref", "--replicaof", "127.0.0.1", str(dead))
+    try:
+        for steps in (
+            [SYNC, ("eval", "redis.call('set','x','1')\nreturn 1", "0"), ("s",), ("c",)],
+            [SYNC, ("eval", "return 1", "0"), ("r", "set", "a", "b"), ("r", "get", "a"), ("c",)],
+        ):
+            same(session(kv.port, steps), session(port_of(ref), steps), steps)
+    finally:
+        stop_redis(proc, ref)
+
+
+def test_ldb_oom_refusal_as_redis(kv, reference):
+    steps = [("set", "pad", "x" * 1000), ("config", "set", "maxmemory", "1"), SYNC,
+             ("eval", "local x = redis.pcall('set','a','b')\nreturn 1", "0"), ("s",),
+             ("r", "set", "a", "b"), ("r", "get", "a"), ("c",)]
+    same(session(kv.port, steps), session(port_of(reference), steps), steps)
