@@ -605,6 +605,14 @@ static int exists(const char *path)
     return access(path, F_OK) == 0;
 }
 
+/* A regular file (Redis's fileExist): a manifest that is a directory, a
+ * FIFO or a device counts as none (no open that blocks for ever). */
+static int is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 static int make_dir(void)
 {
     if (mkdir(srv.cfg.appenddirname, 0755) < 0 && errno != EEXIST) {
@@ -774,7 +782,7 @@ void aof_read_manifest(void)
     char mpath[4096];
     snprintf(mpath, sizeof mpath, "%s/%s.manifest", srv.cfg.appenddirname,
              srv.cfg.appendfilename);
-    if (is_dir(srv.cfg.appenddirname) && exists(mpath))
+    if (is_dir(srv.cfg.appenddirname) && is_file(mpath))
         aof_manifest_load(mpath, &man);
 }
 

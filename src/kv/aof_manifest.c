@@ -90,13 +90,21 @@ static void to_history_front(aof_manifest *am, int i)
     am->f[0] = ai;
 }
 
+/* seq + 1; a manifest's 2^63-1 wraps to -2^63 as in Redis (no undefined
+ * overflow). */
+static long long next_seq(long long seq)
+{
+    return (long long)((unsigned long long)seq + 1);
+}
+
 const char *aof_manifest_new_base(aof_manifest *am, int rdb)
 {
     aof_info *old = aof_manifest_base(am);
     if (old)
         to_history_front(am, (int)(old - am->f));
     char name[4096];
-    int n = snprintf(name, sizeof name, "%s.%lld.base.%s", srv.cfg.appendfilename, ++am->base_seq,
+    am->base_seq = next_seq(am->base_seq);
+    int n = snprintf(name, sizeof name, "%s.%lld.base.%s", srv.cfg.appendfilename, am->base_seq,
                      rdb ? "rdb" : "aof");
     return add(am, name, (size_t)n, am->base_seq, AOF_TYPE_BASE)->name;
 }
@@ -104,7 +112,8 @@ const char *aof_manifest_new_base(aof_manifest *am, int rdb)
 const char *aof_manifest_new_incr(aof_manifest *am)
 {
     char name[4096];
-    int n = snprintf(name, sizeof name, "%s.%lld.incr.aof", srv.cfg.appendfilename, ++am->incr_seq);
+    am->incr_seq = next_seq(am->incr_seq);
+    int n = snprintf(name, sizeof name, "%s.%lld.incr.aof", srv.cfg.appendfilename, am->incr_seq);
     return add(am, name, (size_t)n, am->incr_seq, AOF_TYPE_INCR)->name;
 }
 
@@ -285,12 +294,15 @@ int aof_manifest_persist(const aof_manifest *am)
     snprintf(path, sizeof path, "%s/%s.manifest", srv.cfg.appenddirname, srv.cfg.appendfilename);
     snprintf(tmp, sizeof tmp, "%s/temp-%s.manifest", srv.cfg.appenddirname,
              srv.cfg.appendfilename);
+    /* Redis's messages name the files, not their paths. */
+    const char *name = path + strlen(srv.cfg.appenddirname) + 1;
+    const char *tmp_name = tmp + strlen(srv.cfg.appenddirname) + 1;
     bk_buf b = { 0 };
     aof_manifest_format(am, &b);
     int rc = -1;
     int fd = open(tmp, O_WRONLY | O_TRUNC | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
-        log_warn("Can't open the AOF manifest file %s: %s", tmp, strerror(errno));
+        log_warn("Can't open the AOF manifest file %s: %s", tmp_name, strerror(errno));
         goto out;
     }
     for (size_t off = 0; off < b.len;) {
@@ -298,19 +310,19 @@ int aof_manifest_persist(const aof_manifest *am)
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0) {
-            log_warn("Error trying to write the temporary AOF manifest file %s: %s", tmp,
+            log_warn("Error trying to write the temporary AOF manifest file %s: %s", tmp_name,
                      strerror(errno));
             goto out;
         }
         off += (size_t)w;
     }
     if (fsync(fd) < 0) {
-        log_warn("Fail to fsync the temp AOF file %s: %s.", tmp, strerror(errno));
+        log_warn("Fail to fsync the temp AOF file %s: %s.", tmp_name, strerror(errno));
         goto out;
     }
     if (rename(tmp, path) < 0) {
-        log_warn("Error trying to rename the temporary AOF manifest file %s into %s: %s", tmp,
-                 path, strerror(errno));
+        log_warn("Error trying to rename the temporary AOF manifest file %s into %s: %s",
+                 tmp_name, name, strerror(errno));
         goto out;
     }
     fsync_dir_of(srv.cfg.appenddirname);

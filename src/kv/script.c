@@ -769,6 +769,7 @@ static int script_call_impl(lua_State *L, int raise)
         return lua_error(L);
     }
     static char acl_err[160];
+    int refused = 0; /* a write refused (READONLY, MISCONF, ...): no command ran */
     const char *err = args_from_lua(L, argc);
     const kv_cmd *cmd = NULL;
     if (err)
@@ -792,16 +793,6 @@ static int script_call_impl(lua_State *L, int raise)
             if (str_ieq_lit(call_argv[0], noscript[i], strlen(noscript[i])))
                 err = "ERR This Redis command is not allowed from script";
         goto fail;
-    }
-    if (BK_UNLIKELY(cmd->name[0] == 'x') &&
-        (strcmp(cmd->name, "xread") == 0 || strcmp(cmd->name, "xreadgroup") == 0)) {
-        for (int i = 1; i < argc; i++)
-            if (BK_STR_IEQ(call_argv[i], "block")) {
-                err = strcmp(cmd->name, "xread") == 0
-                          ? "ERR xread command is not allowed with BLOCK option from scripts"
-                          : "ERR xreadgroup command is not allowed with BLOCK option from scripts";
-                goto fail;
-            }
     }
     if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
         err = "ERR Wrong number of args calling Redis command from script";
@@ -847,6 +838,7 @@ static int script_call_impl(lua_State *L, int raise)
             if (srv.cmd_stats)
                 srv.cmd_stats[cmd - kv_commands].rejected++;
             lua_settop(L, 0);
+            refused = 1;
             goto replied;
         }
     }
@@ -868,7 +860,7 @@ static int script_call_impl(lua_State *L, int raise)
 replied:;
     const char *p = fake->wbuf.data, *end = p + fake->wbuf.len;
     if (BK_UNLIKELY(ldb_logging()))
-        ldb_log_reply(p, fake->wbuf.len);
+        (refused ? ldb_log_refusal : ldb_log_reply)(p, fake->wbuf.len);
     if (fake->wbuf.len && p[0] == '-') {
         const char *e = crlf(p + 1, end);
         push_err_counted(L, p + 1, (size_t)(e - p - 1));
@@ -2016,7 +2008,8 @@ void script_command(kv_client *c)
         script_kill(c, 0);
     } else if (BK_STR_IEQ(sub, "debug") && c->argc == 3) {
         /* The Lua debugger (script_ldb.c) for this client's next EVALs. */
-        if (srv.blk_deny > 0)
+        /* Replies still to send (a pipeline, an EXEC's): Redis refuses. */
+        if (srv.blk_deny > 0 || c->wbuf.len > c->wpos)
             reply_error(c, "ERR SCRIPT DEBUG must be called outside a pipeline");
         else if (BK_STR_IEQ(c->argv[2], "no"))
             c->ldb_mode = 0, reply_ok(c);

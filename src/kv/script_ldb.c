@@ -50,10 +50,11 @@ static struct {
     size_t *src_len;
     int lines;
     char *srcbuf;
-    bk_buf log;  /* entries, each NUL-terminated */
+    bk_buf log;  /* entries, each a size_t length then the bytes (NULs kept) */
     int nlog;
     bk_buf cbuf; /* what the client sent, not yet a whole command */
     uint64_t since_us; /* the timeout counts from here */
+    uint64_t eval_since_us; /* the debugger's eval's timeout, from here */
 } ldb;
 
 static pid_t *children; /* forked sessions not yet reaped */
@@ -65,8 +66,8 @@ struct ldb_flags ldb_flags;
 
 static void log_add(const char *p, size_t n)
 {
+    buf_append(&ldb.log, (const char *)&n, sizeof n);
     buf_append(&ldb.log, p, n);
-    buf_append(&ldb.log, "", 1);
     ldb.nlog++;
 }
 
@@ -79,12 +80,23 @@ static void log_str(bk_buf *s)
 static void log_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void log_fmt(const char *fmt, ...)
 {
-    char b[512];
-    va_list ap;
+    /* Whole, however long (a Lua error message, an argument echoed): a %s
+     * ends at a NUL, as Redis's formatting does. */
+    char b[512], *big = NULL;
+    va_list ap, again;
     va_start(ap, fmt);
+    va_copy(again, ap);
     int n = vsnprintf(b, sizeof b, fmt, ap);
     va_end(ap);
-    log_add(b, (size_t)BK_MIN(n < 0 ? 0 : n, (int)sizeof b - 1));
+    const char *p = b;
+    if (n >= (int)sizeof b) {
+        big = kv_malloc((size_t)n + 1);
+        vsnprintf(big, (size_t)n + 1, fmt, again);
+        p = big;
+    }
+    va_end(again);
+    log_add(p, n < 0 ? 0 : (size_t)n);
+    kv_free(big);
 }
 
 /* A log entry cut at maxlen (" ..." after it), with a hint the first time. */
@@ -150,7 +162,9 @@ static void send_log(void)
     buf_appendf(&out, "*%d\r\n", ldb.nlog);
     const char *p = ldb.log.data;
     for (int i = 0; i < ldb.nlog; i++) {
-        size_t n = strlen(p);
+        size_t n;
+        memcpy(&n, p, sizeof n);
+        p += sizeof n;
         size_t at = out.len;
         buf_append(&out, "+", 1);
         buf_append(&out, p, n);
@@ -158,7 +172,7 @@ static void send_log(void)
             if (out.data[k] == '\r' || out.data[k] == '\n')
                 out.data[k] = ' ';
         buf_append(&out, "\r\n", 2);
-        p += n + 1;
+        p += n;
     }
     send_all(out.data, out.len);
     buf_free(&out);
@@ -202,9 +216,33 @@ static void cat_repr(bk_buf *s, const char *p, size_t n)
 }
 
 #define VALUE_DEPTH_MAX (LUA_MINSTACK / 2)
+/* A value's text past this is cut (" ..." after it) even with maxlen 0:
+ * a table holding itself k times is k^10 long (Redis renders it until the
+ * machine runs out of memory). */
+#define VALUE_TEXT_MAX (32u << 20)
 
-static void cat_value(bk_buf *s, lua_State *L, int idx, int level)
+/* Is the table at idx an array (keys 1..n, in lua_next's order)? */
+static int table_is_array(lua_State *L, int idx)
 {
+    double want = 1;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TNUMBER || lua_tonumber(L, -1) != want) {
+            lua_pop(L, 1);
+            return 0;
+        }
+        want++;
+    }
+    return 1;
+}
+
+/* s += the value's text (Redis's form), rendered no further than s->len
+ * past limit: what is past it is cut anyway. */
+static void cat_value(bk_buf *s, lua_State *L, int idx, int level, size_t limit)
+{
+    if (s->len > limit)
+        return;
     if (level++ == VALUE_DEPTH_MAX) {
         buf_appendf(s, "<max recursion level reached! Nested table?>");
         return;
@@ -227,38 +265,35 @@ static void cat_value(bk_buf *s, lua_State *L, int idx, int level)
         buf_append(s, "nil", 3);
         break;
     case LUA_TTABLE: {
-        /* Both forms at once: an array {a; b} if the keys are 1..n in
-         * order, else {[k]=v; ...}. */
-        bk_buf arr = { 0 }, map = { 0 };
-        int is_array = 1;
-        double want = 1;
+        /* {a; b} if the keys are 1..n in order, else {[k]=v; ...}: decided
+         * first, then only that form is made (Redis makes both at every
+         * level, 2^depth the work). */
         if (idx < 0)
             idx = lua_gettop(L) + idx + 1;
         if (!lua_checkstack(L, 3)) {
             buf_appendf(s, "<max recursion level reached! Nested table?>");
             return;
         }
+        int is_array = table_is_array(L, idx), first = 1;
+        buf_append(s, "{", 1);
         lua_pushnil(L);
         while (lua_next(L, idx)) {
-            if (is_array && (lua_type(L, -2) != LUA_TNUMBER || lua_tonumber(L, -2) != want))
-                is_array = 0;
-            cat_value(&arr, L, -1, level);
-            buf_append(&arr, "; ", 2);
-            buf_append(&map, "[", 1);
-            cat_value(&map, L, -2, level);
-            buf_append(&map, "]=", 2);
-            cat_value(&map, L, -1, level);
-            buf_append(&map, "; ", 2);
+            if (s->len > limit) {
+                lua_pop(L, 2);
+                return;
+            }
+            if (!first)
+                buf_append(s, "; ", 2);
+            first = 0;
+            if (!is_array) {
+                buf_append(s, "[", 1);
+                cat_value(s, L, -2, level, limit);
+                buf_append(s, "]=", 2);
+            }
+            cat_value(s, L, -1, level, limit);
             lua_pop(L, 1);
-            want++;
         }
-        bk_buf *pick = is_array ? &arr : &map;
-        buf_append(s, "{", 1);
-        if (pick->len >= 2)
-            buf_append(s, pick->data, pick->len - 2);
         buf_append(s, "}", 1);
-        buf_free(&arr);
-        buf_free(&map);
         break;
     }
     case LUA_TFUNCTION:
@@ -277,11 +312,24 @@ static void cat_value(bk_buf *s, lua_State *L, int idx, int level)
     }
 }
 
+/* Cuts a value's text that went past VALUE_TEXT_MAX. */
+static void cut_value_text(bk_buf *s)
+{
+    if (s->len > VALUE_TEXT_MAX) {
+        s->len = VALUE_TEXT_MAX;
+        buf_append(s, " ...", 4);
+    }
+}
+
 static void log_value(lua_State *L, const char *prefix)
 {
     bk_buf s = { 0 };
     buf_appendf(&s, "%s", prefix);
-    cat_value(&s, L, -1, 0);
+    size_t limit = VALUE_TEXT_MAX;
+    if (ldb.maxlen > 0 && (size_t)ldb.maxlen < limit)
+        limit = (size_t)ldb.maxlen;
+    cat_value(&s, L, -1, 0, limit);
+    cut_value_text(&s);
     log_trimmed(&s);
     buf_free(&s);
 }
@@ -389,9 +437,25 @@ void ldb_log_reply(const char *p, size_t n)
 
 void ldb_log_error(const char *err)
 {
+    if (strncmp(err, "OOM ", 4) == 0) {
+        log_fmt("<error> -%s\r\n", err); /* Redis's shared OOM error, as it is */
+        return;
+    }
     if (strncmp(err, "ERR ", 4) == 0)
         err += 4;
     log_fmt("<error> %s", err);
+}
+
+void ldb_log_refusal(const char *p, size_t n)
+{
+    static const char aof[] = "-MISCONF Errors writing to the AOF file";
+    if (n >= 2 && strncmp(p, aof, sizeof aof - 1) == 0)
+        n -= 2; /* the one Redis formats without a line end */
+    bk_buf s = { 0 };
+    buf_append(&s, "<error> ", 8);
+    buf_append(&s, p, n);
+    log_str(&s);
+    buf_free(&s);
 }
 
 /* ---- the source ---- */
@@ -422,7 +486,8 @@ static void log_source_line(int line)
     int cur = line == ldb.line, bp = is_bp(line);
     bk_buf s = { 0 };
     buf_appendf(&s, "%s%-3d ", cur && bp ? "->#" : cur ? "-> " : bp ? "  #" : "   ", line);
-    buf_append(&s, p, n);
+    const char *nul = memchr(p, '\0', n); /* Redis prints the line as a C string */
+    buf_append(&s, p, nul ? (size_t)(nul - p) : n);
     log_str(&s);
     buf_free(&s);
 }
@@ -469,46 +534,80 @@ typedef struct {
     size_t len[1024];
 } ldb_cmd;
 
-/* A whole command from cbuf: 1, 0 = read more, -1 = a protocol error
- * (Redis's parser: an array of 1..1024 bulk strings of 1..1024 bytes). */
+/* atoi() of the n bytes at p (they end at a "\r\n", or a NUL). */
+static int atoi_n(const char *p, size_t n)
+{
+    char *b = kv_malloc(n + 1);
+    memcpy(b, p, n);
+    b[n] = '\0';
+    int v = atoi(b);
+    kv_free(b);
+    return v;
+}
+
+/* Where the C string at p ends: its NUL, or the buffer's end. */
+static const char *cstr_end(const char *p, const char *end)
+{
+    const char *z = p < end ? memchr(p, '\0', (size_t)(end - p)) : NULL;
+    return z ? z : end;
+}
+
+/* Where "\r\n" starts in p..end, or NULL. */
+static const char *find_crlf(const char *p, const char *end)
+{
+    while (p + 1 < end) {
+        const char *r = memchr(p, '\r', (size_t)(end - p - 1));
+        if (!r)
+            return NULL;
+        if (r[1] == '\n')
+            return r;
+        p = r + 1;
+    }
+    return NULL;
+}
+
+/* A whole command from cbuf: 1, 0 = read more, -1 = a protocol error.
+ * Redis's parser, forgiving as it is: an array of 1..1024 bulk strings of
+ * 1..1024 bytes; what it searches (the '*', each "\r\n") it searches as C
+ * strings, so a NUL in the buffer ends the text it looks at. */
 static int parse_command(ldb_cmd *cmd, size_t *used)
 {
-    const char *p = ldb.cbuf.data, *end = p + ldb.cbuf.len;
+    const char *base = ldb.cbuf.data, *end = base + ldb.cbuf.len;
     if (ldb.cbuf.len == 0)
         return 0;
-    const char *star = memchr(p, '*', ldb.cbuf.len);
-    if (!star)
+    const char *p = memchr(base, '*', (size_t)(cstr_end(base, end) - base));
+    if (!p)
         return -1;
-    p = star + 1;
-    const char *e = memchr(p, '\r', (size_t)(end - p));
-    if (!e || e + 1 >= end)
+    const char *e = find_crlf(p, cstr_end(p, end));
+    if (!e)
         return 0;
-    int argc = atoi(p);
+    int argc = atoi_n(p + 1, (size_t)(e - p - 1));
     if (argc <= 0 || argc > 1024)
         return -1;
     p = e + 2;
     cmd->argc = 0;
     while (cmd->argc < argc) {
-        if (p >= end)
-            return 0;
+        if (p >= end || *p == '\0')
+            return 0; /* the end, or a NUL: read on */
         if (*p != '$')
             return -1;
-        e = memchr(p, '\r', (size_t)(end - p));
-        if (!e || e + 1 >= end)
+        e = find_crlf(p, cstr_end(p, end));
+        if (!e)
             return 0;
-        int n = atoi(p + 1);
+        int n = atoi_n(p + 1, (size_t)(e - p - 1));
         if (n <= 0 || n > 1024)
             return -1;
         p = e + 2;
         if ((size_t)(end - p) < (size_t)n + 2)
             return 0;
-        if (p[n] != '\r' || p[n + 1] != '\n')
-            return -1;
         cmd->argv[cmd->argc] = (char *)(uintptr_t)p;
         cmd->len[cmd->argc++] = (size_t)n;
-        p += n + 2;
+        p += n;
+        if (p[0] != '\r' || p[1] != '\n')
+            return -1;
+        p += 2;
     }
-    *used = (size_t)(p - ldb.cbuf.data);
+    *used = (size_t)(p - base);
     return 1;
 }
 
@@ -575,9 +674,11 @@ static void cmd_print(lua_State *L, const ldb_cmd *cmd)
             const char *name;
             for (int i = 1; (name = lua_getlocal(L, &ar, i)); i++) {
                 if (!strstr(name, "(*temporary)")) {
-                    char prefix[300];
-                    snprintf(prefix, sizeof prefix, "<value> %s = ", name);
-                    log_value(L, prefix);
+                    bk_buf prefix = { 0 };
+                    buf_appendf(&prefix, "<value> %s = ", name);
+                    buf_append(&prefix, "", 1);
+                    log_value(L, prefix.data);
+                    buf_free(&prefix);
                     vars++;
                 }
                 lua_pop(L, 1);
@@ -625,24 +726,27 @@ static void cmd_break(const ldb_cmd *cmd)
         char b[1025];
         const char *a = arg(cmd, j, b, sizeof b);
         long long line;
-        if (kv_parse_ll(a, strlen(a), &line) < 0 || line < INT_MIN || line > INT_MAX) {
+        /* Any 64-bit number is taken, then used as a C int, as Redis does:
+         * 4294967299 is line 3, 2^63-1 is -1 (a wrong line). */
+        if (kv_parse_ll(cmd->argv[j], cmd->len[j], &line) < 0) {
             log_fmt("Invalid argument:'%s'", a);
         } else if (line == 0) {
             ldb.nbp = 0;
             log_fmt("All breakpoints removed.");
         } else if (line > 0) {
+            int at = (int)(uint32_t)(uint64_t)line;
             if (ldb.nbp == LDB_BP_MAX) {
                 log_fmt("Too many breakpoints set.");
-            } else if (line <= ldb.lines && !is_bp((int)line)) {
-                ldb.bp[ldb.nbp++] = (int)line;
-                list_source((int)line, 1);
+            } else if (at > 0 && at <= ldb.lines && !is_bp(at)) {
+                ldb.bp[ldb.nbp++] = at;
+                list_source(at, 1);
             } else {
                 log_fmt("Wrong line number.");
             }
         } else {
-            int found = 0;
+            int at = (int)(uint32_t)(0 - (uint64_t)line), found = 0;
             for (int i = 0; i < ldb.nbp && !found; i++)
-                if (ldb.bp[i] == -line) {
+                if (ldb.bp[i] == at) {
                     memmove(ldb.bp + i, ldb.bp + i + 1, (size_t)(ldb.nbp - i - 1) * sizeof *ldb.bp);
                     ldb.nbp--;
                     found = 1;
@@ -652,6 +756,33 @@ static void cmd_break(const ldb_cmd *cmd)
     }
 }
 
+/* The count hook of the debugger's eval: past the time limit it fails. */
+static void eval_hook(lua_State *T, lua_Debug *ar)
+{
+    (void)ar;
+    long long limit = kv_busy_reply_ms ? kv_busy_reply_ms : 5000;
+    if ((long long)((clock_mono_us() - ldb.eval_since_us) / 1000) >= limit) {
+        lua_pushfstring(T, "timeout reached running the debugger's eval (%d ms), infinite loop?",
+                        (int)limit);
+        lua_error(T);
+    }
+}
+
+/* The text of the error at the top of T (an error table's err field). */
+static const char *error_text(lua_State *T)
+{
+    if (lua_type(T, -1) == LUA_TTABLE) {
+        lua_getfield(T, -1, "err");
+        lua_replace(T, -2);
+    }
+    const char *m = lua_isstring(T, -1) ? lua_tostring(T, -1) : NULL;
+    return m ? m : "(error object is not a string)";
+}
+
+/* The code runs in a thread of its own: the script is stopped inside a
+ * hook, where Lua calls no hooks, and a thread has its own, with a time
+ * limit (Redis runs it in the hook: an endless loop hangs the session, in
+ * SYNC mode the whole server). */
 static void cmd_eval(lua_State *L, const ldb_cmd *cmd)
 {
     bk_buf code = { 0 }, expr = { 0 };
@@ -662,22 +793,27 @@ static void cmd_eval(lua_State *L, const ldb_cmd *cmd)
     }
     buf_append(&expr, "return ", 7);
     buf_append(&expr, code.data, code.len);
-    /* As an expression first, then as a statement. */
-    if (luaL_loadbuffer(L, expr.data, expr.len, "@ldb_eval")) {
-        lua_pop(L, 1);
-        if (luaL_loadbuffer(L, code.data ? code.data : "", code.len, "@ldb_eval")) {
-            log_fmt("<error> %s", lua_tostring(L, -1));
-            lua_pop(L, 1);
-            goto done;
-        }
-    }
-    if (lua_pcall(L, 0, 1, 0)) {
-        const char *m = lua_tostring(L, -1);
-        log_fmt("<error> %s", m ? m : "(error object is not a string)");
-        lua_pop(L, 1);
+    if (!lua_checkstack(L, 1)) {
+        log_fmt("<error> max lua stack reached");
         goto done;
     }
-    log_value(L, "<retval> ");
+    lua_State *T = lua_newthread(L); /* anchored on L's stack until done */
+    lua_sethook(T, eval_hook, LUA_MASKCOUNT, 100000);
+    /* As an expression first, then as a statement. */
+    if (luaL_loadbuffer(T, expr.data, expr.len, "@ldb_eval")) {
+        lua_pop(T, 1);
+        if (luaL_loadbuffer(T, code.data ? code.data : "", code.len, "@ldb_eval")) {
+            log_fmt("<error> %s", lua_tostring(T, -1));
+            goto pop;
+        }
+    }
+    ldb.eval_since_us = clock_mono_us();
+    if (lua_pcall(T, 0, 1, 0)) {
+        log_fmt("<error> %s", error_text(T));
+        goto pop;
+    }
+    log_value(T, "<retval> ");
+pop:
     lua_pop(L, 1);
 done:
     buf_free(&code);
@@ -719,7 +855,7 @@ static void cmd_trace(lua_State *L)
 static void cmd_maxlen(const ldb_cmd *cmd)
 {
     if (cmd->argc == 2) {
-        char b[32];
+        char b[1025];
         int v = atoi(arg(cmd, 1, b, sizeof b));
         ldb.hinted = 1;
         if (v != 0 && v <= 60)
@@ -792,7 +928,7 @@ static int repl(lua_State *L)
         } else if (is_cmd(&cmd, "p", "print")) {
             cmd_print(L, &cmd);
         } else if (is_cmd(&cmd, "l", "list")) {
-            char b[32];
+            char b[1025];
             int around = ldb.line, ctx = 5;
             if (cmd.argc > 1) {
                 int num = atoi(arg(&cmd, 1, b, sizeof b));
@@ -821,10 +957,21 @@ void ldb_hook(lua_State *L, lua_Debug *ar)
     ldb.line = ar->currentline;
     int bp = is_bp(ldb.line) || ldb.luabp;
     int timeout = 0;
-    if (!strstr(ar->short_src, "user_script"))
+    long long limit = kv_busy_reply_ms ? kv_busy_reply_ms : 5000;
+    if (!strstr(ar->short_src, "user_script")) {
+        /* Code the debugger's eval made (run by eval, or called by the
+         * script) has no lines to stop at: past the time limit it fails,
+         * where Redis loops for ever (in SYNC mode, the whole server). */
+        if (ar->event == LUA_HOOKCOUNT &&
+            (long long)((clock_mono_us() - ldb.since_us) / 1000) >= limit) {
+            ldb.since_us = clock_mono_us();
+            lua_pushfstring(L, "timeout reached running code outside the script (%s), "
+                               "infinite loop?", ar->short_src);
+            lua_error(L);
+        }
         return;
+    }
     if (ar->event == LUA_HOOKCOUNT && !ldb_flags.step && !bp) {
-        long long limit = kv_busy_reply_ms ? kv_busy_reply_ms : 5000;
         if ((long long)((clock_mono_us() - ldb.since_us) / 1000) < limit)
             return;
         timeout = 1;
@@ -854,13 +1001,16 @@ int l_ldb_debug(lua_State *L)
     int argc = lua_gettop(L);
     bk_buf s = { 0 };
     buf_appendf(&s, "<debug> line %d: ", ldb.line);
-    for (int i = 1; i <= argc; i++) {
+    if (!lua_checkstack(L, 1))
+        argc = 0;
+    for (int i = 1; i <= argc && s.len <= VALUE_TEXT_MAX; i++) {
         lua_pushvalue(L, i);
-        cat_value(&s, L, -1, 0);
+        cat_value(&s, L, -1, 0, VALUE_TEXT_MAX);
         lua_pop(L, 1);
         if (i != argc)
             buf_append(&s, ", ", 2);
     }
+    cut_value_text(&s);
     log_str(&s);
     buf_free(&s);
     return 0;
@@ -899,6 +1049,7 @@ int ldb_start(kv_client *c, bk_str body)
         }
         signal(SIGTERM, SIG_IGN);
         signal(SIGINT, SIG_IGN);
+        kv_child_close_listeners();
         log_warn("Redis forked for debugging eval");
     } else {
         log_warn("Redis synchronous debugging eval session started");

@@ -27,6 +27,9 @@ static inline int ldb_logging(void) { return ldb_flags.active & ldb_flags.step; 
 void ldb_log_command(int argc, const bk_str *argv);
 void ldb_log_reply(const char *p, size_t n);
 void ldb_log_error(const char *err);
+/* A write refused before the command ran: Redis logs its shared error as
+ * it is ("-READONLY ...\r\n"), and no reply. */
+void ldb_log_refusal(const char *p, size_t n);
 
 /* redis.debug() and redis.breakpoint(). */
 int l_ldb_debug(lua_State *L);

@@ -1222,6 +1222,14 @@ int kv_relisten(int port, char *const *bind, int nbind)
     return rc;
 }
 
+void kv_child_close_listeners(void)
+{
+    for (int i = 0; i < srv.nlisten; i++)
+        if (srv.listen_io[i].fd >= 0)
+            close(srv.listen_io[i].fd); /* the parent's epoll keeps its own */
+    kv_tls_child_close_listeners();
+}
+
 /* Frees everything, so leak checkers see a clean exit. */
 static void teardown(void)
 {

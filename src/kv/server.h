@@ -626,6 +626,9 @@ void kv_tls_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, co
                        void *ud);
 int kv_tls_start(void);
 void kv_tls_stop(void);
+/* In a forked child that lives on (a debugging session): closes its copies
+ * of the TLS listeners, so that only the server holds the port. */
+void kv_tls_child_close_listeners(void);
 ssize_t kv_tls_read(kv_client *c, void *p, size_t n);
 ssize_t kv_tls_write(kv_client *c, const void *p, size_t n);
 unsigned kv_tls_events(kv_client *c);
@@ -806,6 +809,11 @@ void kv_introspect_after_call(kv_client *c, const kv_cmd *cmd, uint64_t ticks);
  * addresses, then closes the old listeners. -1 (old ones kept) when the
  * new sockets cannot all be opened. */
 int kv_relisten(int port, char *const *bind, int nbind);
+/* In a forked child that lives on (a debugging session), as Redis's: its
+ * copies of the listening sockets closed, so that a server that dies (or
+ * restarts on the port) leaves no socket accepting connections no one
+ * serves. */
+void kv_child_close_listeners(void);
 /* A blocked command was served (blocking.c): the slowlog gets it with the
  * argv it was called with (suite). */
 void kv_introspect_served(kv_client *c, int argc, bk_str *argv, uint64_t ticks);

@@ -6,6 +6,7 @@
 #include "kv/mem.h"
 #include "kv/notify.h"
 #include "kv/reply.h"
+#include "kv/script.h"
 #include "kv/stream.h"
 #include "kv/types.h"
 #include "kv/util.h"
@@ -968,6 +969,13 @@ static void read_generic(kv_client *c, int group_mode)
         int more = c->argc - i - 1;
         bk_str o = c->argv[i];
         if (arg_is(o, "block") && more) {
+            if (script_running()) {
+                /* the command's own error, as Redis's (the debugger logs
+                 * it as a reply) */
+                reply_errorf(c, "ERR %s command is not allowed with BLOCK option from scripts",
+                             group_mode ? "xreadgroup" : "xread");
+                return;
+            }
             i++;
 #if ST_BLOCKING
             int64_t ms;

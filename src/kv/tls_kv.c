@@ -482,6 +482,13 @@ void kv_tls_attach(kv_client *c, tls_conn *conn)
 
 /* ---- listeners and start ---- */
 
+void kv_tls_child_close_listeners(void)
+{
+    for (int i = 0; i < nlisten; i++)
+        if (listen_io[i].fd >= 0)
+            close(listen_io[i].fd); /* the parent's epoll keeps its own */
+}
+
 static void close_listeners(void)
 {
     for (int i = 0; i < nlisten; i++) {
