@@ -1497,6 +1497,11 @@ int kv_server_main(int argc, char **argv)
     timer_init(&srv.cron, cron_cb, NULL);
     timer_start(&srv.loop, &srv.cron, (uint64_t)(1000 / srv.cfg.hz));
     int rc = loop_run(&srv.loop);
+    /* From here a new connection is refused: a client that saw SHUTDOWN
+     * close its connection must not reach a server on its way out (Redis's
+     * sockets all close at its exit; ours close one by one below). */
+    close_listeners();
+    kv_tls_close_listeners();
     if (srv.shutdown_asap > 0)
         log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
     dump_at_exit();

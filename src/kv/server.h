@@ -626,6 +626,8 @@ void kv_tls_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, co
                        void *ud);
 int kv_tls_start(void);
 void kv_tls_stop(void);
+/* Closes the TLS listening sockets (shutdown: new connections are refused at once). */
+void kv_tls_close_listeners(void);
 /* In a forked child that lives on (a debugging session): closes its copies
  * of the TLS listeners, so that only the server holds the port. */
 void kv_tls_child_close_listeners(void);

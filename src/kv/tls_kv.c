@@ -501,6 +501,11 @@ static void close_listeners(void)
     nlisten = 0;
 }
 
+void kv_tls_close_listeners(void)
+{
+    close_listeners();
+}
+
 static int open_tls_listeners(int port)
 {
     int fds[MAX_TLS_LISTEN];

@@ -899,3 +899,33 @@ def test_exec_with_a_deny_oom_command_aborts_over_maxmemory(kv_factory, tmp_path
     got, want = _on_both(kv_factory, tmp_path, _exec_oom)
     assert got == want
     assert got[3].startswith("ERR: Transaction discarded because of: OOM")
+
+
+def test_no_connection_reaches_a_server_past_shutdown(kv_factory):
+    """Once SHUTDOWN NOSAVE has closed its client's connection, a new
+    connection is refused (Redis's suite: 'SHUTDOWN NOSAVE can kill a
+    timedout script anyway'); the listening sockets used to close after the
+    clients, and with many clients open a connect in between succeeded."""
+    import errno
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    n = min(3000, hard - 200)
+    if soft < n + 100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n + 100, hard))
+    kv = kv_factory("--maxclients", str(n + 50))
+    idle = [socket.create_connection(("127.0.0.1", kv.port)) for _ in range(n)]
+    try:
+        c = kv.client()
+        c.ping()
+        try:
+            c.execute_command("SHUTDOWN", "NOSAVE")
+        except redis.ConnectionError:
+            pass
+        kv.expect_exit = True
+        with pytest.raises(OSError) as e:
+            socket.create_connection(("127.0.0.1", kv.port), timeout=2).close()
+        assert e.value.errno == errno.ECONNREFUSED
+    finally:
+        for s in idle:
+            s.close()
+        kv.proc.wait(10)
