@@ -53,7 +53,10 @@ enum kv_type { KV_STRING = 0, KV_LIST = 1, KV_SET = 2, KV_ZSET = 3, KV_HASH = 4,
  * string or adding a TTL may move the entry (the functions that may move
  * one return the new pointer). */
 typedef struct kv_entry {
-    uint32_t lru : 28, type : 4;
+    /* raw: a string changed in place (APPEND, SETRANGE, SETBIT, BITFIELD,
+     * BITOP's result, HyperLogLog), which Redis holds as a raw sds whatever
+     * its content (OBJECT ENCODING raw) until a SET replaces it. */
+    uint32_t lru : 28, type : 3, raw : 1;
     uint8_t flags;
     unsigned char data[];
 } kv_entry;
@@ -940,6 +943,12 @@ void repl_debug_replicate(kv_client *c); /* DEBUG REPLICATE cmd args...: stream 
 void dump_flushall(void);
 /* A full-sync RDB child runs (INFO rdb_bgsave_in_progress counts it, as Redis). */
 int repl_rdb_child_running(void);
+/* A forked child (BGSAVE, AOF rewrite, full sync) holds a copy-on-write
+ * snapshot: tables do not shrink meanwhile, as Redis's dict_can_resize. */
+static inline int kv_child_running(void)
+{
+    return srv.child_pid > 0 || srv.rdb_child_pid > 0 || repl_rdb_child_running();
+}
 /* A swapdb diskless load keeps serving the old data (INFO async_loading). */
 int repl_async_loading(void);
 /* FLUSHALL: a full-sync child's snapshot is stale: it stops, its replicas resync. */

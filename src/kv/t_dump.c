@@ -586,6 +586,12 @@ static void saved(void)
 {
     srv.lastsave = srv.now_ms / 1000;
     srv.rdb_saves++;
+    /* Any successful save clears a failed BGSAVE's status (and MISCONF), as
+     * Redis's rdbSave. */
+    if (srv.rdb_last_bgsave_failed) {
+        srv.rdb_last_bgsave_failed = 0;
+        repl_persist_status_changed();
+    }
 }
 
 void save_command(kv_client *c)

@@ -1,0 +1,174 @@
+"""Small gaps of Redis 7.0.15's own suite (server-starting mode), side by side
+with a real redis-server: OBJECT ENCODING of strings changed in place and of
+sets (intset vs hashtable, sticky once converted), ..."""
+from __future__ import annotations
+
+import redis
+
+from kvlib import start_redis, stop_redis
+
+
+def _both(kv_factory, tmp_path, *args):
+    kv = kv_factory("--enable-debug-command", "yes", *args, workdir=tmp_path / "kv")
+    (tmp_path / "ref").mkdir()
+    proc, ref = start_redis(tmp_path / "ref", "--enable-debug-command", "yes", *args,
+                            decode_responses=True)
+    return kv, kv.client(decode_responses=True), proc, ref
+
+
+def _call(c, *args):
+    try:
+        return c.execute_command(*args)
+    except redis.ResponseError as e:
+        return "ERR: " + str(e)
+
+
+def _run_both(kv_factory, tmp_path, script, *args):
+    """Runs the commands of script (each a tuple) on brisk-kv and on Redis;
+    returns both lists of replies."""
+    kv, r, proc, ref = _both(kv_factory, tmp_path, *args)
+    try:
+        return [_call(r, *cmd) for cmd in script], [_call(ref, *cmd) for cmd in script]
+    finally:
+        stop_redis(proc, ref)
+
+
+STRING_ENCODINGS = [
+    ("SET", "k", "1234"), ("OBJECT", "ENCODING", "k"),
+    ("SETRANGE", "k", "0", "2"), ("OBJECT", "ENCODING", "k"), ("GET", "k"),
+    ("SET", "k", "1234"), ("SETRANGE", "k", "0", ""), ("OBJECT", "ENCODING", "k"),
+    ("SETRANGE", "k", "5", "2"), ("OBJECT", "ENCODING", "k"),
+    ("SET", "k", "foo"), ("OBJECT", "ENCODING", "k"),
+    ("APPEND", "k", "bar"), ("OBJECT", "ENCODING", "k"),
+    ("SET", "k", "12"), ("APPEND", "k", ""), ("OBJECT", "ENCODING", "k"),
+    ("INCR", "k"), ("OBJECT", "ENCODING", "k"),
+    ("APPEND", "new", "12"), ("OBJECT", "ENCODING", "new"),
+    ("SETRANGE", "new2", "0", "12"), ("OBJECT", "ENCODING", "new2"),
+    ("SETBIT", "b", "1", "1"), ("OBJECT", "ENCODING", "b"),
+    ("SET", "b", "7"), ("BITFIELD", "b", "GET", "u8", "0"), ("OBJECT", "ENCODING", "b"),
+    ("BITFIELD", "b", "SET", "u8", "0", "49"), ("OBJECT", "ENCODING", "b"), ("GET", "b"),
+    ("SET", "x", "1"), ("BITOP", "OR", "dst", "x"), ("OBJECT", "ENCODING", "dst"),
+    ("PFADD", "h", "a"), ("OBJECT", "ENCODING", "h"),
+    ("SET", "r", "5"), ("APPEND", "r", "5"), ("RENAME", "r", "r2"), ("OBJECT", "ENCODING", "r2"),
+    ("COPY", "r2", "r3"), ("OBJECT", "ENCODING", "r3"),
+    ("EXPIRE", "r3", "100"), ("OBJECT", "ENCODING", "r3"),
+    ("SET", "r3", "5"), ("OBJECT", "ENCODING", "r3"),
+]
+
+
+def test_string_changed_in_place_is_raw(kv_factory, tmp_path):
+    got, want = _run_both(kv_factory, tmp_path, STRING_ENCODINGS)
+    assert got == want
+    assert "raw" in want and "int" in want
+
+
+SET_ENCODINGS = [
+    # SINTER with same integer elements but different encoding
+    ("SADD", "s1", "1", "2", "3"), ("SADD", "s2", "1", "2", "3", "a"), ("SREM", "s2", "a"),
+    ("OBJECT", "ENCODING", "s1"), ("OBJECT", "ENCODING", "s2"),
+    ("SINTERSTORE", "i", "s1", "s2"), ("OBJECT", "ENCODING", "i"),
+    ("SMEMBERS", "s1"),
+    # a hashtable stays one when only integers are left; the copy too
+    ("COPY", "s2", "s2c"), ("OBJECT", "ENCODING", "s2c"),
+    ("RENAME", "s2c", "s2r"), ("OBJECT", "ENCODING", "s2r"),
+    # SMOVE: the destination converts, a new destination takes the member's
+    ("SADD", "m1", "1", "a", "b"), ("SADD", "m2", "2", "3", "4"),
+    ("SMOVE", "m1", "m2", "1"), ("OBJECT", "ENCODING", "m2"),
+    ("SMOVE", "m1", "m2", "a"), ("OBJECT", "ENCODING", "m2"),
+    ("SMOVE", "m2", "m3", "2"), ("OBJECT", "ENCODING", "m3"),
+    ("SMOVE", "m1", "m4", "b"), ("OBJECT", "ENCODING", "m4"),
+    # SDIFFSTORE: Redis's two algorithms give different encodings
+    ("SADD", "d1", "1", "x"), ("SADD", "d2", "x"),
+    ("SDIFFSTORE", "dd", "d1", "d2"), ("OBJECT", "ENCODING", "dd"),
+    ("SADD", "d3", "x", "y", "z", "w"),
+    ("SDIFFSTORE", "dd", "d1", "d2", "d3", "d3", "d3"), ("OBJECT", "ENCODING", "dd"),
+    ("SDIFFSTORE", "dd", "d1", "d3"), ("OBJECT", "ENCODING", "dd"),
+    # the entry limit counts when a member is added, not when it changes
+    ("SADD", "big", "1", "2", "3", "4"), ("CONFIG", "SET", "set-max-intset-entries", "3"),
+    ("OBJECT", "ENCODING", "big"), ("SREM", "big", "4"), ("OBJECT", "ENCODING", "big"),
+    ("SADD", "big", "5"), ("OBJECT", "ENCODING", "big"),
+    ("SREM", "big", "5", "4"), ("OBJECT", "ENCODING", "big"),
+    ("CONFIG", "SET", "set-max-intset-entries", "512"),
+    ("SADD", "p", "q"), ("SPOP", "p"), ("SADD", "p", "8"), ("OBJECT", "ENCODING", "p"),
+    # a reload holds each set as its members allow
+    ("DEBUG", "RELOAD"), ("OBJECT", "ENCODING", "s2"), ("OBJECT", "ENCODING", "big"),
+    ("SMEMBERS", "s2"),
+    # a one-member hashtable answers SSCAN as one
+    ("SADD", "h", "a"), ("SREM", "h", "a"), ("SADD", "h", "5"), ("SSCAN", "h", "0"),
+]
+
+
+def test_set_encoding_is_sticky(kv_factory, tmp_path):
+    got, want = _run_both(kv_factory, tmp_path, SET_ENCODINGS)
+    assert got == want
+    assert want.count("intset") >= 5 and want.count("hashtable") >= 5
+
+
+def _htstats_shape(text):
+    """The table sizes and element counts of DEBUG HTSTATS-KEY (the chains
+    depend on each server's hash seed)."""
+    return [line for line in text.splitlines()
+            if line.startswith(("Hash table", " table size", " number of elements"))]
+
+
+def test_set_table_shrinks_after_removals(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        shapes = []
+        for c in (r, ref):
+            c.sadd("s", *[f"m:{i}" for i in range(64)])
+            c.srem("s", *[f"m:{i}" for i in range(57)])  # 7 of 64: not yet a tenth
+            before = _htstats_shape(c.execute_command("DEBUG", "HTSTATS-KEY", "s"))
+            c.srem("s", "m:57")                           # 6 of 64: shrinks to 8
+            after = c.execute_command("DEBUG", "HTSTATS-KEY", "s")
+            shapes.append((before, _htstats_shape(after)))
+            # the full form: chains counted as Redis does
+            assert "different slots: " in after and "max chain length: " in after
+            assert "Chain length distribution:\n" in after
+        assert shapes[0] == shapes[1]
+        assert any("rehashing target" in line for line in shapes[1][1])
+    finally:
+        stop_redis(proc, ref)
+
+
+def _child_pids(pid):
+    import glob
+    out = []
+    for f in glob.glob(f"/proc/{pid}/task/*/children"):
+        with open(f) as fh:
+            out += [int(x) for x in fh.read().split()]
+    return out
+
+
+def test_save_clears_failed_bgsave(kv_factory, tmp_path):
+    """A BGSAVE child killed by a signal leaves MISCONF (with save points);
+    a successful SAVE clears it, as in Redis."""
+    import os
+    import signal
+    import time
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        results = []
+        for c in (r, ref):
+            c.set("k", "v")
+            c.config_set("save", "900 1")
+            c.config_set("rdb-key-save-delay", "100000000")
+            c.bgsave()
+            pid = int(c.info("server")["process_id"])
+            deadline = time.time() + 5
+            while not _child_pids(pid) and time.time() < deadline:
+                time.sleep(0.02)
+            for child in _child_pids(pid):
+                os.kill(child, signal.SIGKILL)
+            while c.info("persistence")["rdb_bgsave_in_progress"] and time.time() < deadline:
+                time.sleep(0.02)
+            c.config_set("rdb-key-save-delay", "0")
+            status = c.info("persistence")["rdb_last_bgsave_status"]
+            denied = _call(c, "SET", "k", "w")
+            saved = _call(c, "SAVE")
+            results.append((status, denied[:8], saved, _call(c, "SET", "k", "w"),
+                            c.info("persistence")["rdb_last_bgsave_status"]))
+        assert results[0] == results[1]
+        assert results[1][:2] == ("err", "ERR: MIS")
+    finally:
+        stop_redis(proc, ref)
