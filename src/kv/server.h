@@ -469,6 +469,7 @@ typedef struct kv_server {
     kv_client *blk_resume, *blk_resume_tail; /* served clients with input to run */
     bk_timer blk_resume_timer;       /* runs them: a 0 ms timer, after this batch's events */
     int blk_deny;                 /* > 0 inside EXEC (or a script): commands must not block */
+    int in_exec;                  /* EXEC runs its queue: a fork waits for the cron */
     /* -- end blocking -- */
     /* -- server fields: bitops -- */
     /* -- end bitops -- */

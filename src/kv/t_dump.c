@@ -691,8 +691,8 @@ void bgsave_command(kv_client *c)
     }
     if (srv.rdb_child_pid > 0) {
         reply_error(c, "ERR Background save already in progress");
-    } else if (srv.child_pid > 0 || (c->flags & CLIENT_MULTI)) {
-        if (schedule || (c->flags & CLIENT_MULTI)) {
+    } else if (srv.child_pid > 0 || srv.in_exec) {
+        if (schedule || srv.in_exec) {
             bgsave_scheduled = 1;
             reply_simple(c, "Background saving scheduled");
         } else {

@@ -172,3 +172,77 @@ def test_save_clears_failed_bgsave(kv_factory, tmp_path):
         assert results[1][:2] == ("err", "ERR: MIS")
     finally:
         stop_redis(proc, ref)
+
+
+def _xreadgroup_stream(c, port):
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from test_kv_wsuite import _ReplStream
+    c.config_set("repl-ping-replica-period", 3600)
+    st = _ReplStream(port)
+    try:
+        for i in range(1, 4):
+            c.xadd("s", {"f": "v"}, id=f"1-{i}")
+        c.xgroup_create("s", "g", 0)
+        with c.pipeline(transaction=True) as p:
+            p.execute_command("XREADGROUP", "GROUP", "g", "c1", "COUNT", "2", "STREAMS", "s", ">")
+            p.execute_command("XREADGROUP", "GROUP", "g", "c1", "STREAMS", "s", ">")
+            p.execute()
+        c.xadd("s", {"f": "v"}, id="1-4")
+        c.execute_command("XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "s", ">")
+        c.xadd("s", {"f": "v"}, id="1-5")
+        c.execute_command("XREADGROUP", "GROUP", "g", "c1", "NOACK", "STREAMS", "s", ">")
+        c.set("end", "1")
+        out = []
+        while not out or out[-1][0] != "set":
+            cmd = st.command()
+            out.append([a for a in cmd if not a.isdigit() or len(a) < 10])  # (no TIME values)
+        return out
+    finally:
+        st.close()
+
+
+def test_xreadgroup_propagates_setid_only_with_noack(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _xreadgroup_stream(r, kv.port)
+        want = _xreadgroup_stream(ref, ref.connection_pool.connection_kwargs["port"])
+        assert got == want
+        assert [c[0] for c in want].count("xclaim") == 4
+    finally:
+        stop_redis(proc, ref)
+
+
+def test_exec_schedules_forks(kv_factory, tmp_path):
+    """BGREWRITEAOF, BGSAVE and CONFIG SET appendonly yes inside EXEC only
+    schedule the fork (the cron starts it after), as Redis's in_exec."""
+    import time
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        out = []
+        for c in (r, ref):
+            for name in ("BGREWRITEAOF", "BGSAVE"):  # the status text, not True
+                c.response_callbacks.pop(name, None)
+            forks = c.info("stats")["total_forks"]
+            replies = []
+            for cmd in (("BGREWRITEAOF",), ("BGSAVE",), ("CONFIG", "SET", "appendonly", "yes")):
+                with c.pipeline(transaction=True) as p:
+                    p.set("foo", "bar")
+                    p.execute_command(*cmd)
+                    replies.append(p.execute()[1])
+                deadline = time.time() + 10
+                while time.time() < deadline:
+                    p = c.info("persistence")
+                    if not (p["aof_rewrite_in_progress"] or p["aof_rewrite_scheduled"] or
+                            p["rdb_bgsave_in_progress"]):
+                        break
+                    time.sleep(0.05)
+            out.append((replies, c.info("stats")["total_forks"] - forks,
+                        c.info("persistence")["aof_enabled"]))
+        assert out[0] == out[1]
+        assert out[1][0][:2] == ["Background append only file rewriting scheduled",
+                                 "Background saving scheduled"]
+        assert "AOF was enabled during a transaction. An AOF background was scheduled" \
+            in kv.output()
+    finally:
+        stop_redis(proc, ref)
