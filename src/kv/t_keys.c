@@ -363,16 +363,23 @@ void scan_generic(kv_client *c, dict *d, int cur, int kind)
         bk_str key;
         if (kind == 0) {
             kv_entry *e = acc.items[i];
-            if (db_expired(e))
+            key = entry_key_str(e);
+            if (use_pat && !kv_glob_match(pat.p, pat.len, key.p, key.len, 0))
                 continue;
+            if (db_expired(e)) {
+                /* As Redis, SCAN deletes the expired keys it passes that
+                 * match (each DEL propagated alone); not while paused. */
+                if (!srv.pause_type)
+                    db_expire_if_needed(c->db, e);
+                continue;
+            }
             if (type >= 0 && e->type != (uint32_t)type)
                 continue;
-            key = entry_key_str(e);
         } else {
             key = d->key(dn);
+            if (use_pat && !kv_glob_match(pat.p, pat.len, key.p, key.len, 0))
+                continue;
         }
-        if (use_pat && !kv_glob_match(pat.p, pat.len, key.p, key.len, 0))
-            continue;
         reply_bulk_str(c, key);
         n++;
         if (kind == 2 && !novalues) {

@@ -174,12 +174,16 @@ def test_save_clears_failed_bgsave(kv_factory, tmp_path):
         stop_redis(proc, ref)
 
 
-def _xreadgroup_stream(c, port):
+def _repl_stream(port):
     import sys
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
     from test_kv_wsuite import _ReplStream
+    return _ReplStream(port)
+
+
+def _xreadgroup_stream(c, port):
     c.config_set("repl-ping-replica-period", 3600)
-    st = _ReplStream(port)
+    st = _repl_stream(port)
     try:
         for i in range(1, 4):
             c.xadd("s", {"f": "v"}, id=f"1-{i}")
@@ -244,5 +248,36 @@ def test_exec_schedules_forks(kv_factory, tmp_path):
                                  "Background saving scheduled"]
         assert "AOF was enabled during a transaction. An AOF background was scheduled" \
             in kv.output()
+    finally:
+        stop_redis(proc, ref)
+
+
+def _scan_expire_stream(c, port):
+    import time
+    c.config_set("repl-ping-replica-period", 3600)
+    c.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    for k in ("foo1", "foo2", "bar1"):
+        c.set(k, "v", px=1)
+    c.set("foo3", "v")
+    time.sleep(0.01)
+    st = _repl_stream(port)
+    try:
+        keys = sorted(c.scan(0, match="foo*", count=100)[1])
+        c.set("end", "1")
+        out = []
+        while not out or out[-1][0] != "set":
+            out.append(st.command())
+        return keys, sorted(map(tuple, out[1:-1])), c.dbsize()
+    finally:
+        st.close()
+
+
+def test_scan_expires_what_it_passes(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _scan_expire_stream(r, kv.port)
+        want = _scan_expire_stream(ref, ref.connection_pool.connection_kwargs["port"])
+        assert got == want
+        assert want[1] == [("del", "foo1"), ("del", "foo2")]
     finally:
         stop_redis(proc, ref)
