@@ -937,6 +937,10 @@ void kv_call(kv_client *c)
             return;
         }
     }
+    /* As Redis, the tracking table is held to its limit before each
+     * command (queued ones too: Redis #11715). */
+    if (BK_UNLIKELY(srv.trk_nclients))
+        tracking_limit_keys();
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
         if (BK_UNLIKELY(cmd->flags & CMD_NO_MULTI)) {
             reply_error(c, "ERR Command not allowed inside a transaction");

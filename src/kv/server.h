@@ -791,6 +791,7 @@ void tracking_invalidate_all(void); /* FLUSHDB / FLUSHALL (once per command) */
 void tracking_broadcast(void);      /* batch end: BCAST messages */
 void tracking_send_self(kv_client *c);
 void tracking_cron(void);
+void tracking_limit_keys(void); /* before each command while trk_nclients */
 void tracking_client_closed(kv_client *c);
 bk_str tracking_prefix_str(const struct kv_trk_prefix *p);
 static inline int tracking_active(void) { return dict_size(&srv.trk_keys) || srv.trk_nprefix; }

@@ -281,3 +281,48 @@ def test_scan_expires_what_it_passes(kv_factory, tmp_path):
         assert want[1] == [("del", "foo1"), ("del", "foo2")]
     finally:
         stop_redis(proc, ref)
+
+
+def _tracking_limit_before_queueing(c, port):
+    import socket
+    import time
+    c.config_set("tracking-table-max-keys", 2)
+    c.execute_command("DEBUG", "PAUSE-CRON", "1")
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        def roundtrip(data, want):
+            s.sendall(data)
+            got = b""
+            deadline = time.time() + 5
+            while want not in got and time.time() < deadline:
+                got += s.recv(65536)
+            return got
+        roundtrip(b"HELLO 3\r\n", b"modules")
+        roundtrip(b"CLIENT TRACKING on\r\n", b"+OK\r\n")
+        roundtrip(b"MGET 1{tag} 2{tag}\r\n", b"_\r\n_\r\n")
+        roundtrip(b"MULTI\r\n", b"+OK\r\n")
+        c.config_set("tracking-table-max-keys", 1)
+        got = roundtrip(b"PING\r\nEXEC\r\n", b"PONG\r\n")
+        time.sleep(0.1)
+        s.setblocking(False)
+        try:
+            got += s.recv(65536)
+        except BlockingIOError:
+            pass
+        return got.replace(b"1{tag}", b"K").replace(b"2{tag}", b"K")
+    finally:
+        s.close()
+        c.execute_command("DEBUG", "PAUSE-CRON", "0")
+
+
+def test_tracking_limit_applies_before_queueing(kv_factory, tmp_path):
+    """Redis #11715: the tracking table is cut to tracking-table-max-keys
+    before each command, a queued one too (the invalidation comes first)."""
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got = _tracking_limit_before_queueing(r, kv.port)
+        want = _tracking_limit_before_queueing(ref, ref.connection_pool.connection_kwargs["port"])
+        assert got == want
+        assert want.startswith(b">2\r\n$10\r\ninvalidate\r\n") and b"+QUEUED\r\n" in want
+    finally:
+        stop_redis(proc, ref)
