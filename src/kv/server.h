@@ -423,6 +423,7 @@ typedef struct kv_server {
     uint64_t stat_conns, stat_cmds, stat_expired, stat_evicted, stat_rejected_conns;
     uint64_t stat_hits, stat_misses, stat_net_in, stat_net_out, stat_errors;
     uint64_t stat_expire_cycles_cpu_ms;
+    uint64_t stat_lazyfreed; /* INFO lazyfreed_objects: what Redis would have freed lazily */
     kv_cmd_stats *cmd_stats;
     /* instantaneous_*: per-second rates over the last KV_OPS_SAMPLES cron
      * ticks (commands, bytes in, bytes out) */

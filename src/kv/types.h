@@ -114,7 +114,7 @@ CMD(subscribe); CMD(unsubscribe); CMD(psubscribe); CMD(punsubscribe); CMD(publis
 /* transactions */
 CMD(multi); CMD(exec); CMD(discard); CMD(watch); CMD(unwatch);
 /* keys */
-CMD(del); CMD(exists); CMD(type); CMD(expire); CMD(pexpire); CMD(expireat); CMD(pexpireat);
+CMD(del); CMD(unlink); CMD(exists); CMD(type); CMD(expire); CMD(pexpire); CMD(expireat); CMD(pexpireat);
 CMD(ttl); CMD(pttl); CMD(expiretime); CMD(pexpiretime); CMD(persist); CMD(keys); CMD(scan);
 CMD(rename); CMD(renamenx); CMD(randomkey); CMD(copy); CMD(object); CMD(touch);
 /* strings */

@@ -326,3 +326,70 @@ def test_tracking_limit_applies_before_queueing(kv_factory, tmp_path):
         assert want.startswith(b">2\r\n$10\r\ninvalidate\r\n") and b"+QUEUED\r\n" in want
     finally:
         stop_redis(proc, ref)
+
+
+def _lazyfreed_counts(c):
+    import time
+    out = []
+    c.config_set("stream-node-max-entries", 1)
+
+    def after(fn):
+        c.config_resetstat()
+        fn()
+        time.sleep(0.1)  # Redis frees in a background thread
+        out.append(c.info("memory")["lazyfreed_objects"])
+
+    for n in (30, 32):  # a stream of n blocks: about 2n + 1 radix nodes
+        c.delete("s")
+        for i in range(n):
+            c.xadd("s", {"a": "b"}, id=f"{i + 1}-0")
+        after(lambda: c.unlink("s"))
+    c.xadd("s", {"a": "b"}, id="1-0")
+    c.xgroup_create("s", "g", 0)
+    c.xgroup_destroy("s", "g")
+    after(lambda: c.unlink("s"))
+    for n in (64, 65):
+        c.sadd("set", *[f"m{i}" for i in range(n)])
+        after(lambda: c.unlink("set"))
+        c.zadd("z", {f"m{i}": i for i in range(n * 3)})
+        after(lambda: c.unlink("z"))
+    c.rpush("l", *(["x" * 1000] * 560))
+    after(lambda: c.delete("l"))          # DEL frees at once...
+    c.config_set("lazyfree-lazy-user-del", "yes")
+    c.rpush("l", *(["x" * 1000] * 560))
+    after(lambda: c.delete("l"))          # ...unless lazyfree-lazy-user-del
+    c.config_set("lazyfree-lazy-user-del", "no")
+    c.mset({"a": 1, "b": 2, "c": 3})
+    after(lambda: c.execute_command("FLUSHALL", "ASYNC"))
+    c.mset({"a": 1, "b": 2})
+    after(lambda: c.execute_command("FLUSHDB"))
+    return out
+
+
+def test_lazyfreed_objects_counted_as_redis(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got, want = _lazyfreed_counts(r), _lazyfreed_counts(ref)
+        assert got == want
+        assert want[:3] == [0, 1, 0] and 3 in want
+    finally:
+        stop_redis(proc, ref)
+
+
+def test_big_command_argument_arrays_shrink(kv):
+    """A command with 100000 arguments leaves no big arrays behind once the
+    client is idle (Redis frees its argv after each command): UNLINK gives
+    used_memory back (the suite's lazyfree test)."""
+    import time
+    r = kv.client(decode_responses=True)
+    orig = r.info("memory")["used_memory"]
+    r.sadd("myset", *range(100000))
+    peak = r.info("memory")["used_memory"]
+    r.unlink("myset")
+    deadline = time.time() + 5
+    while r.info("memory")["used_memory"] >= orig * 2 and time.time() < deadline:
+        time.sleep(0.1)
+    assert peak > orig + 1000000
+    assert r.info("memory")["used_memory"] < orig * 2
+    me = [x for x in r.client_list() if x["cmd"] == "client|list"][0]
+    assert int(me["tot-mem"]) < 64 * 1024
