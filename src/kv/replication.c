@@ -96,6 +96,7 @@ static struct {
     int read_only, serve_stale;
     int min_to_write, min_max_lag;
     char *masterauth, *masteruser;
+    size_t masterauth_len; /* masterauth is binary (CONFIG SET may put a NUL in it) */
     int priority, announced;
     char *announce_ip;
     int announce_port;
@@ -1383,16 +1384,21 @@ static void link_fail(const char *why)
         failover_abort("Failover target link failed before the PSYNC reply");
 }
 
-static int link_send(int argc, const char **argv)
+static int link_send_str(int argc, const bk_str *a)
 {
     bk_buf b = { 0 };
-    bk_str a[8];
-    for (int i = 0; i < argc; i++)
-        a[i] = (bk_str){ argv[i], strlen(argv[i]) };
     put_command(&b, argc, a);
     int rc = R.tls ? tls_write_fully(R.tls, R.fd, b.data, b.len) : write_fully(R.fd, b.data, b.len);
     buf_free(&b);
     return rc;
+}
+
+static int link_send(int argc, const char **argv)
+{
+    bk_str a[8];
+    for (int i = 0; i < argc; i++)
+        a[i] = (bk_str){ argv[i], strlen(argv[i]) };
+    return link_send_str(argc, a);
 }
 
 /* Sends the command of the state we enter. */
@@ -1407,16 +1413,17 @@ static void link_step(int state)
         return;
     }
     case LS_AUTH:
-        if (!R.masterauth || !R.masterauth[0]) {
+        if (!R.masterauth_len) {
             link_step(LS_PORT);
             return;
         }
         if (R.masteruser && R.masteruser[0]) {
-            const char *a[] = { "AUTH", R.masteruser, R.masterauth };
-            link_send(3, a);
+            bk_str a[] = { BK_STR("AUTH"), { R.masteruser, strlen(R.masteruser) },
+                           { R.masterauth, R.masterauth_len } };
+            link_send_str(3, a);
         } else {
-            const char *a[] = { "AUTH", R.masterauth };
-            link_send(2, a);
+            bk_str a[] = { BK_STR("AUTH"), { R.masterauth, R.masterauth_len } };
+            link_send_str(2, a);
         }
         return;
     case LS_PORT: {
@@ -2966,6 +2973,13 @@ static int parse_mem(const char *s, long long *out)
     return 0;
 }
 
+void repl_masterauth_set(const char *p, size_t n)
+{
+    kv_free(R.masterauth);
+    R.masterauth = n ? kv_strndup(p, n) : NULL;
+    R.masterauth_len = n;
+}
+
 int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                     size_t errlen)
 {
@@ -3039,6 +3053,8 @@ int repl_config_set(const char *name, int argc, char **argv, int at_runtime, cha
         char **s = o->p;
         kv_free(*s);
         *s = v[0] ? kv_strndup(v, strlen(v)) : NULL;
+        if (s == &R.masterauth)
+            R.masterauth_len = *s ? strlen(*s) : 0;
         break;
     }
     case C_ENUM:

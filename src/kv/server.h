@@ -929,6 +929,8 @@ const char *repl_write_refusal(void);
 /* t_dump.c: a save succeeded or failed (MISCONF may start or end). */
 void repl_persist_status_changed(void);
 /* Config options of replication: 1 when name is not one of them. */
+/* CONFIG SET masterauth's value as sent (binary: a NUL stays in it). */
+void repl_masterauth_set(const char *p, size_t n);
 int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                     size_t errlen);
 void repl_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),

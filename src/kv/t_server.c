@@ -468,6 +468,8 @@ static int config_set_one(kv_client *c, const char *name, bk_str value, char *er
     }
     if (strcasecmp(name, "requirepass") == 0) /* binary safe, unlike the config copy */
         kv_acl_requirepass_changed(value.p, value.len);
+    if (strcasecmp(name, "masterauth") == 0) /* binary too */
+        repl_masterauth_set(value.p, value.len);
     if (strcasecmp(name, "busy-poll-us") == 0)
         loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
     return 0;

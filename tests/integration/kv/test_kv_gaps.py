@@ -393,3 +393,40 @@ def test_big_command_argument_arrays_shrink(kv):
     assert r.info("memory")["used_memory"] < orig * 2
     me = [x for x in r.client_list() if x["cmd"] == "client|list"][0]
     assert int(me["tot-mem"]) < 64 * 1024
+
+
+def _link_status(c, deadline_s, want):
+    import time
+    deadline = time.time() + deadline_s
+    while time.time() < deadline:
+        status = c.info("replication").get("master_link_status")
+        if status == want:
+            return status
+        time.sleep(0.05)
+    return c.info("replication").get("master_link_status")
+
+
+def test_masterauth_is_binary(kv_factory, tmp_path):
+    """CONFIG SET masterauth keeps a NUL byte: a replica (brisk-kv, then
+    Redis) of a real Redis master whose password is "abc\\0def" syncs with
+    that password and not with "abc" (the suite's MASTERAUTH test)."""
+    kv = kv_factory(workdir=tmp_path / "kv")
+    (tmp_path / "m").mkdir()
+    (tmp_path / "ref").mkdir()
+    mproc, master = start_redis(tmp_path / "m")
+    rproc, ref = start_redis(tmp_path / "ref", decode_responses=True)
+    try:
+        master.config_set("requirepass", b"abc\x00def")
+        mport = master.connection_pool.connection_kwargs["port"]
+        out = []
+        for c in (kv.client(decode_responses=True), ref):
+            c.execute_command("REPLICAOF", "127.0.0.1", mport)
+            c.config_set("masterauth", "abc")
+            wrong = _link_status(c, 1.5, "up")
+            c.config_set("masterauth", b"abc\x00def")
+            out.append((wrong, _link_status(c, 10, "up")))
+            c.execute_command("REPLICAOF", "NO", "ONE")
+        assert out == [("down", "up"), ("down", "up")]
+    finally:
+        stop_redis(rproc, ref)
+        stop_redis(mproc, master)
