@@ -1019,10 +1019,24 @@ static void on_iteration_end(bk_loop *l, void *ud)
         kv_watchdog_disarm();
 }
 
+/* SHUTDOWN (srv.shutdown_asap -1) has saved already; a shutdown signal's
+ * save comes now, and when it fails the server goes on, as Redis's. */
+static void stop_for_shutdown(bk_loop *l)
+{
+    if (srv.shutdown_asap > 0 && !srv.loading) { /* (a load exits unsaved: kv_loading_progress) */
+        log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
+        if (dump_signal_shutdown(srv.shutdown_asap) < 0) {
+            srv.shutdown_asap = 0;
+            return;
+        }
+    }
+    loop_stop(l);
+}
+
 static void on_wake(bk_loop *l, void *ud)
 {
     if (srv.shutdown_asap && !kv_debug_cron_paused)
-        loop_stop(l);
+        stop_for_shutdown(l);
 }
 
 /* One sample per cron tick of the rates INFO reports as instantaneous_*. */
@@ -1092,12 +1106,24 @@ static void cron_cb(bk_loop *l, bk_timer *t)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }
     if (srv.shutdown_asap)
-        loop_stop(l);
+        stop_for_shutdown(l);
     timer_start(l, t, (uint64_t)(1000 / srv.cfg.hz));
 }
 
+/* temp-<pid>.rdb, named at start: a second SIGINT removes it from the
+ * signal handler (no formatting there). */
+static char temp_rdb_name[32];
+
 static void on_signal(int sig)
 {
+    /* A second Ctrl+C while the shutdown saves: the user wants out now,
+     * without the file (Redis's "You insist... exiting now."). */
+    if (srv.shutdown_asap && sig == SIGINT) {
+        static const char msg[] = "You insist... exiting now.\n";
+        (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+        unlink(temp_rdb_name);
+        _exit(1);
+    }
     srv.shutdown_asap = sig;
     loop_wake(&srv.loop);
 }
@@ -1423,6 +1449,7 @@ int kv_server_main(int argc, char **argv)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    snprintf(temp_rdb_name, sizeof temp_rdb_name, "temp-%d.rdb", (int)getpid());
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     kv_signals_start(); /* crash report; the watchdog when watchdog-period is set */
@@ -1506,8 +1533,6 @@ int kv_server_main(int argc, char **argv)
      * sockets all close at its exit; ours close one by one below). */
     close_listeners();
     kv_tls_close_listeners();
-    if (srv.shutdown_asap > 0)
-        log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
     dump_at_exit();
     on_iteration_end(&srv.loop, NULL);
     if (srv.aof_state) {

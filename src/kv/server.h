@@ -686,10 +686,14 @@ size_t migrate_cached_sockets(void);
 void dump_cron(void);
 /* Loads dbfilename at start-up when the AOF is off. Returns 0 or -1. */
 int dump_load_at_start(void);
-/* SHUTDOWN SAVE: stops a BGSAVE child and saves dbfilename. 0 or -1. */
-int dump_shutdown_save(void);
-/* At exit: stops a BGSAVE child; after a signal, saves when save points
- * are configured (SHUTDOWN saved already, or was told not to). */
+/* The save of a shutdown: stops a BGSAVE child and saves dbfilename. 0,
+ * or -1 when that failed and force is 0: the shutdown is off and the
+ * server goes on (Redis's prepareForShutdown, its log lines too). */
+int dump_shutdown_save(int force);
+/* A shutdown signal: dump_shutdown_save when save points are configured
+ * or shutdown-on-sigterm/-sigint says save (force as it says). */
+int dump_signal_shutdown(int sig);
+/* At exit: stops a BGSAVE child. */
 void dump_at_exit(void);
 /* DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE] and DEBUG OBJECT key. */
 void dump_debug_reload(kv_client *c);

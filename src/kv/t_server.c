@@ -247,8 +247,7 @@ void shutdown_command(kv_client *c)
     log_info("User requested shutdown...");
     if (srv.loading)
         save = 0, nosave = 1; /* a half-loaded dataset is never saved (Redis neither) */
-    if ((save || (!nosave && srv.cfg.save && srv.cfg.save[0])) && dump_shutdown_save() < 0 &&
-        !force) {
+    if ((save || (!nosave && srv.cfg.save && srv.cfg.save[0])) && dump_shutdown_save(force) < 0) {
         reply_error(c, "ERR Errors trying to SHUTDOWN. Check logs.");
         return;
     }

@@ -430,3 +430,74 @@ def test_masterauth_is_binary(kv_factory, tmp_path):
     finally:
         stop_redis(rproc, ref)
         stop_redis(mproc, master)
+
+
+def _failed_shutdown_save(c, workdir):
+    """dump.rdb is a directory, so the shutdown's save fails: a SIGTERM
+    leaves the server running, SHUTDOWN answers an error, SHUTDOWN NOSAVE
+    works."""
+    import os
+    import signal
+    import time
+    c.config_set("save", "900 1")
+    c.set("k", "v")
+    (workdir / "dump.rdb").mkdir()
+    pid = int(c.info("server")["process_id"])
+    os.kill(pid, signal.SIGTERM)
+    time.sleep(0.5)
+    alive = c.ping()
+    err = _call(c, "SHUTDOWN")
+    return alive, err, c.ping()
+
+
+def test_shutdown_goes_on_when_its_save_fails(kv_factory, tmp_path):
+    kv = kv_factory(workdir=tmp_path / "kv")
+    (tmp_path / "ref").mkdir()
+    proc, ref = start_redis(tmp_path / "ref", decode_responses=True)
+    try:
+        got = _failed_shutdown_save(kv.client(decode_responses=True), tmp_path / "kv")
+        want = _failed_shutdown_save(ref, tmp_path / "ref")
+        assert got == want
+        assert want == (True, "ERR: Errors trying to SHUTDOWN. Check logs.", True)
+        assert kv.output().count("Error trying to save the DB, can't exit.") == 2
+        (tmp_path / "kv" / "dump.rdb").rmdir()
+    finally:
+        stop_redis(proc, ref)
+
+
+def _second_sigint(c, workdir):
+    """A second SIGINT while the shutdown saves (slowly: rdb-key-save-delay)
+    exits at once and removes the temp file."""
+    import os
+    import signal
+    import time
+    c.config_set("save", "900 1")
+    for i in range(20):
+        c.set(str(i), i)
+    c.config_set("rdb-key-save-delay", "100000")
+    pid = int(c.info("server")["process_id"])
+    temp = workdir / f"temp-{pid}.rdb"
+    os.kill(pid, signal.SIGINT)
+    deadline = time.time() + 5
+    while not temp.exists() and time.time() < deadline:
+        time.sleep(0.01)
+    existed = temp.exists()
+    os.kill(pid, signal.SIGINT)
+    deadline = time.time() + 5
+    while temp.exists() and time.time() < deadline:
+        time.sleep(0.01)
+    return existed, temp.exists(), (workdir / "dump.rdb").exists()
+
+
+def test_second_sigint_exits_without_temp_file(kv_factory, tmp_path):
+    kv = kv_factory(workdir=tmp_path / "kv")
+    kv.expect_exit = True  # exit status 1, as Redis
+    (tmp_path / "ref").mkdir()
+    proc, ref = start_redis(tmp_path / "ref", decode_responses=True)
+    try:
+        got = _second_sigint(kv.client(decode_responses=True), tmp_path / "kv")
+        want = _second_sigint(ref, tmp_path / "ref")
+        assert got == want == (True, False, False)
+        assert kv.proc.wait(5) == 1 and proc.wait(5) == 1
+    finally:
+        stop_redis(proc, ref)
