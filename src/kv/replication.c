@@ -2822,6 +2822,22 @@ void role_command(kv_client *c)
     }
 }
 
+/* Redis's slave_read_repl_offset: what was read from the master, applied
+ * or not (a paused replica reads on but applies nothing): the applied
+ * offset plus the bytes waiting in the master client's buffer and in
+ * R.mpend (a transaction's first part). */
+static long long read_offset(void)
+{
+    long long off = R.offset;
+    if (R.state == LS_CONNECTED && R.master) {
+        kv_client *c = R.master;
+        off += (long long)R.mpend.len;
+        if (c->rbuf.len > c->repl_mark)
+            off += (long long)(c->rbuf.len - c->repl_mark);
+    }
+    return off;
+}
+
 void repl_info(bk_buf *b)
 {
     buf_appendf(b, "# Replication\r\nrole:%s\r\n", R.host ? "slave" : "master");
@@ -2833,7 +2849,7 @@ void repl_info(bk_buf *b)
              "master_last_io_seconds_ago:%lld\r\nmaster_sync_in_progress:%d\r\n"
              "slave_read_repl_offset:%lld\r\nslave_repl_offset:%lld\r\n",
              R.host, R.port, R.state == LS_CONNECTED ? "up" : "down",
-             R.state == LS_CONNECTED ? last_io : -1LL, R.state == LS_TRANSFER, R.offset,
+             R.state == LS_CONNECTED ? last_io : -1LL, R.state == LS_TRANSFER, read_offset(),
              R.offset);
         if (R.state == LS_TRANSFER) {
             long long total = R.xfer_size;

@@ -501,3 +501,51 @@ def test_second_sigint_exits_without_temp_file(kv_factory, tmp_path):
         assert kv.proc.wait(5) == 1 and proc.wait(5) == 1
     finally:
         stop_redis(proc, ref)
+
+
+def _paused_replica_offsets(c, master):
+    import time
+    mport = master.connection_pool.connection_kwargs["port"]
+    c.execute_command("REPLICAOF", "127.0.0.1", mport)
+    assert _link_status(c, 10, "up") == "up"
+    master.set("foo", "bar")
+
+    def offsets():
+        i = c.info("replication")
+        return i["slave_read_repl_offset"], i["slave_repl_offset"]
+
+    deadline = time.time() + 5
+    while offsets()[1] != master.info("replication")["master_repl_offset"] and \
+            time.time() < deadline:
+        time.sleep(0.02)
+    before = master.info("replication")["master_repl_offset"]
+    c.execute_command("CLIENT", "PAUSE", "100000", "WRITE")
+    master.set("foo2", "bar2")
+    after = master.info("replication")["master_repl_offset"]
+    deadline = time.time() + 5
+    while offsets()[0] != after and time.time() < deadline:
+        time.sleep(0.02)
+    paused = offsets()
+    c.execute_command("CLIENT", "UNPAUSE")
+    deadline = time.time() + 5
+    while offsets()[1] != after and time.time() < deadline:
+        time.sleep(0.02)
+    resumed = offsets()
+    c.execute_command("REPLICAOF", "NO", "ONE")
+    return paused == (after, before), resumed == (after, after), c.get("foo2")
+
+
+def test_paused_replica_reads_but_does_not_apply(kv_factory, tmp_path):
+    kv = kv_factory(workdir=tmp_path / "kv")
+    (tmp_path / "m").mkdir()
+    (tmp_path / "ref").mkdir()
+    mproc, master = start_redis(tmp_path / "m", decode_responses=True)
+    rproc, ref = start_redis(tmp_path / "ref", decode_responses=True)
+    try:
+        master.config_set("repl-ping-replica-period", 3600)
+        got = _paused_replica_offsets(kv.client(decode_responses=True), master)
+        want = _paused_replica_offsets(ref, master)
+        assert got == want == (True, True, "bar2")
+    finally:
+        stop_redis(rproc, ref)
+        stop_redis(mproc, master)
