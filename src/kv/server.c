@@ -11,6 +11,7 @@
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/proctitle.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
 #include "kv/replication.h"
@@ -1416,6 +1417,7 @@ int kv_server_main(int argc, char **argv)
         printf("brisk-kv %s (redis_version %s)\n", BRISK_VERSION, KV_VERSION);
         return 0;
     }
+    argv = kv_proctitle_init(argc, argv); /* the title takes the original strings' memory */
     if (argc >= 2 && strcmp(argv[1], "--check-aof") == 0) {
         int fix = argc >= 3 && strcmp(argv[2], "--fix") == 0;
         int ts = argc >= 4 && strcmp(argv[2], "--truncate-to-timestamp") == 0;
@@ -1524,6 +1526,7 @@ int kv_server_main(int argc, char **argv)
         return 1;
     }
     kv_loading_serve = 0;
+    kv_proctitle_update();
     log_info("Ready to accept connections"); /* Redis's words: tools wait for them */
     timer_init(&srv.cron, cron_cb, NULL);
     timer_start(&srv.loop, &srv.cron, (uint64_t)(1000 / srv.cfg.hz));

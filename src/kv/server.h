@@ -388,6 +388,7 @@ typedef struct kv_config {
     uint64_t auto_aof_rewrite_pct, auto_aof_rewrite_min;
     int aof_load_truncated;
     int loglevel;
+    int loglevel_name; /* the Redis level set (debug and verbose log alike here) */
     char *logfile;
     char *save;
     int daemonize;

@@ -549,3 +549,40 @@ def test_paused_replica_reads_but_does_not_apply(kv_factory, tmp_path):
     finally:
         stop_redis(rproc, ref)
         stop_redis(mproc, master)
+
+
+LOGLEVELS = [("CONFIG", "GET", "loglevel")] + [
+    cmd for level in ("debug", "verbose", "notice", "warning", "DEBUG", "bogus")
+    for cmd in (("CONFIG", "SET", "loglevel", level), ("CONFIG", "GET", "loglevel"))]
+
+
+def test_loglevel_debug_is_kept(kv_factory, tmp_path):
+    got, want = _run_both(kv_factory, tmp_path, LOGLEVELS)
+    assert got == want
+    assert ["loglevel", "debug"] in want
+
+
+def _proc_titles(c):
+    import time
+    port = c.connection_pool.connection_kwargs["port"]
+    pid = int(c.info("server")["process_id"])
+    out = []
+    for t in ("TEST {listen-addr} {port} {tls-port} {server-mode}x {{y} a}}b}",
+              "{invalid-var}", "{title", "{}", "   ", "{port}"):
+        out.append(_call(c, "CONFIG", "SET", "proc-title-template", t))
+        time.sleep(0.05)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            out.append(f.read().split(b"\0")[0].replace(str(port).encode(), b"P"))
+    out.append(c.config_get("proc-title-template"))
+    return out
+
+
+def test_proc_title_template(kv_factory, tmp_path):
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        got, want = _proc_titles(r), _proc_titles(ref)
+        assert got == want
+        assert want[1] == b"TEST 127.0.0.1:P P 0 x {y} a}}b}" and want[-1] == {
+            "proc-title-template": "{port}"}
+    finally:
+        stop_redis(proc, ref)
