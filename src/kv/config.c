@@ -640,6 +640,13 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     int ext = kv_notify_config_set(name, argc, argv, err, errlen);
     if (ext != 1)
         return ext;
+    if (!at_runtime && strcasecmp(name, "rename-command") == 0) {
+        if (argc != 2) {
+            snprintf(err, errlen, "wrong number of arguments");
+            return -1;
+        }
+        return kv_cmd_rename(argv[0], argv[1], err, errlen);
+    }
     int repl_rc = repl_config_set(name, argc, argv, at_runtime, err, errlen);
     if (repl_rc != 1)
         return repl_rc;

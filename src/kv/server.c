@@ -43,7 +43,53 @@ kv_server srv;
 
 #define CMD_SLOTS 1024
 static const kv_cmd *cmd_slots[CMD_SLOTS];
+static const char *cmd_slot_name[CMD_SLOTS]; /* the name it answers to (rename-command) */
 static uint8_t cmd_slot_len[CMD_SLOTS]; /* strlen of the slot's name: no strlen per lookup */
+
+/* rename-command old new (config file only, read before the table is
+ * built): the command answers to new, or to nothing when new is "". */
+enum { MAX_RENAMES = 64 };
+static struct {
+    const kv_cmd *cmd;
+    char *to;
+} renames[MAX_RENAMES];
+static int nrenames;
+
+int kv_cmd_rename(const char *from, const char *to, char *err, size_t errlen)
+{
+    const kv_cmd *cmd = NULL;
+    for (size_t i = 0; i < kv_ncommands && !cmd; i++)
+        if (strcasecmp(kv_commands[i].name, from) == 0)
+            cmd = &kv_commands[i];
+    for (int i = 0; i < nrenames && cmd; i++)
+        if (renames[i].cmd == cmd)
+            cmd = NULL; /* renamed already: its old name is gone */
+    if (!cmd) {
+        snprintf(err, errlen, "No such command in rename-command");
+        return -1;
+    }
+    size_t n = strlen(to);
+    if (n >= 32 || nrenames == MAX_RENAMES) {
+        snprintf(err, errlen, "Target command name is too long or too many renames");
+        return -1;
+    }
+    for (size_t i = 0; n && i < kv_ncommands; i++) {
+        int taken = strcasecmp(kv_commands[i].name, to) == 0;
+        for (int k = 0; k < nrenames; k++)
+            if (renames[k].cmd == &kv_commands[i])
+                taken = strcasecmp(renames[k].to, to) == 0;
+        if (taken) {
+            snprintf(err, errlen, "Target command name already exists");
+            return -1;
+        }
+    }
+    char *low = kv_strndup(to, n);
+    for (size_t i = 0; i < n; i++)
+        low[i] = ascii_lower(low[i]);
+    renames[nrenames].cmd = cmd;
+    renames[nrenames++].to = low;
+    return 0;
+}
 
 static uint32_t name_hash(const char *p, size_t n)
 {
@@ -55,13 +101,21 @@ static uint32_t name_hash(const char *p, size_t n)
 
 void kv_cmd_table_init(void)
 {
+    memset(cmd_slots, 0, sizeof cmd_slots);
     for (size_t i = 0; i < kv_ncommands; i++) {
         const kv_cmd *cmd = &kv_commands[i];
-        size_t len = strlen(cmd->name);
-        uint32_t h = name_hash(cmd->name, len) & (CMD_SLOTS - 1);
+        const char *name = cmd->name;
+        for (int k = 0; k < nrenames; k++)
+            if (renames[k].cmd == cmd)
+                name = renames[k].to;
+        size_t len = strlen(name);
+        if (len == 0)
+            continue; /* renamed to nothing: gone */
+        uint32_t h = name_hash(name, len) & (CMD_SLOTS - 1);
         while (cmd_slots[h])
             h = (h + 1) & (CMD_SLOTS - 1);
         cmd_slots[h] = cmd;
+        cmd_slot_name[h] = name;
         cmd_slot_len[h] = (uint8_t)len; /* names are < 32 bytes (kv_cmd_lookup) */
     }
     srv.cmd_stats = kv_calloc(kv_ncommands * sizeof *srv.cmd_stats);
@@ -81,7 +135,7 @@ const kv_cmd *kv_cmd_lookup(bk_str name)
     }
     h &= CMD_SLOTS - 1;
     for (const kv_cmd *cmd; (cmd = cmd_slots[h]); h = (h + 1) & (CMD_SLOTS - 1))
-        if (cmd_slot_len[h] == name.len && memcmp(cmd->name, low, name.len) == 0)
+        if (cmd_slot_len[h] == name.len && memcmp(cmd_slot_name[h], low, name.len) == 0)
             return cmd;
     return NULL;
 }

@@ -590,6 +590,9 @@ const kv_cmd *kv_cmd_lookup(bk_str name);
 /* Fills the name -> command table kv_cmd_lookup reads (once, at start;
  * also for harnesses that run commands without kv_server_main). */
 void kv_cmd_table_init(void);
+/* rename-command from (a command's name) to (lower-cased; "" removes it):
+ * read from the configuration before kv_cmd_table_init. 0, or -1 with err. */
+int kv_cmd_rename(const char *from, const char *to, char *err, size_t errlen);
 /* Whether a peer address is this host: 127.0.0.0/8, ::1, ::ffff:127.x or
  * a Unix socket (the clients protected mode lets in). */
 int kv_peer_is_local(const struct sockaddr *sa);

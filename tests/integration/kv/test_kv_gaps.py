@@ -586,3 +586,17 @@ def test_proc_title_template(kv_factory, tmp_path):
             "proc-title-template": "{port}"}
     finally:
         stop_redis(proc, ref)
+
+
+RENAMED = [("FLUSHDB",), ("badger",), ("BADGER",), ("SET", "k", "v"), ("KEYS", "*"),
+           ("EVAL", "return redis.call('badger')", "0"), ("EVAL", "return redis.call('flushdb')", "0"),
+           ("CONFIG", "SET", "rename-command", "get x"), ("GET", "k")]
+
+
+def test_rename_command(kv_factory, tmp_path):
+    """rename-command (configuration only): the command answers to its new
+    name only, scripts included; "" removes it."""
+    got, want = _run_both(kv_factory, tmp_path, RENAMED, "--rename-command", "flushdb", "badger",
+                          "--rename-command", "keys", "")
+    assert got == want
+    assert want[1] == "OK" and want[0].startswith("ERR: unknown command 'FLUSHDB'")
