@@ -19,10 +19,11 @@ extern char **environ;
 
 static char *area;   /* the argv (and environ) strings, once copied away */
 static size_t area_len;
+static char **argv_copy; /* the caller's from then on, for the process's life */
 
 char **kv_proctitle_init(int argc, char **argv)
 {
-    char **copy = kv_malloc(((size_t)argc + 1) * sizeof *copy);
+    char **copy = argv_copy = kv_malloc(((size_t)argc + 1) * sizeof *copy);
     for (int i = 0; i < argc; i++)
         copy[i] = kv_strndup(argv[i], strlen(argv[i]));
     copy[argc] = NULL;
