@@ -62,6 +62,21 @@ static int cfg_intset_entries(void)
     return n < 0 ? 0 : n > INT_MAX ? INT_MAX : (int)n;
 }
 
+/* The encoding a set made anew of s's members would have. */
+static void encoding_from_members(dict *s)
+{
+    int ints = dict_size(s) <= (size_t)cfg_intset_entries();
+    dict_iter it;
+    dict_iter_init(&it, s);
+    for (dict_node *n; ints && (n = dict_iter_next(&it));) {
+        bk_str m = smember_str((kv_smember *)(void *)n);
+        long long v;
+        ints = kv_parse_ll(m.p, m.len, &v) == 0;
+    }
+    dict_iter_end(&it);
+    s->owner = ints ? SET_INTSET : SET_HASHTABLE;
+}
+
 int set_add(dict *s, bk_str m)
 {
     uint32_t h = dict_hash32(m.p, m.len);
@@ -304,6 +319,10 @@ void spop_command(kv_client *c)
     if (dict_size(s) == 0) {
         db_delete(c->db, c->argv[1]);
         kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+    } else if (count >= 0 && (unsigned long long)dict_size(s) * 5 <= (unsigned long long)n) {
+        /* Redis pops most of a set by moving the few members left to a new
+         * set, made as SADD makes one: its encoding follows those members. */
+        encoding_from_members(s);
     }
 }
 

@@ -600,3 +600,23 @@ def test_rename_command(kv_factory, tmp_path):
                           "--rename-command", "keys", "")
     assert got == want
     assert want[1] == "OK" and want[0].startswith("ERR: unknown command 'FLUSHDB'")
+
+
+def test_spop_of_most_members_remakes_the_set(kv_factory, tmp_path):
+    """SPOP of most of a set (count >= 5 x what stays) leaves a new set made
+    of the rest, whose encoding follows its members (Redis's case 3)."""
+    kv, r, proc, ref = _both(kv_factory, tmp_path)
+    try:
+        out = []
+        for c in (r, ref):
+            encs = []
+            for pop in (8, 9):  # 2 left (popped one by one), then 1 left
+                c.delete("s")
+                c.sadd("s", *range(1, 11), "a")
+                c.srem("s", "a")
+                c.spop("s", pop)
+                encs.append(c.object("encoding", "s"))
+            out.append(encs)
+        assert out[0] == out[1] == ["hashtable", "intset"]
+    finally:
+        stop_redis(proc, ref)
