@@ -53,7 +53,9 @@ static kv_entry *string_for_bit_write(kv_client *c, bk_str key, uint64_t maxbit,
     *grown = 0;
     if (!e) {
         *grown = 1;
-        return db_add_zeroed_string(c->db, key, (size_t)need);
+        e = db_add_zeroed_string(c->db, key, (size_t)need);
+        e->raw = 1; /* made raw in Redis (see kv_entry) */
+        return e;
     }
     size_t old = entry_vlen(e);
     if (need > old) {
