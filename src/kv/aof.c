@@ -957,7 +957,9 @@ int aof_rewrite_start(char *err, size_t errlen)
         snprintf(err, errlen, "ERR Background append only file rewriting already in progress");
         return -1;
     }
-    if (other_child_running()) { /* started by the cron once that child is gone */
+    /* Started by the cron once that child is gone, or after the EXEC (a
+     * fork inside a transaction would snapshot half of it, as Redis). */
+    if (other_child_running() || srv.in_exec) {
         srv.aof_rewrite_scheduled = 1;
         return 1;
     }
@@ -1213,6 +1215,12 @@ int aof_set_enabled(int on)
             srv.aof_rewrite_scheduled = 1;
             log_warn("AOF was enabled but there is already another background operation. An AOF "
                      "background was scheduled to start when possible.");
+            return 0;
+        }
+        if (srv.in_exec) {
+            srv.aof_rewrite_scheduled = 1;
+            log_warn("AOF was enabled during a transaction. An AOF background was scheduled to "
+                     "start when possible.");
             return 0;
         }
         char err[256];

@@ -91,7 +91,7 @@ const kv_cmd kv_commands[] = {
       "Forgets about watched keys of a transaction.", "2.2.0", NULL, "@fast @transaction" },
     { "del", -2, CMD_WRITE, del_command, 1, -1, 1, "generic",
       "Deletes one or more keys.", "1.0.0", NULL, "@keyspace @write @slow" },
-    { "unlink", -2, CMD_WRITE | CMD_FAST, del_command, 1, -1, 1, "generic",
+    { "unlink", -2, CMD_WRITE | CMD_FAST, unlink_command, 1, -1, 1, "generic",
       "Asynchronously deletes one or more keys.", "4.0.0", NULL, "@keyspace @write @fast" },
     { "exists", -2, CMD_READONLY | CMD_FAST, exists_command, 1, -1, 1, "generic",
       "Determines whether one or more keys exist.", "1.0.0", NULL, "@keyspace @read @fast" },

@@ -5,6 +5,7 @@
 #include "kv/acl.h"
 #include "kv/aof.h"
 #include "kv/mem.h"
+#include "kv/proctitle.h"
 #include "kv/resp.h"
 #include "kv/server.h"
 #include "kv/util.h"
@@ -207,6 +208,7 @@ void kv_config_defaults(kv_config *cfg)
     cfg->auto_aof_rewrite_min = 64ull * 1024 * 1024;
     cfg->aof_load_truncated = 1;
     cfg->loglevel = 2; /* LOG_INFO */
+    cfg->loglevel_name = 1; /* notice */
     cfg->logfile = xstrdup("");
     cfg->save = xstrdup("3600 1 300 100 60 10000"); /* Redis 7.0's save points */
     cfg->timeout = 0;
@@ -638,6 +640,13 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
     int ext = kv_notify_config_set(name, argc, argv, err, errlen);
     if (ext != 1)
         return ext;
+    if (!at_runtime && strcasecmp(name, "rename-command") == 0) {
+        if (argc != 2) {
+            snprintf(err, errlen, "wrong number of arguments");
+            return -1;
+        }
+        return kv_cmd_rename(argv[0], argv[1], err, errlen);
+    }
     int repl_rc = repl_config_set(name, argc, argv, at_runtime, err, errlen);
     if (repl_rc != 1)
         return repl_rc;
@@ -675,6 +684,17 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
                         snprintf(noops[i].value, sizeof noops[i].value, "%s",
                                  protected_action_names[k]);
                     return k < 0 ? -1 : 0;
+                }
+                if (strcasecmp(name, "proc-title-template") == 0) {
+                    if (!kv_proctitle_valid(argv[0])) {
+                        snprintf(err, errlen,
+                                 "template format is invalid or contains unknown variables");
+                        return -1;
+                    }
+                    snprintf(noops[i].value, sizeof noops[i].value, "%s", argv[0]);
+                    if (at_runtime)
+                        kv_proctitle_update();
+                    return 0;
                 }
                 if (strcasecmp(name, "maxmemory-clients") == 0)
                     return check_maxmemory_clients(argv[0], noops[i].value,
@@ -819,6 +839,7 @@ int kv_config_set(kv_config *cfg, const char *name, int argc, char **argv, int a
         /* warning -> LOG_WARN, notice -> LOG_INFO, verbose/debug -> LOG_DEBUG */
         static const int map[] = { 1, 2, 3, 3 };
         cfg->loglevel = map[k];
+        cfg->loglevel_name = k;
         if (at_runtime)
             log_set_level((enum log_level)cfg->loglevel); /* CONFIG SET takes effect now */
         return 0;
@@ -937,11 +958,7 @@ static void fmt_value(const kv_config *cfg, const opt *o, char *out, size_t n)
     }
     case O_POLICY: snprintf(out, n, "%s", policy_names[cfg->maxmemory_policy]); break;
     case O_FSYNC: snprintf(out, n, "%s", fsync_names[cfg->appendfsync]); break;
-    case O_LOGLEVEL: {
-        static const char *names[] = { "warning", "warning", "notice", "verbose" };
-        snprintf(out, n, "%s", names[cfg->loglevel & 3]);
-        break;
-    }
+    case O_LOGLEVEL: snprintf(out, n, "%s", loglevel_names[cfg->loglevel_name & 3]); break;
     case O_BIND: {
         size_t k = 0;
         out[0] = '\0';

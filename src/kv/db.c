@@ -144,6 +144,7 @@ static kv_entry *entry_new(bk_str key, int type, size_t vroom, int ttl)
     kv_entry *e = entry_mem(layout_size(key.len, type, vroom, ttl));
     e->lru = BK_UNLIKELY(kv_lfu_on()) ? kv_lfu_stamp(LFU_INIT) : srv.lru_clock;
     e->type = (uint32_t)type;
+    e->raw = 0;
     unsigned char *p = e->data;
     if (ttl) {
         e->flags |= ENTRY_EXPIRES;
@@ -259,6 +260,7 @@ static kv_entry *entry_move(kv_db *db, kv_entry *e, size_t need, int ttl, int ke
     kv_entry *n = entry_mem(need);
     n->lru = e->lru;
     n->type = e->type;
+    n->raw = e->raw;
     unsigned char *p = n->data;
     if (ttl) {
         n->flags |= ENTRY_EXPIRES;
@@ -420,6 +422,7 @@ kv_entry *db_store_string(kv_db *db, bk_str key, kv_entry *e, const char *val, s
         e = entry_move(db, e, need, ttl, 0);
     }
     entry_put_str(e, val, vlen);
+    e->raw = 0;
     if (expire > 0)
         entry_put_expire(e, expire);
     if (!kv_lfu_on()) /* an overwritten key keeps its LFU counter (Redis) */
@@ -454,6 +457,7 @@ kv_entry *db_replace_obj(kv_db *db, bk_str key, kv_entry *old, int type, void *o
         /* the value area changes shape: a new entry takes the old one's place */
         kv_entry *e = entry_move(db, old, layout_size(key.len, type, 0, 0), 0, 0);
         e->type = (uint32_t)type;
+        e->raw = 0;
         entry_set_obj(e, obj);
         return e;
     }
@@ -487,6 +491,7 @@ kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, bk_str key)
     size_t vlen = e->type == KV_STRING ? entry_vlen(e) : 0;
     kv_entry *n = entry_new(key, e->type, vlen, exp != 0);
     n->lru = e->lru;
+    n->raw = e->raw;
     memcpy(entry_vpos(n), entry_vpos(e), value_area(e));
     /* The value object now belongs to n: free only the old memory. */
     keytab_remove_item(&db->keys, e, key_hash(entry_key_str(e)));
@@ -510,6 +515,7 @@ kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, bk_str key)
         size_t vlen = entry_vlen(e);
         n = entry_new(key, KV_STRING, vlen, exp != 0);
         entry_put_str(n, entry_val(e), vlen);
+        n->raw = e->raw; /* Redis's dupStringObject keeps the encoding */
     } else {
         n = entry_new(key, e->type, 0, exp != 0);
         entry_set_obj(n, obj_dup(e->type, entry_obj(e)));

@@ -3,6 +3,7 @@
 #include "kv/mem.h"
 #include "kv/util.h"
 
+#include <assert.h>
 #include <string.h>
 
 static uint64_t seed0 = 0x243f6a8885a308d3ull, seed1 = 0x13198a2e03707344ull;
@@ -88,6 +89,24 @@ size_t dict_buckets(const dict *d)
     return d->size[0] + d->size[1];
 }
 
+size_t dict_chain_stats(const dict *d, int t, size_t *maxchain, size_t *hist, size_t nhist)
+{
+    assert(nhist > 0);
+    size_t slots = 0;
+    *maxchain = 0;
+    memset(hist, 0, nhist * sizeof *hist);
+    for (size_t i = 0; i < d->size[t]; i++) {
+        size_t len = 0;
+        for (const dict_node *n = d->tab[t][i]; n; n = n->next)
+            len++;
+        hist[len < nhist ? len : nhist - 1]++;
+        slots += len > 0;
+        if (len > *maxchain)
+            *maxchain = len;
+    }
+    return slots;
+}
+
 static void start_resize(dict *d, size_t want)
 {
     size_t size = 4;
@@ -162,7 +181,7 @@ void dict_shrink_if_sparse(dict *d)
     if (d->rehashidx >= 0 || d->pause || d->size[0] <= 4)
         return;
     size_t used = d->used[0];
-    if (used * 8 < d->size[0])
+    if (used * 100 / d->size[0] < 10)
         start_resize(d, used < 4 ? 4 : used);
 }
 

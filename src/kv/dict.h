@@ -28,6 +28,7 @@ typedef struct dict {
     size_t used[2];
     long long rehashidx; /* next bucket of tab[0] to move; -1 = not rehashing */
     int pause;           /* > 0 while an iterator forbids moving buckets */
+    int owner;           /* free for the owner (sets: the encoding Redis shows) */
     dict_key_fn key;
 } dict;
 
@@ -73,11 +74,16 @@ dict_node *dict_random(dict *d);
 size_t dict_scan(dict *d, size_t cursor, void (*fn)(void *ud, dict_node *n), void *ud);
 /* Moves up to n buckets; returns 1 while rehashing remains. */
 int dict_rehash(dict *d, int n);
-/* Starts shrinking when the table is mostly empty. */
+/* Starts shrinking when less than a tenth of the table is used (Redis's
+ * htNeedsResize + dictResize): to the power of two that holds the nodes. */
 void dict_shrink_if_sparse(dict *d);
 /* Reserves room for n nodes (starts a rehash if needed). */
 void dict_expand(dict *d, size_t n);
 size_t dict_buckets(const dict *d);
+/* Chains of table t (0 main, 1 rehashing target): the number of non-empty
+ * buckets, the longest chain, and in hist[len] how many buckets have a chain
+ * of len nodes (the last slot, nhist - 1, counts every longer one too). */
+size_t dict_chain_stats(const dict *d, int t, size_t *maxchain, size_t *hist, size_t nhist);
 
 /* Iteration visits every node once; the current node may be unlinked and
  * freed. Rehash is paused until dict_iter_end. */

@@ -477,10 +477,14 @@ static int hll_add(hll_ref *h, bk_str ele)
 
 static void hll_invalidate(hll_ref *h) { hll_bytes(h)[15] |= HLL_CARD_STALE; }
 
+/* A HyperLogLog is a raw string in Redis (made raw, or unshared before a
+ * change): see kv_entry's raw. */
 static kv_entry *hll_create(kv_db *db, bk_str key)
 {
-    return db_store_string(db, key, NULL, (const char *)hll_empty_sparse,
-                           sizeof hll_empty_sparse, 0);
+    kv_entry *e = db_store_string(db, key, NULL, (const char *)hll_empty_sparse,
+                                  sizeof hll_empty_sparse, 0);
+    e->raw = 1;
+    return e;
 }
 
 /* ---- commands ---- */
@@ -495,6 +499,7 @@ void pfadd_command(kv_client *c)
         e = hll_create(c->db, c->argv[1]);
         updated++;
     }
+    e->raw = 1;
     hll_ref h = { c->db, e };
     for (int i = 2; i < c->argc; i++) {
         int r = hll_add(&h, c->argv[i]);
@@ -586,6 +591,7 @@ void pfmerge_command(kv_client *c)
     kv_entry *e = db_lookup_write(c->db, c->argv[1]);
     if (!e)
         e = hll_create(c->db, c->argv[1]);
+    e->raw = 1;
     hll_ref h = { c->db, e };
     if (use_dense && hll_to_dense(&h) < 0) {
         reply_error(c, ERR_HLL_CORRUPT);

@@ -1731,7 +1731,7 @@ static void info_memory(bk_buf *b)
             "mem_total_replication_buffers:%zu\r\nmem_clients_slaves:%zu\r\n"
             "mem_clients_normal:%zu\r\nmem_cluster_links:0\r\nmem_aof_buffer:%zu\r\n"
             "mem_allocator:libc\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\n"
-            "lazyfreed_objects:0\r\n"
+            "lazyfreed_objects:%llu\r\n"
             /* brisk-kv's own: the clients' buffers, part of used_memory */
             "used_memory_clients:%zu\r\n",
          used, h1, rss, h2, peak, h3, peak ? 100.0 * (double)used / (double)peak : 0.0, cbufs,
@@ -1739,7 +1739,7 @@ static void info_memory(bk_buf *b)
          lua_mem, lua_mem, h6, script_cached_count(), (unsigned long long)srv.cfg.maxmemory, h4, kv_policy_name(srv.cfg.maxmemory_policy),
          frag, (long long)rss - (long long)used, frag, (long long)rss - (long long)used,
          kv_memory_not_counted(), repl_replica_obufs(), cm.replicas, cm.normal, srv.aof_buf.len,
-         cbufs);
+         (unsigned long long)srv.stat_lazyfreed, cbufs);
 }
 
 static void info_persistence(bk_buf *b)

@@ -231,10 +231,12 @@ void exec_command(kv_client *c)
     int saved = srv.aof_in_multi;
     srv.aof_in_multi = -1; /* armed: the first write emits MULTI */
     srv.blk_deny++; /* queued blocking commands answer at once */
+    srv.in_exec++;
     for (int i = 0; i < count; i++) {
         kv_exec_command(c, mq[i].argc, mq[i].argv);
         kv_free(mq[i].argv);
     }
+    srv.in_exec--;
     srv.blk_deny--;
     aof_exec_end();
     srv.aof_in_multi = saved;

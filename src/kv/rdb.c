@@ -250,7 +250,7 @@ static struct {
     uint64_t at_cmd;
     int valid;
     int compression, list_fill;
-    long long zset_entries, zset_value, intset_entries;
+    long long zset_entries, zset_value;
 } cfg;
 
 static void cfg_refresh(void)
@@ -261,7 +261,6 @@ static void cfg_refresh(void)
     cfg.list_fill = (int)cfg_ll("list-max-listpack-size", -2);
     cfg.zset_entries = cfg_ll("zset-max-listpack-entries", 128);
     cfg.zset_value = cfg_ll("zset-max-listpack-value", 64);
-    cfg.intset_entries = cfg_ll("set-max-intset-entries", 512);
     cfg.at_cmd = srv.stat_cmds;
     cfg.valid = 1;
 }
@@ -508,12 +507,11 @@ static int zset_is_listpack(zset *z)
     return 1;
 }
 
-/* Whether every member is a canonical integer and there are few enough
- * for an intset; the widest value width in *width (2, 4 or 8). */
-static int set_is_intset(dict *s, int *width)
+/* Whether s is an intset (see types.h); the widest value width in *width
+ * (2, 4 or 8). */
+static int set_intset_width(dict *s, int *width)
 {
-    cfg_refresh();
-    if ((long long)dict_size(s) > cfg.intset_entries)
+    if (!set_is_intset(s))
         return 0;
     dict_iter it;
     dict_iter_init(&it, s);
@@ -538,6 +536,8 @@ const char *rdb_encoding_name(kv_entry *e)
     case KV_STRING: {
         long long v;
         bk_str s = entry_str(e);
+        if (e->raw)
+            return "raw";
         if (s.len <= 20 && kv_parse_ll(s.p, s.len, &v) == 0)
             return "int";
         return s.len <= 44 ? "embstr" : "raw";
@@ -546,7 +546,7 @@ const char *rdb_encoding_name(kv_entry *e)
         return "quicklist"; /* 7.0 has no listpack-encoded lists */
     case KV_SET: {
         int w;
-        return set_is_intset(entry_obj(e), &w) ? "intset" : "hashtable";
+        return set_intset_width(entry_obj(e), &w) ? "intset" : "hashtable";
     }
     case KV_HASH:
         return hash_is_small(entry_obj(e)) ? "listpack" : "hashtable";
@@ -564,7 +564,7 @@ int rdb_object_type(kv_entry *e)
     switch (e->type) {
     case KV_STRING: return RDB_TYPE_STRING;
     case KV_LIST: return RDB_TYPE_LIST_QUICKLIST_2;
-    case KV_SET: return set_is_intset(entry_obj(e), &w) ? RDB_TYPE_SET_INTSET : RDB_TYPE_SET;
+    case KV_SET: return set_intset_width(entry_obj(e), &w) ? RDB_TYPE_SET_INTSET : RDB_TYPE_SET;
     case KV_HASH: return hash_is_small(entry_obj(e)) ? RDB_TYPE_HASH_LISTPACK : RDB_TYPE_HASH;
     case KV_ZSET: return zset_is_listpack(entry_obj(e)) ? RDB_TYPE_ZSET_LISTPACK : RDB_TYPE_ZSET_2;
     case KV_STREAM: return RDB_TYPE_STREAM_LISTPACKS_2;
@@ -689,7 +689,7 @@ int rdb_list_shape(kv_list *l, size_t *nodes, size_t *bytes)
 static void save_set(bk_buf *b, dict *s)
 {
     int width;
-    if (set_is_intset(s, &width)) {
+    if (set_intset_width(s, &width)) {
         size_t n = dict_size(s);
         long long *v = kv_malloc(n * sizeof *v + 1);
         size_t k = 0;

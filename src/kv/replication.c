@@ -96,6 +96,7 @@ static struct {
     int read_only, serve_stale;
     int min_to_write, min_max_lag;
     char *masterauth, *masteruser;
+    size_t masterauth_len; /* masterauth is binary (CONFIG SET may put a NUL in it) */
     int priority, announced;
     char *announce_ip;
     int announce_port;
@@ -1383,16 +1384,21 @@ static void link_fail(const char *why)
         failover_abort("Failover target link failed before the PSYNC reply");
 }
 
-static int link_send(int argc, const char **argv)
+static int link_send_str(int argc, const bk_str *a)
 {
     bk_buf b = { 0 };
-    bk_str a[8];
-    for (int i = 0; i < argc; i++)
-        a[i] = (bk_str){ argv[i], strlen(argv[i]) };
     put_command(&b, argc, a);
     int rc = R.tls ? tls_write_fully(R.tls, R.fd, b.data, b.len) : write_fully(R.fd, b.data, b.len);
     buf_free(&b);
     return rc;
+}
+
+static int link_send(int argc, const char **argv)
+{
+    bk_str a[8];
+    for (int i = 0; i < argc; i++)
+        a[i] = (bk_str){ argv[i], strlen(argv[i]) };
+    return link_send_str(argc, a);
 }
 
 /* Sends the command of the state we enter. */
@@ -1407,16 +1413,17 @@ static void link_step(int state)
         return;
     }
     case LS_AUTH:
-        if (!R.masterauth || !R.masterauth[0]) {
+        if (!R.masterauth_len) {
             link_step(LS_PORT);
             return;
         }
         if (R.masteruser && R.masteruser[0]) {
-            const char *a[] = { "AUTH", R.masteruser, R.masterauth };
-            link_send(3, a);
+            bk_str a[] = { BK_STR("AUTH"), { R.masteruser, strlen(R.masteruser) },
+                           { R.masterauth, R.masterauth_len } };
+            link_send_str(3, a);
         } else {
-            const char *a[] = { "AUTH", R.masterauth };
-            link_send(2, a);
+            bk_str a[] = { BK_STR("AUTH"), { R.masterauth, R.masterauth_len } };
+            link_send_str(2, a);
         }
         return;
     case LS_PORT: {
@@ -2815,6 +2822,22 @@ void role_command(kv_client *c)
     }
 }
 
+/* Redis's slave_read_repl_offset: what was read from the master, applied
+ * or not (a paused replica reads on but applies nothing): the applied
+ * offset plus the bytes waiting in the master client's buffer and in
+ * R.mpend (a transaction's first part). */
+static long long read_offset(void)
+{
+    long long off = R.offset;
+    if (R.state == LS_CONNECTED && R.master) {
+        kv_client *c = R.master;
+        off += (long long)R.mpend.len;
+        if (c->rbuf.len > c->repl_mark)
+            off += (long long)(c->rbuf.len - c->repl_mark);
+    }
+    return off;
+}
+
 void repl_info(bk_buf *b)
 {
     buf_appendf(b, "# Replication\r\nrole:%s\r\n", R.host ? "slave" : "master");
@@ -2826,7 +2849,7 @@ void repl_info(bk_buf *b)
              "master_last_io_seconds_ago:%lld\r\nmaster_sync_in_progress:%d\r\n"
              "slave_read_repl_offset:%lld\r\nslave_repl_offset:%lld\r\n",
              R.host, R.port, R.state == LS_CONNECTED ? "up" : "down",
-             R.state == LS_CONNECTED ? last_io : -1LL, R.state == LS_TRANSFER, R.offset,
+             R.state == LS_CONNECTED ? last_io : -1LL, R.state == LS_TRANSFER, read_offset(),
              R.offset);
         if (R.state == LS_TRANSFER) {
             long long total = R.xfer_size;
@@ -2966,6 +2989,13 @@ static int parse_mem(const char *s, long long *out)
     return 0;
 }
 
+void repl_masterauth_set(const char *p, size_t n)
+{
+    kv_free(R.masterauth);
+    R.masterauth = n ? kv_strndup(p, n) : NULL;
+    R.masterauth_len = n;
+}
+
 int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                     size_t errlen)
 {
@@ -3039,6 +3069,8 @@ int repl_config_set(const char *name, int argc, char **argv, int at_runtime, cha
         char **s = o->p;
         kv_free(*s);
         *s = v[0] ? kv_strndup(v, strlen(v)) : NULL;
+        if (s == &R.masterauth)
+            R.masterauth_len = *s ? strlen(*s) : 0;
         break;
     }
     case C_ENUM:

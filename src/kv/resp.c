@@ -21,6 +21,20 @@ void resp_parser_free(resp_parser *p)
     p->cap = p->nargs = 0;
 }
 
+void resp_parser_shrink(resp_parser *p, size_t keep)
+{
+    if (keep < p->nargs)
+        keep = p->nargs;
+    if (p->cap <= keep)
+        return;
+    if (keep == 0) {
+        resp_parser_free(p);
+        return;
+    }
+    p->args = kv_realloc(p->args, keep * sizeof *p->args);
+    p->cap = keep;
+}
+
 void resp_parser_next(resp_parser *p)
 {
     p->nargs = 0;

@@ -37,6 +37,8 @@ typedef struct {
 
 void resp_parser_init(resp_parser *p);
 void resp_parser_free(resp_parser *p);
+/* Gives back argument slots past keep (and past the ones in use). */
+void resp_parser_shrink(resp_parser *p, size_t keep);
 
 /* Parses from p->pos in buf[0..len). RESP_CMD: args[0..nargs) is one
  * command and p->pos is past it; call resp_parser_next before parsing on.

@@ -11,6 +11,7 @@
 #include "kv/config.h"
 #include "kv/db.h"
 #include "kv/mem.h"
+#include "kv/proctitle.h"
 #include "kv/pubsub.h"
 #include "kv/reply.h"
 #include "kv/replication.h"
@@ -42,7 +43,53 @@ kv_server srv;
 
 #define CMD_SLOTS 1024
 static const kv_cmd *cmd_slots[CMD_SLOTS];
+static const char *cmd_slot_name[CMD_SLOTS]; /* the name it answers to (rename-command) */
 static uint8_t cmd_slot_len[CMD_SLOTS]; /* strlen of the slot's name: no strlen per lookup */
+
+/* rename-command old new (config file only, read before the table is
+ * built): the command answers to new, or to nothing when new is "". */
+enum { MAX_RENAMES = 64 };
+static struct {
+    const kv_cmd *cmd;
+    char *to;
+} renames[MAX_RENAMES];
+static int nrenames;
+
+int kv_cmd_rename(const char *from, const char *to, char *err, size_t errlen)
+{
+    const kv_cmd *cmd = NULL;
+    for (size_t i = 0; i < kv_ncommands && !cmd; i++)
+        if (strcasecmp(kv_commands[i].name, from) == 0)
+            cmd = &kv_commands[i];
+    for (int i = 0; i < nrenames && cmd; i++)
+        if (renames[i].cmd == cmd)
+            cmd = NULL; /* renamed already: its old name is gone */
+    if (!cmd) {
+        snprintf(err, errlen, "No such command in rename-command");
+        return -1;
+    }
+    size_t n = strlen(to);
+    if (n >= 32 || nrenames == MAX_RENAMES) {
+        snprintf(err, errlen, "Target command name is too long or too many renames");
+        return -1;
+    }
+    for (size_t i = 0; n && i < kv_ncommands; i++) {
+        int taken = strcasecmp(kv_commands[i].name, to) == 0;
+        for (int k = 0; k < nrenames; k++)
+            if (renames[k].cmd == &kv_commands[i])
+                taken = strcasecmp(renames[k].to, to) == 0;
+        if (taken) {
+            snprintf(err, errlen, "Target command name already exists");
+            return -1;
+        }
+    }
+    char *low = kv_strndup(to, n);
+    for (size_t i = 0; i < n; i++)
+        low[i] = ascii_lower(low[i]);
+    renames[nrenames].cmd = cmd;
+    renames[nrenames++].to = low;
+    return 0;
+}
 
 static uint32_t name_hash(const char *p, size_t n)
 {
@@ -54,13 +101,21 @@ static uint32_t name_hash(const char *p, size_t n)
 
 void kv_cmd_table_init(void)
 {
+    memset(cmd_slots, 0, sizeof cmd_slots);
     for (size_t i = 0; i < kv_ncommands; i++) {
         const kv_cmd *cmd = &kv_commands[i];
-        size_t len = strlen(cmd->name);
-        uint32_t h = name_hash(cmd->name, len) & (CMD_SLOTS - 1);
+        const char *name = cmd->name;
+        for (int k = 0; k < nrenames; k++)
+            if (renames[k].cmd == cmd)
+                name = renames[k].to;
+        size_t len = strlen(name);
+        if (len == 0)
+            continue; /* renamed to nothing: gone */
+        uint32_t h = name_hash(name, len) & (CMD_SLOTS - 1);
         while (cmd_slots[h])
             h = (h + 1) & (CMD_SLOTS - 1);
         cmd_slots[h] = cmd;
+        cmd_slot_name[h] = name;
         cmd_slot_len[h] = (uint8_t)len; /* names are < 32 bytes (kv_cmd_lookup) */
     }
     srv.cmd_stats = kv_calloc(kv_ncommands * sizeof *srv.cmd_stats);
@@ -80,7 +135,7 @@ const kv_cmd *kv_cmd_lookup(bk_str name)
     }
     h &= CMD_SLOTS - 1;
     for (const kv_cmd *cmd; (cmd = cmd_slots[h]); h = (h + 1) & (CMD_SLOTS - 1))
-        if (cmd_slot_len[h] == name.len && memcmp(cmd->name, low, name.len) == 0)
+        if (cmd_slot_len[h] == name.len && memcmp(cmd_slot_name[h], low, name.len) == 0)
             return cmd;
     return NULL;
 }
@@ -937,6 +992,10 @@ void kv_call(kv_client *c)
             return;
         }
     }
+    /* As Redis, the tracking table is held to its limit before each
+     * command (queued ones too: Redis #11715). */
+    if (BK_UNLIKELY(srv.trk_nclients))
+        tracking_limit_keys();
     if ((c->flags & CLIENT_MULTI) && !is_multi_control(cmd)) {
         if (BK_UNLIKELY(cmd->flags & CMD_NO_MULTI)) {
             reply_error(c, "ERR Command not allowed inside a transaction");
@@ -1015,10 +1074,24 @@ static void on_iteration_end(bk_loop *l, void *ud)
         kv_watchdog_disarm();
 }
 
+/* SHUTDOWN (srv.shutdown_asap -1) has saved already; a shutdown signal's
+ * save comes now, and when it fails the server goes on, as Redis's. */
+static void stop_for_shutdown(bk_loop *l)
+{
+    if (srv.shutdown_asap > 0 && !srv.loading) { /* (a load exits unsaved: kv_loading_progress) */
+        log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
+        if (dump_signal_shutdown(srv.shutdown_asap) < 0) {
+            srv.shutdown_asap = 0;
+            return;
+        }
+    }
+    loop_stop(l);
+}
+
 static void on_wake(bk_loop *l, void *ud)
 {
     if (srv.shutdown_asap && !kv_debug_cron_paused)
-        loop_stop(l);
+        stop_for_shutdown(l);
 }
 
 /* One sample per cron tick of the rates INFO reports as instantaneous_*. */
@@ -1088,12 +1161,24 @@ static void cron_cb(bk_loop *l, bk_timer *t)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }
     if (srv.shutdown_asap)
-        loop_stop(l);
+        stop_for_shutdown(l);
     timer_start(l, t, (uint64_t)(1000 / srv.cfg.hz));
 }
 
+/* temp-<pid>.rdb, named at start: a second SIGINT removes it from the
+ * signal handler (no formatting there). */
+static char temp_rdb_name[32];
+
 static void on_signal(int sig)
 {
+    /* A second Ctrl+C while the shutdown saves: the user wants out now,
+     * without the file (Redis's "You insist... exiting now."). */
+    if (srv.shutdown_asap && sig == SIGINT) {
+        static const char msg[] = "You insist... exiting now.\n";
+        (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+        unlink(temp_rdb_name);
+        _exit(1);
+    }
     srv.shutdown_asap = sig;
     loop_wake(&srv.loop);
 }
@@ -1386,6 +1471,7 @@ int kv_server_main(int argc, char **argv)
         printf("brisk-kv %s (redis_version %s)\n", BRISK_VERSION, KV_VERSION);
         return 0;
     }
+    argv = kv_proctitle_init(argc, argv); /* the title takes the original strings' memory */
     if (argc >= 2 && strcmp(argv[1], "--check-aof") == 0) {
         int fix = argc >= 3 && strcmp(argv[2], "--fix") == 0;
         int ts = argc >= 4 && strcmp(argv[2], "--truncate-to-timestamp") == 0;
@@ -1419,6 +1505,7 @@ int kv_server_main(int argc, char **argv)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    snprintf(temp_rdb_name, sizeof temp_rdb_name, "temp-%d.rdb", (int)getpid());
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     kv_signals_start(); /* crash report; the watchdog when watchdog-period is set */
@@ -1493,6 +1580,7 @@ int kv_server_main(int argc, char **argv)
         return 1;
     }
     kv_loading_serve = 0;
+    kv_proctitle_update();
     log_info("Ready to accept connections"); /* Redis's words: tools wait for them */
     timer_init(&srv.cron, cron_cb, NULL);
     timer_start(&srv.loop, &srv.cron, (uint64_t)(1000 / srv.cfg.hz));
@@ -1502,8 +1590,6 @@ int kv_server_main(int argc, char **argv)
      * sockets all close at its exit; ours close one by one below). */
     close_listeners();
     kv_tls_close_listeners();
-    if (srv.shutdown_asap > 0)
-        log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
     dump_at_exit();
     on_iteration_end(&srv.loop, NULL);
     if (srv.aof_state) {

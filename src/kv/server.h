@@ -53,7 +53,10 @@ enum kv_type { KV_STRING = 0, KV_LIST = 1, KV_SET = 2, KV_ZSET = 3, KV_HASH = 4,
  * string or adding a TTL may move the entry (the functions that may move
  * one return the new pointer). */
 typedef struct kv_entry {
-    uint32_t lru : 28, type : 4;
+    /* raw: a string changed in place (APPEND, SETRANGE, SETBIT, BITFIELD,
+     * BITOP's result, HyperLogLog), which Redis holds as a raw sds whatever
+     * its content (OBJECT ENCODING raw) until a SET replaces it. */
+    uint32_t lru : 28, type : 3, raw : 1;
     uint8_t flags;
     unsigned char data[];
 } kv_entry;
@@ -385,6 +388,7 @@ typedef struct kv_config {
     uint64_t auto_aof_rewrite_pct, auto_aof_rewrite_min;
     int aof_load_truncated;
     int loglevel;
+    int loglevel_name; /* the Redis level set (debug and verbose log alike here) */
     char *logfile;
     char *save;
     int daemonize;
@@ -420,6 +424,7 @@ typedef struct kv_server {
     uint64_t stat_conns, stat_cmds, stat_expired, stat_evicted, stat_rejected_conns;
     uint64_t stat_hits, stat_misses, stat_net_in, stat_net_out, stat_errors;
     uint64_t stat_expire_cycles_cpu_ms;
+    uint64_t stat_lazyfreed; /* INFO lazyfreed_objects: what Redis would have freed lazily */
     kv_cmd_stats *cmd_stats;
     /* instantaneous_*: per-second rates over the last KV_OPS_SAMPLES cron
      * ticks (commands, bytes in, bytes out) */
@@ -466,6 +471,7 @@ typedef struct kv_server {
     kv_client *blk_resume, *blk_resume_tail; /* served clients with input to run */
     bk_timer blk_resume_timer;       /* runs them: a 0 ms timer, after this batch's events */
     int blk_deny;                 /* > 0 inside EXEC (or a script): commands must not block */
+    int in_exec;                  /* EXEC runs its queue: a fork waits for the cron */
     /* -- end blocking -- */
     /* -- server fields: bitops -- */
     /* -- end bitops -- */
@@ -584,6 +590,9 @@ const kv_cmd *kv_cmd_lookup(bk_str name);
 /* Fills the name -> command table kv_cmd_lookup reads (once, at start;
  * also for harnesses that run commands without kv_server_main). */
 void kv_cmd_table_init(void);
+/* rename-command from (a command's name) to (lower-cased; "" removes it):
+ * read from the configuration before kv_cmd_table_init. 0, or -1 with err. */
+int kv_cmd_rename(const char *from, const char *to, char *err, size_t errlen);
 /* Whether a peer address is this host: 127.0.0.0/8, ::1, ::ffff:127.x or
  * a Unix socket (the clients protected mode lets in). */
 int kv_peer_is_local(const struct sockaddr *sa);
@@ -681,10 +690,14 @@ size_t migrate_cached_sockets(void);
 void dump_cron(void);
 /* Loads dbfilename at start-up when the AOF is off. Returns 0 or -1. */
 int dump_load_at_start(void);
-/* SHUTDOWN SAVE: stops a BGSAVE child and saves dbfilename. 0 or -1. */
-int dump_shutdown_save(void);
-/* At exit: stops a BGSAVE child; after a signal, saves when save points
- * are configured (SHUTDOWN saved already, or was told not to). */
+/* The save of a shutdown: stops a BGSAVE child and saves dbfilename. 0,
+ * or -1 when that failed and force is 0: the shutdown is off and the
+ * server goes on (Redis's prepareForShutdown, its log lines too). */
+int dump_shutdown_save(int force);
+/* A shutdown signal: dump_shutdown_save when save points are configured
+ * or shutdown-on-sigterm/-sigint says save (force as it says). */
+int dump_signal_shutdown(int sig);
+/* At exit: stops a BGSAVE child. */
 void dump_at_exit(void);
 /* DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE] and DEBUG OBJECT key. */
 void dump_debug_reload(kv_client *c);
@@ -787,6 +800,7 @@ void tracking_invalidate_all(void); /* FLUSHDB / FLUSHALL (once per command) */
 void tracking_broadcast(void);      /* batch end: BCAST messages */
 void tracking_send_self(kv_client *c);
 void tracking_cron(void);
+void tracking_limit_keys(void); /* before each command while trk_nclients */
 void tracking_client_closed(kv_client *c);
 bk_str tracking_prefix_str(const struct kv_trk_prefix *p);
 static inline int tracking_active(void) { return dict_size(&srv.trk_keys) || srv.trk_nprefix; }
@@ -923,6 +937,8 @@ const char *repl_write_refusal(void);
 /* t_dump.c: a save succeeded or failed (MISCONF may start or end). */
 void repl_persist_status_changed(void);
 /* Config options of replication: 1 when name is not one of them. */
+/* CONFIG SET masterauth's value as sent (binary: a NUL stays in it). */
+void repl_masterauth_set(const char *p, size_t n);
 int repl_config_set(const char *name, int argc, char **argv, int at_runtime, char *err,
                     size_t errlen);
 void repl_config_get(bk_str pattern, void (*fn)(void *ud, const char *name, const char *value),
@@ -940,6 +956,12 @@ void repl_debug_replicate(kv_client *c); /* DEBUG REPLICATE cmd args...: stream 
 void dump_flushall(void);
 /* A full-sync RDB child runs (INFO rdb_bgsave_in_progress counts it, as Redis). */
 int repl_rdb_child_running(void);
+/* A forked child (BGSAVE, AOF rewrite, full sync) holds a copy-on-write
+ * snapshot: tables do not shrink meanwhile, as Redis's dict_can_resize. */
+static inline int kv_child_running(void)
+{
+    return srv.child_pid > 0 || srv.rdb_child_pid > 0 || repl_rdb_child_running();
+}
 /* A swapdb diskless load keeps serving the old data (INFO async_loading). */
 int repl_async_loading(void);
 /* FLUSHALL: a full-sync child's snapshot is stale: it stops, its replicas resync. */

@@ -292,8 +292,8 @@ static int parse_sort_score(bk_str v, double *out)
     return bad ? -1 : 0;
 }
 
-/* Sets hold no order; Redis 7.0 keeps a set of at most 512 integers as a
- * sorted intset, so that is the order it lists them in. */
+/* Sets hold no order; Redis 7.0 keeps an intset sorted, so that is the
+ * order it lists them in. */
 static int set_int_order(const void *pa, const void *pb)
 {
     const sort_item *a = pa, *b = pb;
@@ -305,7 +305,7 @@ static int set_int_order(const void *pa, const void *pb)
 static void load_set(dict *s, sort_item *v)
 {
     size_t n = 0;
-    int all_ints = dict_size(s) <= 512;
+    int all_ints = set_is_intset(s);
     dict_iter it;
     dict_iter_init(&it, s);
     for (dict_node *dn; (dn = dict_iter_next(&it));) {

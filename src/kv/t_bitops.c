@@ -53,7 +53,9 @@ static kv_entry *string_for_bit_write(kv_client *c, bk_str key, uint64_t maxbit,
     *grown = 0;
     if (!e) {
         *grown = 1;
-        return db_add_zeroed_string(c->db, key, (size_t)need);
+        e = db_add_zeroed_string(c->db, key, (size_t)need);
+        e->raw = 1; /* made raw in Redis (see kv_entry) */
+        return e;
     }
     size_t old = entry_vlen(e);
     if (need > old) {
@@ -61,6 +63,7 @@ static kv_entry *string_for_bit_write(kv_client *c, bk_str key, uint64_t maxbit,
         memset(entry_val(e) + old, 0, (size_t)need - old);
         *grown = 1;
     }
+    e->raw = 1;
     return e;
 }
 
@@ -362,7 +365,7 @@ void bitop_command(kv_client *c)
             if (op == BITOP_AND)
                 memset(res + src[i].len, 0, maxlen - src[i].len);
         }
-        db_set_string(c->db, c->argv[2], (const char *)res, maxlen, 0);
+        db_set_string(c->db, c->argv[2], (const char *)res, maxlen, 0)->raw = 1;
         kv_notify(c->db, NOTIFY_STRING, "set", c->argv[2]);
         kv_dirty(1);
     } else if (db_delete(c->db, c->argv[2])) {

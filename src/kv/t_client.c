@@ -598,6 +598,26 @@ static void resize_reply_buffer(kv_client *c)
         buf_resize(&c->wbuf, c->rb_size);
 }
 
+#define ARGS_KEEP 1024 /* argument slots a client keeps between commands */
+
+/* A command with many arguments leaves big argument arrays behind (Redis
+ * frees its argv after every command): between commands they go. Not for
+ * a client whose argv is still in use (running, blocked, held, waiting). */
+static void shrink_arg_arrays(kv_client *c)
+{
+    if (c->blocked || (c->cl_flags & CL_HELD) || c == srv.cl_running ||
+        (c->repl_flags & REPL_C_WAITING))
+        return;
+    if (c->argv_cap > ARGS_KEEP) {
+        kv_free(c->argv);
+        c->argv = NULL;
+        c->argv_cap = 0;
+        c->argc = 0;
+    }
+    if (c->parser.cap > ARGS_KEEP)
+        resp_parser_shrink(&c->parser, 16);
+}
+
 void kv_client_cron(void)
 {
     if (srv.pause_type && srv.pause_end_ms <= srv.now_ms)
@@ -606,6 +626,7 @@ void kv_client_cron(void)
         next = c->next;
         resize_query_buffer(c);
         resize_reply_buffer(c);
+        shrink_arg_arrays(c);
         /* A soft limit also runs out while nothing more is sent (Redis). */
         if (c->wbuf.len > c->wpos && !c->repl_flags && kv_client_obuf_over(c))
             kv_client_close(c);

@@ -137,6 +137,39 @@ static void table_stats(bk_buf *b, const char *which, size_t slots, size_t items
         buf_append(b, line, (size_t)n);
 }
 
+/* A dict's table t in full, chains included, as Redis's dictGetStats: the
+ * float arithmetic is Redis's too, so the rounding agrees. */
+static void dict_table_stats(bk_buf *b, const dict *d, int t)
+{
+    const char *which = t == 0 ? "0 stats (main hash table)" : "1 stats (rehashing target)";
+    if (d->used[t] == 0) {
+        table_stats(b, which, d->size[t], 0);
+        return;
+    }
+    enum { HIST = 50 }; /* Redis's DICT_STATS_VECTLEN; its last slot is not listed */
+    size_t hist[HIST], maxchain;
+    size_t slots = dict_chain_stats(d, t, &maxchain, hist, HIST);
+    char line[512];
+    int n = snprintf(line, sizeof line,
+                     "Hash table %s:\n table size: %zu\n number of elements: %zu\n"
+                     " different slots: %zu\n max chain length: %zu\n"
+                     " avg chain length (counted): %.02f\n avg chain length (computed): %.02f\n"
+                     " Chain length distribution:\n",
+                     which, d->size[t], d->used[t], slots, maxchain,
+                     (double)((float)d->used[t] / (float)slots),
+                     (double)((float)d->used[t] / (float)slots));
+    if (n > 0)
+        buf_append(b, line, (size_t)n);
+    for (size_t i = 0; i < HIST - 1; i++) {
+        if (hist[i] == 0)
+            continue;
+        n = snprintf(line, sizeof line, "   %zu: %zu (%.02f%%)\n", i, hist[i],
+                     (double)((float)hist[i] / (float)d->size[t] * 100));
+        if (n > 0)
+            buf_append(b, line, (size_t)n);
+    }
+}
+
 static void debug_htstats(kv_client *c)
 {
     long long id;
@@ -172,9 +205,9 @@ static void debug_htstats_key(kv_client *c)
     }
     dict *d = e->type == KV_SET ? (dict *)entry_obj(e) : hash_dict(entry_obj(e));
     bk_buf b = { 0 };
-    table_stats(&b, "0 stats (main hash table)", d->size[0], d->used[0]);
+    dict_table_stats(&b, d, 0);
     if (dict_rehashing(d))
-        table_stats(&b, "1 stats (rehashing target)", d->size[1], d->used[1]);
+        dict_table_stats(&b, d, 1);
     reply_verbatim(c, b.data, b.len, "txt");
     buf_free(&b);
 }

@@ -586,6 +586,12 @@ static void saved(void)
 {
     srv.lastsave = srv.now_ms / 1000;
     srv.rdb_saves++;
+    /* Any successful save clears a failed BGSAVE's status (and MISCONF), as
+     * Redis's rdbSave. */
+    if (srv.rdb_last_bgsave_failed) {
+        srv.rdb_last_bgsave_failed = 0;
+        repl_persist_status_changed();
+    }
 }
 
 void save_command(kv_client *c)
@@ -685,8 +691,8 @@ void bgsave_command(kv_client *c)
     }
     if (srv.rdb_child_pid > 0) {
         reply_error(c, "ERR Background save already in progress");
-    } else if (srv.child_pid > 0 || (c->flags & CLIENT_MULTI)) {
-        if (schedule || (c->flags & CLIENT_MULTI)) {
+    } else if (srv.child_pid > 0 || srv.in_exec) {
+        if (schedule || srv.in_exec) {
             bgsave_scheduled = 1;
             reply_simple(c, "Background saving scheduled");
         } else {
@@ -716,12 +722,15 @@ static void bgsave_kill_child(void)
 void dump_at_exit(void)
 {
     bgsave_kill_child();
-    if (srv.shutdown_asap <= 0)
-        return;
-    int flags = kv_shutdown_flags(srv.shutdown_asap); /* shutdown-on-sigterm/sigint */
+}
+
+int dump_signal_shutdown(int sig)
+{
+    int flags = kv_shutdown_flags(sig); /* shutdown-on-sigterm/sigint */
     if (!(flags & KV_SHUTDOWN_NOSAVE) &&
         ((flags & KV_SHUTDOWN_SAVE) || (srv.cfg.save && srv.cfg.save[0])))
-        dump_shutdown_save();
+        return dump_shutdown_save(flags & KV_SHUTDOWN_FORCE);
+    return 0;
 }
 
 void dump_flushall(void)
@@ -741,14 +750,21 @@ void dump_flushall(void)
     }
 }
 
-int dump_shutdown_save(void)
+int dump_shutdown_save(int force)
 {
     bgsave_kill_child();
     char path[256];
     rdb_filename(path);
     log_info("Saving the final RDB snapshot before exiting.");
-    if (rdb_save_file(path) < 0)
+    if (rdb_save_file(path) < 0) {
+        if (force) {
+            log_warn("Error trying to save the DB. Exit anyway.");
+            return 0;
+        }
+        log_warn("Error trying to save the DB, can't exit.");
+        log_warn("Errors trying to shut down the server. Check the logs for more information.");
         return -1;
+    }
     log_info("DB saved on disk");
     return 0;
 }

@@ -96,35 +96,54 @@ void dbsize_command(kv_client *c)
     reply_int(c, (long long)db_size(c->db));
 }
 
-static int flush_args_ok(kv_client *c)
+/* 1 for an ASYNC flush (or none said and lazyfree-lazy-user-flush yes), 0
+ * for a SYNC one, -1 after replying a syntax error. */
+static int flush_args_async(kv_client *c)
 {
-    if (c->argc == 1)
+    if (c->argc == 1) {
+        static const char *opt;
+        if (!opt)
+            opt = kv_config_noop_str("lazyfree-lazy-user-flush");
+        return opt && strcmp(opt, "yes") == 0;
+    }
+    if (c->argc == 2 && arg_is(c->argv[1], "async"))
         return 1;
-    if (c->argc == 2 && (arg_is(c->argv[1], "async") || arg_is(c->argv[1], "sync")))
-        return 1;
+    if (c->argc == 2 && arg_is(c->argv[1], "sync"))
+        return 0;
     reply_error(c, ERR_SYNTAX);
-    return 0;
+    return -1;
+}
+
+/* Redis frees an async flush's keys in a background thread and counts
+ * them all in lazyfreed_objects; brisk-kv frees them at once, counted so. */
+static void flush_db(kv_db *db, int async)
+{
+    if (async)
+        srv.stat_lazyfreed += db_size(db);
+    db_flush(db);
 }
 
 void flushdb_command(kv_client *c)
 {
-    if (!flush_args_ok(c))
+    int async = flush_args_async(c);
+    if (async < 0)
         return;
     kv_touch_flushed_db(c->db, NULL);
     tracking_invalidate_all();
-    db_flush(c->db);
+    flush_db(c->db, async);
     kv_dirty(1);
     reply_ok(c);
 }
 
 void flushall_command(kv_client *c)
 {
-    if (!flush_args_ok(c))
+    int async = flush_args_async(c);
+    if (async < 0)
         return;
     tracking_invalidate_all();
     for (int i = 0; i < srv.cfg.databases; i++) {
         kv_touch_flushed_db(&srv.dbs[i], NULL);
-        db_flush(&srv.dbs[i]);
+        flush_db(&srv.dbs[i], async);
     }
     kv_dirty(1);
     dump_flushall();
@@ -228,8 +247,7 @@ void shutdown_command(kv_client *c)
     log_info("User requested shutdown...");
     if (srv.loading)
         save = 0, nosave = 1; /* a half-loaded dataset is never saved (Redis neither) */
-    if ((save || (!nosave && srv.cfg.save && srv.cfg.save[0])) && dump_shutdown_save() < 0 &&
-        !force) {
+    if ((save || (!nosave && srv.cfg.save && srv.cfg.save[0])) && dump_shutdown_save(force) < 0) {
         reply_error(c, "ERR Errors trying to SHUTDOWN. Check logs.");
         return;
     }
@@ -449,6 +467,8 @@ static int config_set_one(kv_client *c, const char *name, bk_str value, char *er
     }
     if (strcasecmp(name, "requirepass") == 0) /* binary safe, unlike the config copy */
         kv_acl_requirepass_changed(value.p, value.len);
+    if (strcasecmp(name, "masterauth") == 0) /* binary too */
+        repl_masterauth_set(value.p, value.len);
     if (strcasecmp(name, "busy-poll-us") == 0)
         loop_set_busy_poll(&srv.loop, (unsigned)srv.cfg.busy_poll_us);
     return 0;
@@ -558,6 +578,7 @@ void config_command(kv_client *c)
         srv.stat_rb_shrinks = srv.stat_rb_expands = 0;
         srv.stat_hits = srv.stat_misses = srv.stat_net_in = srv.stat_net_out = 0;
         srv.stat_errors = srv.stat_rejected_conns = 0;
+        srv.stat_lazyfreed = 0;
         memset(srv.cmd_stats, 0, kv_ncommands * sizeof *srv.cmd_stats);
         kv_introspect_resetstat();
         reply_ok(c);

@@ -18,7 +18,9 @@ static bk_str member_key(const dict_node *n)
 
 dict *set_new(void)
 {
-    return dict_new_owned(member_key);
+    dict *s = dict_new_owned(member_key);
+    s->owner = SET_INTSET;
+    return s;
 }
 
 void set_free(dict *s)
@@ -39,6 +41,7 @@ static kv_smember *member_alloc(bk_str m, uint32_t hash)
 dict *set_dup(dict *s)
 {
     dict *d = set_new();
+    d->owner = s->owner; /* a copy keeps the encoding (Redis's setTypeDup) */
     dict_expand(d, dict_size(s));
     dict_iter it;
     dict_iter_init(&it, s);
@@ -48,12 +51,42 @@ dict *set_dup(dict *s)
     return d;
 }
 
+static int cfg_intset_entries(void)
+{
+    static const char *v;
+    if (!v)
+        v = kv_config_noop_str("set-max-intset-entries");
+    long long n = 512;
+    if (v && kv_parse_ll(v, strlen(v), &n) != 0)
+        n = 512;
+    return n < 0 ? 0 : n > INT_MAX ? INT_MAX : (int)n;
+}
+
+/* The encoding a set made anew of s's members would have. */
+static void encoding_from_members(dict *s)
+{
+    int ints = dict_size(s) <= (size_t)cfg_intset_entries();
+    dict_iter it;
+    dict_iter_init(&it, s);
+    for (dict_node *n; ints && (n = dict_iter_next(&it));) {
+        bk_str m = smember_str((kv_smember *)(void *)n);
+        long long v;
+        ints = kv_parse_ll(m.p, m.len, &v) == 0;
+    }
+    dict_iter_end(&it);
+    s->owner = ints ? SET_INTSET : SET_HASHTABLE;
+}
+
 int set_add(dict *s, bk_str m)
 {
     uint32_t h = dict_hash32(m.p, m.len);
     if (dict_find(s, m.p, m.len, h))
         return 0;
     dict_add(s, &member_alloc(m, h)->node);
+    long long v;
+    if (s->owner == SET_INTSET &&
+        (kv_parse_ll(m.p, m.len, &v) != 0 || dict_size(s) > (size_t)cfg_intset_entries()))
+        s->owner = SET_HASHTABLE;
     return 1;
 }
 
@@ -62,12 +95,21 @@ int set_has(dict *s, bk_str m)
     return dict_find(s, m.p, m.len, dict_hash32(m.p, m.len)) != NULL;
 }
 
+/* After a removal, as Redis's setTypeRemove: a mostly empty table shrinks
+ * (not while a child holds a snapshot). */
+static void shrink_after_removal(dict *s)
+{
+    if (!kv_child_running())
+        dict_shrink_if_sparse(s);
+}
+
 int set_del(dict *s, bk_str m)
 {
     dict_node *n = dict_unlink(s, m.p, m.len, dict_hash32(m.p, m.len));
     if (!n)
         return 0;
     kv_free(n);
+    shrink_after_removal(s);
     return 1;
 }
 
@@ -122,17 +164,6 @@ void srem_command(kv_client *c)
     reply_int(c, n);
 }
 
-static int cfg_intset_entries(void)
-{
-    static const char *v;
-    if (!v)
-        v = kv_config_noop_str("set-max-intset-entries");
-    long long n = 512;
-    if (v && kv_parse_ll(v, strlen(v), &n) != 0)
-        n = 512;
-    return n < 0 ? 0 : n > INT_MAX ? INT_MAX : (int)n;
-}
-
 typedef struct {
     long long v;
     dict_node *n;
@@ -147,7 +178,7 @@ static int int_member_cmp(const void *pa, const void *pb)
 dict_node **set_intset_nodes(dict *s)
 {
     size_t n = dict_size(s);
-    if (n == 0 || n > (size_t)cfg_intset_entries())
+    if (n == 0 || !set_is_intset(s))
         return NULL;
     int_member *m = kv_malloc(n * sizeof *m);
     size_t k = 0;
@@ -271,6 +302,7 @@ void spop_command(kv_client *c)
     for (long long i = 0; i < n; i++) {
         kv_smember *m = (kv_smember *)(void *)dict_random(s);
         dict_unlink_node(s, &m->node);
+        shrink_after_removal(s);
         reply_bulk_str(c, smember_str(m));
         prop[2 + i] = smember_str(m);
         popped[i] = m;
@@ -287,6 +319,10 @@ void spop_command(kv_client *c)
     if (dict_size(s) == 0) {
         db_delete(c->db, c->argv[1]);
         kv_notify(c->db, NOTIFY_GENERIC, "del", c->argv[1]);
+    } else if (count >= 0 && (unsigned long long)dict_size(s) * 5 <= (unsigned long long)n) {
+        /* Redis pops most of a set by moving the few members left to a new
+         * set, made as SADD makes one: its encoding follows those members. */
+        encoding_from_members(s);
     }
 }
 
@@ -362,6 +398,22 @@ void srandmember_command(kv_client *c)
 
 enum { OP_INTER, OP_UNION, OP_DIFF };
 
+/* Redis's choice of SDIFF algorithm, which shows in the result's encoding:
+ * 1 = look each member of the first set up in the others (the result is an
+ * intset when its members allow), 0 = copy the first set, then remove the
+ * others' members (a hashtable when the first set's members made it one). */
+static int diff_by_lookups(dict **sets, int nsets)
+{
+    unsigned long long lookups = 0, copies = 0;
+    for (int i = 0; i < nsets; i++) {
+        if (!sets[i])
+            continue;
+        lookups += dict_size(sets[0]);
+        copies += dict_size(sets[i]);
+    }
+    return lookups / 2 <= copies;
+}
+
 /* Computes the set operation over keys argv[first..argc); returns a new
  * set (caller owns) or NULL after replying WRONGTYPE. */
 static dict *set_op(kv_client *c, int first, int argc, int op, int write)
@@ -402,6 +454,19 @@ static dict *set_op(kv_client *c, int first, int argc, int op, int write)
             }
             dict_iter_end(&it);
         }
+    } else if (op == OP_DIFF && sets[0] && diff_by_lookups(sets, nsets)) {
+        dict_iter it;
+        dict_iter_init(&it, sets[0]);
+        for (dict_node *n; (n = dict_iter_next(&it));) {
+            bk_str m = smember_str((kv_smember *)(void *)n);
+            int keep = 1;
+            for (int i = 1; i < nsets && keep; i++)
+                if (sets[i] && (sets[i] == sets[0] || set_has(sets[i], m)))
+                    keep = 0;
+            if (keep)
+                set_add(out, m);
+        }
+        dict_iter_end(&it);
     } else {
         for (int i = 0; i < nsets; i++) {
             if (!sets[i])

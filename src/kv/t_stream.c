@@ -354,7 +354,9 @@ static size_t reply_range(kv_client *c, kv_stream *s, st_id start, st_id end, si
             break;
     }
     st_iter_stop(&it);
-    if (pi && pi->propagate && moved)
+    /* Redis 7.0 sends the group's new last ID only with NOACK: otherwise
+     * the XCLAIMs' LASTID carries it. */
+    if (pi && pi->propagate && moved && (flags & RWR_NOACK))
         prop_setid(c, pi->key, g);
     if (!(flags & RWR_RAW))
         reply_defer_array(c, handle, (long long)n);

@@ -399,6 +399,7 @@ void append_command(kv_client *c)
         size_t old = entry_vlen(e);
         e = db_string_resize(c->db, e, old + add.len);
         memcpy(entry_val(e) + old, add.p, add.len);
+        e->raw = 1; /* Redis unshares it as a raw string */
     }
     kv_notify(c->db, NOTIFY_STRING, "append", c->argv[1]);
     kv_dirty(1);
@@ -482,6 +483,7 @@ void setrange_command(kv_client *c)
         memset(entry_val(e) + old, 0, need - old);
     }
     memcpy(entry_val(e) + off, v.p, v.len);
+    e->raw = 1; /* Redis unshares it as a raw string */
     kv_notify(c->db, NOTIFY_STRING, "setrange", c->argv[1]);
     kv_dirty(1);
     reply_int(c, (long long)entry_vlen(e));

@@ -599,27 +599,39 @@ void tracking_broadcast(void)
 
 /* ---- tracking-table-max-keys ---- */
 
-static void read_max_keys(void *ud, const char *name, const char *value)
+/* Redis's trackingLimitUsedSlots: over tracking-table-max-keys (0: no
+ * limit), random keys are invalidated until the table is back at the
+ * limit, at most 100 per call, then 200, ... while it stays over. Runs
+ * before every command (while a client tracks) and from the cron, so a
+ * CONFIG SET that lowers the limit acts even on an idle server. */
+void tracking_limit_keys(void)
 {
-    (void)name;
-    long long v;
-    if (kv_parse_ll(value, strlen(value), &v) == 0 && v >= 0)
-        *(long long *)ud = v;
-}
-
-void tracking_cron(void)
-{
-    if (!dict_size(&srv.trk_keys))
-        return;
+    static unsigned misses; /* calls in a row that ended over the limit */
+    static const char *opt;
+    if (!opt)
+        opt = kv_config_noop_str("tracking-table-max-keys");
     long long max = 1000000;
-    kv_config_get(&srv.cfg, BK_STR("tracking-table-max-keys"), read_max_keys, &max);
-    if (max == 0)
-        return; /* no limit */
-    /* Bounded work per tick, like Redis's growing effort. */
-    for (int i = 0; i < 10000 && dict_size(&srv.trk_keys) > (size_t)max; i++) {
+    if (opt)
+        kv_parse_ll(opt, strlen(opt), &max);
+    if (max <= 0 || dict_size(&srv.trk_keys) <= (size_t)max) {
+        misses = 0;
+        return;
+    }
+    for (unsigned long long effort = 100ull * (misses + 1); effort > 0; effort--) {
         kv_trk_key *k = (kv_trk_key *)(void *)dict_random(&srv.trk_keys);
         if (!k)
             break;
         invalidate_entry(k, NULL);
+        if (dict_size(&srv.trk_keys) <= (size_t)max) {
+            misses = 0;
+            return;
+        }
     }
+    misses++;
+}
+
+void tracking_cron(void)
+{
+    if (srv.trk_nclients)
+        tracking_limit_keys();
 }

@@ -77,7 +77,12 @@ void hash_iter_init(hash_iter *it, kv_hash *h);
 int hash_iter_next(hash_iter *it, bk_str *field, bk_str *value);
 void hash_iter_end(hash_iter *it);
 
-/* ---- set: dict of members */
+/* ---- set: dict of members. The dict's owner field keeps the encoding
+ * Redis 7.0 would show: a set starts as an intset; adding a member that is
+ * not a canonical integer, or growing past set-max-intset-entries, makes it
+ * a hashtable for good (removing members never turns it back), as Redis's
+ * setTypeAdd. */
+enum { SET_HASHTABLE = 0, SET_INTSET = 1 };
 typedef struct kv_smember {
     dict_node node; /* aux = length */
     char data[];
@@ -91,9 +96,9 @@ dict *set_dup(dict *s);
 int set_add(dict *s, bk_str m);
 int set_has(dict *s, bk_str m);
 int set_del(dict *s, bk_str m);
-/* The members of s sorted by value when Redis 7.0 would keep s as an intset
- * (integers only, at most set-max-intset-entries): a kv_malloc'd array of
- * dict_size(s) nodes, or NULL when s is not one. */
+static inline int set_is_intset(const dict *s) { return s->owner == SET_INTSET; }
+/* The members of s sorted by value when s is an intset: a kv_malloc'd
+ * array of dict_size(s) nodes, or NULL when s is a hashtable (or empty). */
 dict_node **set_intset_nodes(dict *s);
 
 /* ---- command handlers ---- */
@@ -109,7 +114,7 @@ CMD(subscribe); CMD(unsubscribe); CMD(psubscribe); CMD(punsubscribe); CMD(publis
 /* transactions */
 CMD(multi); CMD(exec); CMD(discard); CMD(watch); CMD(unwatch);
 /* keys */
-CMD(del); CMD(exists); CMD(type); CMD(expire); CMD(pexpire); CMD(expireat); CMD(pexpireat);
+CMD(del); CMD(unlink); CMD(exists); CMD(type); CMD(expire); CMD(pexpire); CMD(expireat); CMD(pexpireat);
 CMD(ttl); CMD(pttl); CMD(expiretime); CMD(pexpiretime); CMD(persist); CMD(keys); CMD(scan);
 CMD(rename); CMD(renamenx); CMD(randomkey); CMD(copy); CMD(object); CMD(touch);
 /* strings */
