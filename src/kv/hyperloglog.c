@@ -709,8 +709,8 @@ void pfselftest_command(kv_client *c)
             fail = "TESTFAILED Register set and pack disagree";
     }
 
-    /* Estimates: within 5 standard errors (1.04 / sqrt(m)) of the truth,
-     * and equal for the sparse and the dense copy. */
+    /* Estimates: within 6 standard errors (1.04 / sqrt(m)) of the truth,
+     * rounded up, and equal for the sparse and the dense copy. */
     hll_ref sp = { &scratch, hll_create(&scratch, BK_STR("sparse")) };
     hll_ref de = { &scratch, hll_create(&scratch, BK_STR("dense")) };
     hll_to_dense(&de);
@@ -737,8 +737,12 @@ void pfselftest_command(kv_client *c)
                      (unsigned long long)j);
             fail = msg;
         } else {
+            /* Redis's bound, ceil(6 standard errors): never under 1 (a
+             * single register collision at 10-25 elements is an error of
+             * 1, which 5 x relerr x j, under 1 there, failed about one run
+             * in a hundred). */
             double err = fabs((double)b - (double)j);
-            double max = j < 10 ? 1 : relerr * 5 * (double)j;
+            double max = ceil(relerr * 6 * (double)j);
             if (err > max) {
                 snprintf(msg, sizeof msg, "TESTFAILED Too big error. card:%llu abserr:%.0f",
                          (unsigned long long)j, err);

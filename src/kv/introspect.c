@@ -1875,21 +1875,22 @@ static void info_commandstats(bk_buf *b)
                 if (!ss->calls || strncmp(ss->name, kv_commands[i].name, nl) != 0 ||
                     ss->name[nl] != '|')
                     continue;
-                double usec = (double)ss->ticks / kv_ticks_per_us();
+                /* whole microseconds, the mean from them (Redis's) */
+                unsigned long long usec = (unsigned long long)((double)ss->ticks / kv_ticks_per_us());
                 buf_appendf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=0,"
                         "failed_calls=%llu\r\n",
-                     ss->name, (unsigned long long)ss->calls, (unsigned long long)usec,
-                     usec / (double)ss->calls, (unsigned long long)ss->failed);
+                     ss->name, (unsigned long long)ss->calls, usec,
+                     (double)usec / (double)ss->calls, (unsigned long long)ss->failed);
             }
             continue;
         }
         if (!st->calls && !st->rejected && !st->failed)
             continue;
-        double usec = cmd_usec(st);
+        unsigned long long usec = (unsigned long long)cmd_usec(st);
         buf_appendf(b, "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
                 "failed_calls=%llu\r\n",
-             kv_commands[i].name, (unsigned long long)st->calls, (unsigned long long)usec,
-             st->calls ? usec / (double)st->calls : 0.0, (unsigned long long)st->rejected,
+             kv_commands[i].name, (unsigned long long)st->calls, usec,
+             st->calls ? (double)usec / (double)st->calls : 0.0, (unsigned long long)st->rejected,
              (unsigned long long)st->failed);
     }
 }
