@@ -269,7 +269,12 @@ def test_consumer_group_flow_matches_redis(kv, reference, pair):
         both(pair, *cmd)
 
 
-def _snapshot(c: redis.Redis) -> dict:
+def _snapshot(c: redis.Redis, keep_entries_read: bool = True) -> dict:
+    """XINFO STREAM FULL of every key. keep_entries_read=False blanks the
+    groups' entries-read and lag: Redis 7.0 loses them over an AOF reload
+    (XREADGROUP is logged as XCLAIM ... LASTID, which carries no entries-read;
+    checked with redis-server 7.0.15: nil after a restart), and so does
+    brisk-kv, which logs the same commands."""
     out = {}
     for key in sorted(c.keys("*")):
         full = c.execute_command("XINFO", "STREAM", key, "FULL", "COUNT", "0")
@@ -277,6 +282,9 @@ def _snapshot(c: redis.Redis) -> dict:
         for g in d[b"groups"]:
             for cons in g[g.index(b"consumers") + 1]:
                 cons[cons.index(b"seen-time") + 1] = None
+            if not keep_entries_read:
+                for f in (b"entries-read", b"lag"):
+                    g[g.index(f) + 1] = None
         d.pop(b"radix-tree-nodes")
         d.pop(b"radix-tree-keys")
         out[key] = d
@@ -313,10 +321,10 @@ def test_aof_reload_and_rewrite_keep_streams(kv_factory, tmp_path):
     _build(c)
     for i in range(50):
         c.execute_command("XADD", "trim", "MAXLEN", "~", "5", "*", "k", str(i))
-    before = _snapshot(c)
+    before = _snapshot(c, keep_entries_read=False)
     kv.restart()
     c = kv.client()
-    assert _snapshot(c) == before
+    assert _snapshot(c, keep_entries_read=False) == before
     c.bgrewriteaof()
     deadline = time.time() + 20
     while time.time() < deadline:
@@ -326,7 +334,7 @@ def test_aof_reload_and_rewrite_keep_streams(kv_factory, tmp_path):
         time.sleep(0.05)
     kv.restart()
     c = kv.client()
-    assert _snapshot(c) == before
+    assert _snapshot(c, keep_entries_read=False) == before
     aof = (tmp_path / "appendonlydir" / "appendonly.aof.2.base.aof").read_bytes()
     assert b"XSETID" in aof and b"XCLAIM" in aof
 
@@ -340,13 +348,16 @@ def test_aof_records_effects_not_commands(kv_factory, tmp_path):
     aof = (tmp_path / "appendonlydir" / "appendonly.aof.1.incr.aof").read_bytes()
     assert sid.encode() in aof            # XADD * is logged with its ID
     assert b"XREADGROUP" not in aof       # replaced by its effects
-    assert b"XCLAIM" in aof and b"ENTRIESREAD" in aof
-    # two effects of one command (XCLAIM + XGROUP SETID) are one MULTI/EXEC
-    assert aof.count(b"MULTI") == 1 and aof.count(b"EXEC") == 1
+    # as Redis 7.0 logs it: one XCLAIM ... LASTID, no XGROUP SETID (that
+    # one only with NOACK), no MULTI around it
+    assert b"XCLAIM" in aof and b"LASTID" in aof
+    assert b"SETID" not in aof and b"MULTI" not in aof
     kv.restart()
     c = kv.client(decode_responses=True)
     assert c.xpending("s", "g")["pending"] == 1
-    assert c.xinfo_groups("s")[0]["last-delivered-id"] == sid
+    g = c.xinfo_groups("s")[0]
+    assert g["last-delivered-id"] == sid
+    assert g["entries-read"] is None      # as Redis 7.0.15 after the same restart
 
 
 def test_redis_py_worker_loop(r, kv):
