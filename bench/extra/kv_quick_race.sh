@@ -38,7 +38,7 @@ for c in "${cases[@]}"; do
   for _ in 1 2 3; do
     b=$(run $P1 $c)
     x=$(run $P2 $c)
-    ratios+=("$(awk -v a="${b:-0}" -v b="${x:-0}" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }')")
+    ratios+=("$(awk -v a="${b:-0}" -v b="${x:-0}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')")
   done
   med=$(printf '%s\n' "${ratios[@]}" | sort -n | sed -n 2p)
   printf '| -P %s: %s | %s | **%sx** | %s vs %s |\n' "${c%% *}" "${c#* * }" "${ratios[*]}" "$med" "$b" "$x"

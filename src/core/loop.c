@@ -5,8 +5,10 @@
 #include "core/loop_backend.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static void wake_cb(bk_loop *l, bk_io *io, unsigned events)
@@ -215,26 +217,51 @@ void loop_set_busy_poll(bk_loop *l, unsigned us)
     l->busy = 0;
 }
 
-/* Waits for events. With busy polling on and the last sleep short (events
- * keep coming), it first looks for up to busy_poll_us without sleeping: a
- * loop that is awake when the next request arrives spares the sender the
- * cost of waking it (an inter-processor interrupt, and on a virtual machine
- * an exit to the hypervisor), and the request its wake-up latency. An idle
- * loop (last sleep >= LOOP_BUSY_GAP_US) sleeps at once and costs nothing. */
+/* Whether other threads wait for this one's CPU: more than
+ * LOOP_CONTENDED_SWITCHES preemptions per LOOP_CONTENTION_MS since the last
+ * look (one getrusage per look). Once they do, the next look is
+ * LOOP_CONTENTION_BACKOFF_MS later: a loop that stops spinning is preempted
+ * less, and looking again at once would start it again. */
+static int cpu_contended(bk_loop *l)
+{
+    if (l->now_ms < l->contention_check_ms)
+        return l->contended;
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+        uint64_t span = l->now_ms - l->contention_check_ms + l->contention_span_ms;
+        l->contended = (uint64_t)(ru.ru_nivcsw - l->nivcsw) * LOOP_CONTENTION_MS >
+                       (uint64_t)LOOP_CONTENDED_SWITCHES * BK_MAX(span, 1);
+        l->nivcsw = ru.ru_nivcsw;
+    }
+    l->contention_span_ms = l->contended ? LOOP_CONTENTION_BACKOFF_MS : LOOP_CONTENTION_MS;
+    l->contention_check_ms = l->now_ms + l->contention_span_ms;
+    return l->contended;
+}
+
+/* Waits for events. With busy polling on, the last idle period short (under
+ * twice busy_poll_us: events keep coming) and the CPU not shared, it first
+ * looks for up to busy_poll_us without sleeping: a loop that is awake when
+ * the next request arrives spares the sender the cost of waking it (an
+ * inter-processor interrupt, and on a virtual machine an exit to the
+ * hypervisor), and the request its wake-up latency. A spin that finds
+ * nothing ends in a sleep, and that long idle period stops the spinning
+ * until a short one comes again: a loop whose events are further apart than
+ * the spin (an idle or lightly loaded server) sleeps at once. */
 static int wait_events(bk_loop *l, int timeout_ms)
 {
     if (timeout_ms == 0 || !l->busy_poll_us)
         return backend_wait(l, timeout_ms);
-    if (l->busy) {
+    uint64_t t0 = clock_mono_us(), now = t0;
+    if (l->busy && !cpu_contended(l)) {
         /* Not past the next timer, and the sleep after is shorter by the
          * time spun (rounded down: a timer never fires early). */
-        uint64_t spin = l->busy_poll_us, t0 = clock_mono_us(), now;
+        uint64_t spin = l->busy_poll_us;
         if (timeout_ms > 0 && (uint64_t)timeout_ms * 1000u < spin)
             spin = (uint64_t)timeout_ms * 1000u;
         do {
             int n = backend_wait(l, 0);
             if (n != 0)
-                return n;
+                return n; /* still busy */
             now = clock_mono_us();
         } while (now - t0 < spin);
         if (timeout_ms > 0)
@@ -242,9 +269,8 @@ static int wait_events(bk_loop *l, int timeout_ms)
         if (timeout_ms == 0)
             return 0; /* a timer is due */
     }
-    uint64_t t0 = clock_mono_us();
     int n = backend_wait(l, timeout_ms);
-    l->busy = clock_mono_us() - t0 < LOOP_BUSY_GAP_US;
+    l->busy = clock_mono_us() - t0 < 2u * l->busy_poll_us;
     return n;
 }
 

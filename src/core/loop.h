@@ -49,6 +49,10 @@ struct bk_loop {
     int stopping;
     unsigned busy_poll_us; /* see loop_set_busy_poll; 0 = off */
     int busy;              /* the last sleep was short */
+    int contended;         /* others wait for this thread's CPU: no spinning */
+    long nivcsw;           /* involuntary switches at the last check */
+    uint64_t contention_check_ms; /* when to look at them again */
+    uint64_t contention_span_ms;  /* the time between the last two looks */
     bk_timer **heap;
     uint32_t heap_len, heap_cap;
     int wake_fd;       /* eventfd for loop_wake() */
@@ -84,11 +88,15 @@ void timer_start(bk_loop *l, bk_timer *t, uint64_t after_ms);
 void timer_stop(bk_loop *l, bk_timer *t);
 static inline int timer_active(const bk_timer *t) { return t->idx != 0; }
 
-/* Busy polling: when events keep arriving (the last sleep was shorter than
- * LOOP_BUSY_GAP_US), the loop looks for new events for up to us
- * microseconds before it sleeps. Costs at most us of CPU per burst of work
- * and nothing on an idle loop. 0 turns it off (the default). */
-#define LOOP_BUSY_GAP_US 1000u
+/* Busy polling: when events keep arriving (the last idle period was shorter
+ * than twice us), the loop looks for new events for up to us microseconds
+ * before it sleeps; it stops as soon as a spin finds nothing, and while
+ * other threads wait for its CPU (LOOP_CONTENDED_SWITCHES preemptions in
+ * LOOP_CONTENTION_MS; then it looks again LOOP_CONTENTION_BACKOFF_MS later). Costs at most us of CPU per burst of work and nothing
+ * on an idle loop. 0 turns it off (the default). */
+#define LOOP_CONTENTION_MS 100u
+#define LOOP_CONTENDED_SWITCHES 50
+#define LOOP_CONTENTION_BACKOFF_MS 1000u
 void loop_set_busy_poll(bk_loop *l, unsigned us);
 
 /* Runs until loop_stop(). Returns 0, or negative errno on a backend error. */

@@ -98,7 +98,7 @@ static void set_defaults(http_conf *c)
     c->memory_cache_max_file = 64 * 1024;
     c->cgi_timeout = 60000;
     c->cgi_max_processes = 64;
-    c->busy_poll_us = 0; /* off: see the README (it costs brisk static throughput) */
+    c->busy_poll_us = 100; /* see loop_set_busy_poll and the README */
     c->ssl_session_tickets = 1;
     c->ssl_prefer_server_ciphers = 1;
     c->http2 = 1;

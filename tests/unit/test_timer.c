@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -514,7 +515,7 @@ static void *feed(void *arg)
 }
 
 typedef struct {
-    int got, want, saw_busy;
+    int got, want, saw_busy, saw_contended;
 } pipe_log;
 
 static void pipe_cb(bk_loop *l, bk_io *io, unsigned events)
@@ -525,6 +526,7 @@ static void pipe_cb(bk_loop *l, bk_io *io, unsigned events)
     assert_true(n > 0);
     pl->got += (int)n;
     pl->saw_busy |= l->busy;
+    pl->saw_contended |= l->contended;
     if (pl->got == pl->want)
         loop_stop(l);
 }
@@ -557,6 +559,55 @@ static void test_busy_poll(void **state)
     loop_set_busy_poll(l, 0);
 }
 
+static void *hog(void *arg)
+{
+    const volatile int *stop = arg;
+    while (!*stop) {
+    }
+    return NULL;
+}
+
+/* A loop that shares its CPU with a thread that wants all of it stops
+ * spinning (the other thread gets the time back). */
+static void test_busy_poll_yields_shared_cpu(void **state)
+{
+    bk_loop *l = *state;
+    cpu_set_t old, one;
+    assert_int_equal(pthread_getaffinity_np(pthread_self(), sizeof old, &old), 0);
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+    volatile int stop = 0;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    assert_int_equal(pthread_attr_setaffinity_np(&a, sizeof one, &one), 0);
+    pthread_t h;
+    assert_int_equal(pthread_create(&h, &a, hog, (void *)&stop), 0);
+    pthread_attr_destroy(&a);
+
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    loop_set_busy_poll(l, 500);
+    pipe_log pl = { .want = 1500 };
+    bk_io io;
+    assert_int_equal(loop_io_start(l, &io, p[0], LOOP_READ, pipe_cb, &pl), 0);
+    feeder f = { p[1], pl.want };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, feed, &f), 0);
+    l->stopping = 0;
+    assert_int_equal(loop_run(l), 0);
+    pthread_join(th, NULL);
+    stop = 1;
+    pthread_join(h, NULL);
+    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof old, &old), 0);
+    assert_int_equal(pl.got, pl.want);
+    assert_true(pl.saw_contended);
+    loop_io_stop(l, &io);
+    close(p[0]);
+    close(p[1]);
+    loop_set_busy_poll(l, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -573,6 +624,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timer_callbacks_change_heap, setup_loop,
                                         teardown_loop),
         cmocka_unit_test_setup_teardown(test_busy_poll, setup_loop, teardown_loop),
+        cmocka_unit_test_setup_teardown(test_busy_poll_yields_shared_cpu, setup_loop,
+                                        teardown_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
