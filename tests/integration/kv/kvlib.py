@@ -162,6 +162,43 @@ def stop_redis(proc: subprocess.Popen, client: redis.Redis | None = None):
         proc.wait(10)
 
 
+def both(kv_factory, tmp_path: Path, *args: str):
+    """brisk-kv (from the kv_factory fixture) and a real redis-server, both
+    with DEBUG on and the same arguments, in tmp_path/kv and tmp_path/ref:
+    (kv, its client, the redis-server process, its client); clients decode
+    replies. stop_redis(proc, ref) stops the second."""
+    kv = kv_factory("--enable-debug-command", "yes", *args, workdir=tmp_path / "kv")
+    (tmp_path / "ref").mkdir()
+    proc, ref = start_redis(tmp_path / "ref", "--enable-debug-command", "yes", *args,
+                            decode_responses=True)
+    return kv, kv.client(decode_responses=True), proc, ref
+
+
+def on_both(kv_factory, tmp_path: Path, fn, *args: str):
+    """fn(client, port) against brisk-kv, then against a real redis-server
+    started with the same arguments (both()): both results."""
+    kv, r, proc, ref = both(kv_factory, tmp_path, *args)
+    try:
+        return fn(r, kv.port), fn(ref, ref.connection_pool.connection_kwargs["port"])
+    finally:
+        stop_redis(proc, ref)
+
+
+def call(c, *args):
+    """The reply to one command, or "ERR: " + the error's message."""
+    try:
+        return c.execute_command(*args)
+    except redis.ResponseError as e:
+        return "ERR: " + str(e)
+
+
+def run_both(kv_factory, tmp_path: Path, script, *args: str):
+    """The replies of brisk-kv and of Redis (both()) to the commands of
+    script (each a tuple), in order."""
+    return on_both(kv_factory, tmp_path, lambda c, _port: [call(c, *cmd) for cmd in script],
+                   *args)
+
+
 def raw(port: int, data: bytes, read_until_close: bool = False, timeout: float = 5.0) -> bytes:
     """Sends raw bytes and returns what the server answers (until it closes
     the connection, or until nothing more arrives for a short while)."""

@@ -3,34 +3,8 @@ with a real redis-server: OBJECT ENCODING of strings changed in place and of
 sets (intset vs hashtable, sticky once converted), ..."""
 from __future__ import annotations
 
-import redis
-
-from kvlib import start_redis, stop_redis
-
-
-def _both(kv_factory, tmp_path, *args):
-    kv = kv_factory("--enable-debug-command", "yes", *args, workdir=tmp_path / "kv")
-    (tmp_path / "ref").mkdir()
-    proc, ref = start_redis(tmp_path / "ref", "--enable-debug-command", "yes", *args,
-                            decode_responses=True)
-    return kv, kv.client(decode_responses=True), proc, ref
-
-
-def _call(c, *args):
-    try:
-        return c.execute_command(*args)
-    except redis.ResponseError as e:
-        return "ERR: " + str(e)
-
-
-def _run_both(kv_factory, tmp_path, script, *args):
-    """Runs the commands of script (each a tuple) on brisk-kv and on Redis;
-    returns both lists of replies."""
-    kv, r, proc, ref = _both(kv_factory, tmp_path, *args)
-    try:
-        return [_call(r, *cmd) for cmd in script], [_call(ref, *cmd) for cmd in script]
-    finally:
-        stop_redis(proc, ref)
+from kvlib import (both as _both, call as _call, on_both, run_both as _run_both, start_redis,
+                   stop_redis)
 
 
 STRING_ENCODINGS = [
@@ -207,14 +181,9 @@ def _xreadgroup_stream(c, port):
 
 
 def test_xreadgroup_propagates_setid_only_with_noack(kv_factory, tmp_path):
-    kv, r, proc, ref = _both(kv_factory, tmp_path)
-    try:
-        got = _xreadgroup_stream(r, kv.port)
-        want = _xreadgroup_stream(ref, ref.connection_pool.connection_kwargs["port"])
-        assert got == want
-        assert [c[0] for c in want].count("xclaim") == 4
-    finally:
-        stop_redis(proc, ref)
+    got, want = on_both(kv_factory, tmp_path, _xreadgroup_stream)
+    assert got == want
+    assert [c[0] for c in want].count("xclaim") == 4
 
 
 def test_exec_schedules_forks(kv_factory, tmp_path):
@@ -273,14 +242,9 @@ def _scan_expire_stream(c, port):
 
 
 def test_scan_expires_what_it_passes(kv_factory, tmp_path):
-    kv, r, proc, ref = _both(kv_factory, tmp_path)
-    try:
-        got = _scan_expire_stream(r, kv.port)
-        want = _scan_expire_stream(ref, ref.connection_pool.connection_kwargs["port"])
-        assert got == want
-        assert want[1] == [("del", "foo1"), ("del", "foo2")]
-    finally:
-        stop_redis(proc, ref)
+    got, want = on_both(kv_factory, tmp_path, _scan_expire_stream)
+    assert got == want
+    assert want[1] == [("del", "foo1"), ("del", "foo2")]
 
 
 def _tracking_limit_before_queueing(c, port):
@@ -318,14 +282,9 @@ def _tracking_limit_before_queueing(c, port):
 def test_tracking_limit_applies_before_queueing(kv_factory, tmp_path):
     """Redis #11715: the tracking table is cut to tracking-table-max-keys
     before each command, a queued one too (the invalidation comes first)."""
-    kv, r, proc, ref = _both(kv_factory, tmp_path)
-    try:
-        got = _tracking_limit_before_queueing(r, kv.port)
-        want = _tracking_limit_before_queueing(ref, ref.connection_pool.connection_kwargs["port"])
-        assert got == want
-        assert want.startswith(b">2\r\n$10\r\ninvalidate\r\n") and b"+QUEUED\r\n" in want
-    finally:
-        stop_redis(proc, ref)
+    got, want = on_both(kv_factory, tmp_path, _tracking_limit_before_queueing)
+    assert got == want
+    assert want.startswith(b">2\r\n$10\r\ninvalidate\r\n") and b"+QUEUED\r\n" in want
 
 
 def _lazyfreed_counts(c):
@@ -367,13 +326,9 @@ def _lazyfreed_counts(c):
 
 
 def test_lazyfreed_objects_counted_as_redis(kv_factory, tmp_path):
-    kv, r, proc, ref = _both(kv_factory, tmp_path)
-    try:
-        got, want = _lazyfreed_counts(r), _lazyfreed_counts(ref)
-        assert got == want
-        assert want[:3] == [0, 1, 0] and 3 in want
-    finally:
-        stop_redis(proc, ref)
+    got, want = on_both(kv_factory, tmp_path, lambda c, _port: _lazyfreed_counts(c))
+    assert got == want
+    assert want[:3] == [0, 1, 0] and 3 in want
 
 
 def test_big_command_argument_arrays_shrink(kv):

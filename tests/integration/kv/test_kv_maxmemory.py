@@ -12,22 +12,7 @@ import time
 import pytest
 import redis
 
-from kvlib import start_redis, stop_redis
-
-
-def _on_both(kv_factory, tmp_path, fn, *args):
-    """fn(client, port) against brisk-kv, then against a real redis-server
-    started with the same arguments: both results."""
-    kv = kv_factory("--enable-debug-command", "yes", *args, workdir=tmp_path / "kv")
-    (tmp_path / "ref").mkdir()
-    proc, ref = start_redis(tmp_path / "ref", "--enable-debug-command", "yes", *args,
-                            decode_responses=True)
-    try:
-        mine = fn(kv.client(decode_responses=True), kv.port)
-        theirs = fn(ref, ref.connection_pool.connection_kwargs["port"])
-        return mine, theirs
-    finally:
-        stop_redis(proc, ref)
+from kvlib import on_both as _on_both
 
 
 def _mem(c, field):

@@ -10,35 +10,10 @@ import time
 import pytest
 import redis
 
-from kvlib import start_redis, stop_redis
+from kvlib import both as _both, call as _call, on_both, start_redis, stop_redis
 
 LIB = "#!lua name=test\nredis.register_function('test', function() return 1 end)"
 LIB2 = "#!lua name=t2\nredis.register_function('t2', function() return 2 end)"
-
-
-def _both(kv_factory, tmp_path, *args):
-    kv = kv_factory("--enable-debug-command", "yes", *args, workdir=tmp_path / "kv")
-    (tmp_path / "ref").mkdir()
-    proc, ref = start_redis(tmp_path / "ref", "--enable-debug-command", "yes", *args,
-                            decode_responses=True)
-    return kv, kv.client(decode_responses=True), proc, ref
-
-
-def _on_both(kv_factory, tmp_path, fn):
-    """fn(port) against brisk-kv, then against a real redis-server: both
-    results (the servers are _both's, stopped after)."""
-    kv, _, proc, ref = _both(kv_factory, tmp_path)
-    try:
-        return fn(kv.port), fn(ref.connection_pool.connection_kwargs["port"])
-    finally:
-        stop_redis(proc, ref)
-
-
-def _call(c, *args):
-    try:
-        return c.execute_command(*args)
-    except redis.ResponseError as e:
-        return "ERR: " + str(e)
 
 
 def _subscriber(port: int, command: bytes) -> socket.socket:
@@ -715,7 +690,7 @@ def _oom_in_multi(port):
 
 
 def test_oom_while_queueing_fails_the_transaction(kv_factory, tmp_path):
-    got, want = _on_both(kv_factory, tmp_path, _oom_in_multi)
+    got, want = on_both(kv_factory, tmp_path, lambda _c, port: _oom_in_multi(port))
     assert got == want
     assert got[5].startswith("ERR: Transaction discarded") and got[6] == [0, 0]
 
@@ -850,7 +825,7 @@ def _exec_after_min_replicas(port):
 
 
 def test_exec_aborts_when_writes_became_refused(kv_factory, tmp_path):
-    got, want = _on_both(kv_factory, tmp_path, _exec_after_min_replicas)
+    got, want = on_both(kv_factory, tmp_path, lambda _c, port: _exec_after_min_replicas(port))
     assert got == want
     assert "NOREPLICAS" in got[2] and got[-1] == "1"
 
@@ -874,7 +849,7 @@ def _exec_after_stale(port):
 
 
 def test_exec_aborts_when_replica_became_stale(kv_factory, tmp_path):
-    got, want = _on_both(kv_factory, tmp_path, _exec_after_stale)
+    got, want = on_both(kv_factory, tmp_path, lambda _c, port: _exec_after_stale(port))
     assert got == want
     assert "MASTERDOWN" in got[2]
 
@@ -896,7 +871,7 @@ def _exec_oom(port):
 
 
 def test_exec_with_a_deny_oom_command_aborts_over_maxmemory(kv_factory, tmp_path):
-    got, want = _on_both(kv_factory, tmp_path, _exec_oom)
+    got, want = on_both(kv_factory, tmp_path, lambda _c, port: _exec_oom(port))
     assert got == want
     assert got[3].startswith("ERR: Transaction discarded because of: OOM")
 
