@@ -16,8 +16,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define LOCAL_FILE_CHUNK (128 * 1024)
-
 #define ACCEPT_BATCH 64
 #define FREE_CONNS_MAX 1024
 
@@ -171,48 +169,11 @@ static inline ssize_t sock_writev(http_conn *c, const struct msghdr *mh, int mor
     return sendmsg(c->io.fd, mh, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
 }
 
-/* A file to a reader on this host (a proxy in front, a local client),
- * read into a buffer and written: sendfile would hand it the page cache's
- * 4 KiB pages, which it copies out slower than the socket's own larger
- * buffers (wrk reading 1 MiB responses pipelined 16 deep on the 2-core
- * bench machine: 2.5k req/s with sendfile, 4.2k this way; the reader is
- * the limit). pread never reads past the end of a file that shrank: the
- * response is cut (EIO), no byte that is not the file's goes out. Up to n
- * bytes, until the socket is full, as sendfile. */
-__attribute__((noinline)) static ssize_t local_file_write(http_conn *c, int fd, off_t *off,
-                                                          size_t n)
-{
-    http_worker *hw = c->hw;
-    if (!hw->file_chunk && !(hw->file_chunk = malloc(LOCAL_FILE_CHUNK)))
-        return sendfile(c->io.fd, fd, off, n);
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = pread(fd, hw->file_chunk, BK_MIN(n - done, LOCAL_FILE_CHUNK), *off);
-        if (r <= 0) {
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r == 0) /* the file shrank: the response cannot end well */
-                errno = EIO;
-            return done ? (ssize_t)done : -1;
-        }
-        ssize_t w = write(c->io.fd, hw->file_chunk, (size_t)r);
-        if (w < 0)
-            return done ? (ssize_t)done : -1;
-        done += (size_t)w; /* (a short write: the rest is read again) */
-        *off += w;
-        if (w < r)
-            break; /* the socket is full */
-    }
-    return (ssize_t)done;
-}
-
 static inline ssize_t sock_sendfile(http_conn *c, int fd, const bk_fmap *map, off_t *off,
                                     size_t n)
 {
     if (BK_UNLIKELY(c->tls))
         return tls_sock_sendfile(c->tls, fd, map, off, n);
-    if (c->peer_local)
-        return local_file_write(c, fd, off, n);
     return sendfile(c->io.fd, fd, off, n);
 }
 
@@ -367,16 +328,6 @@ static void set_accepting(http_worker *hw, int on)
     hw->accepting = on;
 }
 
-static int peer_is_loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family != AF_INET6)
-        return 0;
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
-    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-}
-
 static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss, socklen_t sl,
                      int tls, int h2c)
 {
@@ -394,7 +345,6 @@ static void conn_new(http_worker *hw, int fd, const struct sockaddr_storage *ss,
     c->conf = http_conf_retain(hw->conf);
     memcpy(&c->peer, ss, BK_MIN((size_t)sl, sizeof c->peer));
     c->peer_len = sl;
-    c->peer_local = !tls && peer_is_loopback(&c->peer.sa);
     timer_init(&c->tm, conn_timeout, c);
 
     loop_io_init(&c->io, fd, conn_io, c);

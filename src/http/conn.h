@@ -104,7 +104,6 @@ struct http_conn {
     uint8_t orphan;                /* socket closed while a handler owns the request */
     uint8_t h2c_only;              /* accepted on an h2c listener: the preface or nothing */
     uint8_t fin_due;               /* lingering: TLS records to send before the FIN */
-    uint8_t peer_local;            /* plain, from a loopback address: files by write() */
     uint32_t requests;             /* served on this connection */
     int status;                    /* of the current response */
     uint64_t resp_body_len;        /* for the access log */

@@ -185,7 +185,6 @@ static void worker_run(bk_worker *w)
     fcache_free(hw->files);
     http_conn_release_pools(hw);
     free(hw->bufpool);
-    free(hw->file_chunk);
     http_conf_release(hw->conf);
     hw->conf = NULL;
 }

@@ -58,7 +58,6 @@ struct http_worker {
     uint32_t nfree;
     char **bufpool;                /* spare connection input buffers */
     uint32_t nbufpool, bufpool_cap, buf_size;
-    char *file_chunk;              /* LOCAL_FILE_CHUNK bytes: files to local peers */
     /* counts connections by state; set by the server (status endpoint) */
     void (*census)(http_worker *hw, http_census *out);
 

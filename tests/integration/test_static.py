@@ -31,7 +31,7 @@ def check_common(r, body_expected=True):
 # ------------------------------------------------------------ basics
 def test_get_file(server):
     r, c = server.raw(req("GET", "/hello.txt"))
-    c.sock.close()
+    c.close()
     assert r.status == 200, r
     assert r.body == (server.root / "hello.txt").read_bytes()
     check_common(r)
@@ -69,7 +69,7 @@ def test_query_string_is_not_part_of_path(server):
 
 def test_missing_file_404(server):
     r, c = server.raw(req("GET", "/does-not-exist.txt"))
-    c.sock.close()
+    c.close()
     assert r.status == 404, r
     check_common(r)
 
@@ -77,11 +77,11 @@ def test_missing_file_404(server):
 def test_common_headers_on_non_200_responses(server):
     for target, status in [("/nope", 404), ("/dir", 301), ("/noindex/", 403)]:
         r, c = server.raw(req("GET", target))
-        c.sock.close()
+        c.close()
         assert r.status == status, (target, r)
         check_common(r)
     r, c = server.raw(b"GARBAGE\r\n\r\n")
-    c.sock.close()
+    c.close()
     assert r.status == 400, r
     check_common(r)
 
@@ -89,7 +89,7 @@ def test_common_headers_on_non_200_responses(server):
 def test_percent_decoded_path(server):
     for target in ("/a%20b.txt", "/%61%20b.txt", "/a%20%62.txt"):
         r, c = server.raw(req("GET", target))
-        c.sock.close()
+        c.close()
         assert r.status == 200, (target, r)
         assert r.body == (server.root / "a b.txt").read_bytes()
 
@@ -112,7 +112,7 @@ def test_index_html_for_directory(server):
 ])
 def test_directory_without_slash_redirects(server, target, suffix):
     r, c = server.raw(req("GET", target))
-    c.sock.close()
+    c.close()
     assert r.status == 301, r
     loc = r.header("Location")
     assert loc and loc.endswith(suffix), r
@@ -121,7 +121,7 @@ def test_directory_without_slash_redirects(server, target, suffix):
 
 def test_directory_without_index_is_forbidden(server):
     r, c = server.raw(req("GET", "/noindex/"))
-    c.sock.close()
+    c.close()
     assert r.status == 403, r
     assert b"a.txt" not in r.body
 
@@ -129,7 +129,7 @@ def test_directory_without_index_is_forbidden(server):
 def test_autoindex_lists_and_escapes_names(start_brisk):
     srv = start_brisk(config="[server]\nautoindex = on\n", cli_defaults=True)
     r, c = srv.raw(req("GET", "/noindex/"))
-    c.sock.close()
+    c.close()
     assert r.status == 200, r
     assert media_type(r.header("Content-Type")) == "text/html"
     body = r.body.decode("utf-8", "replace")
@@ -182,7 +182,7 @@ TRAVERSAL = [
 @pytest.mark.parametrize("target", TRAVERSAL)
 def test_traversal_is_refused(server, target):
     r, c = server.raw(req("GET", target))
-    c.sock.close()
+    c.close()
     assert r.status in (400, 403, 404), r
     assert b"root:" not in r.body, r
     assert SECRET not in r.body
@@ -227,7 +227,7 @@ def _get_raw_pipelined_with_followup(server, headers, method="GET"):
     c.send(req(method, "/hello.txt", headers=headers) + req("GET", "/dir/other.txt"))
     r1 = c.read_response(method)
     r2 = c.read_response()
-    c.sock.close()
+    c.close()
     assert r2.status == 200 and r2.body == (server.root / "dir/other.txt").read_bytes(), r2
     return r1
 
@@ -289,7 +289,7 @@ def rdata(server):
 
 def test_range_first_bytes(server, rdata):
     r, c = server.raw(req("GET", "/range.bin", headers={"Range": "bytes=0-9"}))
-    c.sock.close()
+    c.close()
     n = len(rdata)
     assert r.status == 206, r
     assert r.header("Content-Range") == f"bytes 0-9/{n}"
@@ -317,7 +317,7 @@ def test_range_forms(server, rdata, spec, sl):
 def test_range_unsatisfiable_416(server, rdata):
     n = len(rdata)
     r, c = server.raw(req("GET", "/range.bin", headers={"Range": f"bytes={n}-"}))
-    c.sock.close()
+    c.close()
     assert r.status == 416, r
     assert r.header("Content-Range") == f"bytes */{n}"
 
@@ -352,7 +352,7 @@ def test_head_has_get_headers_and_no_body(server):
     c.send(req("HEAD", "/style.css") + req("GET", "/hello.txt"))
     h = c.read_response("HEAD")
     nxt = c.read_response()
-    c.sock.close()
+    c.close()
     assert g.status == h.status == 200
     for name in ("Content-Length", "Content-Type", "ETag", "Last-Modified"):
         assert h.header(name) == g.header(name), name
@@ -367,7 +367,7 @@ def test_head_of_missing_file(server):
     c.send(req("HEAD", "/nope.txt") + req("GET", "/hello.txt"))
     h = c.read_response("HEAD")
     nxt = c.read_response()
-    c.sock.close()
+    c.close()
     assert h.status == 404
     assert nxt.status == 200 and nxt.body == (server.root / "hello.txt").read_bytes()
 
@@ -377,7 +377,7 @@ def test_head_of_missing_file(server):
 def test_gzip_variant_served(server, name):
     gz = (server.root / (name + ".gz")).read_bytes()
     r, c = server.raw(req("GET", "/" + name, headers={"Accept-Encoding": "gzip, deflate"}))
-    c.sock.close()
+    c.close()
     assert r.status == 200, r
     assert r.header("Content-Encoding") == "gzip", r
     assert r.body == gz
@@ -389,7 +389,7 @@ def test_gzip_variant_served(server, name):
 def test_plain_served_without_accept_encoding(server):
     plain = (server.root / "style.css").read_bytes()
     r, c = server.raw(req("GET", "/style.css"))
-    c.sock.close()
+    c.close()
     assert r.status == 200
     assert r.header("Content-Encoding") in (None, "identity")
     assert r.body == plain
@@ -401,18 +401,18 @@ def test_plain_served_without_accept_encoding(server):
 def test_identity_response_varies_when_sibling_exists(server):
     for ae in ("br", "identity", "gzip;q=0"):
         r, c = server.raw(req("GET", "/style.css", headers={"Accept-Encoding": ae}))
-        c.sock.close()
+        c.close()
         assert r.status == 200 and r.header("Content-Encoding") in (None, "identity"), r
         assert "accept-encoding" in r.tokens("Vary"), (ae, r)
     r, c = server.raw(req("GET", "/hello.txt"))  # no sibling: no Vary
-    c.sock.close()
+    c.close()
     assert r.status == 200 and r.header("Vary") is None, r
 
 
 def test_brotli_variant_served(server):
     br = (server.root / "app.js.br").read_bytes()
     r, c = server.raw(req("GET", "/app.js", headers={"Accept-Encoding": "br"}))
-    c.sock.close()
+    c.close()
     assert r.status == 200
     assert r.header("Content-Encoding") == "br", r
     assert r.body == br
@@ -422,18 +422,18 @@ def test_brotli_variant_served(server):
 def test_no_variant_for_unaccepted_encoding(server):
     # style.css has only a .gz; app.js has only a .br
     r, c = server.raw(req("GET", "/style.css", headers={"Accept-Encoding": "br"}))
-    c.sock.close()
+    c.close()
     assert r.header("Content-Encoding") in (None, "identity")
     assert r.body == (server.root / "style.css").read_bytes()
     r, c = server.raw(req("GET", "/app.js", headers={"Accept-Encoding": "gzip"}))
-    c.sock.close()
+    c.close()
     assert r.header("Content-Encoding") in (None, "identity")
     assert r.body == (server.root / "app.js").read_bytes()
 
 
 def test_stale_gzip_variant_not_served(server):
     r, c = server.raw(req("GET", "/old.css", headers={"Accept-Encoding": "gzip"}))
-    c.sock.close()
+    c.close()
     assert r.status == 200
     assert r.header("Content-Encoding") in (None, "identity"), r
     assert r.body == (server.root / "old.css").read_bytes()
@@ -441,7 +441,7 @@ def test_stale_gzip_variant_not_served(server):
 
 def test_gzip_refused_with_q0(server):
     r, c = server.raw(req("GET", "/style.css", headers={"Accept-Encoding": "gzip;q=0, identity"}))
-    c.sock.close()
+    c.close()
     assert r.status == 200
     assert r.header("Content-Encoding") in (None, "identity"), r
     assert r.body == (server.root / "style.css").read_bytes()
@@ -469,9 +469,9 @@ def _pipelined_bodies(conn, paths):
 
 @pytest.mark.parametrize("where", ["loopback", "host address"])
 def test_big_file_pipelined_byte_exact(start_brisk, tmp_path, where):
-    """A file of a few MiB, pipelined and ranged: to a peer on a loopback
-    address brisk reads and writes it (cheaper for a local reader), to
-    any other address it uses sendfile; both send the file's bytes."""
+    """A file of a few MiB (sendfile), pipelined and ranged, to a peer on a
+    loopback address and to one on the host's own address: the file's
+    bytes, in order, every time."""
     import os
     host = "127.0.0.1"
     if where == "host address":
@@ -488,15 +488,16 @@ def test_big_file_pipelined_byte_exact(start_brisk, tmp_path, where):
     c.send(req("GET", "/big.bin", headers=[("Range", "bytes=1000000-2999999")]))
     r = c.read_response()
     assert r.status == 206 and r.body == data[1000000:3000000]
-    c.sock.close()
+    c.close()
 
 
 def test_file_shrinking_mid_transfer_plain_cuts_the_response(start_brisk):
-    """A big file truncated in place while a slow local reader downloads it
-    (brisk reads it into a buffer for a loopback peer): the response ends
-    short of its length, every byte that arrived is the file's own (none of
-    the zeros a mapping would show past the new end), and the server serves
-    the new file whole once the open-file cache looks again."""
+    """A big file truncated in place while a slow reader downloads it over
+    plain HTTP: the response ends short of its length, every byte that
+    arrived is the file's own (none of the zeros a mapping of the file
+    would show past the new end: any user-space copy must stop there as
+    sendfile does), and the server serves the new file whole once the
+    open-file cache looks again."""
     import os
     srv = start_brisk()
     size, keep = 32 * 1024 * 1024, 16 * 1024 * 1024 + 1000
@@ -520,7 +521,7 @@ def test_file_shrinking_mid_transfer_plain_cuts_the_response(start_brisk):
         if not d:
             break
         got += d
-    c.sock.close()
+    c.close()
     assert 200000 <= len(got) <= keep, "the response must end short of its length"
     assert got == data[:len(got)], "bytes that are not the file's were sent"
     time.sleep(1.2)  # open_file_cache_valid (1 s)
