@@ -538,6 +538,8 @@ const char *rdb_encoding_name(kv_entry *e)
         bk_str s = entry_str(e);
         if (e->raw)
             return "raw";
+        if (e->flags & ENTRY_EMBSTR)
+            return s.len <= 44 ? "embstr" : "raw";
         if (s.len <= 20 && kv_parse_ll(s.p, s.len, &v) == 0)
             return "int";
         return s.len <= 44 ? "embstr" : "raw";
