@@ -3,7 +3,9 @@ commands that create or change a value: each list of commands runs on both
 servers and every reply must agree."""
 from __future__ import annotations
 
-from kvlib import run_both
+import redis
+
+from kvlib import on_both, run_both
 
 
 def _enc(key):
@@ -75,3 +77,100 @@ def test_incrbyfloat_result_is_embstr(kv_factory, tmp_path):
     got, want = run_both(kv_factory, tmp_path, INCRBYFLOAT)
     assert got == want
     assert want[1] == "embstr" and want.count("embstr") >= 8
+
+
+ZSET_STICKY = _script("""
+CONFIG SET zset-max-listpack-entries 4
+CONFIG SET zset-max-listpack-value 10
+ZADD f 1 a 2 b 3 c 4 d 5 e
+OBJECT ENCODING f
+ZREM f a b c
+OBJECT ENCODING f
+ZADD g 1 a 2 b 3 c 4 d 5 e
+ZPOPMIN g 3
+OBJECT ENCODING g
+ZADD h 1 a 2 b 3 c 4 d 5 e
+ZREMRANGEBYSCORE h 1 3
+OBJECT ENCODING h
+ZADD i 1 a 2 b 3 c 4 d 5 e
+ZREMRANGEBYLEX i - [c
+OBJECT ENCODING i
+ZADD j 1 a 2 b 3 c 4 d 5 e
+ZREMRANGEBYRANK j 0 2
+OBJECT ENCODING j
+ZADD k 1 a 2 b 3 c 4 d 5 e
+ZMPOP 1 k MIN COUNT 3
+OBJECT ENCODING k
+COPY k k2
+OBJECT ENCODING k2
+RENAME k2 k3
+OBJECT ENCODING k3
+ZINCRBY k3 1 d
+OBJECT ENCODING k3
+ZUNIONSTORE k3 1 k3
+OBJECT ENCODING k3
+ZADD l 1 a 1 abcdefghijkl
+ZREM l abcdefghijkl
+OBJECT ENCODING l
+ZINCRBY m 1 abcdefghijkl
+ZREM m abcdefghijkl
+ZADD m 1 a
+OBJECT ENCODING m
+GEOADD geo 0 0 a 1 1 b 2 2 c 3 3 d 4 4 e
+ZREM geo a b c
+OBJECT ENCODING geo
+ZADD n 1 a 2 b 3 c 4 d 5 e
+ZREM n a b c
+ZRANGESTORE n2 n 0 -1
+OBJECT ENCODING n2
+ZUNIONSTORE n3 1 n
+OBJECT ENCODING n3
+ZINTERSTORE n4 2 n n
+OBJECT ENCODING n4
+ZDIFFSTORE n5 1 n
+OBJECT ENCODING n5
+GEORADIUS geo 0 0 1000 km STORE n6
+OBJECT ENCODING n6
+DEBUG RELOAD
+OBJECT ENCODING f
+OBJECT ENCODING geo
+ZADD o 1 a 2 b 3 c
+CONFIG SET zset-max-listpack-entries 2
+OBJECT ENCODING o
+ZADD o 5 a
+ZINCRBY o 1 b
+OBJECT ENCODING o
+ZADD o 1 x
+OBJECT ENCODING o
+CONFIG SET zset-max-listpack-entries 4
+CONFIG SET zset-max-listpack-value 100
+ZADD p 1 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+CONFIG SET zset-max-listpack-value 10
+OBJECT ENCODING p
+DEBUG RELOAD
+OBJECT ENCODING p
+""")
+
+
+def test_zset_stays_skiplist_when_members_go(kv_factory, tmp_path):
+    got, want = run_both(kv_factory, tmp_path, ZSET_STICKY)
+    assert got == want
+    assert want.count("skiplist") >= 10
+
+
+def test_shrunk_zset_dumps_as_skiplist(kv_factory, tmp_path):
+    def dump_and_restore(c, port):
+        c.config_set("zset-max-listpack-entries", 4)
+        c.zadd("z", {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5})
+        c.zrem("z", "a", "b", "c")
+        c.incrbyfloat("f", 3)
+        r = redis.Redis(port=port)  # DUMP payloads are bytes
+        dumped = r.dump("z"), r.dump("f")
+        r.restore("z2", 0, dumped[0])
+        r.restore("f2", 0, dumped[1])
+        out = [dumped, c.object("encoding", "z2"), c.object("encoding", "f2")]
+        r.close()
+        return out
+    got, want = on_both(kv_factory, tmp_path, dump_and_restore)
+    assert got == want
+    assert want[1:] == ["listpack", "int"]
