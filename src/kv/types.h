@@ -113,6 +113,9 @@ void zset_enc_fit(zset *z);
  * entries than the limit (the member lengths are not checked). */
 void zset_enc_loaded_packed(zset *z);
 
+/* OBJECT REFCOUNT's answer for e (INT_MAX for Redis's shared integers). */
+long long object_refcount(kv_entry *e);
+
 /* ---- command handlers ---- */
 #define CMD(name) void name##_command(kv_client *c)
 /* connection / server */

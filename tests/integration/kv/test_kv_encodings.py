@@ -174,3 +174,43 @@ def test_shrunk_zset_dumps_as_skiplist(kv_factory, tmp_path):
     got, want = on_both(kv_factory, tmp_path, dump_and_restore)
     assert got == want
     assert want[1:] == ["listpack", "int"]
+
+
+def _debug_object_shape(reply):
+    """DEBUG OBJECT without the address and the LRU fields."""
+    if not isinstance(reply, str):
+        return reply
+    return " ".join(w for w in reply.split()
+                    if not w.startswith(("at:", "lru:", "lru_seconds_idle:")) and w != "Value")
+
+
+REFCOUNT = _script("""
+SET a 5
+OBJECT REFCOUNT a
+DEBUG OBJECT a
+SET b 12
+APPEND b 3
+OBJECT REFCOUNT b
+DEBUG OBJECT b
+INCRBYFLOAT c 3
+OBJECT REFCOUNT c
+DEBUG OBJECT c
+SET d 10000
+DEBUG OBJECT d
+INCR e
+DEBUG OBJECT e
+APPEND f 12
+DEBUG OBJECT f
+CONFIG SET list-max-listpack-size 4
+CONFIG SET list-compress-depth 2
+RPUSH l a b c d e f g h i j k l m n o p q r s t u v w x y z
+DEBUG OBJECT l
+""")
+
+
+def test_debug_object_refcount_and_list_compression(kv_factory, tmp_path):
+    got, want = run_both(kv_factory, tmp_path, REFCOUNT)
+    got, want = [_debug_object_shape(x) for x in got], [_debug_object_shape(x) for x in want]
+    assert got == want
+    assert want[1] == 2147483647 and "refcount:2147483647" in want[2]
+    assert "ql_compressed:1" in want[-1]
