@@ -70,7 +70,12 @@ LPUSH l x
 INCRBYFLOAT m 12
 SETRANGE m 0 1
 OBJECT ENCODING m
-""")
+""") + [
+    # past SLAB_MAX the entry is on the heap: the flag survives there too
+    ("SET", "n", "1" + "0" * 1999), ("INCRBYFLOAT", "n", "1"), _enc("n"), ("STRLEN", "n"),
+    ("APPEND", "n", "5"), _enc("n"), ("INCRBYFLOAT", "o", "1e308"), _enc("o"),
+    ("SET", "o", "1"), _enc("o"), ("INCRBYFLOAT", "p", "1e4000"), _enc("p"),
+]
 
 
 def test_incrbyfloat_result_is_embstr(kv_factory, tmp_path):
