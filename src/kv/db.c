@@ -35,11 +35,11 @@ void db_init(kv_db *db, int id)
 /* ---- entry memory ---- */
 
 _Static_assert(offsetof(kv_entry, data) == ENTRY_HDR && ENTRY_HDR == 5, "a 5-byte entry header");
-_Static_assert(SLAB_NCLASSES <= (0xff >> ENTRY_CLASS_SHIFT) + 1, "slab class fits in flags");
+_Static_assert(SLAB_NCLASSES <= ENTRY_HEAP_CLASS, "slab class fits in flags, beside the heap mark");
 
 size_t db_entry_bytes(const kv_entry *e)
 {
-    if (e->flags & ENTRY_HEAP)
+    if (entry_on_heap(e))
         return malloc_usable_size((void *)e);
     return slab_index_size(e->flags >> ENTRY_CLASS_SHIFT);
 }
@@ -67,14 +67,14 @@ static kv_entry *entry_mem(size_t need)
         e->flags = (uint8_t)(slab_class_index(need) << ENTRY_CLASS_SHIFT);
     } else {
         e = kv_malloc(need);
-        e->flags = ENTRY_HEAP;
+        e->flags = (uint8_t)(ENTRY_HEAP_CLASS << ENTRY_CLASS_SHIFT);
     }
     return e;
 }
 
 static void entry_mem_free(kv_entry *e)
 {
-    if (e->flags & ENTRY_HEAP)
+    if (entry_on_heap(e))
         kv_free(e);
     else
         slab_free(e);
@@ -261,6 +261,7 @@ static kv_entry *entry_move(kv_db *db, kv_entry *e, size_t need, int ttl, int ke
     n->lru = e->lru;
     n->type = e->type;
     n->raw = e->raw;
+    n->flags |= e->flags & ENTRY_EMBSTR;
     unsigned char *p = n->data;
     if (ttl) {
         n->flags |= ENTRY_EXPIRES;
@@ -423,6 +424,7 @@ kv_entry *db_store_string(kv_db *db, bk_str key, kv_entry *e, const char *val, s
     }
     entry_put_str(e, val, vlen);
     e->raw = 0;
+    e->flags &= (uint8_t)~ENTRY_EMBSTR;
     if (expire > 0)
         entry_put_expire(e, expire);
     if (!kv_lfu_on()) /* an overwritten key keeps its LFU counter (Redis) */
@@ -458,6 +460,7 @@ kv_entry *db_replace_obj(kv_db *db, bk_str key, kv_entry *old, int type, void *o
         kv_entry *e = entry_move(db, old, layout_size(key.len, type, 0, 0), 0, 0);
         e->type = (uint32_t)type;
         e->raw = 0;
+        e->flags &= (uint8_t)~ENTRY_EMBSTR;
         entry_set_obj(e, obj);
         return e;
     }
@@ -492,6 +495,7 @@ kv_entry *db_rename_entry(kv_db *db, kv_entry *e, kv_db *dst, bk_str key)
     kv_entry *n = entry_new(key, e->type, vlen, exp != 0);
     n->lru = e->lru;
     n->raw = e->raw;
+    n->flags |= e->flags & ENTRY_EMBSTR;
     memcpy(entry_vpos(n), entry_vpos(e), value_area(e));
     /* The value object now belongs to n: free only the old memory. */
     keytab_remove_item(&db->keys, e, key_hash(entry_key_str(e)));
@@ -516,6 +520,7 @@ kv_entry *db_copy_entry(kv_db *dst, kv_entry *e, bk_str key)
         n = entry_new(key, KV_STRING, vlen, exp != 0);
         entry_put_str(n, entry_val(e), vlen);
         n->raw = e->raw; /* Redis's dupStringObject keeps the encoding */
+        n->flags |= e->flags & ENTRY_EMBSTR;
     } else {
         n = entry_new(key, e->type, 0, exp != 0);
         entry_set_obj(n, obj_dup(e->type, entry_obj(e)));

@@ -250,7 +250,6 @@ static struct {
     uint64_t at_cmd;
     int valid;
     int compression, list_fill;
-    long long zset_entries, zset_value;
 } cfg;
 
 static void cfg_refresh(void)
@@ -259,8 +258,6 @@ static void cfg_refresh(void)
         return;
     cfg.compression = cfg_bool("rdbcompression", 1);
     cfg.list_fill = (int)cfg_ll("list-max-listpack-size", -2);
-    cfg.zset_entries = cfg_ll("zset-max-listpack-entries", 128);
-    cfg.zset_value = cfg_ll("zset-max-listpack-value", 64);
     cfg.at_cmd = srv.stat_cmds;
     cfg.valid = 1;
 }
@@ -497,14 +494,7 @@ static int list_quicklist_fill(void)
 
 static int zset_is_listpack(zset *z)
 {
-    cfg_refresh();
-    long long max_entries = cfg.zset_entries, max_value = cfg.zset_value;
-    if ((long long)z->length > max_entries)
-        return 0;
-    for (zs_node *n = z->header->lv[0].forward; n; n = n->lv[0].forward)
-        if ((long long)zs_member(n).len > max_value)
-            return 0;
-    return 1;
+    return !z->skiplist;
 }
 
 /* Whether s is an intset (see types.h); the widest value width in *width
@@ -538,6 +528,8 @@ const char *rdb_encoding_name(kv_entry *e)
         bk_str s = entry_str(e);
         if (e->raw)
             return "raw";
+        if (e->flags & ENTRY_EMBSTR)
+            return s.len <= 44 ? "embstr" : "raw";
         if (s.len <= 20 && kv_parse_ll(s.p, s.len, &v) == 0)
             return "int";
         return s.len <= 44 ? "embstr" : "raw";
@@ -1460,6 +1452,12 @@ int rdb_load_object(rdb_reader *r, int rdbtype, rdb_value *v)
     /* Empty collections are refused, as Redis 7.0 does. */
     if (rc == 0 && obj_len(type, v->obj) == 0)
         rc = -1;
+    if (rc == 0 && type == KV_ZSET) {
+        if (rdbtype == RDB_TYPE_ZSET_ZIPLIST || rdbtype == RDB_TYPE_ZSET_LISTPACK)
+            zset_enc_loaded_packed(v->obj);
+        else
+            zset_enc_fit(v->obj);
+    }
     if (rc < 0) {
         rdb_value_free(v);
         return -1;

@@ -61,10 +61,20 @@ typedef struct kv_entry {
     unsigned char data[];
 } kv_entry;
 
-/* flags: ENTRY_EXPIRES, ENTRY_HEAP (kv_malloc'd), and in the top six bits
- * the slab class of the slot (so its size is known without the page). */
-enum { ENTRY_EXPIRES = 1u << 0, ENTRY_HEAP = 1u << 1 };
+/* flags: ENTRY_EXPIRES, ENTRY_EMBSTR, and in the top six bits the slab
+ * class of the slot (so its size is known without the page), or
+ * ENTRY_HEAP_CLASS for an entry kv_malloc'd past SLAB_MAX.
+ * ENTRY_EMBSTR: a string INCRBYFLOAT wrote, which Redis builds from a long
+ * double as an embstr (raw past 44 bytes) even when it reads as an integer
+ * ("3"), so OBJECT ENCODING shows embstr, not int, until the value is
+ * replaced (entry->raw, set later by APPEND and the like, wins over it). */
+enum { ENTRY_EXPIRES = 1u << 0, ENTRY_EMBSTR = 1u << 1 };
 #define ENTRY_CLASS_SHIFT 2
+#define ENTRY_HEAP_CLASS 0x3fu
+static inline int entry_on_heap(const kv_entry *e)
+{
+    return (e->flags >> ENTRY_CLASS_SHIFT) == ENTRY_HEAP_CLASS;
+}
 #define ENTRY_HDR offsetof(kv_entry, data)
 #define ENTRY_TTL_BYTES 12
 

@@ -36,6 +36,7 @@ zset *zset_new(void)
     z->tail = NULL;
     z->length = 0;
     z->level = 1;
+    z->skiplist = 0;
     return z;
 }
 
@@ -60,6 +61,7 @@ zset *zset_dup(zset *z)
     dict_expand(&d->dict, z->length);
     for (zs_node *n = z->tail; n; n = n->backward)
         zset_insert(d, n->score, zs_member(n));
+    d->skiplist = z->skiplist;
     return d;
 }
 

@@ -32,6 +32,12 @@ typedef struct zset {
     zs_node *header, *tail;
     size_t length;
     int level;
+    /* Redis 7.0's encoding (OBJECT ENCODING, DUMP): 0 listpack, 1 skiplist.
+     * Set by the zset commands (types.h: zset_enc_*): a zset turns skiplist
+     * when a new member outgrows zset-max-listpack-*, and stays one when
+     * members go; results of the store commands and loaded values are
+     * sized afresh. Kept by zset_dup. */
+    int skiplist;
 } zset;
 
 typedef struct {

@@ -848,16 +848,19 @@ void dump_debug_object(kv_client *c)
         size_t nodes, bytes;
         kv_list *l = entry_obj(e);
         int fill = rdb_list_shape(l, &nodes, &bytes);
+        /* ql_compressed is whether the quicklist has a compress depth */
+        const char *depth = kv_config_noop_str("list-compress-depth");
+        int compressed = depth && strcmp(depth, "0") != 0;
         snprintf(extra, sizeof extra,
-                 " ql_nodes:%zu ql_avg_node:%.2f ql_listpack_max:%d ql_compressed:0 "
+                 " ql_nodes:%zu ql_avg_node:%.2f ql_listpack_max:%d ql_compressed:%d "
                  "ql_uncompressed_size:%zu",
-                 nodes, nodes ? (double)l->len / (double)nodes : 0.0, fill, bytes);
+                 nodes, nodes ? (double)l->len / (double)nodes : 0.0, fill, compressed, bytes);
     }
     long long idle = (long long)((srv.lru_clock - e->lru) & 0xfffffff) * KV_LRU_MS / 1000;
     snprintf(line, sizeof line,
-             "Value at:%p refcount:1 encoding:%s serializedlength:%zu lru:%u "
+             "Value at:%p refcount:%lld encoding:%s serializedlength:%zu lru:%u "
              "lru_seconds_idle:%lld%s",
-             (void *)e, rdb_encoding_name(e), b.len,
+             (void *)e, object_refcount(e), rdb_encoding_name(e), b.len,
              (unsigned)((uint64_t)e->lru * KV_LRU_MS / 1000 & 0xffffff), idle, extra);
     reply_simple(c, line);
     buf_free(&b);

@@ -184,6 +184,7 @@ void geoadd_command(kv_client *c)
             }
         } else if (!(flags & G_XX)) {
             zset_insert(z, score, member);
+            zset_enc_added(z, member);
             added++;
         }
     }
@@ -397,6 +398,7 @@ static void store_points(kv_client *c, bk_str dst, geo_points *pts, size_t n, in
         else
             zset_insert(out, score, p->member);
     }
+    zset_enc_fit(out);
     /* The source may be dst: its members were copied before it goes. */
     kv_entry *old = db_lookup_write(c->db, dst);
     if (old)

@@ -567,12 +567,13 @@ static const char *const object_help[] = {
 };
 
 /* Redis shares the objects of the integers 0..9999 (refcount INT_MAX)
- * unless an LRU policy with a maxmemory needs per-key stamps. */
-static long long object_refcount(kv_entry *e)
+ * unless an LRU policy with a maxmemory needs per-key stamps; a string
+ * held raw or embstr (kv_entry) is an object of its own. */
+long long object_refcount(kv_entry *e)
 {
     long long v;
     bk_str s;
-    if (e->type != KV_STRING)
+    if (e->type != KV_STRING || e->raw || (e->flags & ENTRY_EMBSTR))
         return 1;
     s = entry_str(e);
     int lru = srv.cfg.maxmemory_policy == MM_ALLKEYS_LRU ||

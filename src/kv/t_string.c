@@ -377,7 +377,8 @@ void incrbyfloat_command(kv_client *c)
     }
     char b[KV_LDBL_STR_MAX];
     size_t n = kv_fmt_ldouble(b, sizeof b, v);
-    db_store_string(c->db, c->argv[1], e, b, n, DB_KEEPTTL);
+    e = db_store_string(c->db, c->argv[1], e, b, n, DB_KEEPTTL);
+    e->flags |= ENTRY_EMBSTR; /* see kv_entry */
     kv_notify(c->db, NOTIFY_STRING, "incrbyfloat", c->argv[1]);
     kv_dirty(1);
     bk_str prop[4] = { BK_STR("SET"), c->argv[1], { b, n }, BK_STR("KEEPTTL") };

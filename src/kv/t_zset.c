@@ -25,6 +25,50 @@ static zset *get_zset(kv_client *c, bk_str key, int write, int *err)
     return e ? entry_obj(e) : NULL;
 }
 
+/* ---- Redis 7.0's encoding (see types.h) ---- */
+
+static size_t zset_limit(const char *name, const char **cache, long long dflt)
+{
+    if (!*cache)
+        *cache = kv_config_noop_str(name); /* stable storage */
+    long long v = dflt;
+    if (*cache && kv_parse_ll(*cache, strlen(*cache), &v) != 0)
+        v = dflt;
+    return v > 0 ? (size_t)v : 0;
+}
+
+static size_t max_entries(void)
+{
+    static const char *v;
+    return zset_limit("zset-max-listpack-entries", &v, 128);
+}
+
+static size_t max_value(void)
+{
+    static const char *v;
+    return zset_limit("zset-max-listpack-value", &v, 64);
+}
+
+void zset_enc_added(zset *z, bk_str member)
+{
+    if (!z->skiplist && (z->length > max_entries() || member.len > max_value()))
+        z->skiplist = 1;
+}
+
+void zset_enc_fit(zset *z)
+{
+    size_t vmax = max_value();
+    int fits = z->length <= max_entries();
+    for (zs_node *n = z->header->lv[0].forward; fits && n; n = n->lv[0].forward)
+        fits = zs_member(n).len <= vmax;
+    z->skiplist = !fits;
+}
+
+void zset_enc_loaded_packed(zset *z)
+{
+    z->skiplist = z->length > max_entries();
+}
+
 static void delete_if_empty(kv_client *c, bk_str key, zset *z)
 {
     if (z->length == 0) {
@@ -39,6 +83,7 @@ static void store_result(kv_client *c, bk_str key, zset *dst, const char *event)
 {
     kv_entry *old = db_lookup_write(c->db, key);
     if (dst->length) {
+        zset_enc_fit(dst);
         db_replace_obj(c->db, key, old, KV_ZSET, dst);
         kv_notify(c->db, NOTIFY_ZSET, event, key);
     } else {
@@ -78,6 +123,7 @@ static int zadd_one(zset *z, double score, bk_str member, int flags, double *out
     if (flags & Z_XX)
         return 0;
     zset_insert(z, score, member);
+    zset_enc_added(z, member);
     *out = score;
     return 1;
 }

@@ -183,6 +183,7 @@ static void store_zset(kv_client *c, bk_str key, zset *z, const char *event)
     kv_entry *old = db_lookup_write(c->db, key);
     long long n = (long long)z->length;
     if (n) {
+        zset_enc_fit(z);
         db_replace_obj(c->db, key, old, KV_ZSET, z);
         kv_notify(c->db, NOTIFY_ZSET, event, key);
         kv_dirty(1);

@@ -101,6 +101,21 @@ static inline int set_is_intset(const dict *s) { return s->owner == SET_INTSET; 
  * array of dict_size(s) nodes, or NULL when s is a hashtable (or empty). */
 dict_node **set_intset_nodes(dict *s);
 
+/* ---- zset encoding (see zset.skiplist in skiplist.h), with the limits
+ * zset-max-listpack-entries/-value read at the call */
+/* After member was added as a new one (ZADD, ZINCRBY, GEOADD): skiplist
+ * for good once the zset outgrows the limits. */
+void zset_enc_added(zset *z, bk_str member);
+/* A zset made afresh (results of the STORE commands): listpack iff within
+ * the limits. */
+void zset_enc_fit(zset *z);
+/* A zset loaded from a listpack or ziplist: skiplist iff it has more
+ * entries than the limit (the member lengths are not checked). */
+void zset_enc_loaded_packed(zset *z);
+
+/* OBJECT REFCOUNT's answer for e (INT_MAX for Redis's shared integers). */
+long long object_refcount(kv_entry *e);
+
 /* ---- command handlers ---- */
 #define CMD(name) void name##_command(kv_client *c)
 /* connection / server */
