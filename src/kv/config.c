@@ -59,6 +59,7 @@ static const opt opts[] = {
     { "save", O_STR, OFF(save), 0, 0, 0 },
     { "daemonize", O_BOOL, OFF(daemonize), 0, 0, 1 },
     { "timeout", O_INT, OFF(timeout), 0, INT_MAX, 0 },
+    { "shutdown-timeout", O_INT, OFF(shutdown_timeout), 0, INT_MAX, 0 },
     { "tcp-backlog", O_INT, OFF(tcp_backlog), 1, 65535, 1 },
     { "active-expire-effort", O_INT, OFF(active_expire_effort), 1, 10, 0 },
     { "protected-mode", O_BOOL, OFF(protected_mode), 0, 1, 0 },
@@ -212,6 +213,7 @@ void kv_config_defaults(kv_config *cfg)
     cfg->logfile = xstrdup("");
     cfg->save = xstrdup("3600 1 300 100 60 10000"); /* Redis 7.0's save points */
     cfg->timeout = 0;
+    cfg->shutdown_timeout = 10; /* seconds a shutdown waits for lagging replicas */
     cfg->tcp_backlog = 511;
     cfg->active_expire_effort = 1;
     cfg->protected_mode = 1;

@@ -1668,7 +1668,7 @@ static void info_server(bk_buf *b)
             "process_supervised:no\r\nrun_id:%016llx%016llx%08x\r\ntcp_port:%d\r\n"
             "server_time_usec:%lld\r\nuptime_in_seconds:%lld\r\nuptime_in_days:%lld\r\nhz:%d\r\n"
             "configured_hz:%d\r\nlru_clock:%u\r\nexecutable:%s\r\nconfig_file:%s\r\n"
-            "io_threads_active:0\r\nbrisk_kv_version:%s\r\n",
+            "io_threads_active:0\r\n",
          KV_VERSION, un.sysname, un.release, un.machine, (int)(sizeof(void *) * 8),
 #ifdef __GNUC__
          __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__,
@@ -1679,7 +1679,10 @@ static void info_server(bk_buf *b)
          (unsigned long long)getpid() * 40503ull, (unsigned)srv.cfg.port, srv.cfg.port,
          (long long)kv_unix_us(), (long long)uptime, (long long)uptime / 86400, srv.cfg.hz,
          srv.cfg.hz, srv.lru_clock, srv.executable ? srv.executable : "",
-         srv.config_file ? srv.config_file : "", BRISK_VERSION);
+         srv.config_file ? srv.config_file : "");
+    if (srv.shutdown_ms) /* a shutdown waits for its replicas */
+        buf_appendf(b, "shutdown_in_milliseconds:%lld\r\n", (long long)(srv.shutdown_ms - srv.now_ms));
+    buf_appendf(b, "brisk_kv_version:%s\r\n", BRISK_VERSION);
 }
 
 static void info_clients(bk_buf *b)
@@ -1688,7 +1691,8 @@ static void info_clients(bk_buf *b)
     buf_appendf(b, "# Clients\r\nconnected_clients:%llu\r\ncluster_connections:0\r\nmaxclients:%llu\r\n"
             "client_recent_max_input_buffer:%zu\r\nclient_recent_max_output_buffer:%zu\r\n"
             "blocked_clients:%llu\r\ntracking_clients:%d\r\nclients_in_timeout_table:%llu\r\n",
-         (unsigned long long)srv.nclients, (unsigned long long)srv.cfg.maxclients, cm.max_in,
+         (unsigned long long)(srv.nclients - (uint64_t)repl_replica_count()),
+         (unsigned long long)srv.cfg.maxclients, cm.max_in,
          cm.max_out, (unsigned long long)(srv.nheld + srv.blk_nclients), srv.trk_nclients,
          (unsigned long long)srv.blk_ntimeout);
 }

@@ -1213,6 +1213,43 @@ static void send_getack(void)
     stream_command(3, getack);
 }
 
+int repl_shutdown_ready(void)
+{
+    for (int i = 0; i < R.nreplicas; i++)
+        if (R.replicas[i]->repl_ack_off != R.offset)
+            return 0;
+    return 1;
+}
+
+int repl_replica_count(void)
+{
+    return R.nreplicas;
+}
+
+void repl_shutdown_getack(void)
+{
+    send_getack();
+}
+
+void repl_shutdown_report(void)
+{
+    int lagging = 0;
+    for (int i = 0; i < R.nreplicas; i++) {
+        kv_client *r = R.replicas[i];
+        if (r->repl_ack_off == R.offset)
+            continue;
+        lagging++;
+        char ip[64];
+        long long lag = r->repl_state == RS_ONLINE ? (srv.now_ms - r->repl_ack_ms) / 1000 : 0;
+        log_warn("Lagging replica %s:%d reported offset %lld behind master, lag=%lld, state=%s.",
+                 replica_ip(r, ip, sizeof ip), r->repl_listen_port, R.offset - r->repl_ack_off,
+                 lag, rs_names[r->repl_state < 0 || r->repl_state > RS_ONLINE ? 0 : r->repl_state]);
+    }
+    if (R.nreplicas)
+        log_info("%d of %d replicas are in sync when shutting down.", R.nreplicas - lagging,
+                 R.nreplicas);
+}
+
 void wait_command(kv_client *c)
 {
     long long num, timeout;

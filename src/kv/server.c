@@ -1074,24 +1074,11 @@ static void on_iteration_end(bk_loop *l, void *ud)
         kv_watchdog_disarm();
 }
 
-/* SHUTDOWN (srv.shutdown_asap -1) has saved already; a shutdown signal's
- * save comes now, and when it fails the server goes on, as Redis's. */
-static void stop_for_shutdown(bk_loop *l)
-{
-    if (srv.shutdown_asap > 0 && !srv.loading) { /* (a load exits unsaved: kv_loading_progress) */
-        log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
-        if (dump_signal_shutdown(srv.shutdown_asap) < 0) {
-            srv.shutdown_asap = 0;
-            return;
-        }
-    }
-    loop_stop(l);
-}
-
 static void on_wake(bk_loop *l, void *ud)
 {
-    if (srv.shutdown_asap && !kv_debug_cron_paused)
-        stop_for_shutdown(l);
+    (void)l;
+    if (srv.shutdown_asap > 0 && !kv_debug_cron_paused)
+        kv_shutdown_cron();
 }
 
 /* One sample per cron tick of the rates INFO reports as instantaneous_*. */
@@ -1160,8 +1147,8 @@ static void cron_cb(bk_loop *l, bk_timer *t)
                 (uint64_t)(srv.now_ms - c->last_ms) > srv.cfg.timeout * 1000)
                 c->flags |= CLIENT_CLOSE_ASAP, mark_pending(c);
     }
-    if (srv.shutdown_asap)
-        stop_for_shutdown(l);
+    if (BK_UNLIKELY(srv.shutdown_asap > 0 || srv.shutdown_ms))
+        kv_shutdown_cron();
     timer_start(l, t, (uint64_t)(1000 / srv.cfg.hz));
 }
 

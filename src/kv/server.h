@@ -403,6 +403,7 @@ typedef struct kv_config {
     char *save;
     int daemonize;
     uint64_t timeout;
+    int shutdown_timeout; /* seconds; 0: a shutdown does not wait for replicas */
     int tcp_backlog;
     int active_expire_effort;
     int protected_mode; /* refuse non-loopback clients while no password is set */
@@ -429,6 +430,10 @@ typedef struct kv_server {
     bk_timer cron;
     uint64_t cronloops;
     int shutdown_asap;
+    /* A shutdown waiting for lagging replicas (Redis's shutdown-timeout):
+     * its deadline (0: none waits) and its KV_SHUTDOWN_* flags. */
+    int64_t shutdown_ms;
+    int shutdown_flags;
     int loading;
     /* stats */
     uint64_t stat_conns, stat_cmds, stat_expired, stat_evicted, stat_rejected_conns;
@@ -702,11 +707,17 @@ void dump_cron(void);
 int dump_load_at_start(void);
 /* The save of a shutdown: stops a BGSAVE child and saves dbfilename. 0,
  * or -1 when that failed and force is 0: the shutdown is off and the
- * server goes on (Redis's prepareForShutdown, its log lines too). */
+ * server goes on (kv_shutdown_prepare; Redis's log lines). */
 int dump_shutdown_save(int force);
-/* A shutdown signal: dump_shutdown_save when save points are configured
- * or shutdown-on-sigterm/-sigint says save (force as it says). */
-int dump_signal_shutdown(int sig);
+/* Shutdown (t_server.c), Redis 7.0's: without NOW, and while replicas lag
+ * and shutdown-timeout is not 0, writes pause and the server waits for
+ * their acks; then the save, and the loop stops. 1 when the loop stops,
+ * 0 while waiting (kv_shutdown_cron finishes it), -1 when it failed (the
+ * clients blocked in SHUTDOWN got the error, writes run again). */
+int kv_shutdown_prepare(int flags);
+/* Cron: a signal's shutdown starts; a waiting one ends when the replicas
+ * acked or its time is up. */
+void kv_shutdown_cron(void);
 /* At exit: stops a BGSAVE child. */
 void dump_at_exit(void);
 /* DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE] and DEBUG OBJECT key. */
@@ -925,6 +936,14 @@ void repl_master_applied(kv_client *c);
 void repl_master_shift(kv_client *c, size_t used);
 void repl_client_closed(kv_client *c);
 void repl_cron(void);
+/* Our replicas (INFO's connected_clients leaves them out, as Redis). */
+int repl_replica_count(void);
+/* Shutdown: 1 when every replica acked our offset (or there are none). */
+int repl_shutdown_ready(void);
+/* Shutdown: REPLCONF GETACK * to the replicas. */
+void repl_shutdown_getack(void);
+/* Shutdown: logs each lagging replica and how many are in sync. */
+void repl_shutdown_report(void);
 /* Whether keys must not expire here (a replica: the master sends DEL). */
 int repl_no_expire(void);
 int repl_from_master(void); /* the running command came from our master */

@@ -724,15 +724,6 @@ void dump_at_exit(void)
     bgsave_kill_child();
 }
 
-int dump_signal_shutdown(int sig)
-{
-    int flags = kv_shutdown_flags(sig); /* shutdown-on-sigterm/sigint */
-    if (!(flags & KV_SHUTDOWN_NOSAVE) &&
-        ((flags & KV_SHUTDOWN_SAVE) || (srv.cfg.save && srv.cfg.save[0])))
-        return dump_shutdown_save(flags & KV_SHUTDOWN_FORCE);
-    return 0;
-}
-
 void dump_flushall(void)
 {
     if (srv.rdb_child_pid > 0) {
@@ -762,7 +753,6 @@ int dump_shutdown_save(int force)
             return 0;
         }
         log_warn("Error trying to save the DB, can't exit.");
-        log_warn("Errors trying to shut down the server. Check the logs for more information.");
         return -1;
     }
     log_info("DB saved on disk");

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -219,40 +220,147 @@ void bgrewriteaof_command(kv_client *c)
                        : "Background append only file rewriting started");
 }
 
+/* ---- SHUTDOWN ---- */
+
+#define SHUTDOWN_FAILED "ERR Errors trying to SHUTDOWN. Check logs."
+
+/* A client blocked in SHUTDOWN waits on no key and for no time: it gets
+ * an error when the shutdown fails or is aborted, nothing when it ends. */
+static int shutdown_serve(kv_client *c, kv_db *db, bk_str key, kv_entry *e)
+{
+    (void)c, (void)db, (void)key, (void)e;
+    return 0;
+}
+
+static void shutdown_failed_reply(kv_client *c)
+{
+    reply_error(c, SHUTDOWN_FAILED);
+}
+
+static const kv_block_kind shutdown_kind = { -1, shutdown_serve, shutdown_failed_reply };
+
+/* Writes wait (as CLIENT PAUSE WRITE) while the replicas catch up. */
+static void shutdown_pause(int on)
+{
+    if (on) {
+        if (srv.pause_type != KV_PAUSE_ALL)
+            srv.pause_type = KV_PAUSE_WRITE;
+        srv.pause_end_ms = INT64_MAX;
+        return;
+    }
+    srv.pause_type = 0;
+    srv.pause_end_ms = 0;
+    if (srv.held)
+        srv.resume_held = 1;
+}
+
+static void shutdown_cancel(void)
+{
+    srv.shutdown_asap = 0;
+    srv.shutdown_flags = 0;
+    srv.shutdown_ms = 0;
+    shutdown_pause(0);
+    for (kv_client *c = srv.clients; c; c = c->next)
+        if (c->blocked && c->bstate && c->bstate->kind == &shutdown_kind) {
+            shutdown_failed_reply(c);
+            blocking_done(c);
+        }
+}
+
+/* After the wait (or without one): the save, then the loop stops. */
+static int shutdown_finish(void)
+{
+    int flags = srv.shutdown_flags;
+    repl_shutdown_report();
+    if (srv.aof_state == 2 && srv.child_pid > 0) { /* the first AOF is not written yet */
+        if (!(flags & KV_SHUTDOWN_FORCE)) {
+            log_warn("Writing initial AOF, can't exit.");
+            goto error;
+        }
+        log_warn("Writing initial AOF. Exit anyway.");
+    }
+    if (((flags & KV_SHUTDOWN_SAVE) ||
+         (!(flags & KV_SHUTDOWN_NOSAVE) && srv.cfg.save && srv.cfg.save[0])) &&
+        dump_shutdown_save(flags & KV_SHUTDOWN_FORCE) < 0)
+        goto error;
+    srv.shutdown_asap = -1;
+    loop_stop(&srv.loop);
+    return 1;
+error:
+    log_warn("Errors trying to shut down the server. Check the logs for more information.");
+    shutdown_cancel();
+    return -1;
+}
+
+int kv_shutdown_prepare(int flags)
+{
+    if (srv.shutdown_ms)
+        return 0; /* one waits already: its end answers this one too */
+    if (srv.loading) /* a half-loaded dataset is never saved (Redis neither) */
+        flags = (flags & ~KV_SHUTDOWN_SAVE) | KV_SHUTDOWN_NOSAVE;
+    srv.shutdown_flags = flags;
+    log_info("User requested shutdown...");
+    if (!(flags & KV_SHUTDOWN_NOW) && srv.cfg.shutdown_timeout && !srv.loading &&
+        !repl_shutdown_ready()) {
+        srv.shutdown_ms = srv.now_ms + (int64_t)srv.cfg.shutdown_timeout * 1000;
+        if (!srv.pause_type)
+            repl_shutdown_getack();
+        shutdown_pause(1);
+        log_info("Waiting for replicas before shutting down.");
+        return 0;
+    }
+    return shutdown_finish();
+}
+
+void kv_shutdown_cron(void)
+{
+    if (srv.shutdown_ms) {
+        if (srv.now_ms >= srv.shutdown_ms || repl_shutdown_ready())
+            shutdown_finish();
+    } else if (srv.shutdown_asap > 0) {
+        log_info("received %s, shutting down", strsignal(srv.shutdown_asap));
+        kv_shutdown_prepare(kv_shutdown_flags(srv.shutdown_asap)); /* shutdown-on-sig* */
+    }
+}
+
 void shutdown_command(kv_client *c)
 {
-    int save = 0, nosave = 0, force = 0;
+    static const char *const words[] = { "save", "nosave", "now", "force", "abort" };
+    static const int bits[] = { KV_SHUTDOWN_SAVE, KV_SHUTDOWN_NOSAVE, KV_SHUTDOWN_NOW,
+                                KV_SHUTDOWN_FORCE, 0 };
+    int flags = 0, abort = 0;
     for (int i = 1; i < c->argc; i++) {
-        save |= arg_is(c->argv[i], "save");
-        nosave |= arg_is(c->argv[i], "nosave");
-        force |= arg_is(c->argv[i], "force");
-        if (!arg_is(c->argv[i], "nosave") && !arg_is(c->argv[i], "save") &&
-            !arg_is(c->argv[i], "now") && !arg_is(c->argv[i], "force") &&
-            !arg_is(c->argv[i], "abort")) {
+        int k = 0;
+        while (k < (int)BK_ARRAY_LEN(words) && !arg_is(c->argv[i], words[k]))
+            k++;
+        if (k == (int)BK_ARRAY_LEN(words)) {
             reply_error(c, ERR_SYNTAX);
             return;
         }
-        if (arg_is(c->argv[i], "abort") && srv.shutdown_asap > 0) {
-            /* a signal not acted on yet (DEBUG PAUSE-CRON holds it) */
-            srv.shutdown_asap = 0;
-            log_warn("Shutdown manually aborted.");
-            reply_ok(c);
-            return;
-        }
-        if (arg_is(c->argv[i], "abort")) {
+        flags |= bits[k];
+        abort |= !bits[k];
+    }
+    if ((abort && flags) ||
+        ((flags & KV_SHUTDOWN_SAVE) && (flags & KV_SHUTDOWN_NOSAVE))) {
+        reply_error(c, ERR_SYNTAX);
+        return;
+    }
+    if (abort) {
+        if (srv.shutdown_ms) {
+            shutdown_cancel();
+        } else if (srv.shutdown_asap > 0) {
+            srv.shutdown_asap = 0; /* a signal not acted on yet (DEBUG PAUSE-CRON holds it) */
+        } else {
             reply_error(c, "ERR No shutdown in progress.");
             return;
         }
-    }
-    log_info("User requested shutdown...");
-    if (srv.loading)
-        save = 0, nosave = 1; /* a half-loaded dataset is never saved (Redis neither) */
-    if ((save || (!nosave && srv.cfg.save && srv.cfg.save[0])) && dump_shutdown_save(force) < 0) {
-        reply_error(c, "ERR Errors trying to SHUTDOWN. Check logs.");
+        log_info("Shutdown manually aborted.");
+        reply_ok(c);
         return;
     }
-    srv.shutdown_asap = -1;
-    loop_stop(&srv.loop);
+    /* c waits for the end (no reply: the connection closes) or an error */
+    blocking_park(c, &shutdown_kind, 0, 0, 0);
+    kv_shutdown_prepare(flags);
 }
 
 void readonly_noop_command(kv_client *c)
