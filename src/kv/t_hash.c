@@ -28,7 +28,7 @@
 
 /* ---- limits, read from the config per use so CONFIG SET acts at once ---- */
 
-static size_t cfg_size(const char *name, const char **cache, long long dflt)
+size_t kv_config_noop_size(const char *name, const char **cache, long long dflt)
 {
     if (!*cache)
         *cache = kv_config_noop_str(name);
@@ -41,13 +41,13 @@ static size_t cfg_size(const char *name, const char **cache, long long dflt)
 static size_t max_entries(void)
 {
     static const char *v;
-    return cfg_size("hash-max-listpack-entries", &v, 512);
+    return kv_config_noop_size("hash-max-listpack-entries", &v, 512);
 }
 
 static size_t max_value(void)
 {
     static const char *v;
-    return cfg_size("hash-max-listpack-value", &v, 64);
+    return kv_config_noop_size("hash-max-listpack-value", &v, 64);
 }
 
 /* ---- the small encoding ---- */

@@ -27,26 +27,16 @@ static zset *get_zset(kv_client *c, bk_str key, int write, int *err)
 
 /* ---- Redis 7.0's encoding (see types.h) ---- */
 
-static size_t zset_limit(const char *name, const char **cache, long long dflt)
-{
-    if (!*cache)
-        *cache = kv_config_noop_str(name); /* stable storage */
-    long long v = dflt;
-    if (*cache && kv_parse_ll(*cache, strlen(*cache), &v) != 0)
-        v = dflt;
-    return v > 0 ? (size_t)v : 0;
-}
-
 static size_t max_entries(void)
 {
     static const char *v;
-    return zset_limit("zset-max-listpack-entries", &v, 128);
+    return kv_config_noop_size("zset-max-listpack-entries", &v, 128);
 }
 
 static size_t max_value(void)
 {
     static const char *v;
-    return zset_limit("zset-max-listpack-value", &v, 64);
+    return kv_config_noop_size("zset-max-listpack-value", &v, 64);
 }
 
 void zset_enc_added(zset *z, bk_str member)
