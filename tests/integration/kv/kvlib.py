@@ -100,8 +100,8 @@ class KvServer:
             rc = self.proc.returncode if self.proc else 0
         else:
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                rc = self.proc.wait(5)
+            try:  # (a master waits up to shutdown-timeout, 10 s, for lagging replicas)
+                rc = self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
