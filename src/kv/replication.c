@@ -2233,8 +2233,10 @@ void replicaof_command(kv_client *c)
 
 /* ---- FAILOVER ---- */
 
-/* Writes wait (as CLIENT PAUSE WRITE) for the whole failover. */
-static void failover_pause(int on)
+/* Writes wait (as CLIENT PAUSE WRITE) for a whole failover or a shutdown's
+ * wait for its replicas; off is as CLIENT UNPAUSE: held clients run again.
+ * (One pause state: a CLIENT UNPAUSE meanwhile ends it too.) */
+void kv_pause_writes_internal(int on)
 {
     if (on) {
         if (srv.pause_type != KV_PAUSE_ALL)
@@ -2242,7 +2244,6 @@ static void failover_pause(int on)
         srv.pause_end_ms = INT64_MAX;
         return;
     }
-    /* as CLIENT UNPAUSE: held clients run again */
     srv.pause_type = 0;
     srv.pause_end_ms = 0;
     if (srv.held)
@@ -2256,7 +2257,7 @@ static void failover_clear(void)
     R.fo_host[0] = '\0';
     R.fo_port = 0;
     R.fo_end_ms = 0;
-    failover_pause(0);
+    kv_pause_writes_internal(0);
 }
 
 static void failover_abort(const char *why)
@@ -2400,7 +2401,7 @@ void failover_command(kv_client *c)
     R.fo_force = force;
     R.fo_end_ms = have_timeout ? srv.now_ms + (timeout > INT64_MAX / 4 ? INT64_MAX / 4 : timeout) : 0;
     R.fo_state = FO_WAIT_SYNC;
-    failover_pause(1);
+    kv_pause_writes_internal(1);
     R.last_ping_ms = srv.now_ms;
     send_getack();
     reply_ok(c);

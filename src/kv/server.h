@@ -880,6 +880,9 @@ void kv_notify_config_get(bk_str pattern, void (*fn)(void *ud, const char *name,
 /* The value string of a compatibility option (config.c); the pointer stays
  * valid and follows CONFIG SET. NULL if unknown. */
 const char *kv_config_noop_str(const char *name);
+/* Writes paused (on) or not (off) for a failover or a shutdown's wait for
+ * its replicas (replication.c). */
+void kv_pause_writes_internal(int on);
 /* Such an option read as a size limit (t_hash.c): dflt when unknown or not
  * an integer, 0 for negatives; *cache keeps the option's stable pointer. */
 size_t kv_config_noop_size(const char *name, const char **cache, long long dflt);

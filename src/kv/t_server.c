@@ -239,27 +239,12 @@ static void shutdown_failed_reply(kv_client *c)
 
 static const kv_block_kind shutdown_kind = { -1, shutdown_serve, shutdown_failed_reply };
 
-/* Writes wait (as CLIENT PAUSE WRITE) while the replicas catch up. */
-static void shutdown_pause(int on)
-{
-    if (on) {
-        if (srv.pause_type != KV_PAUSE_ALL)
-            srv.pause_type = KV_PAUSE_WRITE;
-        srv.pause_end_ms = INT64_MAX;
-        return;
-    }
-    srv.pause_type = 0;
-    srv.pause_end_ms = 0;
-    if (srv.held)
-        srv.resume_held = 1;
-}
-
 static void shutdown_cancel(void)
 {
     srv.shutdown_asap = 0;
     srv.shutdown_flags = 0;
     srv.shutdown_ms = 0;
-    shutdown_pause(0);
+    kv_pause_writes_internal(0);
     for (kv_client *c = srv.clients; c; c = c->next)
         if (c->blocked && c->bstate && c->bstate->kind == &shutdown_kind) {
             shutdown_failed_reply(c);
@@ -305,7 +290,7 @@ int kv_shutdown_prepare(int flags)
         srv.shutdown_ms = srv.now_ms + (int64_t)srv.cfg.shutdown_timeout * 1000;
         if (!srv.pause_type)
             repl_shutdown_getack();
-        shutdown_pause(1);
+        kv_pause_writes_internal(1);
         log_info("Waiting for replicas before shutting down.");
         return 0;
     }
